@@ -1,0 +1,219 @@
+"""Clusters and partitions: what the admins describe once, and the check of a job against it.
+
+Modelled on ReFrame's site configuration (system → partitions, each with scheduler options,
+resources, environment and container platforms). Admins own these files; users only name a
+cluster and a partition.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from orchestrator import yamlio
+from orchestrator.base import Strict
+from orchestrator.errors import UserError
+from orchestrator.paths import cluster_search_dirs
+from orchestrator.spec import JobSpec
+from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
+
+Arch = Literal["aarch64", "x86_64"]
+
+
+class Launcher(Strict):
+    """How tasks are started inside the allocation."""
+
+    kind: Literal["srun", "direct"] = "srun"
+    options: list[str] = Field(
+        default_factory=list, description="Extra srun options, e.g. --mpi=pmix, --cpu-bind=cores."
+    )
+
+
+class PartitionContainer(Strict):
+    """The container platform a partition offers, and binds every job gets."""
+
+    runtime: Literal["none", "singularity", "apptainer"] = "none"
+    binds: list[str] = Field(default_factory=list)
+
+
+class Partition(Strict):
+    """One SLURM partition and the limits users may request within it."""
+
+    description: str | None = None
+    arch: Arch = "x86_64"
+    os: str | None = None
+    nodes: list[str] = Field(default_factory=list, description="Node names (informational).")
+    max_nodes: int = Field(1, ge=1)
+    gpus_per_node: int = Field(0, ge=0)
+    gpu_type: str | None = None
+    gpu_mem: str | None = None
+    cpus_per_node: int = Field(1, ge=1)
+    mem_per_node: str = "1G"
+    cpu_mem: str | None = Field(None, description="CPU (LPDDR5X) memory per node, if separate.")
+    max_time: str = "01:00:00"
+    default_time: str = "00:10:00"
+    accounts: list[str] = Field(default_factory=list)
+    qos: list[str] = Field(default_factory=list)
+    features: list[str] = Field(default_factory=list, description="Constraints nodes offer.")
+    gpu_directive: Literal["gpus-per-node", "gres"] = "gpus-per-node"
+    sbatch_options: list[str] = Field(
+        default_factory=list, description="Directives every job here carries, e.g. --exclusive."
+    )
+    setup: list[str] = Field(
+        default_factory=list, description="Shell lines run before launch (module loads)."
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    container: PartitionContainer = Field(default_factory=PartitionContainer)
+    launcher: Launcher = Field(default_factory=Launcher)
+    template: str | None = Field(
+        None, description="Template name under partitions/ (default: the partition's name)."
+    )
+
+    @field_validator("max_time", "default_time", mode="before")
+    @classmethod
+    def _time(cls, v: object) -> str:
+        return format_time(parse_time(str(v)))
+
+    @field_validator("mem_per_node", mode="before")
+    @classmethod
+    def _mem(cls, v: object) -> str:
+        return format_mem(parse_mem_mib(str(v)))
+
+    @property
+    def max_time_seconds(self) -> int:
+        return parse_time(self.max_time)
+
+    @property
+    def mem_mib(self) -> int:
+        return parse_mem_mib(self.mem_per_node)
+
+
+class ClusterPaths(Strict):
+    """Folders on the cluster's shared file system. `{home}` is the gh-run home."""
+
+    runs: str = Field("{home}/runs", description="Where run folders are created.")
+
+
+class Cluster(Strict):
+    """A site: its scheduler, shared paths, templates and partitions."""
+
+    name: str
+    description: str | None = None
+    scheduler: Literal["slurm"] = "slurm"
+    login: str | None = Field(None, description="Login node host name (informational).")
+    paths: ClusterPaths = Field(default_factory=ClusterPaths)
+    default_partition: str
+    template_dirs: list[str] = Field(
+        default_factory=list, description="Admin template folders, searched before gh-run's."
+    )
+    partitions: dict[str, Partition]
+    source: str | None = Field(None, exclude=True, description="File this cluster came from.")
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> Cluster:
+        if self.default_partition not in self.partitions:
+            raise ValueError(
+                f"default_partition {self.default_partition!r} is not among the partitions "
+                f"({', '.join(sorted(self.partitions))}); add it or pick one of them"
+            )
+        return self
+
+    def partition(self, name: str | None) -> tuple[str, Partition]:
+        key = name or self.default_partition
+        if key not in self.partitions:
+            raise UserError(
+                f"partition {key!r} does not exist on cluster {self.name!r}; "
+                f"choose one of: {', '.join(sorted(self.partitions))}"
+            )
+        return key, self.partitions[key]
+
+    def template_search_path(self) -> list[Path]:
+        base = Path(self.source).parent if self.source else Path.cwd()
+        return [(base / d).resolve() for d in self.template_dirs]
+
+
+def find_cluster_file(name_or_path: str) -> Path:
+    as_path = Path(name_or_path)
+    if as_path.suffix in {".yaml", ".yml"} or "/" in name_or_path:
+        if as_path.is_file():
+            return as_path
+        raise UserError(f"cluster file {name_or_path} does not exist; check the path")
+    if not re.match(r"^[A-Za-z0-9_.-]+$", name_or_path):
+        raise UserError(f"cluster {name_or_path!r}: not a valid cluster name")
+    searched = cluster_search_dirs()
+    for d in searched:
+        for ext in (".yaml", ".yml"):
+            candidate = d / f"{name_or_path}{ext}"
+            if candidate.is_file():
+                return candidate
+    raise UserError(
+        f"cluster {name_or_path!r} not found in {', '.join(str(d) for d in searched)}; "
+        "set `cluster:` to a file in clusters/ or pass --cluster PATH"
+    )
+
+
+def load_cluster(name_or_path: str) -> Cluster:
+    path = find_cluster_file(name_or_path)
+    doc = yamlio.read_file(path)
+    cluster = yamlio.to_model(doc, Cluster)
+    cluster.source = str(path.resolve())
+    return cluster
+
+
+def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tuple[str, Partition]:
+    """Refuse, before anything is submitted, a job the partition cannot run.
+
+    Each refusal is one sentence naming the field, the limit and the partition.
+    """
+    name, part = cluster.partition(spec.partition)
+    res = spec.resources
+    where = f"{spec_src}: resources"
+    if res.gpus_per_node > part.gpus_per_node:
+        raise UserError(
+            f"{where}.gpus_per_node: {res.gpus_per_node} GPUs per node asked, but partition "
+            f"{name!r} has {part.gpus_per_node} per node; ask for at most {part.gpus_per_node}"
+        )
+    if res.nodes > part.max_nodes:
+        raise UserError(
+            f"{where}.nodes: {res.nodes} nodes asked, but partition {name!r} allows at most "
+            f"{part.max_nodes}; ask for fewer nodes"
+        )
+    if res.time_seconds is not None and res.time_seconds > part.max_time_seconds:
+        raise UserError(
+            f"{where}.time: {res.time} is over partition {name!r}'s limit of {part.max_time}; "
+            f"ask for {part.max_time} or less"
+        )
+    if res.mem_mib is not None and res.mem_mib > part.mem_mib:
+        raise UserError(
+            f"{where}.mem: {res.mem} is more than a node of partition {name!r} has "
+            f"({part.mem_per_node}); ask for {part.mem_per_node} or less"
+        )
+    if res.tasks_per_node * res.cpus_per_task > part.cpus_per_node:
+        raise UserError(
+            f"{where}.cpus_per_task: {res.tasks_per_node} tasks x {res.cpus_per_task} CPUs is "
+            f"more than the {part.cpus_per_node} cores of a node of partition {name!r}; "
+            "lower cpus_per_task or ntasks_per_node"
+        )
+    if res.constraint:
+        wanted = set(re.split(r"[&|,\[\]*()!]+", res.constraint)) - {""}
+        missing = sorted(wanted - set(part.features))
+        if missing:
+            offered = ", ".join(part.features) or "none"
+            raise UserError(
+                f"{where}.constraint: feature {', '.join(missing)} is not offered by partition "
+                f"{name!r} (features: {offered}); drop it or pick another partition"
+            )
+    if res.account and part.accounts and res.account not in part.accounts:
+        raise UserError(
+            f"{where}.account: {res.account!r} may not use partition {name!r}; "
+            f"use one of {', '.join(part.accounts)}"
+        )
+    if res.qos and part.qos and res.qos not in part.qos:
+        raise UserError(
+            f"{where}.qos: {res.qos!r} is not allowed on partition {name!r}; "
+            f"use one of {', '.join(part.qos)}"
+        )
+    return name, part

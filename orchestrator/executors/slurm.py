@@ -1,0 +1,288 @@
+"""The SLURM executor: sbatch to submit, submitit to track, scancel to cancel.
+
+Tracking goes through submitit: every job is a `submitit.SlurmJob`, and one shared watcher
+asks `sacct` about all registered jobs in one batched call per poll, whatever their number.
+Our watcher asks sacct for two more columns (ExitCode, Reason) and, when accounting does not
+answer (slurmdbd down, accounting disabled) or does not know a job yet, falls back to one
+`squeue` call and, for jobs already gone from the queue, `scontrol show job`, and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.slurm.slurm import SlurmInfoWatcher
+
+from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.executors.base import Executor, JobStatus, Warn
+from orchestrator.store import Run
+
+SLURM_TIMEOUT_S = 30.0
+# sbatch's words for "the controller is not there", as opposed to "the controller said no".
+UNREACHABLE = re.compile(
+    r"Unable to contact slurm controller|Socket timed out|Connection refused|"
+    r"Zero Bytes were transmitted|Communication connection failure",
+    re.IGNORECASE,
+)
+
+
+def slurm_env() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def run_slurm(
+    argv: Sequence[str], timeout: float = SLURM_TIMEOUT_S, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a SLURM client command; a missing client is a clear runtime failure."""
+    if shutil.which(argv[0]) is None:
+        raise RuntimeFailure(
+            f"{argv[0]} is not installed on this machine, so SLURM cannot be reached; "
+            "run where the SLURM clients are, or use --executor local"
+        )
+    try:
+        return subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=slurm_env(),
+            input=stdin,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeFailure(
+            f"{argv[0]} did not answer within {timeout:.0f} s; the SLURM controller may be "
+            "overloaded or down"
+        ) from None
+
+
+def slurm_reachable(timeout: float = 5.0) -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        res = subprocess.run(
+            ["sinfo", "-h", "-o", "%P"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=slurm_env(),
+            check=False,
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return False
+    return res.returncode == 0
+
+
+def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
+    """sacct/scontrol ExitCode `code:signal` → (code, signal)."""
+    if not text or ":" not in text:
+        return None, None
+    code, _, sig = text.partition(":")
+    try:
+        return int(code), int(sig)
+    except ValueError:
+        return None, None
+
+
+class GhRunWatcher(SlurmInfoWatcher):
+    """submitit's batched sacct watcher, with ExitCode/Reason and a squeue/scontrol fallback."""
+
+    def __init__(self, delay_s: int = 60) -> None:
+        super().__init__(delay_s=delay_s)
+        self.warn: Warn | None = None
+        self.fallback_reason: str | None = None
+        self.fallback_calls = 0
+        self._warned = False
+
+    def _make_command(self) -> list[str] | None:
+        cmd = super()._make_command()
+        if cmd is None:
+            return None
+        cmd[2] = "JobID,State,NodeList,ExitCode,Reason"
+        return cmd
+
+    def update(self) -> None:
+        command = self._make_command()
+        if command is None:
+            return
+        self._num_calls += 1
+        pending = {x.split("_")[0] for x in self._registered - self._finished}
+        info: dict[str, dict[str, str]] = {}
+        try:
+            res = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                env=slurm_env(),
+                timeout=SLURM_TIMEOUT_S,
+                check=False,
+            )
+            if res.returncode != 0:
+                raise OSError(
+                    res.stderr.strip().splitlines()[-1]
+                    if res.stderr.strip()
+                    else f"sacct exited {res.returncode}"
+                )
+            info = self.read_info(res.stdout)
+            self.fallback_reason = None
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.fallback_reason = f"accounting (sacct) unavailable: {exc}"
+            if self.warn and not self._warned:
+                self.warn(f"{self.fallback_reason}; falling back to squeue/scontrol")
+                self._warned = True
+        missing = sorted(j for j in pending if j not in info)
+        if missing:
+            info.update(self._fallback(missing))
+        self._info_dict.update(info)
+        self._last_status_check = time.time()
+        for job_id in self._registered - self._finished:
+            if self.is_done(job_id, mode="cache"):
+                self._finished.add(job_id)
+
+    def _fallback(self, job_ids: list[str]) -> dict[str, dict[str, str]]:
+        """squeue for queued/running jobs; scontrol for jobs that just left the queue."""
+        self.fallback_calls += 1
+        out: dict[str, dict[str, str]] = {}
+        try:
+            res = subprocess.run(
+                ["squeue", "-h", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)],
+                capture_output=True,
+                text=True,
+                env=slurm_env(),
+                timeout=SLURM_TIMEOUT_S,
+                check=False,
+            )
+            for line in res.stdout.splitlines():
+                jid, state, nodes, reason = ([*line.split("|"), "", "", "", ""])[:4]
+                out[jid.strip()] = {
+                    "JobID": jid,
+                    "State": state,
+                    "NodeList": nodes,
+                    "Reason": reason,
+                }
+        except (OSError, subprocess.TimeoutExpired):
+            return out
+        for jid in job_ids:
+            if jid in out:
+                continue
+            try:
+                res = subprocess.run(
+                    ["scontrol", "show", "job", "-o", jid],
+                    capture_output=True,
+                    text=True,
+                    env=slurm_env(),
+                    timeout=SLURM_TIMEOUT_S,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
+            if res.returncode == 0 and "JobState" in fields:
+                out[jid] = {
+                    "JobID": jid,
+                    "State": fields["JobState"],
+                    "NodeList": fields.get("NodeList", ""),
+                    "ExitCode": fields.get("ExitCode", ""),
+                    "Reason": fields.get("Reason", ""),
+                }
+        return out
+
+
+class TrackedJob(submitit.SlurmJob):  # type: ignore[type-arg]
+    """A submitit SlurmJob sharing gh-run's watcher (one batched sacct for all jobs)."""
+
+    watcher = GhRunWatcher(delay_s=60)
+
+
+class SlurmExecutor(Executor):
+    name = "slurm"
+    launcher = "srun"
+
+    def __init__(self, warn: Warn | None = None) -> None:
+        TrackedJob.watcher.warn = warn
+
+    @property
+    def watcher(self) -> GhRunWatcher:
+        return TrackedJob.watcher
+
+    def submit(self, script: Path, run: Run) -> str:
+        res = run_slurm(["sbatch", "--parsable", str(script)])
+        if res.returncode != 0:
+            msg = " ".join(res.stderr.split()) or f"sbatch exited {res.returncode}"
+            msg = msg.removeprefix("sbatch: error: ")
+            if UNREACHABLE.search(msg):
+                raise RuntimeFailure(
+                    f"the SLURM controller could not be reached ({msg}); nothing was submitted: "
+                    "check that slurmctld is up (`sinfo`) and submit again"
+                )
+            raise UserError(
+                f"the SLURM controller refused the job: {msg}; change the request in the "
+                "spec (resources/partition) to fit the partition"
+            )
+        job_id = res.stdout.strip().split(";")[0]
+        if not re.match(r"^\d+(_\d+)?$", job_id):
+            raise RuntimeFailure(f"sbatch answered {res.stdout.strip()!r}, not a job id")
+        return job_id
+
+    def test_only(self, script: Path) -> tuple[bool, str]:
+        """Ask the controller whether it would run the script (`sbatch --test-only`)."""
+        res = run_slurm(["sbatch", "--test-only", str(script)])
+        text = " ".join((res.stderr + res.stdout).split())
+        text = text.replace("sbatch: error: ", "").replace("sbatch: ", "")
+        if res.returncode != 0 and UNREACHABLE.search(text):
+            raise RuntimeFailure(f"the SLURM controller could not be reached ({text})")
+        return res.returncode == 0, text
+
+    def job(self, run: Run) -> TrackedJob:
+        assert run.job_id
+        return TrackedJob(folder=run.run_dir, job_id=run.job_id)
+
+    def poll(self, runs: list[Run]) -> dict[str, JobStatus]:
+        jobs = {run.run_id: self.job(run) for run in runs if run.job_id}
+        self.watcher.update()
+        out: dict[str, JobStatus] = {}
+        for run_id, job in jobs.items():
+            info: dict[str, Any] = self.watcher.get_info(job.job_id, mode="cache")
+            raw = (info.get("State") or "UNKNOWN").split()
+            state = raw[0] if raw else "UNKNOWN"
+            code, sig = parse_exit_code(info.get("ExitCode"))
+            reason = info.get("Reason") or None
+            if reason in ("None", "(null)"):
+                reason = None
+            out[run_id] = JobStatus(
+                state=state,
+                exit_code=code,
+                signal=sig or None,
+                reason=reason,
+                nodes=info.get("NodeList") or None,
+            )
+        return out
+
+    def cancel(self, run: Run) -> None:
+        if not run.job_id:
+            return
+        res = run_slurm(["scancel", run.job_id])
+        if res.returncode != 0:
+            raise RuntimeFailure(f"scancel {run.job_id} failed: {res.stderr.strip()}")
+
+    def find_by_name(self, job_name: str) -> str | None:
+        """The job id of a job with this (unique) name, from the queue or accounting."""
+        res = run_slurm(["squeue", "-h", "-o", "%i", "--name", job_name])
+        ids = res.stdout.split() if res.returncode == 0 else []
+        if not ids:
+            res = run_slurm(
+                ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
+            )
+            ids = [i for i in res.stdout.split() if i] if res.returncode == 0 else []
+        return ids[-1] if ids else None
+
+    def stdout_path(self, run: Run) -> Path:
+        return Path(self.job(run).paths.stdout)

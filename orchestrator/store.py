@@ -1,0 +1,328 @@
+"""The state store: one SQLite file (WAL) in the gh-run home holding runs, their state
+changes (events), collected artifacts and metrics.
+
+Contract: a run row is written *before* sbatch is called (state INTENT, with the unique SLURM
+job name), then updated with the job id. A crash in between leaves an INTENT row whose job can
+be found by its name and repaired (see executors.slurm.repair_intents).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from orchestrator.base import Strict
+from orchestrator.errors import RuntimeFailure, UserError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id        TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    job_name      TEXT NOT NULL UNIQUE,
+    spec_path     TEXT,
+    spec_json     TEXT NOT NULL,
+    cluster       TEXT NOT NULL,
+    partition     TEXT NOT NULL,
+    executor      TEXT NOT NULL,
+    run_dir       TEXT NOT NULL,
+    job_id        TEXT,
+    state         TEXT NOT NULL,
+    exit_code     INTEGER,
+    reason        TEXT,
+    attempt       INTEGER NOT NULL DEFAULT 0,
+    campaign_id   TEXT,
+    variant       TEXT,
+    created_at    REAL NOT NULL,
+    submitted_at  REAL,
+    ended_at      REAL,
+    collected_at  REAL
+);
+CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
+CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign_id);
+CREATE TABLE IF NOT EXISTS events (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id  TEXT NOT NULL REFERENCES runs(run_id),
+    ts      REAL NOT NULL,
+    state   TEXT NOT NULL,
+    detail  TEXT
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run_id);
+CREATE TABLE IF NOT EXISTS artifacts (
+    run_id        TEXT NOT NULL REFERENCES runs(run_id),
+    relpath       TEXT NOT NULL,
+    size          INTEGER NOT NULL,
+    sha256        TEXT NOT NULL,
+    source        TEXT NOT NULL,
+    collected_at  REAL NOT NULL,
+    PRIMARY KEY (run_id, relpath)
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id  TEXT NOT NULL REFERENCES runs(run_id),
+    key     TEXT NOT NULL,
+    value   REAL,
+    PRIMARY KEY (run_id, key)
+);
+"""
+
+# States a run can be in. SLURM's own terminal states are kept as SLURM names them.
+INTENT = "INTENT"  # row written, sbatch not yet answered
+SUBMIT_FAILED = "SUBMIT_FAILED"  # sbatch refused or unreachable: nothing runs
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    SUBMIT_FAILED,
+    "LOST",
+}
+ACTIVE = {
+    INTENT,
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "COMPLETING",
+    "CONFIGURING",
+    "SUSPENDED",
+    "RESIZING",
+    "UNKNOWN",
+    "SUBMITTED",
+}
+
+
+def is_terminal(state: str) -> bool:
+    return state.split()[0] in TERMINAL
+
+
+class Run(Strict):
+    run_id: str
+    name: str
+    job_name: str
+    spec_path: str | None
+    spec_json: str
+    cluster: str
+    partition: str
+    executor: str
+    run_dir: str
+    job_id: str | None = None
+    state: str = INTENT
+    exit_code: int | None = None
+    reason: str | None = None
+    attempt: int = 0
+    campaign_id: str | None = None
+    variant: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    submitted_at: float | None = None
+    ended_at: float | None = None
+    collected_at: float | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return is_terminal(self.state)
+
+
+class Event(Strict):
+    run_id: str
+    ts: float
+    state: str
+    detail: str | None
+
+
+class ArtifactRecord(Strict):
+    run_id: str
+    relpath: str
+    size: int
+    sha256: str
+    source: str
+    collected_at: float
+
+
+def iso(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Store:
+    """Thread- and process-safe enough for many gh-run processes on one file (WAL + busy wait)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.path = home / "state.db"
+        try:
+            home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise RuntimeFailure(f"cannot create the gh-run home {home}: {exc.strerror}") from None
+        fresh = not self.path.exists()
+        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        if fresh:
+            os.chmod(self.path, 0o600)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; BEGIN IMMEDIATE so concurrent writers queue, never interleave."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    # -- runs -------------------------------------------------------------------------------
+    def add_run(self, run: Run, detail: str = "intent written before submission") -> None:
+        data = run.model_dump()
+        cols = ", ".join(data)
+        marks = ", ".join(f":{k}" for k in data)
+        with self.tx() as db:
+            db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", data)
+            db.execute(
+                "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
+                (run.run_id, run.created_at, run.state, detail),
+            )
+
+    def update_run(self, run_id: str, *, event: str | None = None, **fields: Any) -> Run:
+        """Update fields; when the state changes, an event is recorded in the same transaction."""
+        allowed = set(Run.model_fields) - {"run_id"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"unknown run fields: {sorted(bad)}")
+        with self.tx() as db:
+            row = db.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UserError(f"run {run_id} is not in the state store {self.path}")
+            if fields:
+                sets = ", ".join(f"{k} = :{k}" for k in fields)
+                db.execute(
+                    f"UPDATE runs SET {sets} WHERE run_id = :run_id", {**fields, "run_id": run_id}
+                )
+            new_state = fields.get("state")
+            if (new_state and new_state != row["state"]) or event:
+                db.execute(
+                    "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
+                    (run_id, time.time(), new_state or row["state"], event),
+                )
+        return self.get_run(run_id)
+
+    def get_run(self, run_id: str) -> Run:
+        row = self._db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError(f"no run {run_id!r} in {self.path}; `gh-run status` lists the runs")
+        return Run(**dict(row))
+
+    def find_run(self, ref: str) -> Run:
+        """A run by id, unique id prefix, job id, or `last`."""
+        if ref == "last":
+            row = self._db.execute(
+                "SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1"
+            ).fetchone()
+            if row is None:
+                raise UserError(f"no runs yet in {self.path}; submit one with `gh-run submit`")
+            return Run(**dict(row))
+        rows = self._db.execute(
+            "SELECT * FROM runs WHERE run_id = ? OR job_id = ? OR run_id LIKE ? ESCAPE '\\' "
+            "ORDER BY created_at DESC",
+            (ref, ref, ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
+        ).fetchall()
+        exact = [r for r in rows if r["run_id"] == ref or r["job_id"] == ref]
+        if len(exact) == 1:
+            return Run(**dict(exact[0]))
+        if len(rows) == 1:
+            return Run(**dict(rows[0]))
+        if not rows:
+            raise UserError(f"no run matches {ref!r}; `gh-run status` lists the runs")
+        raise UserError(
+            f"{ref!r} matches {len(rows)} runs ({', '.join(r['run_id'] for r in rows[:5])}…); "
+            "give more of the run id"
+        )
+
+    def list_runs(
+        self,
+        *,
+        limit: int | None = None,
+        states: set[str] | None = None,
+        campaign_id: str | None = None,
+    ) -> list[Run]:
+        sql = "SELECT * FROM runs"
+        args: list[Any] = []
+        where = []
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            args += sorted(states)
+        if campaign_id:
+            where.append("campaign_id = ?")
+            args.append(campaign_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [Run(**dict(r)) for r in self._db.execute(sql, args).fetchall()]
+
+    def events(self, run_id: str) -> list[Event]:
+        rows = self._db.execute(
+            "SELECT run_id, ts, state, detail FROM events WHERE run_id = ? ORDER BY id", (run_id,)
+        ).fetchall()
+        return [Event(**dict(r)) for r in rows]
+
+    # -- artifacts and metrics --------------------------------------------------------------
+    def record_artifacts(self, run_id: str, records: list[ArtifactRecord], when: float) -> None:
+        with self.tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO artifacts (run_id, relpath, size, sha256, source, "
+                "collected_at) VALUES (:run_id, :relpath, :size, :sha256, :source, :collected_at)",
+                [r.model_dump() for r in records],
+            )
+            db.execute("UPDATE runs SET collected_at = ? WHERE run_id = ?", (when, run_id))
+            db.execute(
+                "INSERT INTO events (run_id, ts, state, detail) VALUES "
+                "(?, ?, (SELECT state FROM runs WHERE run_id = ?), ?)",
+                (run_id, when, run_id, f"collected {len(records)} artifacts, sha256 verified"),
+            )
+
+    def artifacts(self, run_id: str) -> list[ArtifactRecord]:
+        rows = self._db.execute(
+            "SELECT * FROM artifacts WHERE run_id = ? ORDER BY relpath", (run_id,)
+        ).fetchall()
+        return [ArtifactRecord(**dict(r)) for r in rows]
+
+    def put_metrics(self, run_id: str, values: dict[str, float | None]) -> None:
+        with self.tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO metrics (run_id, key, value) VALUES (?, ?, ?)",
+                [(run_id, k, v) for k, v in values.items()],
+            )
+
+    def metrics(self, run_id: str) -> dict[str, float | None]:
+        rows = self._db.execute("SELECT key, value FROM metrics WHERE run_id = ?", (run_id,))
+        return {r["key"]: r["value"] for r in rows}
+
+    def dump_run(self, run_id: str) -> dict[str, Any]:
+        run = self.get_run(run_id)
+        return {
+            "run": json.loads(run.model_dump_json()),
+            "events": [e.model_dump() for e in self.events(run_id)],
+            "artifacts": [a.model_dump() for a in self.artifacts(run_id)],
+        }

@@ -1,0 +1,55 @@
+"""SLURM's time and memory notations, parsed once and printed back in one canonical form."""
+
+from __future__ import annotations
+
+import re
+
+_TIME = re.compile(
+    r"^(?:(?P<d>\d+)-(?P<dh>\d{1,2})(?::(?P<dm>\d{1,2})(?::(?P<ds>\d{1,2}))?)?"
+    r"|(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})"
+    r"|(?P<m2>\d+):(?P<s2>\d{1,2})"
+    r"|(?P<m3>\d+))$"
+)
+_MEM = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
+_MEM_FACTOR_MIB = {"K": 1 / 1024, "M": 1.0, "": 1.0, "G": 1024.0, "T": 1024.0 * 1024.0}
+
+
+def parse_time(text: str | int) -> int:
+    """SLURM time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) → seconds."""
+    raw = str(text).strip()
+    m = _TIME.match(raw)
+    if not m:
+        raise ValueError(
+            f"{raw!r} is not a SLURM time; write HH:MM:SS (e.g. 00:30:00) or D-HH:MM:SS"
+        )
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if "d" in g:
+        return g["d"] * 86400 + g["dh"] * 3600 + g.get("dm", 0) * 60 + g.get("ds", 0)
+    if "h" in g:
+        return g["h"] * 3600 + g["m"] * 60 + g["s"]
+    if "m2" in g:
+        return g["m2"] * 60 + g["s2"]
+    return g["m3"] * 60
+
+
+def format_time(seconds: int) -> str:
+    """Seconds → `HH:MM:SS` (or `D-HH:MM:SS` past a day), what sbatch --time accepts."""
+    d, rest = divmod(int(seconds), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def parse_mem_mib(text: str | int) -> int:
+    """Memory (`16G`, `512M`, `480GB`, a bare number = MiB as in sbatch) → MiB."""
+    raw = str(text).strip()
+    m = _MEM.match(raw)
+    if not m:
+        raise ValueError(f"{raw!r} is not a memory size; write e.g. 16G or 512M")
+    mib = float(m.group("n")) * _MEM_FACTOR_MIB[m.group("u").upper()]
+    return max(1, round(mib))
+
+
+def format_mem(mib: int) -> str:
+    """MiB → the shortest exact sbatch form (`16G`, `1500M`)."""
+    return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
