@@ -178,13 +178,15 @@ GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
+# For connections to slurmdbd, Slurm takes the munge socket from AccountingStoragePass.
+AccountingStoragePass=$(munge_dir)/munge.socket
 AccountingStorageTRES=gres/gpu,gres/gpu:gh200
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
 EOF
     for n in "${NODES[@]}"; do
-        echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=${SLURMD_PORT[$n]} CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1 RealMemory=$NODE_MEM_MB Gres=gpu:gh200:1 State=UNKNOWN"
+        echo "NodeName=$n NodeHostname=$n NodeAddr=127.0.0.1 Port=${SLURMD_PORT[$n]} CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1 RealMemory=$NODE_MEM_MB Gres=gpu:gh200:1 State=UNKNOWN"
     done
     echo "PartitionName=$PARTITION Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=02:00:00 DefaultTime=00:10:00 State=UP"
 }
@@ -446,7 +448,7 @@ stop_daemon() {
 wait_nodes() {
     local deadline=$((SECONDS + WAIT_S)) out n st ok resumed=""
     while true; do
-        out="$(timeout 10 sinfo -h -N -p "$PARTITION" -o '%n %t' 2>/dev/null || true)"
+        out="$(timeout 10 sinfo -h -N -p "$PARTITION" -o '%N %t' 2>/dev/null || true)"
         ok=1
         for n in "${NODES[@]}"; do
             st="$(awk -v n="$n" '$1 == n {print $2; exit}' <<<"$out")"

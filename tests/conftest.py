@@ -34,12 +34,30 @@ def gh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def run_cli(args: list[str], home: Path, env: dict[str, str] | None = None,
-            cwd: Path = REPO, timeout: float = 300) -> CliResult:
-    full_env = {**os.environ, "GH_RUN_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1",
-                "PYTHONUNBUFFERED": "1", **(env or {})}
-    res = subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, env=full_env,
-                         capture_output=True, text=True, timeout=timeout, check=False)
+def run_cli(
+    args: list[str],
+    home: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
+    timeout: float = 300,
+) -> CliResult:
+    full_env = {
+        **os.environ,
+        "GH_RUN_HOME": str(home),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     return CliResult(res.returncode, res.stdout, res.stderr)
 
 
@@ -61,7 +79,7 @@ def dev_cluster() -> Iterator[None]:
 
     try:
         devcluster.ensure_up()
-    except Exception as exc:  # noqa: BLE001 - the reason is reported verbatim
+    except Exception as exc:
         if os.environ.get("CI"):
             pytest.fail(f"the dev SLURM cluster did not come up: {exc}")
         pytest.skip(f"the dev SLURM cluster cannot run on this machine: {exc}")

@@ -76,7 +76,9 @@ for _mod in ("analysis", "partitions", "campaign", "schema"):
 def main(argv: list[str] | None = None) -> None:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
+        # Without standalone mode, click returns typer.Exit's code instead of exiting.
+        sys.exit(rc if isinstance(rc, int) else 0)
     except GhRunError as exc:
         if STATE.debug:
             raise

@@ -94,6 +94,8 @@ class LocalExecutor(Executor):
                 out[run.run_id] = JobStatus(state="RUNNING")
             elif exit_file.is_file():
                 out[run.run_id] = self._status_from_rc(int(exit_file.read_text().strip()), folder)
+            elif (folder / "local_cancelled").exists():
+                out[run.run_id] = JobStatus(state="CANCELLED", reason="cancelled by gh-run")
             else:
                 out[run.run_id] = JobStatus(
                     state="FAILED", reason="the local job's supervisor vanished (killed?)"

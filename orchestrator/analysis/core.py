@@ -1,0 +1,343 @@
+"""Shared machinery of the readers: the streaming interval union, gap statistics, the
+timeline, kernel classification (HTA's rules), step detection and the rank-from-file-name rule.
+
+The union is one pass over intervals sorted by start: a new merged interval begins when an
+interval starts after the running maximum end (touching intervals merge, as in HTA's
+`merge_kernel_intervals`). Only the gaps are stored (two `array('q')`), never one Python
+object per row. numpy, when importable, speeds up the percentiles and the timeline; results are
+the same without it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.analysis.metrics import Bucket, GapStats, StepStats, Temporal, Timeline
+
+try:  # optional accelerator
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised where numpy is absent
+    _np = None
+
+# ---- HTA kernel classification (hta/utils/utils.py, HolisticTraceAnalysis 0.5.0)
+_HTA_COMM = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def hta_kernel_type(name: str) -> str:
+    """HTA's `get_kernel_type`: COMMUNICATION, MEMORY, COMPUTATION or OTHER."""
+    if _HTA_COMM.match(name):
+        return "COMMUNICATION"
+    if _HTA_MEMORY.match(name):
+        return "MEMORY"
+    if not _HTA_NOT_COMPUTE.match(name):
+        return "COMPUTATION"
+    return "OTHER"
+
+
+def is_compute(name: str) -> bool:
+    """True when HTA counts the event as computation."""
+    return hta_kernel_type(name) == "COMPUTATION"
+
+
+_TENSOR_CORE = re.compile(
+    r"(?i)xmma|hmma|wgmma|gmma|tensorop|s16816|h16816|s1688|h1688|i8816|bf16|f16|fp16|half|"
+    r"e4m3|e5m2|fp8|tf32|flash"
+)
+_GEMM = re.compile(r"(?i)gemm|matmul|cutlass")
+_FP32_GEMM = re.compile(r"(?i)sgemm|gemm.*(?:f32|fp32|float)|(?:f32|fp32|float).*gemm|simt")
+
+
+def gemm_precision(name: str) -> str | None:
+    """'tensor-core' or 'fp32' for GEMM-like kernels, None for anything else.
+
+    fp32 = a GEMM name with sgemm / f32 / float / simt and none of the tensor-core markers
+    (xmma, hmma, wgmma, tensorop, s16816, bf16, f16, tf32, fp8, ...)."""
+    if not _GEMM.search(name):
+        return None
+    if _TENSOR_CORE.search(name):
+        return "tensor-core"
+    if _FP32_GEMM.search(name):
+        return "fp32"
+    return None
+
+
+# ---- steps and data waits
+_STEP_RE = re.compile(
+    r"(?i)^\s*(?P<fam>profilerstep|train(?:ing)?[ _-]?step|step|iteration|iter)"
+    r"\s*[#:_ -]?\s*(?P<num>\d+)?\s*$"
+)
+_DATA_WAIT_RE = re.compile(r"(?i)dataloader|data[_ ]?load|get_batch|next_batch|data_wait")
+
+
+def step_family(name: str) -> str | None:
+    """Family of a training-step range name (numbers stripped), or None."""
+    m = _STEP_RE.match(name)
+    if not m:
+        return None
+    fam = m.group("fam").lower().replace(" ", "_").replace("-", "_")
+    return fam + ("_N" if m.group("num") else "")
+
+
+def is_data_wait(name: str) -> bool:
+    """True for ranges that say the step waits for input data."""
+    return bool(_DATA_WAIT_RE.search(name))
+
+
+# ---- statistics
+def quantile(sorted_values: Sequence[int] | Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile of sorted values (numpy's default method)."""
+    n = len(sorted_values)
+    if n == 0:
+        return 0.0
+    pos = (n - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return float(sorted_values[lo]) + (float(sorted_values[hi]) - float(sorted_values[lo])) * frac
+
+
+GAP_EDGES_NS = [0, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000]
+
+
+def gap_stats(gap_starts: array[int], gap_ends: array[int]) -> GapStats:
+    """Distribution of gap lengths (gap_ends[i] - gap_starts[i])."""
+    n = len(gap_starts)
+    if n == 0:
+        return GapStats(buckets=_buckets([0] * len(GAP_EDGES_NS), [0] * len(GAP_EDGES_NS)))
+    if _np is not None:
+        lens = _np.frombuffer(gap_ends, dtype=_np.int64) - _np.frombuffer(
+            gap_starts, dtype=_np.int64
+        )
+        total = int(lens.sum())
+        p50, p90 = (float(v) for v in _np.quantile(lens, [0.5, 0.9]))
+        mx = int(lens.max())
+        idx = _np.searchsorted(_np.array(GAP_EDGES_NS[1:]), lens, side="right")
+        counts = [int(c) for c in _np.bincount(idx, minlength=len(GAP_EDGES_NS))]
+        totals = [
+            int(t) for t in _np.bincount(idx, weights=lens, minlength=len(GAP_EDGES_NS))
+        ]
+    else:
+        lens_l = sorted(e - s for s, e in zip(gap_starts, gap_ends, strict=True))
+        total = sum(lens_l)
+        p50, p90, mx = quantile(lens_l, 0.5), quantile(lens_l, 0.9), lens_l[-1]
+        counts = [0] * len(GAP_EDGES_NS)
+        totals = [0] * len(GAP_EDGES_NS)
+        b = 0
+        for v in lens_l:
+            while b + 1 < len(GAP_EDGES_NS) and v >= GAP_EDGES_NS[b + 1]:
+                b += 1
+            counts[b] += 1
+            totals[b] += v
+    return GapStats(
+        count=n,
+        total_ns=total,
+        mean_ns=total / n,
+        p50_ns=p50,
+        p90_ns=p90,
+        max_ns=mx,
+        buckets=_buckets(counts, totals),
+    )
+
+
+def _buckets(counts: list[int], totals: list[int]) -> list[Bucket]:
+    out = []
+    for i, lo in enumerate(GAP_EDGES_NS):
+        hi = GAP_EDGES_NS[i + 1] if i + 1 < len(GAP_EDGES_NS) else None
+        out.append(Bucket(lo_ns=lo, hi_ns=hi, count=counts[i], total_ns=totals[i]))
+    return out
+
+
+def timeline(
+    gap_starts: array[int], gap_ends: array[int], start: int, end: int, buckets: int = 200
+) -> Timeline:
+    """Busy fraction per bucket: 1 - (idle time inside the bucket / bucket length)."""
+    span = end - start
+    if span <= 0:
+        return Timeline()
+    nb = max(1, min(buckets, span))
+    width = math.ceil(span / nb)
+    nb = math.ceil(span / width)
+    idle = [0.0] * nb
+    pairs: Iterable[tuple[int, int]] = zip(gap_starts, gap_ends, strict=True)
+    if _np is not None and len(gap_starts) > 1000:
+        gs = _np.frombuffer(gap_starts, dtype=_np.int64)
+        ge = _np.frombuffer(gap_ends, dtype=_np.int64)
+        bs = (gs - start) // width
+        same = bs == (ge - 1 - start) // width
+        idle = [float(v) for v in _np.bincount(bs[same], weights=(ge - gs)[same], minlength=nb)]
+        cross = ~same
+        pairs = zip(gs[cross].tolist(), ge[cross].tolist(), strict=True)
+    for s, e in pairs:
+        b = (s - start) // width
+        while s < e:
+            b_end = start + (b + 1) * width
+            piece = min(e, b_end) - s
+            idle[b] += piece
+            s += piece
+            b += 1
+    frac = []
+    for i in range(nb):
+        lo = start + i * width
+        w = min(width, end - lo)
+        frac.append(round(max(0.0, 1.0 - idle[i] / w), 4) if w > 0 else 0.0)
+    return Timeline(start_ns=start, bucket_ns=width, busy_fraction=frac)
+
+
+# ---- the streaming union
+@dataclass
+class UnionResult:
+    """Result of `union_pass` over one device's GPU activity."""
+
+    start: int = 0
+    end: int = 0
+    busy: int = 0
+    compute_busy: int = 0
+    rows: int = 0
+    gap_starts: array[int] = field(default_factory=lambda: array("q"))
+    gap_ends: array[int] = field(default_factory=lambda: array("q"))
+
+    @property
+    def span(self) -> int:
+        return self.end - self.start
+
+    def temporal(self, basis: str) -> Temporal:
+        span = self.span
+        idle = span - self.busy
+        non_compute = self.busy - self.compute_busy
+        return Temporal(
+            span_ns=span,
+            idle_ns=idle,
+            compute_ns=self.compute_busy,
+            non_compute_ns=non_compute,
+            idle_pct=pct(idle, span),
+            compute_pct=pct(self.compute_busy, span),
+            non_compute_pct=pct(non_compute, span),
+            basis=basis,
+        )
+
+
+NEG = -(1 << 62)
+
+
+def union_pass(
+    rows: Iterable[tuple[int, int, int]], compute_of: Callable[[int], bool]
+) -> UnionResult:
+    """One pass over (start, end, tag) rows sorted by start.
+
+    tag >= 0 is a kernel-name key whose class `compute_of(tag)` tells (cached here); tag < 0
+    marks a memory operation (never compute). Returns busy time (union of all rows), compute
+    time (union of compute rows) and the gaps between merged busy intervals."""
+    res = UnionResult()
+    gs = res.gap_starts
+    ge = res.gap_ends
+    gs_append = gs.append
+    ge_append = ge.append
+    cache: dict[int, bool] = {}
+    cache_get = cache.get
+    it = iter(rows)
+    first = next(it, None)
+    if first is None:
+        return res
+    cs, ce, tag = first
+    start = cs
+    busy = 0
+    ccs = cce = NEG
+    cbusy = 0
+    n = 1
+    if tag >= 0 and compute_of(tag):
+        cache[tag] = True
+        ccs, cce = cs, ce
+    for s, e, tag in it:
+        if s > ce:
+            gs_append(ce)
+            ge_append(s)
+            busy += ce - cs
+            cs = s
+            ce = e
+        elif e > ce:
+            ce = e
+        if tag >= 0:
+            c = cache_get(tag)
+            if c is None:
+                c = cache[tag] = compute_of(tag)
+            if c:
+                if s > cce:
+                    cbusy += cce - ccs
+                    ccs = s
+                    cce = e
+                elif e > cce:
+                    cce = e
+        n += 1
+    busy += ce - cs
+    cbusy += cce - ccs
+    res.start, res.end, res.busy, res.compute_busy, res.rows = start, ce, busy, cbusy, n
+    return res
+
+
+def pct(part: float, whole: float) -> float:
+    """part/whole in percent, 0 when whole is 0."""
+    return 100.0 * part / whole if whole else 0.0
+
+
+def step_stats(ranges: Iterable[tuple[str, int, int]]) -> StepStats | None:
+    """Step-time statistics from (name, start, duration) ranges; the largest family wins."""
+    fams: dict[str, list[tuple[int, int]]] = {}
+    for name, start, dur in ranges:
+        fam = step_family(name)
+        if fam is not None:
+            fams.setdefault(fam, []).append((start, dur))
+    if not fams:
+        return None
+    fam, items = max(fams.items(), key=lambda kv: (len(kv[1]), sum(d for _, d in kv[1])))
+    items.sort()
+    durs = [d for _, d in items]
+    s = sorted(durs)
+    if len(durs) > 5000:  # keep the JSON small: an even sample in time order
+        step = len(durs) / 5000
+        durs = [durs[int(i * step)] for i in range(5000)]
+    return StepStats(
+        family=fam,
+        count=len(s),
+        total_ns=sum(s),
+        mean_ns=sum(s) / len(s),
+        p50_ns=quantile(s, 0.5),
+        p90_ns=quantile(s, 0.9),
+        min_ns=s[0],
+        max_ns=s[-1],
+        durations_ns=durs,
+    )
+
+
+# ---- rank from file names
+_RANK_WORD = re.compile(r"(?i)(?:rank|procid|proc)[_\-.]?(\d+)")
+_RANK_SUFFIX = re.compile(r"[._\-](\d+)$")
+_STRIP = (".gz", ".json", ".sqlite", ".nsys-rep", ".trace", ".pt")
+
+
+def rank_from_name(path: Path) -> int | None:
+    """Rank encoded in a file name, or None.
+
+    Rule: first `rank<N>` / `procid<N>` / `proc<N>` anywhere in the name (`sft_rank3.sqlite`);
+    otherwise a number after a final `.`, `_` or `-` of the stem once known suffixes are
+    stripped (`sft.3.sqlite`, `sft_3.json.gz`: what `-o name.%q{SLURM_PROCID}` gives)."""
+    name = path.name
+    m = _RANK_WORD.search(name)
+    if m:
+        return int(m.group(1))
+    stem = name
+    changed = True
+    while changed:
+        changed = False
+        for suf in _STRIP:
+            if stem.lower().endswith(suf):
+                stem = stem[: -len(suf)]
+                changed = True
+    m = _RANK_SUFFIX.search(stem)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,317 @@
+"""The Metrics model: one contract for what an nsys export or a Kineto trace says.
+
+All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, percentages are
+0-100. Definitions (also in docs/metrics.md):
+
+- **span**: from the start of the first to the end of the last GPU activity (kernel, memcpy,
+  memset) of one device of one rank.
+- **busy**: length of the union of all kernel, memcpy and memset intervals over all streams of
+  the device (overlaps on different streams count once). **idle** = span - busy.
+- **idle gap**: a hole between two consecutive busy intervals of that union (so there are
+  `merged intervals - 1` gaps); distribution: count, total, mean, p50/p90 (linear
+  interpolation between order statistics), max and decade histogram buckets.
+- **temporal**: Holistic Trace Analysis's temporal breakdown. HTA takes every GPU event of a rank
+  (every event on a GPU stream), `span` = last end - first start, `idle` = span - union of all
+  of them, `compute` = union of the events whose name HTA classifies as computation (not
+  `^nccl.*Kernel`, not `^Memcpy|^Memset|^dma`, not containing `Memcpy` or `Sync`),
+  `non_compute` = union - compute (i.e. time when only memory/communication/other events ran).
+  For Kineto traces HTA also drops the kernels launched in the last `ProfilerStep` (when there are
+  at least two) and rounds fractional-microsecond timestamps (ceil start, floor end): gh-run does
+  the same, so `temporal` can differ slightly from `idle_pct` for Kineto traces.
+- **activity**: summed durations of kernels, memcpys and memsets, and each one's share of their
+  sum (equal to the share of busy time when activities do not overlap; the seed's
+  "99.5% kernels vs 0.5% memory" reading).
+- **copies**: memcpys by direction (HtoD, DtoH, DtoD, PtoP, UM HtoD/DtoH/DtoD migrations, other)
+  with count, bytes, summed duration and bandwidth = bytes / summed duration (GB/s = 1e9 B/s).
+- **unified memory**: CPU and GPU page faults (GPU: sum of `numberOfPageFaults`), bytes migrated
+  per direction (UM memcpy kinds), and the UM share of memory operations (UM migrations /
+  all memcpys and memsets, by count) and of memory-operation time.
+- **top kernels**: per kernel name: count, total, mean, share of kernel time; `compute` tells
+  HTA's class.
+- **nvtx**: NVTX push/pop and start/end ranges (Kineto: `user_annotation` and
+  `gpu_user_annotation`) per name: count, total, mean, min, max.
+- **steps**: the durations of training-step ranges (names like `train_step`, `step_12`,
+  `ProfilerStep#3`, `Training Step 7`, `iteration 4`); the family with most ranges wins.
+- **threads**: CPU threads by name with the time they spent in OS-runtime calls (nsys `OSRT_API`,
+  e.g. `pthread_cond_wait`, by function) and, for Kineto, the union of their `cpu_op` intervals.
+- **sync**: CUDA synchronisation API calls (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
+  `cudaEventSynchronize`, `cudaStreamWaitEvent`, ...): count and time.
+- **data_wait_ns**: time in ranges whose name says the step waits for data (`DataLoader`,
+  `dataloader`, `data_load`, `get_batch`, `next_batch`).
+- **peak_gpu_memory_bytes**: nsys `CUDA_GPU_MEMORY_USAGE_EVENTS` (running sum of allocations
+  minus frees, per device) or Kineto `[memory]` events (max `Total Allocated` on CUDA).
+- **timeline**: the span cut into equal buckets with the busy fraction (0-1) of each.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from orchestrator.base import Strict
+
+SCHEMA = "gh-run.metrics/1"
+
+
+class Source(Strict):
+    """One input file and how its rank was found."""
+
+    path: str
+    kind: Literal["nsys-sqlite", "kineto-json"]
+    tool_version: str | None = None
+    rank: int
+    rank_rule: str
+    missing: list[str] = []
+
+
+class Bucket(Strict):
+    """Histogram bucket [lo_ns, hi_ns); hi_ns None = unbounded."""
+
+    lo_ns: int
+    hi_ns: int | None
+    count: int
+    total_ns: int
+
+
+class GapStats(Strict):
+    """Distribution of idle gaps between merged busy intervals."""
+
+    count: int = 0
+    total_ns: int = 0
+    mean_ns: float = 0.0
+    p50_ns: float = 0.0
+    p90_ns: float = 0.0
+    max_ns: int = 0
+    buckets: list[Bucket] = []
+
+
+class Temporal(Strict):
+    """HTA temporal breakdown (see the module docstring)."""
+
+    span_ns: int = 0
+    idle_ns: int = 0
+    compute_ns: int = 0
+    non_compute_ns: int = 0
+    idle_pct: float = 0.0
+    compute_pct: float = 0.0
+    non_compute_pct: float = 0.0
+    basis: str = ""
+
+
+class Activity(Strict):
+    """Summed durations of GPU activity by kind and their shares of the sum."""
+
+    kernel_count: int = 0
+    memcpy_count: int = 0
+    memset_count: int = 0
+    kernel_ns: int = 0
+    memcpy_ns: int = 0
+    memset_ns: int = 0
+    kernel_pct: float = 0.0
+    memcpy_pct: float = 0.0
+    memset_pct: float = 0.0
+
+
+class CopyDirection(Strict):
+    """Memory copies of one direction."""
+
+    direction: str
+    count: int
+    bytes: int
+    total_ns: int
+    bandwidth_gb_s: float | None
+
+
+class UnifiedMemory(Strict):
+    """Unified-Memory page faults and migrations; None = not traced."""
+
+    cpu_page_faults: int | None = None
+    gpu_page_faults: int | None = None
+    gpu_fault_groups: int | None = None
+    migrations: int = 0
+    migrated_htod_bytes: int = 0
+    migrated_dtoh_bytes: int = 0
+    migrated_dtod_bytes: int = 0
+    migration_ns: int = 0
+    share_of_memory_ops_pct: float = 0.0
+    share_of_memory_time_pct: float = 0.0
+
+
+class KernelStat(Strict):
+    """One kernel name."""
+
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    share_pct: float
+    compute: bool
+
+
+class RangeStat(Strict):
+    """One NVTX / annotation range name."""
+
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    min_ns: int
+    max_ns: int
+
+
+class StepStats(Strict):
+    """Training-step range durations."""
+
+    family: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    p50_ns: float
+    p90_ns: float
+    min_ns: int
+    max_ns: int
+    durations_ns: list[int]
+
+
+class FunctionStat(Strict):
+    """Calls of one function (OS runtime or CUDA API)."""
+
+    name: str
+    count: int
+    total_ns: int
+
+
+class ThreadStat(Strict):
+    """One CPU thread."""
+
+    tid: int
+    name: str
+    osrt_calls: int = 0
+    osrt_ns: int = 0
+    cpu_op_ns: int = 0
+    functions: list[FunctionStat] = []
+
+
+class SyncStats(Strict):
+    """CUDA synchronisation API calls."""
+
+    calls: int = 0
+    total_ns: int = 0
+    functions: list[FunctionStat] = []
+
+
+class Timeline(Strict):
+    """Busy fraction (0-1) per equal time bucket of the span."""
+
+    start_ns: int = 0
+    bucket_ns: int = 0
+    busy_fraction: list[float] = []
+
+
+class RankMetrics(Strict):
+    """Everything about one device of one rank."""
+
+    rank: int
+    devices: list[int]
+    device_name: str | None = None
+    source: str
+    span_start_ns: int = 0
+    span_end_ns: int = 0
+    span_ns: int = 0
+    busy_ns: int = 0
+    idle_ns: int = 0
+    busy_pct: float = 0.0
+    idle_pct: float = 0.0
+    idle_gaps: GapStats = GapStats()
+    temporal: Temporal = Temporal()
+    activity: Activity = Activity()
+    copies: list[CopyDirection] = []
+    unified_memory: UnifiedMemory = UnifiedMemory()
+    top_kernels: list[KernelStat] = []
+    kernel_names: int = 0
+    fp32_gemm_pct: float = 0.0
+    tensor_core_gemm_pct: float = 0.0
+    nvtx: list[RangeStat] = []
+    steps: StepStats | None = None
+    data_wait_ns: int = 0
+    threads: list[ThreadStat] = []
+    sync: SyncStats = SyncStats()
+    peak_gpu_memory_bytes: int | None = None
+    timeline: Timeline = Timeline()
+
+
+class Aggregate(Strict):
+    """Across ranks: means (and extremes) of the per-rank numbers."""
+
+    ranks: int = 0
+    span_ns: int = 0
+    busy_pct_mean: float = 0.0
+    idle_pct_mean: float = 0.0
+    idle_pct_max: float = 0.0
+    idle_gaps: int = 0
+    temporal_idle_pct_mean: float = 0.0
+    temporal_compute_pct_mean: float = 0.0
+    temporal_non_compute_pct_mean: float = 0.0
+    kernel_pct_mean: float = 0.0
+    memcpy_pct_mean: float = 0.0
+    kernels: int = 0
+    copy_bytes: int = 0
+    htod_bytes: int = 0
+    dtoh_bytes: int = 0
+    um_share_of_memory_ops_pct_mean: float = 0.0
+    step_mean_ns: float | None = None
+    sync_ns: int = 0
+    osrt_ns: int = 0
+    cpu_op_ns: int = 0
+    peak_gpu_memory_bytes: int | None = None
+
+
+class Metrics(Strict):
+    """Top level: sources, per-rank metrics and the aggregate."""
+
+    format: str = SCHEMA
+    label: str | None = None
+    sources: list[Source]
+    ranks: list[RankMetrics]
+    aggregate: Aggregate
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def aggregate(ranks: list[RankMetrics]) -> Aggregate:
+    """Aggregate per-rank metrics (means over ranks; sums of counts and bytes)."""
+    if not ranks:
+        return Aggregate()
+    steps = [r.steps.mean_ns for r in ranks if r.steps]
+    peaks = [r.peak_gpu_memory_bytes for r in ranks if r.peak_gpu_memory_bytes is not None]
+    bytes_by = {"HtoD": 0, "DtoH": 0}
+    for r in ranks:
+        for c in r.copies:
+            if c.direction in bytes_by:
+                bytes_by[c.direction] += c.bytes
+    return Aggregate(
+        ranks=len(ranks),
+        span_ns=max(r.span_ns for r in ranks),
+        busy_pct_mean=_mean([r.busy_pct for r in ranks]),
+        idle_pct_mean=_mean([r.idle_pct for r in ranks]),
+        idle_pct_max=max(r.idle_pct for r in ranks),
+        idle_gaps=sum(r.idle_gaps.count for r in ranks),
+        temporal_idle_pct_mean=_mean([r.temporal.idle_pct for r in ranks]),
+        temporal_compute_pct_mean=_mean([r.temporal.compute_pct for r in ranks]),
+        temporal_non_compute_pct_mean=_mean([r.temporal.non_compute_pct for r in ranks]),
+        kernel_pct_mean=_mean([r.activity.kernel_pct for r in ranks]),
+        memcpy_pct_mean=_mean([r.activity.memcpy_pct for r in ranks]),
+        kernels=sum(r.activity.kernel_count for r in ranks),
+        copy_bytes=sum(c.bytes for r in ranks for c in r.copies),
+        htod_bytes=bytes_by["HtoD"],
+        dtoh_bytes=bytes_by["DtoH"],
+        um_share_of_memory_ops_pct_mean=_mean(
+            [r.unified_memory.share_of_memory_ops_pct for r in ranks]
+        ),
+        step_mean_ns=_mean(steps) if steps else None,
+        sync_ns=sum(r.sync.total_ns for r in ranks),
+        osrt_ns=sum(t.osrt_ns for r in ranks for t in r.threads),
+        cpu_op_ns=sum(t.cpu_op_ns for r in ranks for t in r.threads),
+        peak_gpu_memory_bytes=max(peaks) if peaks else None,
+    )

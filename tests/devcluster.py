@@ -1,0 +1,125 @@
+"""Helpers for tests that use the real local SLURM dev cluster (``scripts/devcluster.sh``).
+
+The cluster is shared by all integration tests: ``ensure_up()`` starts it or reuses it
+(a healthy cluster answers in about a second), ``slurm_env()`` is the environment in which
+``sbatch``/``sacct``/``srun``/submitit find it, and ``stop()``/``start()`` inject faults
+("slurmctld stopped") and repair them. See docs/devcluster.md.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Final, Literal, get_args
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+SCRIPT: Final = REPO_ROOT / "scripts" / "devcluster.sh"
+STATE_DIR: Final = REPO_ROOT / ".devcluster"
+SLURM_CONF: Final = STATE_DIR / "etc" / "slurm.conf"
+LOG_DIR: Final = STATE_DIR / "log"
+
+# Facts of the dev cluster (keep in sync with scripts/devcluster.sh and clusters/dev.yaml).
+CLUSTER_NAME: Final = "ghdev"
+PARTITION: Final = "gh"
+NODES: Final = ("gh1", "gh2")
+GPUS_PER_NODE: Final = 1
+GPU_TYPE: Final = "gh200"
+CPUS_PER_NODE: Final = 2
+MEMORY_MB_PER_NODE: Final = 4000
+
+Daemon = Literal["munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-gh1", "slurmd-gh2"]
+DAEMONS: Final[tuple[str, ...]] = get_args(Daemon)
+
+_UP_TIMEOUT_S: Final = 900  # includes apt-get install on a fresh machine
+_DAEMON_TIMEOUT_S: Final = 180
+
+
+class DevClusterError(RuntimeError):
+    """The dev cluster could not be started, stopped or reached; the message has the log tail."""
+
+
+def _run(args: list[str], timeout: float, what: str) -> str:
+    try:
+        proc = subprocess.run(
+            ["bash", str(SCRIPT), *args],
+            cwd=REPO_ROOT,
+            env=slurm_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise DevClusterError(
+            f"{what}: scripts/devcluster.sh {' '.join(args)} did not finish in {timeout:.0f} s"
+            f"{_tail_logs()}"
+        ) from exc
+    output = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0:
+        tail = "\n".join(output.splitlines()[-40:])
+        raise DevClusterError(
+            f"{what}: scripts/devcluster.sh {' '.join(args)} failed with exit code "
+            f"{proc.returncode}:\n{tail}"
+        )
+    return output
+
+
+def _tail_logs(lines: int = 15) -> str:
+    parts: list[str] = []
+    for name in ("slurmctld.log", "slurmdbd.log", "slurmd-gh1.log", "slurmd-gh2.log"):
+        path = LOG_DIR / name
+        if path.is_file():
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"\n--- {path} ---\n" + "\n".join(text))
+    return "".join(parts)
+
+
+def slurm_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``os.environ`` (or ``base``) plus ``SLURM_CONF`` pointing at the dev cluster."""
+    env = dict(os.environ if base is None else base)
+    env["SLURM_CONF"] = str(SLURM_CONF)
+    return env
+
+
+def ensure_up() -> None:
+    """Start the dev cluster, or reuse it when healthy; raise DevClusterError with log tails."""
+    _run(["up"], _UP_TIMEOUT_S, "starting the dev cluster")
+
+
+def down() -> None:
+    """Stop every daemon the script started (state in .devcluster/ is kept)."""
+    _run(["down"], _DAEMON_TIMEOUT_S, "stopping the dev cluster")
+
+
+def _check_daemon(daemon: str) -> None:
+    if daemon not in DAEMONS:
+        raise ValueError(f"unknown dev-cluster daemon {daemon!r}; one of {', '.join(DAEMONS)}")
+
+
+def stop(daemon: Daemon | str) -> None:
+    """Stop one daemon (TERM, then KILL), e.g. ``stop("slurmctld")`` to inject a fault."""
+    _check_daemon(daemon)
+    _run(["stop", daemon], _DAEMON_TIMEOUT_S, f"stopping {daemon}")
+
+
+def start(daemon: Daemon | str) -> None:
+    """Start one daemon if it is not running and wait until it answers."""
+    _check_daemon(daemon)
+    _run(["start", daemon], _DAEMON_TIMEOUT_S, f"starting {daemon}")
+
+
+def status() -> str:
+    """The output of ``devcluster.sh status`` (which daemons run, and sinfo)."""
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "status"],
+        cwd=REPO_ROOT,
+        env=slurm_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return proc.stdout + proc.stderr

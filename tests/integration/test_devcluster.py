@@ -1,0 +1,132 @@
+"""The real local SLURM dev cluster answers like a (tiny) GH200 site.
+
+These run real sbatch/srun/sacct against scripts/devcluster.sh's cluster; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import devcluster
+
+pytestmark = pytest.mark.cluster
+
+POLL_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cluster_up() -> Iterator[None]:
+    devcluster.ensure_up()
+    yield
+
+
+def slurm(*args: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(args),
+        env=devcluster.slurm_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
+
+
+def node_states() -> dict[str, str]:
+    out = slurm("sinfo", "-h", "-N", "-p", devcluster.PARTITION, "-o", "%N %t").stdout
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def sacct_state(job_id: str) -> str:
+    out = slurm("sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State").stdout
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def poll(predicate_desc: str, fn, timeout: float = POLL_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not fn():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {predicate_desc}")
+        time.sleep(0.5)
+
+
+def test_both_nodes_idle_in_partition_gh() -> None:
+    poll("gh1 and gh2 idle", lambda: all(node_states().get(n) == "idle" for n in devcluster.NODES))
+    out = slurm("sinfo", "-h", "-N", "-p", "gh", "-o", "%N %P %c %m %G").stdout.split("\n")
+    rows = {line.split()[0]: line.split()[1:] for line in out if line.strip()}
+    assert set(rows) == {"gh1", "gh2"}
+    for node in devcluster.NODES:
+        assert rows[node] == ["gh*", "2", "4000", "gpu:gh200:1"]
+
+
+def test_batch_job_spans_both_nodes(tmp_path: Path) -> None:
+    out_file = tmp_path / "out.txt"
+    job = slurm(
+        "sbatch",
+        "--parsable",
+        "--wait",
+        "-N",
+        "2",
+        "-p",
+        "gh",
+        "-t",
+        "00:02:00",
+        "-o",
+        str(out_file),
+        "--wrap",
+        'hostname; echo "nodelist=$SLURM_JOB_NODELIST"; srun bash -c \'echo "step=$SLURMD_NODENAME"\'',
+        timeout=60,
+    )
+    job_id = job.stdout.strip().split(";")[0]
+    assert job_id.isdigit()
+    lines = out_file.read_text().splitlines()
+    assert "nodelist=gh[1-2]" in lines
+    assert sorted(line for line in lines if line.startswith("step=")) == ["step=gh1", "step=gh2"]
+
+
+def test_controller_refuses_more_gpus_than_a_node_has() -> None:
+    too_many = slurm(
+        "sbatch", "--test-only", "--gpus-per-node=2", "-p", "gh", "--wrap", "true", check=False
+    )
+    assert too_many.returncode != 0
+    assert "Requested node configuration is not available" in too_many.stderr
+
+    fits = slurm(
+        "sbatch", "--test-only", "--gpus-per-node=1", "-p", "gh", "--wrap", "true", check=False
+    )
+    assert fits.returncode == 0, fits.stderr
+    assert "to start at" in fits.stderr
+
+
+def test_sacct_reports_completed_job(tmp_path: Path) -> None:
+    job = slurm(
+        "sbatch", "--parsable", "--wait", "-p", "gh", "-o", str(tmp_path / "o.txt"), "--wrap",
+        "true", timeout=60,
+    )  # fmt: skip
+    job_id = job.stdout.strip().split(";")[0]
+    # Accounting reaches slurmdbd asynchronously: poll until the record lands.
+    poll(f"sacct to report job {job_id} COMPLETED", lambda: sacct_state(job_id) == "COMPLETED")
+
+
+def test_srun_multi_node_step() -> None:
+    res = slurm(
+        "srun", "-N", "2", "-p", "gh", "-t", "00:01:00", "bash", "-c", 'echo "$SLURMD_NODENAME"',
+        timeout=60,
+    )  # fmt: skip
+    assert sorted(res.stdout.split()) == ["gh1", "gh2"]
+
+
+def test_stop_and_start_slurmctld() -> None:
+    devcluster.stop("slurmctld")
+    try:
+        down = slurm("sinfo", "-h", check=False, timeout=60)
+        assert down.returncode != 0
+        assert "Unable to contact slurm controller" in down.stderr
+    finally:
+        devcluster.start("slurmctld")
+    assert slurm("sinfo", "-h").returncode == 0

@@ -1,0 +1,310 @@
+"""The reference workload (workloads/): each knob changes what it should, on CPU.
+
+torch is an optional extra (`pip install .[workload]`); CI installs it, so these run there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from workloads.config import Config  # noqa: E402
+from workloads.data import IGNORE, SyntheticInstructions  # noqa: E402
+from workloads.lora import is_adapter_param  # noqa: E402
+from workloads.memory import OffloadActivations, activation_context  # noqa: E402
+from workloads.profiling import PHASES  # noqa: E402
+from workloads.sft import build_parser, main, parse_config  # noqa: E402
+from workloads.train import Trainer  # noqa: E402
+
+CPU = torch.device("cpu")
+TINY = Config(layers=2, hidden=64, heads=4, vocab=512, seq_len=32, batch_size=2, device="cpu")
+
+
+def tiny(**changes: Any) -> Config:
+    return Config(**{**TINY.to_json(), "profile_steps": (1, 3), **changes})
+
+
+def batch(cfg: Config) -> tuple[Any, Any]:
+    ds = SyntheticInstructions(cfg.batch_size, cfg.seq_len, cfg.vocab, seed=cfg.seed)
+    items = [ds[i] for i in range(cfg.batch_size)]
+    return (
+        torch.stack([it["input_ids"] for it in items]),
+        torch.stack([it["labels"] for it in items]),
+    )
+
+
+class SavedTensorCounter:
+    """A saved-tensor hook that counts what autograd keeps for backward (and keeps it as is)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+
+    def pack(self, t: Any) -> Any:
+        self.count += 1
+        self.bytes += t.numel() * t.element_size()
+        return t
+
+    def hooks(self) -> Any:
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+
+def grads(trainer: Trainer) -> dict[str, Any]:
+    return {
+        n: p.grad.detach().clone()
+        for n, p in trainer.model.named_parameters()
+        if p.grad is not None
+    }
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def test_help_teaches_every_knob() -> None:
+    text = build_parser().format_help()
+    for flag in (
+        "--num-workers",
+        "--item-cost",
+        "--offload-activations",
+        "--activation-checkpointing",
+        "--peft",
+        "--precision",
+        "--fused-adam",
+        "--torch-profile",
+        "--profile-steps",
+        "--cuda-profiler-window",
+        "metrics.json",
+        "examples:",
+    ):
+        assert flag in text
+
+
+def test_help_runs_as_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads.sft", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "--offload-activations" in out.stdout
+
+
+def test_bad_profile_window_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--device", "cpu", "--steps", "2", "--profile-steps", "1:5"])
+    assert exc.value.code == 2
+    assert "--profile-steps 1:5" in capsys.readouterr().err
+
+
+def test_output_defaults_to_gh_run_artifacts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GH_RUN_ARTIFACTS", "/tmp/artifacts-here")
+    assert parse_config(["--device", "cpu"]).output == "/tmp/artifacts-here"
+    monkeypatch.delenv("GH_RUN_ARTIFACTS")
+    assert parse_config(["--device", "cpu"]).output == "."
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+def test_dataset_is_deterministic_and_masks_the_prompt() -> None:
+    a = SyntheticInstructions(4, 64, 512, seed=1)
+    b = SyntheticInstructions(4, 64, 512, seed=1, item_cost=3)  # more work, same sample
+    x, y = a[2], b[2]
+    assert torch.equal(x["input_ids"], y["input_ids"]) and torch.equal(x["labels"], y["labels"])
+    assert x["input_ids"].shape == (64,) and int(x["input_ids"].max()) < 512
+    labels = x["labels"]
+    assert labels[0] == IGNORE  # the prompt is not trained on
+    assert (labels != IGNORE).sum() > 10  # the response is
+    # labels are the inputs shifted by one where they count
+    mask = labels[:-1] != IGNORE
+    assert torch.equal(labels[:-1][mask], x["input_ids"][1:][mask])
+
+
+# --- LoRA ---------------------------------------------------------------------------------
+
+
+def test_lora_freezes_all_but_adapters() -> None:
+    cfg = tiny(peft="lora", lora_rank=4, precision="fp32")
+    trainer = Trainer(cfg, CPU)
+    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trainable and all(is_adapter_param(n) for n in trainable)
+    assert len(trainable) == cfg.layers * 4 * 2  # q/k/v/o, A and B each
+    assert trainer.adapters == cfg.layers * 4
+    total, n_trainable = trainer.parameter_counts()
+    assert n_trainable == cfg.layers * 4 * 2 * cfg.lora_rank * cfg.hidden
+    assert n_trainable < total / 10
+    opt_params = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert opt_params == {id(p) for p in trainer.model.parameters() if p.requires_grad}
+
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.step(*batch(cfg))
+    for name, p in trainer.model.named_parameters():
+        if is_adapter_param(name):
+            continue
+        assert torch.equal(before[name], p), f"frozen {name} changed"
+    lora_b = [n for n in before if n.endswith("lora_b")]
+    assert all(not torch.equal(before[n], trainer.model.get_parameter(n)) for n in lora_b)
+
+
+def test_full_finetuning_trains_everything() -> None:
+    trainer = Trainer(tiny(peft="none"), CPU)
+    assert all(p.requires_grad for p in trainer.model.parameters())
+
+
+# --- activation offloading ----------------------------------------------------------------
+
+
+def test_offload_selects_save_on_cpu_pinned_only_on_cuda() -> None:
+    on_cpu = activation_context(True, CPU)
+    on_cuda = activation_context(True, torch.device("cuda"))  # built lazily: no GPU needed
+    assert isinstance(on_cpu, torch.autograd.graph.save_on_cpu)
+    assert isinstance(on_cpu, OffloadActivations) and on_cpu.pin_memory is False
+    assert isinstance(on_cuda, OffloadActivations) and on_cuda.pin_memory is True
+    assert not isinstance(activation_context(False, CPU), torch.autograd.graph.saved_tensors_hooks)
+
+
+def test_offload_moves_every_saved_activation_to_host_memory() -> None:
+    cfg = tiny(offload_activations=True, precision="fp32")
+    ids, labels = batch(cfg)
+    plain = Trainer(tiny(precision="fp32"), CPU)
+    counter = SavedTensorCounter()
+    with counter.hooks():
+        plain.forward_loss(ids, labels).backward()
+    assert counter.count > 0
+
+    trainer = Trainer(cfg, CPU)
+    offload = trainer.offload
+    assert offload is not None
+    packed: list[tuple[Any, Any]] = []
+    save_on_cpu_pack = offload.pack_hook
+
+    def spy(t: Any) -> Any:
+        out = save_on_cpu_pack(t)
+        packed.append(out)
+        return out
+
+    offload.pack_hook = spy  # read what save_on_cpu hands autograd to keep
+    loss = trainer.forward_loss(ids, labels)
+    # everything autograd would keep on the device went through save_on_cpu instead
+    assert offload.packed_tensors == counter.count == len(packed)
+    assert offload.packed_bytes == counter.bytes
+    for device, kept in packed:
+        assert kept.device.type == "cpu"  # what is kept lives in host memory
+        assert isinstance(device, torch.device)  # and remembers where to go back to
+    loss.backward()
+    # same gradients as keeping the activations in place: the unpack path restores them
+    ref, got = grads(plain), grads(trainer)
+    assert ref.keys() == got.keys()
+    for name in ref:
+        torch.testing.assert_close(got[name], ref[name], msg=name)
+
+
+# --- activation checkpointing -------------------------------------------------------------
+
+
+def test_checkpointing_saves_fewer_activations_and_same_gradients() -> None:
+    cfg = tiny(layers=3, precision="fp32")
+    ids, labels = batch(cfg)
+    results = {}
+    for ckpt in (False, True):
+        trainer = Trainer(tiny(layers=3, precision="fp32", activation_checkpointing=ckpt), CPU)
+        counter = SavedTensorCounter()
+        with counter.hooks():
+            loss = trainer.forward_loss(ids, labels)
+        loss.backward()
+        results[ckpt] = (counter.count, counter.bytes, grads(trainer))
+    (n_plain, b_plain, g_plain), (n_ckpt, b_ckpt, g_ckpt) = results[False], results[True]
+    assert n_ckpt < n_plain / 2
+    assert b_ckpt < b_plain / 2
+    for name in g_plain:
+        torch.testing.assert_close(g_ckpt[name], g_plain[name], msg=name)
+
+
+# --- precision ----------------------------------------------------------------------------
+
+
+def test_fp16_uses_the_grad_scaler() -> None:
+    cfg = tiny(precision="fp16")
+    trainer = Trainer(cfg, CPU)
+    assert isinstance(trainer.scaler, torch.amp.GradScaler) and trainer.scaler.is_enabled()
+    result = trainer.step(*batch(cfg))
+    assert result.grad_scale is not None and math.isfinite(result.loss)
+
+    # An overflowing scale proves the loss really goes through the scaler: fp16 gradients
+    # turn inf, the scaler skips the optimizer step and halves its scale.
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    result = trainer.step(*batch(cfg))
+    assert result.grad_scale == 2.0**99
+    for name, p in trainer.model.named_parameters():
+        assert torch.equal(before[name], p), f"{name} changed in a skipped step"
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_other_precisions_have_no_scaler(precision: str) -> None:
+    assert Trainer(tiny(precision=precision), CPU).scaler is None
+
+
+def test_fused_adam_flag() -> None:
+    assert Trainer(tiny(fused_adam=True), CPU).optimizer.defaults["fused"] is True
+    assert not Trainer(tiny(), CPU).optimizer.defaults["fused"]
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+
+def _trace_events(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    events: list[dict[str, Any]] = doc["traceEvents"]
+    return events
+
+
+def test_two_step_cpu_run_writes_metrics_and_kineto_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    args = ["--device", "cpu", "--steps", "2", "--layers", "2", "--hidden", "64", "--vocab"]
+    args += ["512", "--seq-len", "32", "--batch-size", "2", "--output", str(tmp_path)]
+    args += ["--torch-profile", str(tmp_path / "trace"), "--profile-steps", "0:2"]
+    assert main(args) == 0
+
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["peak_gpu_memory_bytes"] is None  # CPU
+    assert metrics["median_step_time_s"] > 0 and metrics["tokens_per_s"] > 0
+    assert math.isfinite(metrics["final_loss"]) and len(metrics["step_times_s"]) == 2
+    assert metrics["config"]["steps"] == 2 and metrics["config"]["device"] == "cpu"
+    assert metrics["trace_file"] == "sft_rank0.pt.trace.json.gz"
+
+    events = _trace_events(tmp_path / "trace" / "sft_rank0.pt.trace.json.gz")
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    assert {"step_0", "step_1", *PHASES} <= names
+
+
+def test_ranks_name_their_files_and_knobs_compose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RANK", "3")
+    args = ["--device", "cpu", "--steps", "2", "--layers", "1", "--hidden", "64", "--vocab"]
+    args += ["512", "--seq-len", "32", "--batch-size", "2", "--output", str(tmp_path)]
+    args += ["--torch-profile", str(tmp_path), "--profile-steps", "1:2", "--num-workers", "1"]
+    args += ["--peft", "lora", "--offload-activations", "--activation-checkpointing"]
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "metrics_rank3.json").read_text())
+    assert metrics["rank"] == 3 and metrics["lora_adapters"] == 4
+    assert metrics["offloaded_bytes_per_step"] > 0
+    events = _trace_events(tmp_path / "sft_rank3.pt.trace.json.gz")
+    assert any(e["name"] == "step_1" for e in events)
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_gh_run_itself_does_not_import_torch() -> None:
+    code = "import sys, orchestrator.cli; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

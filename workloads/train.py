@@ -1,0 +1,192 @@
+"""The training loop: one `Trainer` (model, optimizer, precision, offload) and `run()`, which
+drives it for `cfg.steps` steps under the profiling hooks and returns the metrics."""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from workloads.config import Config
+from workloads.data import SyntheticInstructions, make_loader
+from workloads.lora import apply_lora
+from workloads.memory import OffloadActivations, activation_context
+from workloads.model import Decoder, lm_loss
+from workloads.profiling import (
+    Annotator,
+    CudaProfilerWindow,
+    TorchProfileWindow,
+    rank_from_env,
+    step_range_name,
+)
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclass
+class StepResult:
+    loss: float
+    grad_scale: float | None
+
+
+class Trainer:
+    """Model, optimizer and the per-step forward/backward/optimizer under the run's knobs."""
+
+    def __init__(self, cfg: Config, device: torch.device, annotator: Annotator | None = None):
+        self.cfg = cfg
+        self.device = device
+        self.annotator = annotator or Annotator(nvtx=False)
+        torch.manual_seed(cfg.seed)
+        with device:  # build the weights where they live; no CPU init of a big model
+            self.model = Decoder(cfg.vocab, cfg.hidden, cfg.layers, cfg.heads, cfg.seq_len)
+        self.adapters = 0
+        if cfg.peft == "lora":
+            self.adapters = apply_lora(self.model, cfg.lora_rank, cfg.lora_alpha)
+        self.model.activation_checkpointing = cfg.activation_checkpointing
+        self.model.train()
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            trainable, lr=cfg.lr, fused=True if cfg.fused_adam else None
+        )
+        self.autocast_dtype = _DTYPES[cfg.precision]
+        self.scaler: torch.amp.GradScaler | None = (
+            torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+        )
+        self.saved = activation_context(cfg.offload_activations, device)
+
+    @property
+    def offload(self) -> OffloadActivations | None:
+        return self.saved if isinstance(self.saved, OffloadActivations) else None
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.cfg.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def forward_loss(self, input_ids: Tensor, labels: Tensor) -> Tensor:
+        """Forward and loss, with saved activations where the run keeps them."""
+        with self.saved, self.autocast():
+            return lm_loss(self.model(input_ids), labels)
+
+    def step(self, input_ids: Tensor, labels: Tensor) -> StepResult:
+        ann = self.annotator
+        if self.offload is not None:
+            self.offload.reset()
+        with ann.range("forward"):
+            loss = self.forward_loss(input_ids, labels)
+        with ann.range("backward"):
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
+            else:
+                loss.backward()  # type: ignore[no-untyped-call]
+        with ann.range("optimizer"):
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        scale = self.scaler.get_scale() if self.scaler is not None else None
+        return StepResult(loss=loss.item(), grad_scale=scale)  # .item() waits for the GPU
+
+    def parameter_counts(self) -> tuple[int, int]:
+        total = sum(p.numel() for p in self.model.parameters())
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return total, trainable
+
+
+def _median_after_warmup(values: list[float]) -> float:
+    """Median over the steps after the first (which pays for start-up), or all if few."""
+    return statistics.median(values[1:] if len(values) >= 3 else values)
+
+
+def run(cfg: Config, log: bool = True) -> dict[str, Any]:
+    """Train for cfg.steps steps; returns the metrics (not yet written)."""
+    rank, local_rank, world = rank_from_env()
+    cuda = cfg.device == "cuda"
+    if cuda:
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    annotator = Annotator(nvtx=cuda)
+    trainer = Trainer(cfg, device, annotator)
+    dataset = SyntheticInstructions(
+        cfg.steps * cfg.batch_size, cfg.seq_len, cfg.vocab, seed=cfg.seed, item_cost=cfg.item_cost
+    )
+    loader = make_loader(dataset, cfg.batch_size, cfg.num_workers, pin_memory=cuda)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    cuda_window = CudaProfilerWindow(cfg.cuda_profiler_window, cuda)
+    trace = TorchProfileWindow(
+        cfg.torch_profile, cfg.profile_steps, cuda, rank, profile_memory=cfg.profile_memory
+    )
+    step_times: list[float] = []
+    data_times: list[float] = []
+    losses: list[float] = []
+    offloaded_bytes: int | None = None
+    batches = iter(loader)
+    with trace:
+        for step in range(cfg.steps):
+            cuda_window.before_step(step)
+            t0 = time.perf_counter()
+            with annotator.range(step_range_name(step)):
+                with annotator.range("data"):
+                    batch = next(batches)
+                    input_ids = batch["input_ids"].to(device, non_blocking=True)
+                    labels = batch["labels"].to(device, non_blocking=True)
+                t_data = time.perf_counter()
+                result = trainer.step(input_ids, labels)
+            t_end = time.perf_counter()
+            cuda_window.after_step(step)
+            trace.step()
+            step_times.append(t_end - t0)
+            data_times.append(t_data - t0)
+            losses.append(result.loss)
+            if trainer.offload is not None:
+                offloaded_bytes = trainer.offload.packed_bytes
+            if log:
+                print(
+                    f"rank {rank} step {step} loss {result.loss:.4f} "
+                    f"step {1e3 * (t_end - t0):.1f} ms data {1e3 * (t_data - t0):.1f} ms",
+                    flush=True,
+                )
+    cuda_window.close()
+    total, trainable = trainer.parameter_counts()
+    median_step = _median_after_warmup(step_times)
+    tokens_per_step = cfg.batch_size * cfg.seq_len
+    return {
+        "schema_version": 1,
+        "workload": "sft",
+        "rank": rank,
+        "world_size": world,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "torch_version": torch.__version__,
+        "steps": cfg.steps,
+        "median_step_time_s": median_step,
+        "median_data_time_s": _median_after_warmup(data_times),
+        "tokens_per_step": tokens_per_step,
+        "tokens_per_s": tokens_per_step / median_step,
+        "peak_gpu_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        "peak_gpu_memory_reserved_bytes": (
+            torch.cuda.max_memory_reserved(device) if cuda else None
+        ),
+        "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "offloaded_bytes_per_step": offloaded_bytes,
+        "final_loss": losses[-1],
+        "losses": losses,
+        "step_times_s": step_times,
+        "data_times_s": data_times,
+        "parameters": total,
+        "trainable_parameters": trainable,
+        "lora_adapters": trainer.adapters,
+        "trace_file": trace.path.name if trace.path is not None else None,
+        "config": cfg.to_json(),
+    }
