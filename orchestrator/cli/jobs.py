@@ -302,10 +302,12 @@ def logs_cmd(
             pos = path.stat().st_size
         else:
             pos = _print_from(path, 0)
+    elif r.state == "SUBMIT_FAILED":
+        raise RuntimeFailure(f"run {r.run_id} was never submitted ({r.reason}); it has no log")
     elif not follow:
         raise RuntimeFailure(
-            f"no log yet at {path}: the job has not started writing it "
-            "(state: {r.state}); try --follow"
+            f"no log yet at {path}: the job has not started writing it (state: {r.state}); "
+            "try --follow"
         )
     if not follow:
         return
