@@ -82,6 +82,29 @@ class Partition(Strict):
     def _mem(cls, v: object) -> str:
         return format_mem(parse_mem_mib(str(v)))
 
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        # Names are written unquoted (`export NAME=...`): only plain names may reach the shell.
+        for key in v:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(
+                    f"environment variable name {key!r} is not valid; "
+                    "use letters, digits and _ and do not start with a digit"
+                )
+        return v
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _sbatch_options(cls, v: list[str]) -> list[str]:
+        for opt in v:
+            if not re.match(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
+                raise ValueError(
+                    f"{opt!r} is not an sbatch option sbatch can take in a directive; "
+                    "write --option or --option=value with letters, digits and . _ : , @ % + = / -"
+                )
+        return v
+
     @property
     def max_time_seconds(self) -> int:
         return parse_time(self.max_time)
@@ -168,7 +191,10 @@ def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tupl
 
     Each refusal is one sentence naming the field, the limit and the partition.
     """
-    name, part = cluster.partition(spec.partition)
+    try:
+        name, part = cluster.partition(spec.partition)
+    except UserError as exc:
+        raise UserError(f"{spec_src}: partition: {exc}") from None
     res = spec.resources
     where = f"{spec_src}: resources"
     if res.gpus_per_node > part.gpus_per_node:

@@ -29,6 +29,7 @@ from orchestrator.errors import UserError
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.profile import profiler_prefix
 from orchestrator.spec import SBATCH_VALUE_RE, JobSpec
+from orchestrator.yamlio import display_path
 
 LauncherKind = Literal["srun", "direct"]
 
@@ -77,6 +78,13 @@ class RenderContext(Strict):
     tasks_per_node: int
     post: list[list[str]] = Field(default_factory=list, description="Commands after launch.")
     files: list[EmbeddedFile] = Field(default_factory=list)
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="Names of variables the job needs from the submit environment (never values).",
+    )
+    forward_usr1: bool = Field(
+        False, description="Trap USR1 in the batch shell and forward it to the tasks."
+    )
 
 
 class RenderedJob(Strict):
@@ -149,7 +157,11 @@ def directives_for(
     out.append(_directive("--error", f"{run_dir}/%j_0_log.err"))
     out.append("--open-mode=append")
     if spec.retries.max > 0:
-        out.append("--requeue")
+        # Sites default to JobRequeue=1: say explicitly whether SLURM may requeue this job.
+        out.append("--requeue" if spec.retries.requeue else "--no-requeue")
+    if spec.retries.signal_seconds:
+        # B: the batch shell gets USR1; its trap forwards it to the tasks (base.sbatch.j2).
+        out.append(_directive("--signal", f"B:USR1@{spec.retries.signal_seconds}"))
     for extra in part.sbatch_options:
         opt, sep, val = extra.partition("=")
         out.append(_directive(opt, val) if sep else _directive(opt))
@@ -193,6 +205,10 @@ def build_context(
         "GH_RUN_PARTITION": part_name,
         **part.env,
     }
+    if spec.profile.tool == "torch":
+        # The contract with torch-profiled workloads (workloads.sft reads it as the default of
+        # --torch-profile): write the Kineto trace among the artifacts.
+        env["GH_RUN_TORCH_PROFILE"] = f"{run_dir}/artifacts"
     return RenderContext(
         version=__version__,
         run_id=run_id,
@@ -211,6 +227,8 @@ def build_context(
         srun_options=list(part.launcher.options),
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,
+        secret_env=list(workload.secret_env),
+        forward_usr1=spec.retries.signal_seconds is not None,
     )
 
 
@@ -255,7 +273,11 @@ def render_job(
     ctx.files.insert(
         0, EmbeddedFile(name="task.sh", content=task if task.endswith("\n") else task + "\n")
     )
-    template = template_name_for(part_name, part, search_path)
+    try:
+        template = template_name_for(part_name, part, search_path)
+    except UserError as exc:
+        src = display_path(Path(cluster.source)) if cluster.source else cluster.name
+        raise UserError(f"{src}: partitions.{part_name}.template: {exc}") from None
     return RenderedJob(
         context=ctx, template=template, script=render_context(ctx, template, search_path)
     )

@@ -5,7 +5,9 @@ The CLI calls these; campaigns and tests call them too. Nothing here prints.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -16,15 +18,21 @@ from typing import Literal
 
 import yaml
 
-from orchestrator import artifacts
-from orchestrator.cluster import Cluster, Partition, load_cluster, validate_job
-from orchestrator.errors import GhRunError, UserError
+from orchestrator import artifacts, retry
+from orchestrator.cluster import (
+    Cluster,
+    Partition,
+    find_cluster_file,
+    load_cluster,
+    validate_job,
+)
+from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
 from orchestrator.render import RenderedJob, render_job
 from orchestrator.spec import SBATCH_VALUE_RE, JobSpec, load_spec
-from orchestrator.store import INTENT, SUBMIT_FAILED, Run, Store, is_terminal
+from orchestrator.store import INTENT, RETRYING, SUBMIT_FAILED, Run, Store, is_terminal
 from orchestrator.yamlio import display_path
 
 ExecutorKind = Literal["auto", "local", "slurm"]
@@ -45,6 +53,11 @@ def prepare(spec_path: Path, overrides: Sequence[str] = (), cluster: str | None 
     spec = load_spec(spec_path, list(overrides))
     if cluster:
         spec.cluster = cluster
+    try:
+        find_cluster_file(spec.cluster)
+    except UserError as exc:
+        where = "--cluster" if cluster else f"{display_path(spec_path)}: cluster"
+        raise UserError(f"{where}: {exc}") from None
     cl = load_cluster(spec.cluster)
     part_name, part = validate_job(spec, cl, display_path(spec_path))
     return Prepared(spec, spec_path, cl, part_name, part)
@@ -55,8 +68,15 @@ def new_run_id(name: str) -> str:
 
 
 def runs_root(cluster: Cluster, home: Path) -> Path:
-    root = Path(os.path.expandvars(cluster.paths.runs.replace("{home}", str(home)))).expanduser()
-    return root.absolute()
+    text = os.path.expandvars(cluster.paths.runs.replace("{home}", str(home)))
+    if "$" in text:
+        unset = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)
+        raise UserError(
+            f"{cluster.source or cluster.name}: paths.runs: {cluster.paths.runs!r} uses "
+            f"${', $'.join(unset)}, which is not set here; set it (e.g. export SCRATCH=/scratch/"
+            "$USER) or point paths.runs at a folder"
+        )
+    return Path(text).expanduser().absolute()
 
 
 def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
@@ -120,10 +140,28 @@ def submit(
     run_id: str | None = None,
 ) -> Run:
     """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
-    run_id = run_id or new_run_id(prep.spec.name)
-    run_dir = run_dir_for(prep.cluster, home, run_id)
-    rendered = render(prep, run_id, run_dir, executor.launcher)
-    script = write_run_folder(run_dir, rendered, prep.spec)
+    missing = [n for n in prep.spec.workload.secret_env if n not in os.environ]
+    if missing:
+        where = display_path(prep.spec_path) if prep.spec_path else prep.spec.name
+        raise UserError(
+            f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
+            "export it before submitting (gh-run passes secrets by name, never by value)"
+        )
+    fixed_id = run_id is not None
+    for _ in range(5):
+        run_id = run_id if fixed_id and run_id else new_run_id(prep.spec.name)
+        run_dir = run_dir_for(prep.cluster, home, run_id)
+        rendered = render(prep, run_id, run_dir, executor.launcher)
+        try:
+            script = write_run_folder(run_dir, rendered, prep.spec)
+            break
+        except FileExistsError:
+            # Two submissions in the same second drew the same id: draw again.
+            if fixed_id:
+                raise UserError(f"run {run_id} already exists; choose another run id") from None
+    else:
+        raise RuntimeFailure(f"could not find a free run id under {runs_root(prep.cluster, home)}")
+    assert run_id is not None
     run = Run(
         run_id=run_id,
         name=prep.spec.name,
@@ -199,8 +237,97 @@ def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list
         statuses = ex.poll(group)
         for r in group:
             if r.run_id in statuses:
-                updated[r.run_id] = apply_status(store, r, statuses[r.run_id])
+                updated[r.run_id] = _apply_with_retry(store, r, statuses[r.run_id], ex)
     return [updated[r.run_id] for r in runs]
+
+
+def _apply_with_retry(store: Store, run: Run, status: JobStatus, ex: Executor) -> Run:
+    """apply_status, then the spec's retry policy (orchestrator/retry.py) for this end state."""
+    if run.state == RETRYING:
+        return run
+    policy = spec_of(run).retries
+    # SLURM requeued the job (same id) between two polls: RUNNING → PENDING / REQUEUED.
+    requeued_seen = status.state.startswith("REQUEUE") or (
+        status.state == "PENDING" and run.state in ("RUNNING", "COMPLETING")
+    )
+    if requeued_seen and policy.max > 0:
+        return _record_requeue(store, run, status.state, "PENDING")
+    if not is_terminal(status.state) or not retry.wants_retry(policy, status.state):
+        return apply_status(store, run, status)
+    back = ex.queue_state(run.job_id) if isinstance(ex, SlurmExecutor) and run.job_id else None
+    decision = retry.decide(policy, status.state, run.attempt, back_in_queue=back is not None)
+    if decision.action == "requeued":
+        return _record_requeue(store, run, status.state, back or "PENDING")
+    ended = apply_status(store, run, status)
+    if decision.action == "exhausted":
+        store.update_run(run.run_id, event=decision.detail)
+        return store.get_run(run.run_id)
+    return resubmit(store, ended, decision.detail)
+
+
+def _record_requeue(store: Store, run: Run, seen: str, now_state: str) -> Run:
+    detail = (
+        f"attempt {run.attempt + 2}: SLURM requeued job {run.job_id} after {seen.split()[0]} "
+        "(--requeue); same job id"
+    )
+    done = store.update_run_if(
+        run.run_id,
+        {"attempt": run.attempt, "job_id": run.job_id},
+        state=now_state,
+        attempt=run.attempt + 1,
+        ended_at=None,
+        event=detail,
+    )
+    return done or store.get_run(run.run_id)
+
+
+def _time_limit_of(script: Path) -> str | None:
+    m = re.search(r"^#SBATCH --time=(\S+)$", script.read_text(), re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def resubmit(store: Store, run: Run, detail: str) -> Run:
+    """Submit the run's job.sbatch again as its next attempt (same run id, new job id).
+
+    The retry is claimed in the store first (compare-and-set on state, attempt and job id),
+    so two gh-run processes watching the same run never both resubmit it.
+    """
+    claimed = store.update_run_if(
+        run.run_id,
+        {"state": run.state, "attempt": run.attempt, "job_id": run.job_id},
+        state=RETRYING,
+        attempt=run.attempt + 1,
+        event=detail,
+    )
+    if claimed is None:
+        return store.get_run(run.run_id)
+    folder = Path(run.run_dir)
+    script = folder / "job.sbatch"
+    ex = executor_for(run)
+    if isinstance(ex, LocalExecutor):
+        ex.time_limit = _time_limit_of(script)
+        for name in ("local_exit", "local_cancelled", "local_pid"):
+            (folder / name).unlink(missing_ok=True)
+    try:
+        job_id = ex.submit(script, claimed)
+    except GhRunError as exc:
+        return store.update_run(
+            run.run_id,
+            state=run.state,
+            attempt=run.attempt,
+            event=f"retry not submitted: {exc}",
+        )
+    return store.update_run(
+        run.run_id,
+        job_id=job_id,
+        state="PENDING",
+        submitted_at=time.time(),
+        ended_at=None,
+        exit_code=None,
+        reason=None,
+        event=f"attempt {claimed.attempt + 1}: resubmitted as job {job_id} "
+        f"(previous job {run.job_id} ended {run.state})",
+    )
 
 
 def collect(store: Store, run: Run, home: Path) -> artifacts.Manifest:
@@ -231,6 +358,9 @@ def wait(
     start = time.monotonic()
     while True:
         try:
+            if any(r.state in (INTENT, RETRYING) for r in current):
+                repair_intents(store, warn=warn)
+                current = [store.get_run(r.run_id) for r in current]
             current = refresh(store, current, warn=warn)
             failures = 0
         except GhRunError as exc:
@@ -252,6 +382,10 @@ def wait(
 def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
     """Find the jobs of INTENT rows (gh-run died between intent and job id) by their name."""
     repaired = []
+    for run in store.list_runs(states={RETRYING}):
+        fixed = _repair_retry(store, run, warn)
+        if fixed is not None:
+            repaired.append(fixed)
     for run in store.list_runs(states={INTENT}):
         if run.executor != "slurm" or time.time() - run.created_at < 5:
             continue
@@ -278,3 +412,39 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
                 )
             )
     return repaired
+
+
+def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
+    """A RETRYING row: gh-run died between claiming a retry and sbatch's answer."""
+    last = store.events(run.run_id)[-1].ts if store.events(run.run_id) else run.created_at
+    if time.time() - last < 5:
+        return None  # another gh-run may be submitting it right now
+    if run.executor == "slurm":
+        ids = SlurmExecutor(warn=warn).find_all_by_name(run.job_name)
+        newer = [i for i in ids if i != run.job_id and _job_num(i) > _job_num(run.job_id)]
+        if newer:
+            return store.update_run(
+                run.run_id,
+                job_id=newer[-1],
+                state="PENDING",
+                submitted_at=last,
+                ended_at=None,
+                exit_code=None,
+                reason=None,
+                event=f"repaired: found the retry's job {newer[-1]} by its name {run.job_name}",
+            )
+    if time.time() - last < 120:
+        return None
+    return store.update_run(
+        run.run_id,
+        state=SUBMIT_FAILED,
+        ended_at=time.time(),
+        reason="the retry was claimed but its job never reached the scheduler",
+        event="repaired: retry never submitted",
+    )
+
+
+def _job_num(job_id: str | None) -> int:
+    with contextlib.suppress(ValueError, AttributeError):
+        return int(str(job_id).split("_")[0])
+    return -1

@@ -123,12 +123,42 @@ class CommandWorkload(Strict):
     command: str = Field(..., min_length=1, description="Program to run (found on PATH).")
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Names of environment variables (e.g. HF_TOKEN) the job needs from the submit "
+            "environment; their values are never written into scripts, specs or the store."
+        ),
+    )
     workdir: str | None = Field(None, description="Directory to run in; default: the run dir.")
 
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, v: object) -> object:
         return _env_dict(v) if isinstance(v, dict) else v
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not ENV_NAME_RE.match(name):
+                raise ValueError(
+                    f"{name!r} is not an environment variable name; list only names "
+                    "(letters, digits, _), never the secret values themselves"
+                )
+        if len(set(v)) != len(v):
+            raise ValueError("lists a name twice; keep each name once")
+        return v
+
+    @model_validator(mode="after")
+    def _secret_not_in_env(self) -> CommandWorkload:
+        both = sorted(set(self.secret_env) & set(self.env))
+        if both:
+            raise ValueError(
+                f"the variable {', '.join(both)} is both in env (written into the script) "
+                "and in secret_env; remove it from env"
+            )
+        return self
 
     @field_validator("command", "args")
     @classmethod
@@ -181,10 +211,35 @@ DEFAULT_RETRY_ON: tuple[SLURM_STATES, ...] = ("NODE_FAIL", "PREEMPTED")
 
 
 class Retries(Strict):
-    """Resubmit the job when it ends in one of these states, at most `max` times."""
+    """Resubmit the job when it ends in one of these states, at most `max` times.
+
+    Policy (docs/reliability.md): with `requeue: true` the script carries `--requeue`, so SLURM
+    itself may requeue the same job id after a node failure or preemption; gh-run records that
+    as the next attempt. When the job ends for good in a state listed in `on`, gh-run submits
+    the same job.sbatch again: same run id, `attempt` + 1, a new job id, an event for each.
+    `signal_seconds` asks SLURM for `--signal=B:USR1@<s>`: the batch script forwards USR1 to
+    the workload that long before the time limit so it can write a checkpoint.
+    """
 
     max: int = Field(0, ge=0, le=20)
     on: list[SLURM_STATES] = Field(default_factory=lambda: list(DEFAULT_RETRY_ON))
+    requeue: bool = Field(
+        True, description="Let SLURM requeue the same job id (--requeue) when max > 0."
+    )
+    signal_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Send USR1 to the workload this many seconds before the time limit.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml11_on(cls, v: object) -> object:
+        # YAML 1.1 reads the bare key `on` as the boolean true; the user meant the word.
+        if isinstance(v, dict) and True in v and "on" not in v:
+            return {("on" if k is True else k): val for k, val in v.items()}
+        return v
 
 
 class JobSpec(Strict):
@@ -226,6 +281,12 @@ class JobSpec(Strict):
 
     @model_validator(mode="after")
     def _coherent(self) -> JobSpec:
+        sig, limit = self.retries.signal_seconds, self.resources.time_seconds
+        if sig is not None and limit is not None and sig >= limit:
+            raise ValueError(
+                f"retries.signal_seconds ({sig}) is not shorter than resources.time "
+                f"({self.resources.time}); signal earlier, e.g. {max(1, limit // 10)}"
+            )
         if self.container.runtime != "none" and not self.container.image:
             raise ValueError(
                 "container.image is required when container.runtime is "
@@ -236,4 +297,9 @@ class JobSpec(Strict):
 
 def load_spec(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> JobSpec:
     """Load a job spec file (with `extends:` and `--set` overrides) into a JobSpec."""
-    return yamlio.load_model(path, JobSpec, overrides)
+    spec = yamlio.load_model(path, JobSpec, overrides)
+    # A relative workdir in a spec is relative to the spec file, as paths in compose files are.
+    workdir = getattr(spec.workload, "workdir", None)
+    if workdir and not Path(workdir).is_absolute() and "$" not in workdir:
+        spec.workload.workdir = str((path.parent / workdir).resolve())
+    return spec

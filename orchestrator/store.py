@@ -100,7 +100,9 @@ ACTIVE = {
     "RESIZING",
     "UNKNOWN",
     "SUBMITTED",
+    "RETRYING",  # a retry was claimed, sbatch not yet answered (like INTENT, for attempt > 0)
 }
+RETRYING = "RETRYING"
 
 
 def is_terminal(state: str) -> bool:
@@ -224,6 +226,33 @@ class Store:
                     "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
                     (run_id, time.time(), new_state or row["state"], event),
                 )
+        return self.get_run(run_id)
+
+    def update_run_if(
+        self, run_id: str, expect: dict[str, Any], *, event: str | None = None, **fields: Any
+    ) -> Run | None:
+        """Update only when the row still has the `expect`ed values (compare-and-set).
+
+        Two gh-run processes refreshing the same run must not both act on it (e.g. both
+        resubmit a retry): the one whose expectation no longer holds gets None.
+        """
+        allowed = set(Run.model_fields) - {"run_id"}
+        bad = (set(fields) | set(expect)) - allowed
+        if bad:
+            raise ValueError(f"unknown run fields: {sorted(bad)}")
+        with self.tx() as db:
+            row = db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None or any(row[k] != v for k, v in expect.items()):
+                return None
+            if fields:
+                sets = ", ".join(f"{k} = :{k}" for k in fields)
+                db.execute(
+                    f"UPDATE runs SET {sets} WHERE run_id = :run_id", {**fields, "run_id": run_id}
+                )
+            db.execute(
+                "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
+                (run_id, time.time(), fields.get("state", row["state"]), event),
+            )
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> Run:

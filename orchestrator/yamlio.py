@@ -165,6 +165,11 @@ def _read(path: Path, depth: int, chain: tuple[Path, ...]) -> Located:
             f"{here.locate(('extends',))}: extends: must be the path of a YAML file, "
             "relative to this one"
         )
+    if not (path.parent / base_name).is_file():
+        raise UserError(
+            f"{here.locate(('extends',))}: extends: {base_name} does not exist next to this file; "
+            "fix the path (it is relative to this file)"
+        )
     base = _read(path.parent / base_name, depth + 1, (*chain, real))
     merged = Located(data=deep_merge(base.data, here.data), source=src)
     merged.where.update(base.where)
@@ -208,6 +213,7 @@ def apply_overrides(doc: Located, overrides: Iterable[str]) -> Located:
             if isinstance(node, dict):
                 if not isinstance(node.get(part), dict | list):
                     node[part] = [] if isinstance(nxt, int) else {}
+                    doc.where[tuple(parts[: i + 1])] = (f"--set {key}", None)
                 node = node[part]
             elif isinstance(node, list) and isinstance(part, int) and part < len(node):
                 node = node[part]
@@ -268,8 +274,17 @@ def validation_error(doc: Located, exc: ValidationError, model_name: str) -> Use
     lines = []
     for err in exc.errors():
         path = _field_path(err.get("loc", ()))
-        # Drop union-member names that pydantic puts between real keys.
-        clean = tuple(p for p in path if not (isinstance(p, str) and p in _UNION_TAGS))
+        # Drop union-member names that pydantic puts between real keys (but not a field that
+        # has the tag's name right after it: workload.command for the `command` kind).
+        clean_list: list[str | int] = []
+        dropped = False
+        for p in path:
+            if isinstance(p, str) and p in _UNION_TAGS and not dropped:
+                dropped = True
+                continue
+            clean_list.append(p)
+            dropped = False
+        clean = tuple(clean_list)
         dotted = ".".join(str(p) for p in clean) or model_name
         lines.append(f"{doc.locate(clean)}: {dotted}: {_message(err)}")
     return UserError("\n".join(lines))

@@ -36,6 +36,7 @@ ETC_LINK="/etc/slurm/slurm.conf"
 MARKER_TARGET_SUFFIX="/.devcluster/etc/slurm.conf"
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server slurm-client shellcheck)
 DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd-gh1 slurmd-gh2)
+STARTED=()
 
 log() { printf '[devcluster] %s\n' "$*" >&2; }
 
@@ -87,9 +88,9 @@ install_packages() {
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
                 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
                 "${PACKAGES[@]}"
-    } >"/tmp/devcluster-apt.log" 2>&1 || rc=$?
+    } >"$STATE/apt.log" 2>&1 || rc=$?
     if [[ $own_policy == 1 ]]; then rm -f "$policy"; fi
-    [[ $rc == 0 ]] || die "apt-get install failed (rc=$rc)" "/tmp/devcluster-apt.log"
+    [[ $rc == 0 ]] || die "apt-get install failed (rc=$rc)" "$STATE/apt.log"
     log "packages installed in $((SECONDS - t0)) s"
 }
 
@@ -113,7 +114,7 @@ munge_dir() {
 init_state() {
     if [[ -f "$STATE/root" && "$(cat "$STATE/root")" != "$REPO" ]]; then
         log "stale $STATE belongs to $(cat "$STATE/root"); discarding it (its processes are not touched)"
-        rm -rf "$STATE"
+        find "$STATE" -mindepth 1 -maxdepth 1 ! -name .lock ! -name apt.log -exec rm -rf {} +
     fi
     mkdir -p "$STATE" "$ETC" "$LOG" "$PIDS" "$RUN" "$SPOOL/slurmctld"
     chmod 755 "$STATE"
@@ -174,6 +175,7 @@ KillWait=5
 MinJobAge=300
 Waittime=0
 DefMemPerCPU=$DEF_MEM_PER_CPU
+EnforcePartLimits=ALL
 GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
@@ -317,7 +319,16 @@ port_of() {
     esac
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_open PORT: something LISTENs on PORT (read from /proc, so no connection is logged).
+port_open() {
+    local hex f files=()
+    hex="$(printf '%04X' "$1")"
+    for f in /proc/net/tcp /proc/net/tcp6; do
+        if [[ -r "$f" ]]; then files+=("$f"); fi
+    done
+    awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
+        END { exit !found }' "${files[@]}" 2>/dev/null
+}
 
 # launch NAME CMD...: start CMD detached (own session, no inherited fds), record its pid.
 launch() {
@@ -335,18 +346,13 @@ is_ready() {
         mariadbd) mariadb-admin --no-defaults --socket="$RUN/mysqld.sock" -u root ping >/dev/null 2>&1 ;;
         slurmdbd) timeout 10 sacctmgr -n list cluster >/dev/null 2>&1 ;;
         slurmctld) timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP' ;;
-        slurmd-*)
-            local node="${name#slurmd-}" st
-            port_open "$(port_of "$name")" || return 1
-            # The controller must see the node respond (no '*' = not responding, not down).
-            st="$(timeout 10 sinfo -h -n "$node" -o '%t' 2>/dev/null | head -n1)" || return 1
-            [[ -n "$st" && "$st" != *'*' && "$st" != down* && "$st" != unk* ]]
-            ;;
+        # Listening; that the controller sees the node respond is checked by wait_nodes.
+        slurmd-*) port_open "$(port_of "$name")" ;;
     esac
 }
 
 wait_ready() {
-    local name="$1" deadline=$((SECONDS + WAIT_S))
+    local name="$1" deadline=$((SECONDS + ${2:-$WAIT_S}))
     until is_ready "$name"; do
         alive "$name" || die "$name died while starting" "$(log_of "$name")"
         ((SECONDS < deadline)) || die "$name not answering after ${WAIT_S} s" "$(log_of "$name")"
@@ -392,14 +398,17 @@ register_cluster() {
 start_daemon() {
     local name="$1" port
     if alive "$name"; then
-        wait_ready "$name"
-        return 0
+        # Running: give it a moment to answer; a hung daemon is restarted.
+        if (wait_ready "$name" 15) 2>/dev/null; then return 0; fi
+        log "$name is running but not answering; restarting it"
+        stop_daemon "$name"
     fi
     port="$(port_of "$name")"
     if [[ -n "$port" ]] && port_open "$port"; then
         die "port $port (for $name) is already in use by a process this cluster did not start; stop it (another clone's 'devcluster.sh down'?) and retry"
     fi
     log "starting $name"
+    STARTED+=("$name")
     case "$name" in
         munged)
             local m
@@ -432,6 +441,7 @@ stop_daemon() {
     }
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
+    kill -CONT "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do
         alive "$name" || break
         sleep 0.2
@@ -444,13 +454,15 @@ stop_daemon() {
     rm -f "$PIDS/$name.pid"
 }
 
-# Nodes: wait for gh1/gh2 idle (or busy with jobs); resume nodes left down/drained.
+# wait_nodes [NODE...]: wait until the controller sees the nodes (default: all) responding
+# and idle (or busy with jobs); resume nodes left down/drained.
 wait_nodes() {
-    local deadline=$((SECONDS + WAIT_S)) out n st ok resumed=""
+    local deadline=$((SECONDS + WAIT_S)) out n st ok resumed="" want=("$@")
+    [[ ${#want[@]} -gt 0 ]] || want=("${NODES[@]}")
     while true; do
         out="$(timeout 10 sinfo -h -N -p "$PARTITION" -o '%N %t' 2>/dev/null || true)"
         ok=1
-        for n in "${NODES[@]}"; do
+        for n in "${want[@]}"; do
             st="$(awk -v n="$n" '$1 == n {print $2; exit}' <<<"$out")"
             case "$st" in
                 idle | mix | alloc | comp) ;;
@@ -469,8 +481,8 @@ wait_nodes() {
         if ((SECONDS >= deadline)); then
             log "sinfo says:"
             printf '%s\n' "$out" >&2
-            timeout 10 scontrol show node "${NODES[@]}" 2>&1 | grep -E 'NodeName|State|Reason' >&2 || true
-            die "nodes ${NODES[*]} not idle after ${WAIT_S} s" "$LOG/slurmctld.log"
+            timeout 10 scontrol show node "${want[@]}" 2>&1 | grep -E 'NodeName|State|Reason' >&2 || true
+            die "nodes ${want[*]} not idle after ${WAIT_S} s" "$LOG/slurmctld.log"
         fi
         sleep 0.5
     done
@@ -486,10 +498,25 @@ wait_sacct() {
     done
 }
 
-healthy() {
-    local d
-    for d in "${DAEMONS[@]}"; do alive "$d" || return 1; done
-    timeout 10 sinfo -h >/dev/null 2>&1
+wait_nodes_with_slurmd() {
+    local n up=()
+    for n in "${NODES[@]}"; do
+        if alive "slurmd-$n"; then up+=("$n"); fi
+    done
+    if [[ ${#up[@]} -gt 0 ]]; then wait_nodes "${up[@]}"; fi
+}
+
+# Before starting anything: every port of a daemon we must start has to be free.
+check_ports() {
+    local d port busy=()
+    for d in "${DAEMONS[@]}"; do
+        alive "$d" && continue
+        port="$(port_of "$d")"
+        if [[ -n "$port" ]] && port_open "$port"; then busy+=("$port ($d)"); fi
+    done
+    if [[ ${#busy[@]} -gt 0 ]]; then
+        die "port(s) ${busy[*]} already in use by processes this cluster ($STATE) did not start; another clone's dev cluster? run its 'scripts/devcluster.sh down' (or stop whatever listens there) and retry"
+    fi
 }
 
 take_lock() {
@@ -504,9 +531,9 @@ need_root() { [[ $EUID == 0 ]] || die "run as root (the dev cluster starts munge
 
 cmd_up() {
     need_root
-    local t0=$SECONDS d changed reused=0
-    install_packages
+    local t0=$SECONDS d changed
     take_lock
+    install_packages
     init_state
     changed="$(write_configs)"
     if [[ -n "$changed" ]]; then
@@ -517,15 +544,15 @@ cmd_up() {
             fi
         done
     fi
-    if [[ -z "$changed" ]] && healthy; then reused=1; fi
+    check_ports
     for d in "${DAEMONS[@]}"; do start_daemon "$d"; done
     wait_nodes
     wait_sacct
     link_etc
-    if [[ $reused == 1 ]]; then
+    if [[ ${#STARTED[@]} == 0 ]]; then
         log "cluster $CLUSTER_NAME already up (reused) in $((SECONDS - t0)) s"
     else
-        log "cluster $CLUSTER_NAME up in $((SECONDS - t0)) s"
+        log "cluster $CLUSTER_NAME up in $((SECONDS - t0)) s (started: ${STARTED[*]})"
     fi
     log "use: export SLURM_CONF=$SLURM_CONF   (or: source $STATE/env.sh)"
 }
@@ -598,7 +625,10 @@ main() {
             if [[ "$cmd" != start ]]; then stop_daemon "$1"; fi
             if [[ "$cmd" != stop ]]; then
                 start_daemon "$1"
-                if [[ "$1" == slurmctld ]]; then wait_nodes; fi
+                case "$1" in
+                    slurmctld) wait_nodes_with_slurmd ;;
+                    slurmd-*) if alive slurmctld; then wait_nodes "${1#slurmd-}"; fi ;;
+                esac
             fi
             ;;
         -h | --help | help) usage ;;

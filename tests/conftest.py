@@ -41,8 +41,11 @@ def run_cli(
     cwd: Path = REPO,
     timeout: float = 300,
 ) -> CliResult:
+    # Jobs inherit the submitting environment (sbatch --export=ALL): put this venv's python
+    # first on PATH, as an activated venv would, so `python3` in a job has gh-run's packages.
     full_env = {
         **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "GH_RUN_HOME": str(home),
         "COLUMNS": "200",
         "NO_COLOR": "1",

@@ -37,7 +37,8 @@ examples:
 outputs (in --output, default $GH_RUN_ARTIFACTS or .):
   metrics.json (rank 0; other ranks metrics_rank<N>.json): median step time (s), tokens/s,
   peak GPU memory (bytes; null on CPU), final loss, the config.
-  --torch-profile DIR: DIR/sft_rank<N>.pt.trace.json.gz, a Kineto trace of --profile-steps.
+  --torch-profile DIR (or $GH_RUN_TORCH_PROFILE): DIR/sft_rank<N>.pt.trace.json.gz, a Kineto
+  trace of --profile-steps.
 ranges: step_<N> per step, nested data / forward / backward / optimizer (NVTX on CUDA, and
   torch.profiler user annotations always). Rank N comes from RANK or SLURM_PROCID.
 """
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=d.item_cost,
         help="extra tokenisation passes per sample, to make data loading the bottleneck "
-        "(about 0.35 ms each at --seq-len 1024 on one core)",
+        "(0.3-0.8 ms each at --seq-len 1024, CPU-dependent)",
     )
 
     k = p.add_argument_group("experiment knobs")
@@ -153,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--torch-profile",
         metavar="DIR",
         default=None,
-        help="write a Kineto trace of --profile-steps to DIR/sft_rank<N>.pt.trace.json.gz",
+        help="write a Kineto trace of --profile-steps to DIR/sft_rank<N>.pt.trace.json.gz "
+        "(default: $GH_RUN_TORCH_PROFILE if set, else no trace)",
     )
     prof.add_argument(
         "--profile-steps",
@@ -217,7 +219,7 @@ def parse_config(argv: Sequence[str] | None = None) -> Config:
         device=device,
         seed=ns.seed,
         output=output,
-        torch_profile=ns.torch_profile,
+        torch_profile=ns.torch_profile or os.environ.get("GH_RUN_TORCH_PROFILE") or None,
         profile_steps=ns.profile_steps,
         profile_memory=ns.profile_memory,
         cuda_profiler_window=ns.cuda_profiler_window,

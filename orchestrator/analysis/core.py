@@ -16,13 +16,16 @@ from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator.analysis.metrics import Bucket, GapStats, StepStats, Temporal, Timeline
 
-try:  # optional accelerator
-    import numpy as _np
+try:  # optional accelerator: same results without it, only slower
+    import numpy as np
+
+    HAVE_NUMPY = True
 except ImportError:  # pragma: no cover - exercised where numpy is absent
-    _np = None
+    HAVE_NUMPY = False
 
 # ---- HTA kernel classification (hta/utils/utils.py, HolisticTraceAnalysis 0.5.0)
 _HTA_COMM = re.compile(r"^nccl.*Kernel")
@@ -73,7 +76,7 @@ _STEP_RE = re.compile(
     r"(?i)^\s*(?P<fam>profilerstep|train(?:ing)?[ _-]?step|step|iteration|iter)"
     r"\s*[#:_ -]?\s*(?P<num>\d+)?\s*$"
 )
-_DATA_WAIT_RE = re.compile(r"(?i)dataloader|data[_ ]?load|get_batch|next_batch|data_wait")
+_DATA_WAIT_RE = re.compile(r"(?i)dataloader|data[_ ]?load|get_batch|next_batch|data_wait|^data$")
 
 
 def step_family(name: str) -> str | None:
@@ -111,18 +114,14 @@ def gap_stats(gap_starts: array[int], gap_ends: array[int]) -> GapStats:
     n = len(gap_starts)
     if n == 0:
         return GapStats(buckets=_buckets([0] * len(GAP_EDGES_NS), [0] * len(GAP_EDGES_NS)))
-    if _np is not None:
-        lens = _np.frombuffer(gap_ends, dtype=_np.int64) - _np.frombuffer(
-            gap_starts, dtype=_np.int64
-        )
+    if HAVE_NUMPY:
+        lens = np.frombuffer(gap_ends, dtype=np.int64) - np.frombuffer(gap_starts, dtype=np.int64)
         total = int(lens.sum())
-        p50, p90 = (float(v) for v in _np.quantile(lens, [0.5, 0.9]))
+        p50, p90 = (float(v) for v in np.quantile(lens, [0.5, 0.9]))
         mx = int(lens.max())
-        idx = _np.searchsorted(_np.array(GAP_EDGES_NS[1:]), lens, side="right")
-        counts = [int(c) for c in _np.bincount(idx, minlength=len(GAP_EDGES_NS))]
-        totals = [
-            int(t) for t in _np.bincount(idx, weights=lens, minlength=len(GAP_EDGES_NS))
-        ]
+        idx = np.searchsorted(np.array(GAP_EDGES_NS[1:]), lens, side="right")
+        counts = [int(c) for c in np.bincount(idx, minlength=len(GAP_EDGES_NS))]
+        totals = [int(t) for t in np.bincount(idx, weights=lens, minlength=len(GAP_EDGES_NS))]
     else:
         lens_l = sorted(e - s for s, e in zip(gap_starts, gap_ends, strict=True))
         total = sum(lens_l)
@@ -166,12 +165,12 @@ def timeline(
     nb = math.ceil(span / width)
     idle = [0.0] * nb
     pairs: Iterable[tuple[int, int]] = zip(gap_starts, gap_ends, strict=True)
-    if _np is not None and len(gap_starts) > 1000:
-        gs = _np.frombuffer(gap_starts, dtype=_np.int64)
-        ge = _np.frombuffer(gap_ends, dtype=_np.int64)
+    if HAVE_NUMPY and len(gap_starts) > 1000:
+        gs = np.frombuffer(gap_starts, dtype=np.int64)
+        ge = np.frombuffer(gap_ends, dtype=np.int64)
         bs = (gs - start) // width
         same = bs == (ge - 1 - start) // width
-        idle = [float(v) for v in _np.bincount(bs[same], weights=(ge - gs)[same], minlength=nb)]
+        idle = [float(v) for v in np.bincount(bs[same], weights=(ge - gs)[same], minlength=nb)]
         cross = ~same
         pairs = zip(gs[cross].tolist(), ge[cross].tolist(), strict=True)
     for s, e in pairs:
@@ -341,3 +340,57 @@ def rank_from_name(path: Path) -> int | None:
                 changed = True
     m = _RANK_SUFFIX.search(stem)
     return int(m.group(1)) if m else None
+
+
+def union_arrays(starts: Any, ends: Any, compute: Any) -> UnionResult:
+    """The union of intervals given as numpy int64 arrays (any order) and a bool compute mask.
+
+    Same result as `union_pass` on the rows sorted by start (stable sort, like HTA)."""
+    res = UnionResult()
+    if not bool((ends >= starts).all()):
+        keep = ends >= starts
+        starts, ends, compute = starts[keep], ends[keep], compute[keep]
+    if starts.size == 0:
+        return res
+    order = np.argsort(starts, kind="stable")
+    s = starts[order]
+    e = ends[order]
+    c = compute[order]
+    del order
+    _, _, cbusy = _merge_sorted(s[c], e[c])
+    del c
+    gs, ge, busy = _merge_sorted(s, e)
+    res.start = int(s[0])
+    res.end = int(e.max())
+    res.busy = busy
+    res.compute_busy = cbusy
+    res.rows = int(s.size)
+    res.gap_starts = array("q", gs.astype(np.int64).tobytes())
+    res.gap_ends = array("q", ge.astype(np.int64).tobytes())
+    return res
+
+
+def _merge_sorted(s: Any, e: Any) -> tuple[Any, Any, int]:
+    if s.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, 0
+    cm = np.maximum.accumulate(e)
+    new = s[1:] > cm[:-1]
+    gs = cm[:-1][new]
+    ge = s[1:][new]
+    busy = int(cm[-1] - s[0]) - int((ge - gs).sum())
+    return gs, ge, busy
+
+
+def union_lists(starts: list[int], ends: list[int], compute: list[bool]) -> UnionResult:
+    """`union_arrays` for plain lists: numpy when available, else a sort + `union_pass`."""
+    if HAVE_NUMPY:
+        return union_arrays(
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(ends, dtype=np.int64),
+            np.asarray(compute, dtype=bool),
+        )
+    order = sorted((i for i in range(len(starts)) if ends[i] >= starts[i]), key=starts.__getitem__)
+    return union_pass(
+        ((starts[i], ends[i], 1 if compute[i] else -1) for i in order), lambda tag: tag == 1
+    )

@@ -242,6 +242,7 @@ def status_cmd(
             ("exit code", str(r.exit_code) if r.exit_code is not None else "-"),
             ("reason", r.reason or "-"),
             ("job", f"{r.executor} {r.job_id or '-'}"),
+            ("attempt", str(r.attempt + 1)),
             ("where", f"{r.cluster}/{r.partition}"),
             ("run folder", r.run_dir),
             ("submitted", iso(r.submitted_at)),

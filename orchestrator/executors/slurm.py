@@ -170,6 +170,11 @@ class GhRunWatcher(SlurmInfoWatcher):
                 }
         except (OSError, subprocess.TimeoutExpired):
             return out
+        if res.returncode != 0 and UNREACHABLE.search(res.stderr) and self.fallback_reason:
+            # Neither accounting nor the controller answers: say so; callers retry with backoff.
+            raise RuntimeFailure(
+                f"neither sacct nor squeue can reach SLURM ({' '.join(res.stderr.split())})"
+            )
         for jid in job_ids:
             if jid in out:
                 continue
@@ -275,14 +280,39 @@ class SlurmExecutor(Executor):
 
     def find_by_name(self, job_name: str) -> str | None:
         """The job id of a job with this (unique) name, from the queue or accounting."""
-        res = run_slurm(["squeue", "-h", "-o", "%i", "--name", job_name])
-        ids = res.stdout.split() if res.returncode == 0 else []
-        if not ids:
-            res = run_slurm(
-                ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
-            )
-            ids = [i for i in res.stdout.split() if i] if res.returncode == 0 else []
+        ids = self.find_all_by_name(job_name)
         return ids[-1] if ids else None
+
+    def find_all_by_name(self, job_name: str) -> list[str]:
+        """Every job id carrying this name (queue and accounting), oldest first.
+
+        A run's retries reuse its job name, so repairing an interrupted retry looks for an id
+        newer than the one already recorded.
+        """
+        found: set[str] = set()
+        res = run_slurm(["squeue", "-h", "-o", "%i", "--name", job_name])
+        if res.returncode == 0:
+            found.update(res.stdout.split())
+        res = run_slurm(
+            ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
+        )
+        if res.returncode == 0:
+            found.update(i for i in res.stdout.split() if i)
+        return sorted(found, key=lambda j: [int(x) for x in re.findall(r"\d+", j)])
+
+    def queue_state(self, job_id: str) -> str | None:
+        """The job's state if the controller still has it queued or running, else None.
+
+        Used to tell a job SLURM requeued (same id, back to PENDING) from one that ended.
+        """
+        res = run_slurm(["squeue", "-h", "-o", "%T", "-j", job_id])
+        if res.returncode != 0 and UNREACHABLE.search(res.stderr):
+            # Not knowing is not "gone": deciding on a retry now could double the job.
+            raise RuntimeFailure(
+                f"the SLURM controller could not be reached to check job {job_id}; will ask again"
+            )
+        states = res.stdout.split() if res.returncode == 0 else []
+        return states[0] if states else None
 
     def stdout_path(self, run: Run) -> Path:
         return Path(self.job(run).paths.stdout)

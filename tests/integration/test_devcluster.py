@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,10 @@ from tests import devcluster
 pytestmark = pytest.mark.cluster
 
 POLL_TIMEOUT_S = 30.0
+# `hostname` is the same machine for both "nodes"; SLURMD_NODENAME tells them apart.
+BATCH_BOTH_NODES = (
+    'hostname; echo "nodelist=$SLURM_JOB_NODELIST"; srun bash -c \'echo "step=$SLURMD_NODENAME"\''
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -25,7 +29,9 @@ def _cluster_up() -> Iterator[None]:
     yield
 
 
-def slurm(*args: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+def slurm(
+    *args: str, timeout: float = 30.0, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         list(args),
         env=devcluster.slurm_env(),
@@ -47,11 +53,12 @@ def sacct_state(job_id: str) -> str:
     return out.strip().splitlines()[0] if out.strip() else ""
 
 
-def poll(predicate_desc: str, fn, timeout: float = POLL_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
+def poll(what: str, predicate: Callable[[], bool], timeout: float = POLL_TIMEOUT_S) -> None:
+    """Wait for a condition (not a timed assertion: the timeout only bounds a hang)."""
     deadline = time.monotonic() + timeout
-    while not fn():
+    while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {predicate_desc}")
+            raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.5)
 
 
@@ -79,7 +86,7 @@ def test_batch_job_spans_both_nodes(tmp_path: Path) -> None:
         "-o",
         str(out_file),
         "--wrap",
-        'hostname; echo "nodelist=$SLURM_JOB_NODELIST"; srun bash -c \'echo "step=$SLURMD_NODENAME"\'',
+        BATCH_BOTH_NODES,
         timeout=60,
     )
     job_id = job.stdout.strip().split(";")[0]

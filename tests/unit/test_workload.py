@@ -109,6 +109,16 @@ def test_output_defaults_to_gh_run_artifacts(monkeypatch: pytest.MonkeyPatch) ->
     assert parse_config(["--device", "cpu"]).output == "."
 
 
+def test_torch_profile_dir_defaults_to_gh_run_torch_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GH_RUN_TORCH_PROFILE", raising=False)
+    assert parse_config(["--device", "cpu"]).torch_profile is None
+    monkeypatch.setenv("GH_RUN_TORCH_PROFILE", "/tmp/traces-here")
+    assert parse_config(["--device", "cpu"]).torch_profile == "/tmp/traces-here"
+    assert parse_config(["--device", "cpu", "--torch-profile", "x"]).torch_profile == "x"
+
+
 # --- data ---------------------------------------------------------------------------------
 
 
@@ -303,6 +313,40 @@ def test_ranks_name_their_files_and_knobs_compose(
     events = _trace_events(tmp_path / "sft_rank3.pt.trace.json.gz")
     assert any(e["name"] == "step_1" for e in events)
     assert not (tmp_path / "metrics.json").exists()
+
+
+GPU_TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+GPU_VARIANTS = {  # variant: the config keys it changed from the baseline
+    "baseline": {},
+    "workers4": {"num_workers": 4},
+    "offload": {"offload_activations": True},
+    "lora": {"peft": "lora"},
+    "fp32": {"precision": "fp32"},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(GPU_VARIANTS))
+def test_recorded_gpu_variants_are_whole(variant: str) -> None:
+    """tests/data/traces/ (from bench/gpu_variants.sh on an H100) are what analysis reads."""
+    metrics = json.loads((GPU_TRACES / variant / "metrics.json").read_text())
+    cfg = metrics["config"]
+    for key, value in GPU_VARIANTS[variant].items():
+        assert cfg[key] == value
+    assert cfg["device"] == "cuda" and metrics["peak_gpu_memory_bytes"] > 0
+    events = _trace_events(GPU_TRACES / variant / metrics["trace_file"])
+    cats = {e.get("cat") for e in events}
+    assert {"cpu_op", "kernel", "cuda_runtime", "user_annotation"} <= cats
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    start, end = cfg["profile_steps"]
+    assert {f"step_{i}" for i in range(start, end)} | set(PHASES) <= names
+
+
+def test_recorded_offload_lowered_peak_gpu_memory() -> None:
+    def peak(variant: str) -> int:
+        data = json.loads((GPU_TRACES / variant / "metrics.json").read_text())
+        return int(data["peak_gpu_memory_bytes"])
+
+    assert peak("offload") < 0.7 * peak("baseline")
 
 
 def test_gh_run_itself_does_not_import_torch() -> None:

@@ -1,0 +1,165 @@
+"""Rules that turn metrics into likely causes and the knob to turn (from the seed material).
+
+Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
+
+| rule | fires when (per rank) | knob |
+| --- | --- | --- |
+| data-loader | idle >= 10 % of span and (data-wait ranges >= 5 % of span, or the main thread spends >= 20 % of the span in waits: pthread_cond_wait, poll, read, ...) | `model.data.num_workers=4` (more data-loader workers) |
+| offload-traffic | HtoD+DtoH copies >= 10 % of GPU activity time, both directions present | activation offloading trades memory for speed: fewer offloaded layers `+model.cpu_offloading_num_layers=<fewer>` or `+model.cpu_offloading=False` |
+| fp32-kernels | fp32 GEMM kernels (sgemm/simt/f32 names, no tensor-core markers) >= 10 % of kernel time | `trainer.precision=bf16-mixed` |
+| unified-memory | UM migrations >= 5 % of memory operations or >= 10 % of memory-operation time | keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch (`cudaMemPrefetchAsync`) |
+| sync-overhead | CUDA sync API time >= 10 % of span | remove per-step host syncs (`.item()`, `torch.cuda.synchronize()`) |
+"""
+
+from __future__ import annotations
+
+from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.base import Strict
+
+IDLE_PCT = 10.0
+DATA_WAIT_PCT = 5.0
+MAIN_WAIT_PCT = 20.0
+COPY_PCT = 10.0
+FP32_PCT = 10.0
+UM_OPS_PCT = 5.0
+UM_TIME_PCT = 10.0
+SYNC_PCT = 10.0
+WAIT_FUNCS = {
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "poll",
+    "ppoll",
+    "select",
+    "epoll_wait",
+    "read",
+    "recv",
+    "recvmsg",
+    "sem_wait",
+    "sem_timedwait",
+    "futex",
+}
+MAIN_THREADS = ("pt_main_thread", "python", "python3", "MainThread")
+
+
+class Advice(Strict):
+    """One fired rule."""
+
+    rule: str
+    rank: int
+    cause: str
+    knob: str
+    evidence: dict[str, float]
+    message: str
+
+
+def _main_wait_ns(r: RankMetrics) -> int:
+    mains = [t for t in r.threads if t.name in MAIN_THREADS] or r.threads[:1]
+    return sum(f.total_ns for t in mains for f in t.functions if f.name in WAIT_FUNCS)
+
+
+def _rules(r: RankMetrics) -> list[Advice]:
+    out = []
+    span = r.span_ns or 1
+    data_wait_pct = 100 * r.data_wait_ns / span
+    main_wait_pct = 100 * _main_wait_ns(r) / span
+    if r.idle_pct >= IDLE_PCT and (
+        data_wait_pct >= DATA_WAIT_PCT or main_wait_pct >= MAIN_WAIT_PCT
+    ):
+        out.append(
+            Advice(
+                rule="data-loader",
+                rank=r.rank,
+                cause="the GPU sits idle while the main thread waits for input data",
+                knob="model.data.num_workers=4 (more data-loader worker processes)",
+                evidence={
+                    "idle_pct": r.idle_pct,
+                    "data_wait_pct_of_span": data_wait_pct,
+                    "main_thread_wait_pct_of_span": main_wait_pct,
+                },
+                message=(
+                    f"rank {r.rank}: GPU idle {r.idle_pct:.1f}% of the span, data waits"
+                    f" {data_wait_pct:.1f}%, main-thread waits {main_wait_pct:.1f}%"
+                ),
+            )
+        )
+    by_dir = {c.direction: c for c in r.copies}
+    htod, dtoh = by_dir.get("HtoD"), by_dir.get("DtoH")
+    activity = r.activity.kernel_ns + r.activity.memcpy_ns + r.activity.memset_ns
+    copy_ns = (htod.total_ns if htod else 0) + (dtoh.total_ns if dtoh else 0)
+    copy_pct = 100 * copy_ns / activity if activity else 0.0
+    if htod and dtoh and copy_pct >= COPY_PCT:
+        out.append(
+            Advice(
+                rule="offload-traffic",
+                rank=r.rank,
+                cause=(
+                    "host<->device copies take a large share of GPU time: activation CPU"
+                    " offloading trades GPU memory for speed"
+                ),
+                knob=(
+                    "+model.cpu_offloading_num_layers=<fewer> (or +model.cpu_offloading=False"
+                    " when memory allows)"
+                ),
+                evidence={
+                    "htod_dtoh_pct_of_gpu_activity": copy_pct,
+                    "htod_bytes": float(htod.bytes),
+                    "dtoh_bytes": float(dtoh.bytes),
+                },
+                message=(
+                    f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time"
+                ),
+            )
+        )
+    if r.fp32_gemm_pct >= FP32_PCT:
+        out.append(
+            Advice(
+                rule="fp32-kernels",
+                rank=r.rank,
+                cause="GEMMs run in fp32 without tensor cores",
+                knob="trainer.precision=bf16-mixed",
+                evidence={"fp32_gemm_pct_of_kernel_time": r.fp32_gemm_pct},
+                message=f"rank {r.rank}: fp32 GEMM kernels are {r.fp32_gemm_pct:.1f}% of kernel time",
+            )
+        )
+    um = r.unified_memory
+    if um.migrations and (
+        um.share_of_memory_ops_pct >= UM_OPS_PCT or um.share_of_memory_time_pct >= UM_TIME_PCT
+    ):
+        out.append(
+            Advice(
+                rule="unified-memory",
+                rank=r.rank,
+                cause="Unified-Memory pages migrate between CPU and GPU on demand",
+                knob=(
+                    "keep the working set on the GPU (model.peft.peft_scheme=lora) or prefetch"
+                    " (cudaMemPrefetchAsync / rmm prefetch)"
+                ),
+                evidence={
+                    "um_share_of_memory_ops_pct": um.share_of_memory_ops_pct,
+                    "um_share_of_memory_time_pct": um.share_of_memory_time_pct,
+                    "gpu_page_faults": float(um.gpu_page_faults or 0),
+                },
+                message=(
+                    f"rank {r.rank}: UM migrations are {um.share_of_memory_ops_pct:.1f}% of memory"
+                    f" operations ({um.share_of_memory_time_pct:.1f}% of their time)"
+                ),
+            )
+        )
+    sync_pct = 100 * r.sync.total_ns / span
+    if sync_pct >= SYNC_PCT:
+        out.append(
+            Advice(
+                rule="sync-overhead",
+                rank=r.rank,
+                cause="the host blocks on CUDA synchronisation",
+                knob="remove per-step host syncs (.item(), torch.cuda.synchronize())",
+                evidence={"sync_pct_of_span": sync_pct, "sync_calls": float(r.sync.calls)},
+                message=f"rank {r.rank}: CUDA sync calls take {sync_pct:.1f}% of the span",
+            )
+        )
+    return out
+
+
+def advise(metrics: Metrics) -> list[Advice]:
+    """Every rule that fires on any rank."""
+    return [a for r in metrics.ranks for a in _rules(r)]

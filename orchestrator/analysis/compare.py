@@ -1,0 +1,172 @@
+"""Side-by-side comparison of runs, with deltas against the first (the baseline).
+
+Rows are grouped like the seed's "with vs without offloading" table: GPU time, kernel
+continuity (idle gaps), GPU memory, memory traffic, CPU activity, sync overhead, steps,
+kernels. Per-rank numbers are averaged over ranks (the `Aggregate` means); counts and bytes are
+summed. delta_abs = value - baseline; delta_rel_pct = 100 * delta_abs / |baseline| (None when
+the baseline is 0 or a value is missing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orchestrator.analysis.metrics import Metrics
+from orchestrator.base import Strict
+
+WAIT_FUNCS = ("pthread_cond_wait", "pthread_cond_timedwait", "sem_wait", "sem_timedwait")
+
+
+class ComparisonRow(Strict):
+    """One metric across runs."""
+
+    group: str
+    metric: str
+    unit: str
+    values: list[float | None]
+    delta_abs: list[float | None]
+    delta_rel_pct: list[float | None]
+
+
+class Comparison(Strict):
+    """Runs side by side; the first is the baseline."""
+
+    labels: list[str]
+    rows: list[ComparisonRow]
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _per_rank(f: Callable[..., float | None]) -> Callable[[Metrics], float | None]:
+    def get(m: Metrics) -> float | None:
+        vals = [v for r in m.ranks if (v := f(r)) is not None]
+        return _mean([float(v) for v in vals])
+
+    return get
+
+
+def _wait_ns(m: Metrics) -> float:
+    return float(
+        sum(
+            fn.total_ns
+            for r in m.ranks
+            for t in r.threads
+            for fn in t.functions
+            if fn.name in WAIT_FUNCS
+        )
+    )
+
+
+def _thread_ns(name: str, field: str) -> Callable[[Metrics], float | None]:
+    def get(m: Metrics) -> float | None:
+        vals = [getattr(t, field) for r in m.ranks for t in r.threads if t.name == name]
+        return float(sum(vals)) if vals else None
+
+    return get
+
+
+ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
+    ("GPU time", "span", "s", lambda m: m.aggregate.span_ns / 1e9),
+    ("GPU time", "busy", "%", lambda m: m.aggregate.busy_pct_mean),
+    ("GPU time", "idle", "%", lambda m: m.aggregate.idle_pct_mean),
+    ("GPU time", "HTA compute", "%", lambda m: m.aggregate.temporal_compute_pct_mean),
+    ("GPU time", "HTA non-compute", "%", lambda m: m.aggregate.temporal_non_compute_pct_mean),
+    ("GPU time", "HTA idle", "%", lambda m: m.aggregate.temporal_idle_pct_mean),
+    ("GPU time", "kernels share of GPU activity", "%", lambda m: m.aggregate.kernel_pct_mean),
+    ("GPU time", "memcpy share of GPU activity", "%", lambda m: m.aggregate.memcpy_pct_mean),
+    ("Kernel continuity", "idle gaps", "count", lambda m: float(m.aggregate.idle_gaps)),
+    (
+        "Kernel continuity",
+        "idle gaps per second",
+        "1/s",
+        _per_rank(lambda r: r.idle_gaps.count / (r.span_ns / 1e9) if r.span_ns else None),
+    ),
+    ("Kernel continuity", "gap p50", "us", _per_rank(lambda r: r.idle_gaps.p50_ns / 1e3)),
+    ("Kernel continuity", "gap p90", "us", _per_rank(lambda r: r.idle_gaps.p90_ns / 1e3)),
+    ("Kernel continuity", "gap max", "ms", _per_rank(lambda r: r.idle_gaps.max_ns / 1e6)),
+    (
+        "GPU memory",
+        "peak GPU memory",
+        "GiB",
+        lambda m: (
+            m.aggregate.peak_gpu_memory_bytes / 2**30
+            if m.aggregate.peak_gpu_memory_bytes is not None
+            else None
+        ),
+    ),
+    ("Memory traffic", "HtoD", "GiB", lambda m: m.aggregate.htod_bytes / 2**30),
+    ("Memory traffic", "DtoH", "GiB", lambda m: m.aggregate.dtoh_bytes / 2**30),
+    (
+        "Memory traffic",
+        "UM share of memory operations",
+        "%",
+        lambda m: m.aggregate.um_share_of_memory_ops_pct_mean,
+    ),
+    ("CPU activity", "cpu_op time (Kineto)", "s", lambda m: m.aggregate.cpu_op_ns / 1e9),
+    ("CPU activity", "OS-runtime time (nsys)", "s", lambda m: m.aggregate.osrt_ns / 1e9),
+    ("CPU activity", "pthread_cond_wait & sem waits", "s", lambda m: _wait_ns(m) / 1e9),
+    (
+        "CPU activity",
+        "pt_main_thread OS-runtime",
+        "s",
+        lambda m: v / 1e9 if (v := _thread_ns("pt_main_thread", "osrt_ns")(m)) else None,
+    ),
+    (
+        "CPU activity",
+        "pt_autograd_0 OS-runtime",
+        "s",
+        lambda m: v / 1e9 if (v := _thread_ns("pt_autograd_0", "osrt_ns")(m)) else None,
+    ),
+    ("Sync overhead", "sync API time", "s", lambda m: m.aggregate.sync_ns / 1e9),
+    (
+        "Sync overhead",
+        "sync API share of span",
+        "%",
+        _per_rank(lambda r: 100 * r.sync.total_ns / r.span_ns if r.span_ns else None),
+    ),
+    (
+        "Steps",
+        "step time mean",
+        "ms",
+        lambda m: m.aggregate.step_mean_ns / 1e6 if m.aggregate.step_mean_ns else None,
+    ),
+    (
+        "Steps",
+        "step time p90",
+        "ms",
+        _per_rank(lambda r: r.steps.p90_ns / 1e6 if r.steps else None),
+    ),
+    ("Kernels", "kernels", "count", lambda m: float(m.aggregate.kernels)),
+    ("Kernels", "fp32 GEMM share of kernel time", "%", _per_rank(lambda r: r.fp32_gemm_pct)),
+]
+
+
+def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparison:
+    """Rows of every metric in ROWS for each run, with deltas against the first."""
+    labels = labels or [m.label or f"run {i}" for i, m in enumerate(metrics)]
+    rows = []
+    for group, name, unit, get in ROWS:
+        values = [get(m) for m in metrics]
+        base = values[0] if values else None
+        d_abs: list[float | None] = []
+        d_rel: list[float | None] = []
+        for v in values:
+            if v is None or base is None:
+                d_abs.append(None)
+                d_rel.append(None)
+            else:
+                d_abs.append(v - base)
+                d_rel.append(100.0 * (v - base) / abs(base) if base else None)
+        rows.append(
+            ComparisonRow(
+                group=group,
+                metric=name,
+                unit=unit,
+                values=values,
+                delta_abs=d_abs,
+                delta_rel_pct=d_rel,
+            )
+        )
+    return Comparison(labels=labels, rows=rows)

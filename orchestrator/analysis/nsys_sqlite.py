@@ -1,0 +1,651 @@
+"""Reader of `nsys export --type sqlite` files → `RankMetrics` per active GPU of the file.
+
+The file is opened read-only (`mode=ro` URI) and every string in it is data. Tables and columns
+that a trace option did not produce, or that an nsys version names differently, are tolerated:
+the metric they feed is left empty and the table is listed in `Source.missing`.
+
+Tables read (documented export schema): CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId,
+streamId, demangledName/shortName → StringIds), CUPTI_ACTIVITY_KIND_MEMCPY (copyKind per
+ENUM_CUDA_MEMCPY_OPER: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, 11/12/13 Unified HtoD/DtoH/DtoD,
+bytes), CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME (sync calls), NVTX_EVENTS
+(eventType 59 push/pop, 60 start/end, 70 NVtx push/pop ranges; name = text or
+StringIds[textId]), OSRT_API, ThreadNames, CUDA_UM_CPU_PAGE_FAULT_EVENTS,
+CUDA_UM_GPU_PAGE_FAULT_EVENTS, CUDA_GPU_MEMORY_USAGE_EVENTS, TARGET_INFO_GPU,
+META_DATA_EXPORT (or EXPORT_META_DATA in older exports).
+
+Speed: aggregates are SQL GROUP BYs run on a second connection in a worker thread (sqlite
+releases the GIL), while the main thread streams the GPU intervals of each device, sorted by
+start in SQL, through `core.union_pass`. A file with GPU activity on several devices yields
+one `RankMetrics` per device; the process-wide CPU metrics (NVTX, OSRT threads, sync calls,
+CPU page faults) are reported on the entry of the first device only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis import core
+from orchestrator.analysis.metrics import (
+    Activity,
+    CopyDirection,
+    FunctionStat,
+    KernelStat,
+    RangeStat,
+    RankMetrics,
+    Source,
+    SyncStats,
+    ThreadStat,
+    UnifiedMemory,
+)
+from orchestrator.errors import UserError
+
+if core.HAVE_NUMPY:
+    import numpy as np
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+OSRT = "OSRT_API"
+UM_CPU = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
+UM_GPU = "CUDA_UM_GPU_PAGE_FAULT_EVENTS"
+GPU_MEM = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+
+COPY_KIND = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "UM HtoD",
+    12: "UM DtoH",
+    13: "UM DtoD",
+}
+UM_KINDS = {11: "htod", 12: "dtoh", 13: "dtod"}
+NVTX_RANGE_TYPES = (59, 60, 70)
+SYNC_PATTERNS = (
+    "cuda%Synchronize%",
+    "cu%Synchronize%",
+    "cudaStreamWaitEvent%",
+    "cuStreamWaitEvent%",
+)
+TOP_KERNELS = 25
+TOP_RANGES = 50
+TOP_THREADS = 40
+
+
+def connect_ro(path: Path) -> sqlite3.Connection:
+    """Open an SQLite file read-only (never creates or modifies it)."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; pass an nsys SQLite export (.sqlite)")
+    try:
+        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise UserError(
+            f"{path}: not a readable SQLite file ({exc}); export it with"
+            " `nsys export --type sqlite`"
+        ) from exc
+    return conn
+
+
+class _Db:
+    """Schema probing and string lookups on one read-only connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = connect_ro(path)
+        self.tables = {
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        self._cols: dict[str, set[str]] = {}
+
+    def cols(self, table: str) -> set[str]:
+        if table not in self._cols:
+            self._cols[table] = (
+                {r[1] for r in self.conn.execute(f'PRAGMA table_info("{table}")')}
+                if table in self.tables
+                else set()
+            )
+        return self._cols[table]
+
+    def has(self, table: str, *cols: str) -> bool:
+        return table in self.tables and all(c in self.cols(table) for c in cols)
+
+    def q(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, tuple(params)).fetchall()
+
+    def strings(self, ids: Iterable[int]) -> dict[int, str]:
+        want = sorted({int(i) for i in ids if i is not None})
+        out: dict[int, str] = {}
+        if "StringIds" not in self.tables:
+            return out
+        for i in range(0, len(want), 500):
+            chunk = want[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(
+                (int(k), str(v))
+                for k, v in self.q(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", chunk)
+            )
+        return out
+
+    def kernel_name_col(self) -> str | None:
+        for c in ("demangledName", "shortName", "name"):
+            if c in self.cols(KERNEL):
+                return c
+        return None
+
+
+@dataclass
+class _Aux:
+    """Results of the aggregate queries (worker thread)."""
+
+    kernels: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
+    sync: list[FunctionStat] = field(default_factory=list)
+    ranges: list[RangeStat] = field(default_factory=list)
+    step_ranges: list[tuple[str, int, int]] = field(default_factory=list)
+    data_wait_ns: int = 0
+    threads: list[ThreadStat] = field(default_factory=list)
+    cpu_faults: int | None = None
+    gpu_faults: dict[int, tuple[int, int]] = field(default_factory=dict)
+    peak_mem: dict[int, int] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    summ: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    copies: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+
+
+def _aux_queries(path: Path, kernels_by_name: bool) -> _Aux:
+    db = _Db(path)
+    aux = _Aux()
+    try:
+        aux.summ, aux.copies = _summaries(db)
+        # kernels per device and name (the numpy path computes these itself)
+        name_col = db.kernel_name_col()
+        if kernels_by_name and name_col and db.has(KERNEL, "deviceId", "start", "end"):
+            rows = db.q(
+                f'SELECT deviceId, {name_col}, count(*), sum("end" - start) FROM {KERNEL}'
+                f' WHERE "end" >= start GROUP BY deviceId, {name_col}'
+            )
+            names = db.strings(r[1] for r in rows) if name_col != "name" else {}
+            per_dev: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+            for dev, nid, cnt, tot in rows:
+                nm = names.get(nid, str(nid)) if name_col != "name" else str(nid)
+                per_dev[int(dev)].append((nm, int(cnt), int(tot or 0)))
+            aux.kernels = dict(per_dev)
+        # CUDA sync API calls
+        if db.has(RUNTIME, "nameId") and "StringIds" in db.tables:
+            where = " OR ".join("value LIKE ?" for _ in SYNC_PATTERNS)
+            ids = dict(db.q(f"SELECT id, value FROM StringIds WHERE {where}", SYNC_PATTERNS))
+            if ids:
+                marks = ",".join("?" * len(ids))
+                for nid, cnt, tot in db.q(
+                    f'SELECT nameId, count(*), sum("end" - start) FROM {RUNTIME}'
+                    f" WHERE nameId IN ({marks}) GROUP BY nameId",
+                    ids,
+                ):
+                    aux.sync.append(FunctionStat(name=ids[nid], count=cnt, total_ns=tot or 0))
+                aux.sync.sort(key=lambda f: -f.total_ns)
+        elif RUNTIME not in db.tables:
+            aux.missing.append(RUNTIME)
+        _nvtx(db, aux)
+        _threads(db, aux)
+        # Unified memory faults
+        if db.has(UM_CPU):
+            aux.cpu_faults = int(db.q(f"SELECT count(*) FROM {UM_CPU}")[0][0])
+        else:
+            aux.missing.append(UM_CPU)
+        if db.has(UM_GPU, "deviceId"):
+            count_expr = (
+                "sum(numberOfPageFaults)" if "numberOfPageFaults" in db.cols(UM_GPU) else "count(*)"
+            )
+            for dev, groups, faults in db.q(
+                f"SELECT deviceId, count(*), {count_expr} FROM {UM_GPU} GROUP BY deviceId"
+            ):
+                aux.gpu_faults[int(dev)] = (int(groups), int(faults or 0))
+        else:
+            aux.missing.append(UM_GPU)
+        # GPU memory usage: running sum of allocations - frees
+        if db.has(GPU_MEM, "deviceId", "bytes", "memoryOperationType"):
+            cur: dict[int, int] = defaultdict(int)
+            for dev, nbytes, op in db.conn.execute(
+                f"SELECT deviceId, bytes, memoryOperationType FROM {GPU_MEM} ORDER BY start"
+            ):
+                cur[dev] += -nbytes if op == 1 else nbytes
+                if cur[dev] > aux.peak_mem.get(dev, 0):
+                    aux.peak_mem[dev] = cur[dev]
+    finally:
+        db.conn.close()
+    return aux
+
+
+def _nvtx(db: _Db, aux: _Aux) -> None:
+    if not db.has(NVTX, "start", "end", "eventType"):
+        aux.missing.append(NVTX)
+        return
+    cols = db.cols(NVTX)
+    text = "n.text" if "text" in cols else "NULL"
+    if "textId" in cols and "StringIds" in db.tables:
+        name = f"coalesce({text}, s.value)"
+        join = "LEFT JOIN StringIds s ON s.id = n.textId"
+    else:
+        name, join = text, ""
+    types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+    base = (
+        f'FROM {NVTX} n {join} WHERE n.eventType IN ({types}) AND n."end" IS NOT NULL'
+        f' AND n."end" >= n.start'
+    )
+    rows = db.q(
+        f'SELECT {name} AS nm, count(*), sum(n."end" - n.start), min(n."end" - n.start),'
+        f' max(n."end" - n.start) {base} GROUP BY nm'
+    )
+    stats = [
+        RangeStat(
+            name=str(nm if nm is not None else "(unnamed)"),
+            count=int(c),
+            total_ns=int(t),
+            mean_ns=t / c,
+            min_ns=int(lo),
+            max_ns=int(hi),
+        )
+        for nm, c, t, lo, hi in rows
+    ]
+    stats.sort(key=lambda r: -r.total_ns)
+    aux.data_wait_ns = sum(r.total_ns for r in stats if core.is_data_wait(r.name))
+    aux.ranges = stats[:TOP_RANGES]
+    step_names = [r.name for r in stats if core.step_family(r.name) is not None]
+    for i in range(0, len(step_names), 500):
+        chunk = step_names[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        aux.step_ranges.extend(
+            (str(nm), int(s), int(d))
+            for nm, s, d in db.q(
+                f'SELECT {name} AS nm, n.start, n."end" - n.start {base} AND nm IN ({marks})',
+                chunk,
+            )
+        )
+
+
+def _threads(db: _Db, aux: _Aux) -> None:
+    tnames: dict[int, str] = {}
+    if db.has("ThreadNames", "nameId", "globalTid"):
+        rows = db.q("SELECT globalTid, nameId FROM ThreadNames")
+        strs = db.strings(r[1] for r in rows)
+        for gtid, nid in rows:
+            tnames.setdefault(int(gtid), strs.get(nid, ""))
+    per: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+    if db.has(OSRT, "globalTid", "nameId"):
+        rows = db.q(
+            f'SELECT globalTid, nameId, count(*), sum("end" - start) FROM {OSRT}'
+            " GROUP BY globalTid, nameId"
+        )
+        strs = db.strings(r[1] for r in rows)
+        for gtid, nid, cnt, tot in rows:
+            per[int(gtid or 0)].append((strs.get(nid, str(nid)), int(cnt), int(tot or 0)))
+    else:
+        aux.missing.append(OSRT)
+    threads = []
+    for gtid in set(tnames) | set(per):
+        funcs = sorted(
+            (FunctionStat(name=n, count=c, total_ns=t) for n, c, t in per.get(gtid, [])),
+            key=lambda f: -f.total_ns,
+        )
+        threads.append(
+            ThreadStat(
+                tid=gtid & 0xFFFFFF,
+                name=tnames.get(gtid, f"thread {gtid & 0xFFFFFF}"),
+                osrt_calls=sum(f.count for f in funcs),
+                osrt_ns=sum(f.total_ns for f in funcs),
+                functions=funcs[:10],
+            )
+        )
+    threads.sort(key=lambda t: (-t.osrt_ns, t.name))
+    aux.threads = threads[:TOP_THREADS]
+
+
+def _gpu_rows(db: _Db, device: int | None, name_col: str | None) -> Iterator[tuple[int, int, int]]:
+    """(start, end, tag) of all GPU activity of one device, sorted by start (no-numpy path)."""
+    parts = []
+    params: list[int] = []
+    dev_clause = " AND deviceId = ?" if device is not None else ""
+    for table, tag in ((KERNEL, name_col), (MEMCPY, "-1"), (MEMSET, "-2")):
+        if tag is None or not db.has(table, "start", "end"):
+            continue
+        if device is not None and "deviceId" not in db.cols(table):
+            continue
+        parts.append(f'SELECT start, "end", {tag} FROM {table} WHERE "end" >= start{dev_clause}')
+        if device is not None:
+            params.append(device)
+    if not parts:
+        return iter(())
+    sql = " UNION ALL ".join(parts) + " ORDER BY 1"
+    return iter(db.conn.execute(sql, params))
+
+
+FETCH_CHUNK_ROWS = 500_000
+
+
+def _fetch_columns(path: Path, table: str, exprs: list[str]) -> list[Any]:
+    """Columns of a whole table as numpy int64 arrays, without a Python object per row.
+
+    `group_concat` builds comma-separated text inside SQLite (C speed, GIL released) for one
+    rowid range of `FETCH_CHUNK_ROWS` rows at a time and numpy parses it into preallocated
+    arrays, so only one chunk's text is alive at a time."""
+    conn = connect_ro(path)
+    try:
+        (max_rowid,) = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()
+        cap = int(max_rowid or 0)
+        cols = [np.empty(cap, dtype=np.int64) for _ in exprs]
+        aggs = ", ".join(f"group_concat(coalesce({e}, -1))" for e in exprs)
+        n = 0
+        for lo in range(0, cap + 1, FETCH_CHUNK_ROWS):
+            texts = conn.execute(
+                f'SELECT {aggs} FROM {table} WHERE rowid >= ? AND rowid < ? AND "end" >= start',
+                (lo, lo + FETCH_CHUNK_ROWS),
+            ).fetchone()
+            if texts[0] is None:
+                continue
+            k = 0
+            for i, text in enumerate(texts):
+                part = np.fromstring(text, sep=",", dtype=np.int64)
+                k = part.size
+                cols[i][n : n + k] = part
+            n += k
+            del texts
+    finally:
+        conn.close()
+    return [c[:n] for c in cols]
+
+
+@dataclass
+class _DeviceGpu:
+    """Per-device results of the GPU-activity pass."""
+
+    union: core.UnionResult
+    kernels: list[tuple[str, int, int]]
+
+
+def _gpu_numpy(db: _Db, path: Path, pool: ThreadPoolExecutor) -> dict[int, _DeviceGpu]:
+    name_col = db.kernel_name_col()
+    k_fut = None
+    if name_col and db.has(KERNEL, "start", "end", "deviceId"):
+        k_fut = pool.submit(_fetch_columns, path, KERNEL, ["start", '"end"', "deviceId", name_col])
+    mem: list[list[Any]] = []
+    for table in (MEMCPY, MEMSET):
+        if db.has(table, "start", "end", "deviceId"):
+            mem.append(_fetch_columns(path, table, ["start", '"end"', "deviceId"]))
+    empty = np.zeros(0, dtype=np.int64)
+    ks, ke, kd, kn = k_fut.result() if k_fut else [empty] * 4
+    del k_fut
+    ms = np.concatenate([m[0] for m in mem]) if mem else empty
+    me = np.concatenate([m[1] for m in mem]) if mem else empty
+    md = np.concatenate([m[2] for m in mem]) if mem else empty
+    del mem
+    out: dict[int, _DeviceGpu] = {}
+    names_all = np.unique(kn)
+    strs = db.strings(int(x) for x in names_all) if name_col != "name" else {}
+    devices = sorted({int(d) for d in np.unique(kd)} | {int(d) for d in np.unique(md)})
+    for dev in devices:
+        one = len(devices) == 1
+        km = slice(None) if one else kd == dev
+        mm = slice(None) if one else md == dev
+        d_names, inv = np.unique(kn[km], return_inverse=True)
+        counts = np.bincount(inv, minlength=d_names.size)
+        totals = np.bincount(inv, weights=ke[km] - ks[km], minlength=d_names.size)
+        label = [strs.get(int(n), str(int(n))) for n in d_names]
+        comp_names = np.array([core.is_compute(x) for x in label], dtype=bool)
+        comp = np.zeros(inv.size + me[mm].size, dtype=bool)
+        comp[: inv.size] = comp_names[inv] if d_names.size else False
+        del inv
+        starts = np.concatenate([ks[km], ms[mm]])
+        ends = np.concatenate([ke[km], me[mm]])
+        if one:
+            del ks, ke, kn, kd
+        out[dev] = _DeviceGpu(
+            union=core.union_arrays(starts, ends, comp),
+            kernels=[(label[i], int(counts[i]), round(totals[i])) for i in range(d_names.size)],
+        )
+    return out
+
+
+def _gpu_streaming(
+    db: _Db, devices: list[int], aux_kernels: dict[int, list[tuple[str, int, int]]]
+) -> dict[int, _DeviceGpu]:
+    name_col = db.kernel_name_col()
+    names_cache: dict[int, bool] = {}
+
+    def compute_of(tag: int) -> bool:
+        if tag not in names_cache:
+            nm = db.strings([tag]).get(tag, "") if name_col != "name" else str(tag)
+            names_cache[tag] = core.is_compute(nm)
+        return names_cache[tag]
+
+    return {
+        dev: _DeviceGpu(
+            union=core.union_pass(
+                _gpu_rows(db, dev if len(devices) > 1 else None, name_col), compute_of
+            ),
+            kernels=aux_kernels.get(dev, []),
+        )
+        for dev in devices
+    }
+
+
+def _summaries(
+    db: _Db,
+) -> tuple[dict[int, dict[str, tuple[int, int]]], dict[int, dict[int, tuple[int, int, int]]]]:
+    summ: dict[int, dict[str, tuple[int, int]]] = defaultdict(dict)
+    copies: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
+    for table, key in ((KERNEL, "kernel"), (MEMSET, "memset")):
+        if db.has(table, "deviceId", "start", "end"):
+            for dev, cnt, tot in db.q(
+                f'SELECT deviceId, count(*), sum("end" - start) FROM {table}'
+                ' WHERE "end" >= start GROUP BY deviceId'
+            ):
+                summ[int(dev)][key] = (int(cnt), int(tot or 0))
+    if db.has(MEMCPY, "deviceId", "start", "end", "copyKind", "bytes"):
+        for dev, kind, cnt, tot, nbytes in db.q(
+            f'SELECT deviceId, copyKind, count(*), sum("end" - start), sum(bytes)'
+            f' FROM {MEMCPY} WHERE "end" >= start GROUP BY deviceId, copyKind'
+        ):
+            copies[int(dev)][int(kind)] = (int(cnt), int(tot or 0), int(nbytes or 0))
+            c0, t0 = summ[int(dev)].get("memcpy", (0, 0))
+            summ[int(dev)]["memcpy"] = (c0 + int(cnt), t0 + int(tot or 0))
+    return dict(summ), dict(copies)
+
+
+def read_nsys(path: Path, rank: int, rank_rule: str) -> tuple[Source, list[RankMetrics]]:
+    """Read one nsys SQLite export; one RankMetrics per GPU with activity."""
+    db = _Db(path)
+    fast = core.HAVE_NUMPY
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        aux_fut = pool.submit(_aux_queries, path, not fast)
+        version = None
+        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if db.has(meta, "name", "value"):
+                r = db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_PRODUCT_VERSION'")
+                version = str(r[0][0]) if r else None
+                break
+        missing = [t for t in (KERNEL, MEMCPY, MEMSET) if t not in db.tables]
+        gpu_names: dict[int, str] = {}
+        if db.has("TARGET_INFO_GPU", "id", "name"):
+            gpu_names = {int(i): str(n) for i, n in db.q("SELECT id, name FROM TARGET_INFO_GPU")}
+        if fast:
+            gpu = _gpu_numpy(db, path, pool)
+            aux = aux_fut.result()
+        else:
+            aux = aux_fut.result()
+            gpu = _gpu_streaming(db, sorted(aux.summ), aux.kernels)
+    finally:
+        pool.shutdown()
+        db.conn.close()
+    source = Source(
+        path=str(path),
+        kind="nsys-sqlite",
+        tool_version=version,
+        rank=rank,
+        rank_rule=rank_rule,
+        missing=sorted(set(missing + aux.missing)),
+    )
+    devices = sorted(set(gpu) | set(aux.summ))
+    if not devices:
+        return source, [_rank_metrics(path, rank, None, True, None, [], {}, {}, gpu_names, aux)]
+    out = []
+    for i, dev in enumerate(devices):
+        g = gpu.get(dev)
+        out.append(
+            _rank_metrics(
+                path,
+                rank,
+                dev,
+                i == 0,
+                g.union if g else None,
+                g.kernels if g else [],
+                aux.summ.get(dev, {}),
+                aux.copies.get(dev, {}),
+                gpu_names,
+                aux,
+            )
+        )
+    return source, out
+
+
+def _rank_metrics(
+    path: Path,
+    rank: int,
+    dev: int | None,
+    first: bool,
+    u: core.UnionResult | None,
+    kernels: list[tuple[str, int, int]],
+    summ: dict[str, tuple[int, int]],
+    copies: dict[int, tuple[int, int, int]],
+    gpu_names: dict[int, str],
+    aux: _Aux,
+) -> RankMetrics:
+    u = u or core.UnionResult()
+    kc, kt = summ.get("kernel", (0, 0))
+    cc, ct = summ.get("memcpy", (0, 0))
+    mc, mt = summ.get("memset", (0, 0))
+    total = kt + ct + mt
+    activity = Activity(
+        kernel_count=kc,
+        memcpy_count=cc,
+        memset_count=mc,
+        kernel_ns=kt,
+        memcpy_ns=ct,
+        memset_ns=mt,
+        kernel_pct=core.pct(kt, total),
+        memcpy_pct=core.pct(ct, total),
+        memset_pct=core.pct(mt, total),
+    )
+    directions = []
+    um = UnifiedMemory()
+    um_count = um_time = 0
+    for kind, (cnt, tot, nbytes) in sorted(copies.items()):
+        directions.append(
+            CopyDirection(
+                direction=COPY_KIND.get(kind, f"kind {kind}"),
+                count=cnt,
+                bytes=nbytes,
+                total_ns=tot,
+                bandwidth_gb_s=nbytes / tot if tot else None,
+            )
+        )
+        if kind in UM_KINDS:
+            um_count += cnt
+            um_time += tot
+            setattr(
+                um,
+                f"migrated_{UM_KINDS[kind]}_bytes",
+                getattr(um, f"migrated_{UM_KINDS[kind]}_bytes") + nbytes,
+            )
+    um.migrations = um_count
+    um.migration_ns = um_time
+    um.share_of_memory_ops_pct = core.pct(um_count, cc + mc)
+    um.share_of_memory_time_pct = core.pct(um_time, ct + mt)
+    if first:
+        um.cpu_page_faults = aux.cpu_faults
+    if dev is not None and UM_GPU not in aux.missing:
+        groups, faults = aux.gpu_faults.get(dev, (0, 0))
+        um.gpu_page_faults = faults
+        um.gpu_fault_groups = groups
+    top, fp32, tc, names = _kernel_stats(kernels, kt)
+    span = u.span
+    idle = span - u.busy
+    return RankMetrics(
+        rank=rank,
+        devices=[dev] if dev is not None else [],
+        device_name=gpu_names.get(dev) if dev is not None else None,
+        source=str(path),
+        span_start_ns=u.start,
+        span_end_ns=u.end,
+        span_ns=span,
+        busy_ns=u.busy,
+        idle_ns=idle,
+        busy_pct=core.pct(u.busy, span),
+        idle_pct=core.pct(idle, span),
+        idle_gaps=core.gap_stats(u.gap_starts, u.gap_ends),
+        temporal=u.temporal("all kernels, memcpys and memsets of the device (nsys)"),
+        activity=activity,
+        copies=directions,
+        unified_memory=um,
+        top_kernels=top,
+        kernel_names=names,
+        fp32_gemm_pct=fp32,
+        tensor_core_gemm_pct=tc,
+        nvtx=aux.ranges if first else [],
+        steps=core.step_stats(aux.step_ranges) if first else None,
+        data_wait_ns=aux.data_wait_ns if first else 0,
+        threads=aux.threads if first else [],
+        sync=SyncStats(
+            calls=sum(f.count for f in aux.sync),
+            total_ns=sum(f.total_ns for f in aux.sync),
+            functions=aux.sync,
+        )
+        if first
+        else SyncStats(),
+        peak_gpu_memory_bytes=aux.peak_mem.get(dev) if dev is not None else None,
+        timeline=core.timeline(u.gap_starts, u.gap_ends, u.start, u.end),
+    )
+
+
+def _kernel_stats(
+    kernels: list[tuple[str, int, int]], kernel_ns: int
+) -> tuple[list[KernelStat], float, float, int]:
+    """Top kernels plus fp32-GEMM and tensor-core-GEMM shares of kernel time."""
+    fp32 = tc = 0
+    merged: dict[str, list[int]] = {}
+    for name, cnt, tot in kernels:
+        m = merged.setdefault(name, [0, 0])
+        m[0] += cnt
+        m[1] += tot
+    for name, (_, tot) in merged.items():
+        prec = core.gemm_precision(name)
+        if prec == "fp32":
+            fp32 += tot
+        elif prec == "tensor-core":
+            tc += tot
+    ranked = sorted(merged.items(), key=lambda kv: -kv[1][1])[:TOP_KERNELS]
+    top = [
+        KernelStat(
+            name=name,
+            count=cnt,
+            total_ns=tot,
+            mean_ns=tot / cnt if cnt else 0.0,
+            share_pct=core.pct(tot, kernel_ns),
+            compute=core.is_compute(name),
+        )
+        for name, (cnt, tot) in ranked
+    ]
+    return top, core.pct(fp32, kernel_ns), core.pct(tc, kernel_ns), len(merged)

@@ -1,0 +1,374 @@
+"""nsys SQLite reader: hand-built exports with metrics known by construction, and the real
+exports in ../shared/data/nsys/ checked against independent SQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis.metrics import RankMetrics
+from orchestrator.errors import UserError
+from tests.fixtures.nsys_builder import NVTX_MARK, NVTX_STARTEND, NsysBuilder
+
+REAL = Path(__file__).resolve().parents[2].parent / "shared/data/nsys"
+MAIN, BWD = 100, 101
+
+# (start, end, name, stream) kernels and (start, end, copyKind, bytes, cause) copies
+KERNELS = [
+    (1000, 5000, "ampere_sgemm_128x64_tn", 7),
+    (3000, 8000, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn", 13),  # overlaps on stream 13
+    (10500, 12000, "void at::native::elementwise_kernel<float>", 7),
+    (40000, 42000, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 7),
+    (42000, 44000, "ampere_sgemm_128x64_tn", 7),  # touches the previous one
+]
+COPIES = [
+    (10000, 11000, 1, 1_000_000, None),  # HtoD overlapping a kernel
+    (20000, 20500, 2, 500_000, None),  # DtoH
+    (30000, 30200, 8, 2000, None),  # DtoD
+    (30200, 30400, 10, 4000, None),  # PtoP
+    (30400, 31400, 11, 65536, 2),  # UM HtoD, page-fault migration
+    (31400, 31900, 12, 4096, 2),  # UM DtoH
+]
+MEMSETS = [(20500, 21000, 1024)]
+
+
+def build(path: Path, *, with_um: bool = True) -> Path:
+    b = NsysBuilder(path, with_um_tables=with_um)
+    b.add_gpu(0)
+    b.add_thread(MAIN, "pt_main_thread")
+    b.add_thread(BWD, "pt_autograd_0")
+    for s, e, name, stream in KERNELS:
+        b.add_kernel(s, e, name, stream=stream)
+    for s, e, kind, nbytes, cause in COPIES:
+        b.add_memcpy(s, e, kind, nbytes, migration_cause=cause)
+    for s, e, nbytes in MEMSETS:
+        b.add_memset(s, e, nbytes)
+    b.add_nvtx(0, 20000, "step_1", tid=MAIN)
+    b.add_nvtx(20000, 45000, "step_2", tid=MAIN)
+    b.add_nvtx(1000, 9000, "forward", tid=MAIN)  # nested in step_1
+    b.add_nvtx(21000, 30000, "forward", tid=MAIN)
+    b.add_nvtx(9000, 19000, "backward", tid=BWD, registered=True)  # name via StringIds
+    b.add_nvtx(45000, 50000, "dataloader_next", tid=MAIN, event_type=NVTX_STARTEND)
+    b.add_nvtx(500, None, "marker", tid=MAIN, event_type=NVTX_MARK)
+    b.add_osrt(0, 30000, "pthread_cond_wait", tid=MAIN)
+    b.add_osrt(30000, 35000, "pthread_cond_wait", tid=MAIN)
+    b.add_osrt(35000, 36000, "poll", tid=MAIN)
+    b.add_osrt(5000, 7000, "pthread_cond_wait", tid=BWD)
+    b.add_runtime(12000, 20000, "cudaDeviceSynchronize_v3020", tid=MAIN)
+    b.add_runtime(900, 950, "cudaLaunchKernel_v7000", tid=MAIN)
+    for t, nbytes, free in ((0, 1000, False), (10, 500, False), (20, 1000, True), (30, 2000, False)):
+        b.add_gpu_memory(t, nbytes, free=free)
+    if with_um:
+        for t in (100, 200, 300):
+            b.add_cpu_page_fault(t)
+        b.add_gpu_page_fault(30300, 30400, 4)
+        b.add_gpu_page_fault(31300, 31400, 6)
+    return b.close()
+
+
+def brute_union(intervals: list[tuple[int, int]]) -> set[int]:
+    """Independent oracle: the set of covered nanoseconds."""
+    covered: set[int] = set()
+    for s, e in intervals:
+        covered.update(range(s, e))
+    return covered
+
+
+@pytest.fixture()
+def export(tmp_path: Path) -> Path:
+    return build(tmp_path / "sft.3.sqlite")
+
+
+def only(path: Path) -> RankMetrics:
+    m = analyze_paths([path])
+    assert len(m.ranks) == 1
+    return m.ranks[0]
+
+
+def test_busy_idle_and_gaps_match_brute_force(export: Path) -> None:
+    r = only(export)
+    ivs = [(s, e) for s, e, *_ in KERNELS] + [(s, e) for s, e, *_ in COPIES]
+    ivs += [(s, e) for s, e, _ in MEMSETS]
+    covered = brute_union(ivs)
+    start, end = min(s for s, _ in ivs), max(e for _, e in ivs)
+    assert (r.span_start_ns, r.span_end_ns, r.span_ns) == (start, end, end - start)
+    assert r.busy_ns == len(covered)
+    assert r.idle_ns == end - start - len(covered)
+    # gaps: maximal runs of uncovered ns inside the span
+    gaps, run = [], 0
+    for t in range(start, end):
+        if t in covered:
+            if run:
+                gaps.append(run)
+            run = 0
+        else:
+            run += 1
+    assert r.idle_gaps.count == len(gaps) == 4
+    assert r.idle_gaps.total_ns == sum(gaps)
+    assert r.idle_gaps.max_ns == max(gaps)
+    g = sorted(gaps)
+    assert r.idle_gaps.p50_ns == pytest.approx((g[1] + g[2]) / 2)
+    assert r.idle_gaps.p90_ns == pytest.approx(g[2] + 0.7 * (g[3] - g[2]))
+    assert sum(b.count for b in r.idle_gaps.buckets) == 4
+    assert r.busy_pct + r.idle_pct == pytest.approx(100)
+
+
+def test_temporal_follows_hta_definitions(export: Path) -> None:
+    r = only(export)
+    compute = brute_union(
+        [(s, e) for s, e, name, _ in KERNELS if not name.startswith("nccl")]
+    )
+    every = brute_union(
+        [(s, e) for s, e, *_ in KERNELS + COPIES] + [(s, e) for s, e, _ in MEMSETS]
+    )
+    t = r.temporal
+    assert t.span_ns == r.span_ns
+    assert t.compute_ns == len(compute)
+    assert t.non_compute_ns == len(every) - len(compute)
+    assert t.idle_ns == r.idle_ns
+    assert t.idle_pct + t.compute_pct + t.non_compute_pct == pytest.approx(100)
+
+
+def test_activity_copies_and_unified_memory(export: Path) -> None:
+    r = only(export)
+    kt = sum(e - s for s, e, *_ in KERNELS)
+    ct = sum(e - s for s, e, *_ in COPIES)
+    mt = sum(e - s for s, e, _ in MEMSETS)
+    a = r.activity
+    assert (a.kernel_count, a.memcpy_count, a.memset_count) == (5, 6, 1)
+    assert (a.kernel_ns, a.memcpy_ns, a.memset_ns) == (kt, ct, mt)
+    assert a.kernel_pct == pytest.approx(100 * kt / (kt + ct + mt))
+    by = {c.direction: c for c in r.copies}
+    assert set(by) == {"HtoD", "DtoH", "DtoD", "PtoP", "UM HtoD", "UM DtoH"}
+    assert by["HtoD"].bytes == 1_000_000 and by["HtoD"].count == 1
+    assert by["HtoD"].bandwidth_gb_s == pytest.approx(1_000_000 / 1000)
+    um = r.unified_memory
+    assert um.cpu_page_faults == 3
+    assert um.gpu_page_faults == 10 and um.gpu_fault_groups == 2
+    assert (um.migrated_htod_bytes, um.migrated_dtoh_bytes) == (65536, 4096)
+    assert um.migrations == 2
+    assert um.share_of_memory_ops_pct == pytest.approx(100 * 2 / 7)
+    assert um.share_of_memory_time_pct == pytest.approx(100 * 1500 / (ct + mt))
+    assert r.peak_gpu_memory_bytes == 2500
+
+
+def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
+    r = only(export)
+    top = {k.name: k for k in r.top_kernels}
+    sgemm = top["ampere_sgemm_128x64_tn"]
+    assert (sgemm.count, sgemm.total_ns) == (2, 6000)
+    assert sgemm.compute and not top["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"].compute
+    assert r.top_kernels[0].name == "ampere_sgemm_128x64_tn"  # largest total first
+    kt = sum(e - s for s, e, *_ in KERNELS)
+    assert r.fp32_gemm_pct == pytest.approx(100 * 6000 / kt)
+    assert r.tensor_core_gemm_pct == pytest.approx(100 * 5000 / kt)
+    ranges = {x.name: x for x in r.nvtx}
+    assert set(ranges) == {"step_1", "step_2", "forward", "backward", "dataloader_next"}
+    assert (ranges["forward"].count, ranges["forward"].total_ns) == (2, 17000)
+    assert ranges["backward"].total_ns == 10000  # registered string resolved
+    assert r.steps is not None and r.steps.family == "step_N"
+    assert r.steps.durations_ns == [20000, 25000]
+    assert r.steps.mean_ns == 22500
+    assert r.data_wait_ns == 5000
+    threads = {t.name: t for t in r.threads}
+    assert threads["pt_main_thread"].osrt_ns == 36000
+    assert threads["pt_main_thread"].functions[0].name == "pthread_cond_wait"
+    assert threads["pt_main_thread"].functions[0].total_ns == 35000
+    assert threads["pt_autograd_0"].osrt_ns == 2000
+    assert threads["pt_main_thread"].tid == MAIN
+    assert r.sync.calls == 1 and r.sync.total_ns == 8000
+
+
+def test_rank_from_file_name_and_source(export: Path) -> None:
+    m = analyze_paths([export])
+    assert m.ranks[0].rank == 3
+    assert m.sources[0].rank_rule == "file name"
+    assert m.sources[0].tool_version == "2024.5.1.113"
+    assert m.sources[0].missing == []
+
+
+def test_without_um_tables(tmp_path: Path) -> None:
+    with_um = only(build(tmp_path / "a_rank0.sqlite"))
+    without = only(build(tmp_path / "b_rank0.sqlite", with_um=False))
+    assert without.unified_memory.cpu_page_faults is None
+    assert without.unified_memory.gpu_page_faults is None
+    src = analyze_paths([tmp_path / "b_rank0.sqlite"]).sources[0]
+    assert "CUDA_UM_CPU_PAGE_FAULT_EVENTS" in src.missing
+    # everything else is unchanged (UM memcpys are still copies)
+    assert without.busy_ns == with_um.busy_ns
+    assert without.unified_memory.migrations == with_um.unified_memory.migrations
+    assert without.temporal == with_um.temporal
+
+
+def test_minimal_export_without_optional_tables(tmp_path: Path) -> None:
+    p = tmp_path / "k.sqlite"
+    db = sqlite3.connect(p)
+    db.executescript(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO StringIds VALUES (1, 'k');"
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT,'
+        " streamId INT, shortName INT);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (0, 10, 0, 7, 1), (20, 30, 0, 7, 1);"
+    )
+    db.commit()
+    db.close()
+    r = only(p)
+    assert (r.busy_ns, r.idle_ns, r.idle_gaps.count) == (20, 10, 1)
+    assert r.top_kernels[0].name == "k"
+    src = analyze_paths([p]).sources[0]
+    assert {"CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"} <= set(src.missing)
+
+
+def test_two_devices_in_one_file(tmp_path: Path) -> None:
+    b = NsysBuilder(tmp_path / "multi.sqlite")
+    b.add_kernel(0, 100, "a", device=0)
+    b.add_kernel(50, 80, "b", device=1)
+    b.add_kernel(200, 300, "b", device=1)
+    b.add_nvtx(0, 10, "step_1", tid=1)
+    m = analyze_paths([b.close()])
+    assert [r.devices for r in m.ranks] == [[0], [1]]
+    assert [r.busy_ns for r in m.ranks] == [100, 130]
+    assert m.ranks[0].nvtx and not m.ranks[1].nvtx  # CPU side on the first device only
+
+
+def test_streaming_path_equals_numpy_path(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not core.HAVE_NUMPY:
+        pytest.skip("numpy not installed: only the streaming path exists")
+    fast = analyze_paths([export])
+    monkeypatch.setattr(core, "HAVE_NUMPY", False)
+    slow = analyze_paths([export])
+    assert fast.model_dump() == slow.model_dump()
+
+
+def test_file_is_opened_read_only(export: Path) -> None:
+    before = export.stat().st_mtime_ns, export.read_bytes()
+    analyze_paths([export])
+    assert (export.stat().st_mtime_ns, export.read_bytes()) == before
+    assert not Path(str(export) + "-journal").exists()
+
+
+def test_strings_are_data(tmp_path: Path) -> None:
+    b = NsysBuilder(tmp_path / "evil.sqlite")
+    evil = "x'); DROP TABLE StringIds; --"
+    b.add_kernel(0, 10, evil)
+    b.add_nvtx(0, 10, evil, tid=1)
+    r = only(b.close())
+    assert r.top_kernels[0].name == evil and r.nvtx[0].name == evil
+
+
+def test_bad_inputs_are_user_errors(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not sqlite")
+    with pytest.raises(UserError, match="junk.sqlite"):
+        analyze_paths([junk])
+    with pytest.raises(UserError, match="no such file"):
+        analyze_paths([tmp_path / "missing.sqlite"])
+    (tmp_path / "x.txt").write_text("")
+    with pytest.raises(UserError, match="unknown file type"):
+        analyze_paths([tmp_path / "x.txt"])
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("sft.3.sqlite", 3),
+        ("sft_rank12.sqlite", 12),
+        ("trace_procid-2.json.gz", 2),
+        ("host_7.pt.trace.json", 7),
+        ("sft_llama2_7B.sqlite", None),
+        ("saxpy-mpi-cuda_perlmutter0.sqlite", None),
+    ],
+)
+def test_rank_from_name(name: str, rank: int | None) -> None:
+    assert core.rank_from_name(Path(name)) == rank
+
+
+# ---- real exports ---------------------------------------------------------------------------
+def _real(name: str) -> Path:
+    p = REAL / name
+    if not p.exists():
+        pytest.skip(f"{p} absent: real nsys exports live in ../shared/data/nsys beside the clone")
+    return p
+
+
+def _sql(path: Path, q: str) -> list[tuple[int, ...]]:
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return c.execute(q).fetchall()
+    finally:
+        c.close()
+
+
+def _merge_busy(ivs: list[tuple[int, int]]) -> int:
+    busy, cs, ce = 0, None, None
+    for s, e in sorted(ivs):
+        if ce is None or s > ce:
+            if ce is not None and cs is not None:
+                busy += ce - cs
+            cs, ce = s, e
+        else:
+            ce = max(ce, e)
+    return busy + (ce - cs if ce is not None and cs is not None else 0)
+
+
+@pytest.mark.parametrize(
+    "name", ["cloverleaf-cuda_perlmutter.sqlite", "saxpy-mpi-cuda_perlmutter0.sqlite"]
+)
+def test_real_export_against_independent_sql(name: str) -> None:
+    p = _real(name)
+    r = only(p)
+    (kc, kt), = _sql(p, 'SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    assert (r.activity.kernel_count, r.activity.kernel_ns) == (kc, kt)
+    ivs = _sql(
+        p,
+        'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL'
+        ' SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY',
+    )
+    if "MEMSET" in str(_sql(p, "SELECT group_concat(name) FROM sqlite_master")):
+        ivs += _sql(p, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMSET')
+    assert r.span_ns == max(e for _, e in ivs) - min(s for s, _ in ivs)
+    assert r.busy_ns == _merge_busy(ivs)
+    for kind, direction in ((1, "HtoD"), (2, "DtoH")):
+        (cnt, nbytes), = _sql(
+            p,
+            f"SELECT count(*), coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+            f" WHERE copyKind = {kind}",
+        )
+        got = {c.direction: c for c in r.copies}.get(direction)
+        assert ((got.count, got.bytes) if got else (0, 0)) == (cnt, nbytes)
+    assert 0 < r.temporal.compute_pct <= 100
+    assert r.temporal.idle_pct == pytest.approx(r.idle_pct)
+
+
+def test_real_cloverleaf_threads_and_osrt() -> None:
+    p = _real("cloverleaf-cuda_perlmutter.sqlite")
+    r = only(p)
+    (osrt,), = _sql(p, 'SELECT sum("end" - start) FROM OSRT_API')
+    assert sum(t.osrt_ns for t in r.threads) == osrt
+    assert "cuda-cloverleaf" in {t.name for t in r.threads}
+    (syncs,), = _sql(
+        p,
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
+        " WHERE s.value LIKE 'cudaDeviceSynchronize%'",
+    )
+    assert r.sync.calls == syncs > 0
+    assert r.device_name == "NVIDIA A100-SXM4-80GB"
+    assert r.unified_memory.cpu_page_faults is None  # UM tracing was off
+
+
+def test_real_saxpy_nvtx() -> None:
+    p = _real("saxpy-mpi-cuda_perlmutter0.sqlite")
+    r = only(p)
+    (sends,), = _sql(
+        p,
+        "SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId"
+        " WHERE s.value = 'MPI_Send' AND n.eventType = 59",
+    )
+    ranges = {x.name: x for x in r.nvtx}
+    assert ranges["MPI_Send"].count == sends > 0
+    assert ranges["saxpy"].count == 5  # free-text ranges (text column)
+    assert r.unified_memory.cpu_page_faults == 0  # UM tables present but empty
+    assert analyze_paths([p]).sources[0].tool_version == "2022.2.1.31"
