@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fixtures.nsys_builder import NsysBuilder, global_pid, global_tid  # noqa: E402
+from tests.fixtures.nsys_builder import NsysBuilder, global_pid, global_tid
 
 KERNEL_NAMES = [
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
@@ -68,8 +68,6 @@ def main() -> int:
     total = n_k + n_c + n_m
     kinds = [1, 2, 8, 10, 11, 12]
     kind_w = [30, 20, 30, 5, 10, 5]
-    events: list[tuple[int, int]] = []  # (step, nothing) placeholder to keep memory low
-    del events
 
     def gpu_rows() -> Iterator[tuple[str, tuple[int, ...]]]:
         t = 1_000_000_000
@@ -80,7 +78,7 @@ def main() -> int:
         while i < total:
             # pick what comes next proportionally
             r = rnd.random() * total
-            if r < n_k and k < n_k or (c >= n_c and m >= n_m):
+            if (r < n_k and k < n_k) or (c >= n_c and m >= n_m):
                 dur = 2_000 + int(rnd.expovariate(1 / 20_000))
                 stream = 7 if k % 3 else 13
                 corr += 1

@@ -448,3 +448,21 @@ def _job_num(job_id: str | None) -> int:
     with contextlib.suppress(ValueError, AttributeError):
         return int(str(job_id).split("_")[0])
     return -1
+
+
+def analysis_inputs(store: Store, home: Path, ref: str) -> list[Path]:
+    """The folder holding a run's traces: its collected copy, else its run folder."""
+    try:
+        run = store.find_run(ref)
+    except UserError:
+        raise UserError(
+            f"{ref}: neither a file, a folder, nor a run id in {store.path}; give a trace "
+            "(.sqlite, .pt.trace.json[.gz]), a folder of them, or a run id from `gh-run status`"
+        ) from None
+    collected = artifacts.store_dir(home, run.run_id) / "artifacts"
+    if run.collected_at and collected.is_dir():
+        return [collected]
+    live = Path(run.run_dir) / "artifacts"
+    if live.is_dir():
+        return [live]
+    raise UserError(f"run {run.run_id} has no artifacts yet ({run.state}); `gh-run fetch` it")

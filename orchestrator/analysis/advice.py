@@ -2,13 +2,17 @@
 
 Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
 
-| rule | fires when (per rank) | knob |
-| --- | --- | --- |
-| data-loader | idle >= 10 % of span and (data-wait ranges >= 5 % of span, or the main thread spends >= 20 % of the span in waits: pthread_cond_wait, poll, read, ...) | `model.data.num_workers=4` (more data-loader workers) |
-| offload-traffic | HtoD+DtoH copies >= 10 % of GPU activity time, both directions present | activation offloading trades memory for speed: fewer offloaded layers `+model.cpu_offloading_num_layers=<fewer>` or `+model.cpu_offloading=False` |
-| fp32-kernels | fp32 GEMM kernels (sgemm/simt/f32 names, no tensor-core markers) >= 10 % of kernel time | `trainer.precision=bf16-mixed` |
-| unified-memory | UM migrations >= 5 % of memory operations or >= 10 % of memory-operation time | keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch (`cudaMemPrefetchAsync`) |
-| sync-overhead | CUDA sync API time >= 10 % of span | remove per-step host syncs (`.item()`, `torch.cuda.synchronize()`) |
+- data-loader: GPU idle >= 10 % of the span and (data-wait ranges >= 5 % of the span, or the
+  main thread waits >= 20 % of the span in pthread_cond_wait, poll, read, ...)
+  → `model.data.num_workers=4` (more data-loader workers).
+- offload-traffic: HtoD + DtoH copies >= 10 % of GPU activity time, both directions present
+  → activation offloading trades memory for speed: fewer offloaded layers
+  (`+model.cpu_offloading_num_layers=<fewer>`) or `+model.cpu_offloading=False`.
+- fp32-kernels: fp32 GEMM kernels (sgemm / simt / f32 names without tensor-core markers)
+  >= 10 % of kernel time → `trainer.precision=bf16-mixed`.
+- unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time
+  → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
+- sync-overhead: CUDA sync API time >= 10 % of the span → remove per-step host syncs.
 """
 
 from __future__ import annotations
@@ -118,7 +122,9 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 cause="GEMMs run in fp32 without tensor cores",
                 knob="trainer.precision=bf16-mixed",
                 evidence={"fp32_gemm_pct_of_kernel_time": r.fp32_gemm_pct},
-                message=f"rank {r.rank}: fp32 GEMM kernels are {r.fp32_gemm_pct:.1f}% of kernel time",
+                message=(
+                    f"rank {r.rank}: fp32 GEMM kernels are {r.fp32_gemm_pct:.1f}% of kernel time"
+                ),
             )
         )
     um = r.unified_memory

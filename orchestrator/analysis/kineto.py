@@ -43,6 +43,13 @@ from orchestrator.analysis.metrics import (
 )
 from orchestrator.errors import UserError
 
+try:  # optional: parses traces ~4x faster than the stdlib; same result
+    import orjson
+
+    _loads: Any = orjson.loads  # its JSONDecodeError is a ValueError
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _loads = json.loads
+
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 RANGE_CATS = ("user_annotation", "gpu_user_annotation")
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")
@@ -54,11 +61,11 @@ def load_trace(path: Path) -> dict[str, Any]:
     """Parse a Kineto JSON file (plain or .gz)."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(2)
-        opener: Any = gzip.open if head == b"\x1f\x8b" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError, EOFError) as exc:
+            raw = fh.read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        data = _loads(raw)
+    except (OSError, EOFError, ValueError) as exc:
         raise UserError(
             f"{path}: not a readable PyTorch-profiler trace ({exc}); pass the .json or"
             " .json.gz written by torch.profiler"
@@ -180,12 +187,12 @@ def read_kineto(
     kt, ct, mt = kinds["kernel"][1], kinds["memcpy"][1], kinds["memset"][1]
     total = kt + ct + mt
     threads = []
-    for key, ivs in cpu_ops.items():
-        u = core.union_lists([a for a, _ in ivs], [b for _, b in ivs], [False] * len(ivs))
+    for tkey, tivs in cpu_ops.items():
+        u = core.union_lists([a for a, _ in tivs], [b for _, b in tivs], [False] * len(tivs))
         threads.append(
             ThreadStat(
-                tid=_int(key[1]) or 0,
-                name=thread_names.get(key, f"thread {key[1]}"),
+                tid=_int(tkey[1]) or 0,
+                name=thread_names.get(tkey, f"thread {tkey[1]}"),
                 cpu_op_ns=u.busy,
             )
         )
@@ -310,8 +317,9 @@ def _hta_temporal(
             g for g in gpu if (g[3] >= 0 and g[3] in kept_corr) or (g[3] < 0 and rnd(g[0]) < last)
         ]
         basis = "GPU events launched before the last ProfilerStep (HTA rules)"
+    ivs: list[tuple[float, float, str]]
     if fractional:
-        ivs = [(math.ceil(ts), math.floor(end), n) for ts, end, n, _ in gpu]
+        ivs = [(float(math.ceil(ts)), float(math.floor(end)), n) for ts, end, n, _ in gpu]
     else:
         ivs = [(ts, end, n) for ts, end, n, _ in gpu]
     return hta_breakdown(ivs, basis)

@@ -20,7 +20,18 @@ Resolver = Callable[[str], list[Path]]
 
 
 def _default_resolve(arg: str) -> list[Path]:
-    return [Path(arg)]
+    """A file or folder as given; otherwise a run id (or prefix, job id, `last`) of the store."""
+    path = Path(arg)
+    if path.exists():
+        return [path]
+    if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
+        from orchestrator.errors import UserError
+
+        raise UserError(f"{arg}: no such file or folder; check the path")
+    from orchestrator import runs
+    from orchestrator.cli.state import STATE
+
+    return runs.analysis_inputs(STATE.store(), STATE.home, arg)
 
 
 def _print_metrics(m: Metrics, console: Console) -> None:
@@ -80,7 +91,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
     @app.command("analyze")
     def analyze_cmd(
-        paths: Annotated[list[str], typer.Argument(help="trace files or run folders")],
+        paths: Annotated[
+            list[str], typer.Argument(help="trace files, folders, or run ids (or 'last')")
+        ],
         json_out: Annotated[bool, typer.Option("--json", help="print the Metrics as JSON")] = False,
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces."""
@@ -130,7 +143,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
 
 def make_app(resolve: Resolver | None = None) -> typer.Typer:
-    """A standalone Typer app with the three commands (used by `python -m orchestrator.analysis`)."""
+    """A standalone Typer app with the three commands (`python -m orchestrator.analysis`)."""
     app = typer.Typer(add_completion=False, no_args_is_help=True)
     register(app, resolve)
     return app

@@ -106,7 +106,8 @@ class GhRunWatcher(SlurmInfoWatcher):
         cmd = super()._make_command()
         if cmd is None:
             return None
-        cmd[2] = "JobID,State,NodeList,ExitCode,Reason"
+        # DerivedExitCode: the worst step's code:signal (a task killed by a signal shows there).
+        cmd[2] = "JobID,State,NodeList,ExitCode,Reason,DerivedExitCode"
         return cmd
 
     def update(self) -> None:
@@ -259,6 +260,8 @@ class SlurmExecutor(Executor):
             raw = (info.get("State") or "UNKNOWN").split()
             state = raw[0] if raw else "UNKNOWN"
             code, sig = parse_exit_code(info.get("ExitCode"))
+            _, step_sig = parse_exit_code(info.get("DerivedExitCode"))
+            sig = sig or step_sig
             reason = info.get("Reason") or None
             if reason in ("None", "(null)"):
                 reason = None

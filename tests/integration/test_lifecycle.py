@@ -12,12 +12,16 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
 
+from orchestrator import runs
 from orchestrator.artifacts import sha256_of
 from orchestrator.store import Store
 from tests import devcluster
+from tests.unit.test_properties import check_echoed, echo_specs, submit_generated
 
 pytestmark = pytest.mark.cluster
 
@@ -169,3 +173,22 @@ def test_smoke_falls_back_to_local_without_slurm(cli, gh_home: Path, tmp_path: P
     assert run.executor == "local" and run.state == "COMPLETED"
     copy = gh_home / "artifacts" / run.run_id / "artifacts" / "hello.txt"
     assert copy.read_text() == f"hello from {run.run_id}\n"
+
+
+@settings(
+    max_examples=5,
+    deadline=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(spec_data=echo_specs())
+def test_generated_values_arrive_intact_on_slurm(
+    dev_cluster: None, spec_data: dict[str, Any], tmp_path_factory: Any
+) -> None:
+    """5 generated specs (any printable unicode in args and env) as real SLURM jobs."""
+    tmp = tmp_path_factory.mktemp("gen")
+    home = tmp / "home"
+    store, run_id = submit_generated(spec_data, home, tmp, "slurm")
+    assert store.get_run(run_id).executor == "slurm"
+    runs.wait(store, [store.get_run(run_id)], min_interval=0.3, max_interval=1.0, timeout=120)
+    check_echoed(store, run_id, spec_data, home)

@@ -59,7 +59,12 @@ def build(path: Path, *, with_um: bool = True) -> Path:
     b.add_osrt(5000, 7000, "pthread_cond_wait", tid=BWD)
     b.add_runtime(12000, 20000, "cudaDeviceSynchronize_v3020", tid=MAIN)
     b.add_runtime(900, 950, "cudaLaunchKernel_v7000", tid=MAIN)
-    for t, nbytes, free in ((0, 1000, False), (10, 500, False), (20, 1000, True), (30, 2000, False)):
+    for t, nbytes, free in (
+        (0, 1000, False),
+        (10, 500, False),
+        (20, 1000, True),
+        (30, 2000, False),
+    ):
         b.add_gpu_memory(t, nbytes, free=free)
     if with_um:
         for t in (100, 200, 300):
@@ -118,12 +123,8 @@ def test_busy_idle_and_gaps_match_brute_force(export: Path) -> None:
 
 def test_temporal_follows_hta_definitions(export: Path) -> None:
     r = only(export)
-    compute = brute_union(
-        [(s, e) for s, e, name, _ in KERNELS if not name.startswith("nccl")]
-    )
-    every = brute_union(
-        [(s, e) for s, e, *_ in KERNELS + COPIES] + [(s, e) for s, e, _ in MEMSETS]
-    )
+    compute = brute_union([(s, e) for s, e, name, _ in KERNELS if not name.startswith("nccl")])
+    every = brute_union([(s, e) for s, e, *_ in KERNELS + COPIES] + [(s, e) for s, e, _ in MEMSETS])
     t = r.temporal
     assert t.span_ns == r.span_ns
     assert t.compute_ns == len(compute)
@@ -262,7 +263,7 @@ def test_strings_are_data(tmp_path: Path) -> None:
 def test_bad_inputs_are_user_errors(tmp_path: Path) -> None:
     junk = tmp_path / "junk.sqlite"
     junk.write_text("not sqlite")
-    with pytest.raises(UserError, match="junk.sqlite"):
+    with pytest.raises(UserError, match=r"junk\.sqlite"):
         analyze_paths([junk])
     with pytest.raises(UserError, match="no such file"):
         analyze_paths([tmp_path / "missing.sqlite"])
@@ -320,7 +321,7 @@ def _merge_busy(ivs: list[tuple[int, int]]) -> int:
 def test_real_export_against_independent_sql(name: str) -> None:
     p = _real(name)
     r = only(p)
-    (kc, kt), = _sql(p, 'SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    ((kc, kt),) = _sql(p, 'SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL')
     assert (r.activity.kernel_count, r.activity.kernel_ns) == (kc, kt)
     ivs = _sql(
         p,
@@ -332,7 +333,7 @@ def test_real_export_against_independent_sql(name: str) -> None:
     assert r.span_ns == max(e for _, e in ivs) - min(s for s, _ in ivs)
     assert r.busy_ns == _merge_busy(ivs)
     for kind, direction in ((1, "HtoD"), (2, "DtoH")):
-        (cnt, nbytes), = _sql(
+        ((cnt, nbytes),) = _sql(
             p,
             f"SELECT count(*), coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY"
             f" WHERE copyKind = {kind}",
@@ -346,10 +347,10 @@ def test_real_export_against_independent_sql(name: str) -> None:
 def test_real_cloverleaf_threads_and_osrt() -> None:
     p = _real("cloverleaf-cuda_perlmutter.sqlite")
     r = only(p)
-    (osrt,), = _sql(p, 'SELECT sum("end" - start) FROM OSRT_API')
+    ((osrt,),) = _sql(p, 'SELECT sum("end" - start) FROM OSRT_API')
     assert sum(t.osrt_ns for t in r.threads) == osrt
     assert "cuda-cloverleaf" in {t.name for t in r.threads}
-    (syncs,), = _sql(
+    ((syncs,),) = _sql(
         p,
         "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
         " WHERE s.value LIKE 'cudaDeviceSynchronize%'",
@@ -362,7 +363,7 @@ def test_real_cloverleaf_threads_and_osrt() -> None:
 def test_real_saxpy_nvtx() -> None:
     p = _real("saxpy-mpi-cuda_perlmutter0.sqlite")
     r = only(p)
-    (sends,), = _sql(
+    ((sends,),) = _sql(
         p,
         "SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId"
         " WHERE s.value = 'MPI_Send' AND n.eventType = 59",

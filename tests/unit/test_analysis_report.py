@@ -1,0 +1,193 @@
+"""compare, advice, reports (HTML opened in headless Chromium), and the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.analysis import Metrics, advise, analyze_paths, compare, write_report
+from orchestrator.cli.analysis import register
+from tests.fixtures.kineto_builder import KinetoBuilder, training_trace
+from tests.fixtures.nsys_builder import NsysBuilder
+
+MAIN = 10
+
+
+def nsys_run(path: Path, *, idle_gap: int, copies: int, sgemm: bool, um: int) -> Path:
+    """A run of 20 steps: kernels with a host gap per step, optional HtoD/DtoH traffic."""
+    b = NsysBuilder(path)
+    b.add_gpu(0)
+    b.add_thread(MAIN, "pt_main_thread")
+    t = 0
+    for step in range(20):
+        s0 = t
+        b.add_nvtx(t, t + idle_gap, "dataloader_next", tid=MAIN)
+        b.add_osrt(t, t + idle_gap, "pthread_cond_wait", tid=MAIN)
+        t += idle_gap
+        for _ in range(10):
+            name = "ampere_sgemm_128x64_tn" if sgemm else "sm90_xmma_gemm_bf16bf16_bf16f32"
+            b.add_kernel(t, t + 10_000, name)
+            t += 11_000
+        for _ in range(copies):
+            b.add_memcpy(t, t + 5_000, 1, 1 << 20)
+            b.add_memcpy(t + 5_000, t + 10_000, 2, 1 << 20)
+            t += 10_000
+        for _ in range(um):
+            b.add_memcpy(t, t + 2_000, 11, 4096, migration_cause=2)
+            t += 2_000
+        b.add_nvtx(s0, t, f"step_{step}", tid=MAIN)
+        b.add_gpu_memory(s0, 1000 + 100 * copies)
+        b.add_gpu_memory(t - 1, 1000 + 100 * copies, free=True)
+    return b.close()
+
+
+@pytest.fixture()
+def runs(tmp_path: Path) -> tuple[Metrics, Metrics]:
+    base = analyze_paths(
+        [nsys_run(tmp_path / "base.sqlite", idle_gap=200_000, copies=0, sgemm=False, um=0)],
+        label="base",
+    )
+    other = analyze_paths(
+        [nsys_run(tmp_path / "other.sqlite", idle_gap=1_000, copies=5, sgemm=True, um=5)],
+        label="other",
+    )
+    return base, other
+
+
+def test_compare_rows_and_deltas(runs: tuple[Metrics, Metrics]) -> None:
+    base, other = runs
+    c = compare([base, other])
+    assert c.labels == ["base", "other"]
+    rows = {(r.group, r.metric): r for r in c.rows}
+    groups = {r.group for r in c.rows}
+    assert {"GPU memory", "Kernel continuity", "CPU activity", "Sync overhead"} <= groups
+    idle = rows[("GPU time", "idle")]
+    assert idle.values == [base.aggregate.idle_pct_mean, other.aggregate.idle_pct_mean]
+    assert idle.delta_abs[0] == 0 and idle.delta_abs[1] == pytest.approx(
+        other.aggregate.idle_pct_mean - base.aggregate.idle_pct_mean
+    )
+    assert idle.delta_rel_pct[1] == pytest.approx(100 * idle.delta_abs[1] / idle.values[0])
+    htod = rows[("Memory traffic", "HtoD")]
+    assert htod.values[0] == 0 and htod.delta_rel_pct[1] is None  # baseline 0: no ratio
+    assert htod.values[1] == pytest.approx(100 * (1 << 20) / 2**30)
+
+
+def test_advice_rules_fire_with_evidence(runs: tuple[Metrics, Metrics]) -> None:
+    base, other = runs
+    base_rules = {a.rule: a for a in advise(base)}
+    other_rules = {a.rule: a for a in advise(other)}
+    assert "data-loader" in base_rules and "data-loader" not in other_rules
+    assert "num_workers" in base_rules["data-loader"].knob
+    assert base_rules["data-loader"].evidence["idle_pct"] == base.ranks[0].idle_pct
+    assert {"offload-traffic", "fp32-kernels", "unified-memory"} <= set(other_rules)
+    assert "bf16-mixed" in other_rules["fp32-kernels"].knob
+    assert "cpu_offloading_num_layers" in other_rules["offload-traffic"].knob
+    assert other_rules["fp32-kernels"].evidence["fp32_gemm_pct_of_kernel_time"] == 100.0
+    assert not {"offload-traffic", "fp32-kernels", "unified-memory"} & set(base_rules)
+
+
+def write(tmp_path: Path, runs: tuple[Metrics, Metrics]) -> dict[str, Path]:
+    kin = analyze_paths([training_trace(rank=0).write(tmp_path / "k_rank0.json")], label="kineto")
+    return write_report([*runs, kin], tmp_path / "rep", "test <report>")
+
+
+def test_report_files_carry_the_same_numbers(tmp_path: Path, runs: tuple[Metrics, Metrics]) -> None:
+    paths = write(tmp_path, runs)
+    html = paths["html"].read_text()
+    md = paths["md"].read_text()
+    data = json.loads(paths["json"].read_text())
+    assert len(data["runs"]) == 3 and data["comparison"]["labels"] == ["base", "other", "kineto"]
+    busy = f"{runs[0].ranks[0].busy_pct:.2f}"
+    assert busy in html and busy in md
+    assert "test &lt;report&gt;" in html  # escaped
+    assert not re.search(r"<script|https?://|src=", html)  # self-contained, no network
+    assert html.count("<svg") >= 6
+
+
+def test_hostile_names_are_escaped(tmp_path: Path) -> None:
+    b = KinetoBuilder(rank=0)
+    b.gpu("kernel", "<script>alert(1)</script>", 10, 5)
+    b.gpu("kernel", "k2", 30, 5)
+    m = analyze_paths([b.write(tmp_path / "x.json")])
+    html = write_report([m], tmp_path / "r", "t")["html"].read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_report_in_headless_chromium(tmp_path: Path, runs: tuple[Metrics, Metrics]) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    html = write(tmp_path, runs)["html"]
+    flags = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    shot = tmp_path / "report.png"
+    done = subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1200,2400", html.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.exists() and shot.stat().st_size > 10_000, done.stderr[-2000:]
+    console = [ln for ln in done.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert console == []
+    dom = subprocess.run(
+        [*flags, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert dom.stdout.count('class="plot"') >= 6
+    assert 'class="series"' in dom.stdout and 'class="bar"' in dom.stdout
+    assert [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln] == []
+    keep = Path(__file__).resolve().parents[2] / "bench" / "out"
+    if keep.is_dir():  # for a human look at the screenshot
+        shutil.copy(shot, keep / "report.png")
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+def test_cli_analyze_json_compare_report(tmp_path: Path, runs: tuple[Metrics, Metrics]) -> None:
+    a = nsys_run(tmp_path / "a.sqlite", idle_gap=5_000, copies=1, sgemm=False, um=0)
+    b = training_trace(rank=0).write(tmp_path / "b.json")
+    runner = CliRunner(env={"COLUMNS": "250"})
+    res = runner.invoke(cli(), ["analyze", str(a), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert {"rank", "temporal"} <= set(doc["ranks"][0])
+    assert set(doc["ranks"][0]["temporal"]) >= {"idle_pct", "compute_pct", "non_compute_pct"}
+    res = runner.invoke(cli(), ["analyze", str(a)])
+    assert res.exit_code == 0 and "HTA" in res.output
+    res = runner.invoke(cli(), ["compare", str(a), str(b)])
+    assert res.exit_code == 0 and "Kernel continuity" in res.output
+    res = runner.invoke(cli(), ["report", str(a), str(b), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0 and (tmp_path / "o" / "report.html").exists()
+
+
+def test_module_entry_point_exit_codes(tmp_path: Path) -> None:
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "orchestrator.analysis", "analyze", str(tmp_path / "nope.sqlite")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "no such file" in r.stderr

@@ -1,0 +1,259 @@
+"""Property-based tests (hypothesis): whatever a spec holds, loading raises at most a UserError,
+every rendered script passes `bash -n`, and names, args and environment values (any printable
+unicode: quotes, $(), backticks, newlines, ;, Jinja) reach the job byte for byte.
+
+The byte-for-byte check runs generated specs as real jobs: here through the local executor
+(the very script SLURM would run), and a sample of 5 on the real dev cluster in
+tests/integration/test_lifecycle.py::test_generated_values_arrive_intact_on_slurm.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator import runs, yamlio
+from orchestrator.cluster import load_cluster, validate_job
+from orchestrator.errors import UserError
+from orchestrator.executors.local import LocalExecutor
+from orchestrator.render import render_job
+from orchestrator.spec import JobSpec
+from orchestrator.store import Store
+
+# Any unicode a YAML file can carry, minus NUL (refused with a clear error) and surrogates.
+TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    max_size=40,
+)
+NASTY = st.sampled_from(
+    ["'", '"', "$(id)", "`id`", "\n", ";", "&&", "|", "\\", "{{ x }}", "{% if %}", "$HOME", "\t"]
+)
+VALUE = st.one_of(TEXT, st.lists(st.one_of(NASTY, TEXT), max_size=5).map("".join))
+NAME = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,20}\Z")
+ENV_SUFFIX = st.from_regex(r"\A[A-Z0-9_]{1,8}\Z")
+
+ECHO = (
+    'printf "%s\\0" "$@" > "$GH_RUN_ARTIFACTS/args.bin"; '
+    ': > "$GH_RUN_ARTIFACTS/env.bin"; '
+    'for n in $GHT_NAMES; do printf "%s\\0" "${!n}" >> "$GH_RUN_ARTIFACTS/env.bin"; done'
+)
+
+
+@st.composite
+def echo_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid spec whose job writes its args and env values back, NUL-separated."""
+    args = draw(st.lists(VALUE, max_size=6))
+    suffixes = draw(st.lists(ENV_SUFFIX, max_size=5, unique=True))
+    env = {f"GHT_{s}": draw(VALUE) for s in suffixes}
+    env["GHT_NAMES"] = " ".join(env)
+    return {
+        "name": draw(NAME),
+        "cluster": "dev",
+        "workload": {"command": "bash", "args": ["-c", ECHO, "argv0", *args], "env": env},
+        "artifacts": ["*.bin"],
+    }
+
+
+# Specs are written with non-ASCII escaped ("\u2028"): YAML itself reads a raw U+0085, U+2028
+# or U+2029 inside a scalar as a line break, so a file can only carry them escaped.
+
+
+def _load(text: str) -> JobSpec:
+    return yamlio.to_model(yamlio.parse_text(text, "gen.yaml"), JobSpec)
+
+
+ANY_YAML = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), TEXT),
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(TEXT, kids, max_size=4)),
+    max_leaves=20,
+)
+SPEC_KEYS = st.sampled_from(
+    ["name", "cluster", "partition", "resources", "workload", "artifacts", "retries", "container"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(SPEC_KEYS, ANY_YAML, max_size=6))
+def test_loading_anything_raises_only_user_error(data: dict[str, Any]) -> None:
+    text = yaml.safe_dump(data, allow_unicode=True)
+    try:
+        _load(text)
+    except UserError as exc:
+        assert "gen.yaml" in str(exc) and "Traceback" not in str(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT)
+def test_parsing_any_text_raises_only_user_error(text: str) -> None:
+    try:
+        _load(text)
+    except UserError as exc:
+        assert str(exc).startswith("gen.yaml")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(echo_specs())
+def test_every_rendered_script_passes_bash_n(spec_data: dict[str, Any]) -> None:
+    spec = _load(yaml.safe_dump(spec_data, allow_unicode=False))
+    assert spec.workload.args == spec_data["workload"]["args"]
+    assert spec.workload.env == spec_data["workload"]["env"]
+    cluster = load_cluster("dev")
+    part_name, part = validate_job(spec, cluster)
+    for launcher in ("srun", "direct"):
+        rendered = render_job(spec, cluster, part_name, part, "r-1", "/tmp/r-1", launcher)
+        res = subprocess.run(
+            ["bash", "-n"], input=rendered.script, capture_output=True, text=True, check=False
+        )
+        assert res.returncode == 0, res.stderr
+
+
+def nul_split(data: bytes) -> list[str]:
+    if not data:
+        return []
+    assert data.endswith(b"\0")
+    return [x.decode("utf-8") for x in data[:-1].split(b"\0")]
+
+
+def submit_generated(
+    spec_data: dict[str, Any], home: Path, tmp: Path, executor: str
+) -> tuple[Store, str]:
+    path = tmp / "gen.yaml"
+    path.write_text(yaml.safe_dump(spec_data, allow_unicode=False), encoding="utf-8")
+    store = Store(home)
+    prep = runs.prepare(path)
+    ex = LocalExecutor() if executor == "local" else runs.choose_executor("slurm")
+    run = runs.submit(store, prep, ex, home)
+    return store, run.run_id
+
+
+def check_echoed(store: Store, run_id: str, spec_data: dict[str, Any], home: Path) -> None:
+    run = store.get_run(run_id)
+    assert run.state == "COMPLETED", (run.state, run.reason)
+    runs.collect(store, run, home)
+    art = home / "artifacts" / run_id / "artifacts"
+    args = spec_data["workload"]["args"][3:]
+    # printf '%s\0' with no arguments still prints one empty field.
+    assert nul_split((art / "args.bin").read_bytes()) == (args or [""])
+    env = spec_data["workload"]["env"]
+    names = env["GHT_NAMES"].split()
+    assert nul_split((art / "env.bin").read_bytes()) == [env[n] for n in names]
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(spec_data=echo_specs())
+def test_values_arrive_intact_local(spec_data: dict[str, Any], tmp_path_factory: Any) -> None:
+    tmp = tmp_path_factory.mktemp("gen")
+    home = tmp / "home"
+    store, run_id = submit_generated(spec_data, home, tmp, "local")
+    runs.wait(store, [store.get_run(run_id)], min_interval=0.1, max_interval=0.3)
+    check_echoed(store, run_id, spec_data, home)
+
+
+@pytest.mark.parametrize("value", ["$(touch /tmp/gh-run-pwned)", "a'b\"c`d`;e\nf", "{{ 7*7 }}"])
+def test_secret_never_written(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """secret_env passes a variable by name: its value reaches the job, never a file of ours."""
+    secret = f"s3cr3t-{value}-HF"
+    monkeypatch.setenv("GHT_SECRET", secret)
+    spec_path = tmp_path / "secret.yaml"
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "secret",
+                "cluster": "dev",
+                "workload": {
+                    "command": "bash",
+                    "args": ["-c", 'printf "%s" "$GHT_SECRET" | sha256sum > "$GH_RUN_ARTIFACTS/h"'],
+                    "secret_env": ["GHT_SECRET"],
+                },
+                "artifacts": ["h"],
+            }
+        )
+    )
+    home = tmp_path / "home"
+    store = Store(home)
+    run = runs.submit(store, runs.prepare(spec_path), LocalExecutor(), home)
+    [run] = runs.wait(store, [run], min_interval=0.1, max_interval=0.3)
+    assert run.state == "COMPLETED"
+    runs.collect(store, run, home)
+    import hashlib
+
+    got = (home / "artifacts" / run.run_id / "artifacts" / "h").read_text().split()[0]
+    assert got == hashlib.sha256(secret.encode()).hexdigest()
+    needle = secret.encode()
+    for path in [*home.rglob("*"), Path(run.run_dir) / "job.sbatch"]:
+        if path.is_file():
+            assert needle not in path.read_bytes(), f"the secret leaked into {path}"
+
+
+def test_missing_secret_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GHT_ABSENT", raising=False)
+    spec_path = tmp_path / "s.yaml"
+    spec_path.write_text(
+        "name: s\ncluster: dev\nworkload: {command: 'true', secret_env: [GHT_ABSENT]}\n"
+    )
+    home = tmp_path / "home"
+    store = Store(home)
+    with pytest.raises(UserError, match=r"workload\.secret_env: GHT_ABSENT is not set"):
+        runs.submit(store, runs.prepare(spec_path), LocalExecutor(), home)
+    assert store.list_runs() == [] and not (home / "runs").exists()
+
+
+def test_user_only_modes(tmp_path: Path) -> None:
+    spec_path = tmp_path / "m.yaml"
+    spec_path.write_text("name: m\ncluster: dev\nworkload: {command: 'true'}\n")
+    home = tmp_path / "home"
+    store = Store(home)
+    run = runs.submit(store, runs.prepare(spec_path), LocalExecutor(), home)
+    runs.wait(store, [run], min_interval=0.1, max_interval=0.3)
+    mode = lambda p: p.stat().st_mode & 0o777  # noqa: E731
+    assert mode(home) == 0o700
+    assert mode(home / "state.db") == 0o600
+    run_dir = Path(run.run_dir)
+    assert mode(run_dir) == 0o700 and mode(run_dir / "artifacts") == 0o700
+    assert mode(run_dir / "job.sbatch") == 0o700
+    assert mode(run_dir / "spec.lock.yaml") == 0o600
+    assert not mode(run_dir / "task.sh") & 0o077
+
+
+def test_retry_policy_decisions() -> None:
+    from orchestrator.retry import decide
+    from orchestrator.spec import Retries
+
+    pol = Retries.model_validate({"max": 2, True: ["NODE_FAIL", "TIMEOUT"]})  # YAML's `on`
+    assert pol.on == ["NODE_FAIL", "TIMEOUT"]
+    assert decide(pol, "FAILED", 0, back_in_queue=False).action == "none"
+    assert decide(pol, "NODE_FAIL", 0, back_in_queue=True).action == "requeued"
+    assert decide(pol, "TIMEOUT", 1, back_in_queue=False).action == "resubmit"
+    assert decide(pol, "TIMEOUT", 2, back_in_queue=False).action == "exhausted"
+    assert decide(Retries(), "NODE_FAIL", 0, back_in_queue=False).action == "none"
+
+
+def test_local_timeout_is_retried_once_then_kept(tmp_path: Path) -> None:
+    spec_path = tmp_path / "t.yaml"
+    spec_path.write_text(
+        "name: t\ncluster: dev\nresources: {time: '00:00:02'}\n"
+        "workload: {command: bash, args: [-c, 'sleep 30']}\n"
+        "retries: {max: 1, on: [TIMEOUT]}\n"
+    )
+    home = tmp_path / "home"
+    store = Store(home)
+    prep = runs.prepare(spec_path)
+    ex = LocalExecutor(time_limit="00:00:02")
+    run = runs.submit(store, prep, ex, home)
+    [run] = runs.wait(store, [run], min_interval=0.2, max_interval=0.5, timeout=60)
+    assert run.state == "TIMEOUT" and run.attempt == 1
+    details = [e.detail or "" for e in store.events(run.run_id)]
+    assert sum("resubmitted as job" in d for d in details) == 1
+    assert any("retry limit reached" in d for d in details)
