@@ -11,13 +11,13 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
 from orchestrator.base import Strict
 from orchestrator.errors import UserError
 from orchestrator.paths import cluster_search_dirs
-from orchestrator.spec import JobSpec
+from orchestrator.spec import ENV_NAME_RE, JobSpec
 from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
 
 Arch = Literal["aarch64", "x86_64"]
@@ -82,17 +82,42 @@ class Partition(Strict):
     def _mem(cls, v: object) -> str:
         return format_mem(parse_mem_mib(str(v)))
 
-    @field_validator("env")
+    @field_validator("env", mode="before")
     @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, v: object) -> object:
         # Names are written unquoted (`export NAME=...`): only plain names may reach the shell.
-        for key in v:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        # The same rule, and the same sentence, as a job spec's workload.env.
+        if not isinstance(v, dict):
+            return v
+        out: dict[object, object] = {}
+        for key, value in v.items():
+            if not isinstance(key, str) or not ENV_NAME_RE.match(key):
                 raise ValueError(
                     f"environment variable name {key!r} is not valid; "
                     "use letters, digits and _ and do not start with a digit"
                 )
-        return v
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, int | float):
+                value = str(value)
+            if isinstance(value, str) and "\x00" in value:
+                raise ValueError(f"the value of {key} contains a NUL byte; remove it")
+            out[key] = value
+        return out
+
+    @field_validator("gpu_mem", "cpu_mem", mode="before")
+    @classmethod
+    def _opt_mem(cls, v: object) -> object:
+        return None if v is None else format_mem(parse_mem_mib(str(v)))
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Partition:
+        if parse_time(self.default_time) > parse_time(self.max_time):
+            raise ValueError(
+                f"default_time {self.default_time} is longer than max_time {self.max_time}; "
+                "lower default_time or raise max_time"
+            )
+        return self
 
     @field_validator("sbatch_options")
     @classmethod
@@ -132,8 +157,28 @@ class Cluster(Strict):
     template_dirs: list[str] = Field(
         default_factory=list, description="Admin template folders, searched before gh-run's."
     )
-    partitions: dict[str, Partition]
-    source: str | None = Field(None, exclude=True, description="File this cluster came from.")
+    partitions: dict[str, Partition] = Field(..., min_length=1)
+    # The file this cluster came from (set by load_cluster; never read from YAML).
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    @source.setter
+    def source(self, value: str | None) -> None:
+        self._source = value
+
+    @field_validator("partitions")
+    @classmethod
+    def _partition_names(cls, v: dict[str, Partition]) -> dict[str, Partition]:
+        for key in v:
+            if not re.match(r"^[A-Za-z0-9_.-]+$", key):
+                raise ValueError(
+                    f"partition name {key!r} is not a SLURM partition name; "
+                    "use letters, digits, '.', '_' and '-'"
+                )
+        return v
 
     @model_validator(mode="after")
     def _default_exists(self) -> Cluster:
@@ -224,7 +269,9 @@ def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tupl
             "lower cpus_per_task or ntasks_per_node"
         )
     if res.constraint:
-        wanted = set(re.split(r"[&|,\[\]*()!]+", res.constraint)) - {""}
+        # SLURM's constraint syntax: AND (&, ,), OR (|), counts (*N), brackets, negation (!).
+        plain = re.sub(r"\*\d+", "", res.constraint)
+        wanted = set(re.split(r"[&|,\[\]()!]+", plain)) - {""}
         missing = sorted(wanted - set(part.features))
         if missing:
             offered = ", ".join(part.features) or "none"
@@ -242,4 +289,40 @@ def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tupl
             f"{where}.qos: {res.qos!r} is not allowed on partition {name!r}; "
             f"use one of {', '.join(part.qos)}"
         )
+    _check_arch(spec, name, part, spec_src)
     return name, part
+
+
+# What an image's name says about its architecture (e.g. nemo-24.05-amd64.sif, ...:arm64).
+_ARCH_WORDS: tuple[tuple[Arch, re.Pattern[str]], ...] = (
+    ("x86_64", re.compile(r"(?<![A-Za-z0-9])(x86[_-]?64|amd64)(?![A-Za-z0-9])", re.IGNORECASE)),
+    ("aarch64", re.compile(r"(?<![A-Za-z0-9])(aarch64|arm64|sbsa)(?![A-Za-z0-9])", re.IGNORECASE)),
+)
+
+
+def image_arch(spec: JobSpec) -> tuple[Arch, str] | None:
+    """The architecture of the job's image, and how we know: the spec says so
+    (`container.arch`, when the container model has it) or the image name does."""
+    declared = getattr(spec.container, "arch", None)
+    if declared in ("x86_64", "aarch64"):
+        return declared, "container.arch"
+    image = spec.container.image
+    if not image or spec.container.runtime == "none":
+        return None
+    found = {arch for arch, pattern in _ARCH_WORDS if pattern.search(Path(image).name)}
+    if len(found) == 1:
+        arch = found.pop()
+        return arch, "container.image"
+    return None
+
+
+def _check_arch(spec: JobSpec, name: str, part: Partition, spec_src: str) -> None:
+    known = image_arch(spec)
+    if known is None or known[0] == part.arch:
+        return
+    arch, field = known
+    how = "is declared" if field == "container.arch" else "is named as"
+    raise UserError(
+        f"{spec_src}: {field}: image {spec.container.image!r} {how} an {arch} image, but "
+        f"partition {name!r} runs {part.arch} nodes; use an {part.arch} build of the image"
+    )

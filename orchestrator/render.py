@@ -12,6 +12,7 @@ prints is what `sbatch` gets, byte for byte, and a user can submit it by hand.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shlex
 from collections.abc import Iterable
@@ -56,6 +57,17 @@ class EmbeddedFile(Strict):
         return "GHRUN_EOF_" + hashlib.sha256(self.content.encode()).hexdigest()[:16].upper()
 
 
+class ArrayEntry(Strict):
+    """One variant of a job array: its index and what differs from its siblings."""
+
+    index: int
+    run_id: str
+    run_dir: str
+    env: dict[str, str] = Field(description="Variables whose value is this variant's own.")
+    files: list[EmbeddedFile] = Field(default_factory=list)
+    post: list[list[str]] = Field(default_factory=list)
+
+
 class RenderContext(Strict):
     """Everything the templates see. Documented in docs/templates.md."""
 
@@ -85,16 +97,28 @@ class RenderContext(Strict):
     forward_usr1: bool = Field(
         False, description="Trap USR1 in the batch shell and forward it to the tasks."
     )
+    array: list[ArrayEntry] = Field(
+        default_factory=list,
+        description="Job array: one entry per variant, selected by SLURM_ARRAY_TASK_ID.",
+    )
 
 
 class RenderedJob(Strict):
     context: RenderContext
     template: str
     script: str
+    search_path: list[str] = Field(default_factory=list)
 
 
 def make_environment(search_path: Iterable[Path]) -> jinja2.Environment:
-    loader = jinja2.FileSystemLoader([str(p) for p in search_path])
+    """One Jinja environment per template search path, reused (it caches compiled templates;
+    a campaign renders thousands of scripts)."""
+    return _environment(tuple(str(p) for p in search_path))
+
+
+@functools.lru_cache(maxsize=16)
+def _environment(search_path: tuple[str, ...]) -> jinja2.Environment:
+    loader = jinja2.FileSystemLoader(list(search_path))
     env = jinja2.Environment(
         loader=loader,
         undefined=jinja2.StrictUndefined,
@@ -237,6 +261,7 @@ def render_context(ctx: RenderContext, template: str, search_path: list[Path]) -
     try:
         values = ctx.model_dump()
         values["files"] = ctx.files  # objects, so templates can use f.delimiter
+        values["array"] = ctx.array
         return env.get_template(template).render(**values)
     except jinja2.TemplateNotFound as exc:
         raise UserError(
@@ -279,5 +304,90 @@ def render_job(
         src = display_path(Path(cluster.source)) if cluster.source else cluster.name
         raise UserError(f"{src}: partitions.{part_name}.template: {exc}") from None
     return RenderedJob(
-        context=ctx, template=template, script=render_context(ctx, template, search_path)
+        context=ctx,
+        template=template,
+        script=render_context(ctx, template, search_path),
+        search_path=[str(p) for p in search_path],
     )
+
+
+# Directives every variant of an array shares; these three are the array's own.
+_PER_JOB_DIRECTIVES = ("--job-name=", "--output=", "--error=")
+
+
+def array_key(ctx: RenderContext, template: str) -> tuple[object, ...]:
+    """Variants with equal keys can share one job array: same directives (partition,
+    resources) and the same launch; everything else goes into the per-variant table."""
+    shared = tuple(d for d in ctx.directives if not d.startswith(_PER_JOB_DIRECTIVES))
+    return (
+        template,
+        shared,
+        ctx.launcher,
+        tuple(ctx.setup),
+        tuple(ctx.srun_options),
+        ctx.nodes,
+        ctx.tasks_per_node,
+        ctx.forward_usr1,
+        tuple(ctx.secret_env),
+    )
+
+
+def render_array(
+    members: list[RenderedJob], job_name: str, log_dir: str, max_parallel: int | None
+) -> RenderedJob:
+    """One sbatch script for many rendered variants (same `array_key`): `--array=0-(N-1)%M`.
+
+    Each variant's own rendering (its environment, its task script: the exact quoted argv) sits
+    in one arm of a `case "$SLURM_ARRAY_TASK_ID"` table; only what all variants share is outside.
+    """
+    if not members:
+        raise ValueError("an array needs at least one member")
+    first = members[0].context
+    key = array_key(first, members[0].template)
+    for m in members[1:]:
+        if array_key(m.context, m.template) != key:
+            raise ValueError(f"{m.context.run_id} cannot share an array with {first.run_id}")
+    common = {
+        k: v for k, v in first.env.items() if all(m.context.env.get(k) == v for m in members)
+    }
+    entries = [
+        ArrayEntry(
+            index=i,
+            run_id=m.context.run_id,
+            run_dir=m.context.run_dir,
+            env={k: v for k, v in m.context.env.items() if k not in common},
+            files=list(m.context.files),
+            post=list(m.context.post),
+        )
+        for i, m in enumerate(members)
+    ]
+    throttle = f"%{max_parallel}" if max_parallel else ""
+    directives = [
+        _directive("--job-name", job_name),
+        _directive("--array", f"0-{len(members) - 1}{throttle}"),
+        *(d for d in first.directives if not d.startswith(_PER_JOB_DIRECTIVES)),
+        _directive("--output", f"{log_dir}/%A_%a_0_log.out"),
+        _directive("--error", f"{log_dir}/%A_%a_0_log.err"),
+    ]
+    ctx = first.model_copy(
+        update={
+            "run_id": job_name,
+            "job_name": job_name,
+            "run_dir": log_dir,
+            "directives": directives,
+            "env": common,
+            "files": [],
+            "post": [],
+            "array": entries,
+        }
+    )
+    search_path = [Path(p) for p in _template_path_of(members[0])]
+    return RenderedJob(
+        context=ctx,
+        template=members[0].template,
+        script=render_context(ctx, members[0].template, search_path),
+    )
+
+
+def _template_path_of(job: RenderedJob) -> list[str]:
+    return list(job.search_path) if job.search_path else [str(TEMPLATES_DIR)]

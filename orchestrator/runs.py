@@ -389,6 +389,9 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
     for run in store.list_runs(states={INTENT}):
         if run.executor != "slurm" or time.time() - run.created_at < 5:
             continue
+        if run.campaign_id:
+            continue  # a campaign's job array carries the group's name: `campaign resume` repairs
+
         ex = SlurmExecutor(warn=warn)
         job_id = ex.find_by_name(run.job_name)
         if job_id:

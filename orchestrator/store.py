@@ -71,6 +71,41 @@ CREATE TABLE IF NOT EXISTS metrics (
     value   REAL,
     PRIMARY KEY (run_id, key)
 );
+CREATE TABLE IF NOT EXISTS campaigns (
+    campaign_id    TEXT PRIMARY KEY,
+    name           TEXT NOT NULL,
+    file           TEXT,
+    campaign_json  TEXT NOT NULL,
+    executor       TEXT NOT NULL,
+    state          TEXT NOT NULL,
+    baseline_id    TEXT,
+    regressions    INTEGER,
+    report_dir     TEXT,
+    created_at     REAL NOT NULL,
+    ended_at       REAL
+);
+CREATE INDEX IF NOT EXISTS campaigns_name ON campaigns(name, created_at);
+CREATE TABLE IF NOT EXISTS campaign_groups (
+    campaign_id   TEXT NOT NULL REFERENCES campaigns(campaign_id),
+    group_index   INTEGER NOT NULL,
+    job_name      TEXT NOT NULL UNIQUE,
+    script        TEXT NOT NULL,
+    size          INTEGER NOT NULL,
+    is_array      INTEGER NOT NULL,
+    state         TEXT NOT NULL,
+    job_id        TEXT,
+    submitted_at  REAL,
+    PRIMARY KEY (campaign_id, group_index)
+);
+CREATE TABLE IF NOT EXISTS campaign_variants (
+    campaign_id    TEXT NOT NULL REFERENCES campaigns(campaign_id),
+    variant        TEXT NOT NULL,
+    overrides_json TEXT NOT NULL,
+    group_index    INTEGER NOT NULL,
+    array_index    INTEGER NOT NULL,
+    run_id         TEXT NOT NULL REFERENCES runs(run_id),
+    PRIMARY KEY (campaign_id, variant)
+);
 """
 
 # States a run can be in. SLURM's own terminal states are kept as SLURM names them.
@@ -203,6 +238,20 @@ class Store:
             db.execute(
                 "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
                 (run.run_id, run.created_at, run.state, detail),
+            )
+
+    def add_runs(self, runs: list[Run], detail: str = "intent written before submission") -> None:
+        """Many intent rows in one transaction (a campaign's plan)."""
+        if not runs:
+            return
+        data = [r.model_dump() for r in runs]
+        cols = ", ".join(data[0])
+        marks = ", ".join(f":{k}" for k in data[0])
+        with self.tx() as db:
+            db.executemany(f"INSERT INTO runs ({cols}) VALUES ({marks})", data)
+            db.executemany(
+                "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
+                [(r.run_id, r.created_at, r.state, detail) for r in runs],
             )
 
     def update_run(self, run_id: str, *, event: str | None = None, **fields: Any) -> Run:
@@ -347,6 +396,22 @@ class Store:
     def metrics(self, run_id: str) -> dict[str, float | None]:
         rows = self._db.execute("SELECT key, value FROM metrics WHERE run_id = ?", (run_id,))
         return {r["key"]: r["value"] for r in rows}
+
+    def rows(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
+        """A read query as plain dicts (the campaign tables are read through this)."""
+        return [dict(r) for r in self._db.execute(sql, args).fetchall()]
+
+    def metrics_of(self, run_ids: list[str]) -> dict[str, dict[str, float | None]]:
+        """Metrics of many runs in one query: run_id → {key: value}."""
+        out: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
+        for i in range(0, len(run_ids), 500):
+            chunk = run_ids[i : i + 500]
+            marks = ", ".join("?" * len(chunk))
+            for r in self._db.execute(
+                f"SELECT run_id, key, value FROM metrics WHERE run_id IN ({marks})", chunk
+            ):
+                out[r["run_id"]][r["key"]] = r["value"]
+        return out
 
     def dump_run(self, run_id: str) -> dict[str, Any]:
         run = self.get_run(run_id)

@@ -139,7 +139,9 @@ class GhRunWatcher(SlurmInfoWatcher):
             if self.warn and not self._warned:
                 self.warn(f"{self.fallback_reason}; falling back to squeue/scontrol")
                 self._warned = True
-        missing = sorted(j for j in pending if j not in info)
+        # An array's elements come back as 123_4 (or 123_[5-9%2] while pending): known.
+        arrays = {k.split("_")[0] for k in info if "_" in k}
+        missing = sorted(j for j in pending if j not in info and j not in arrays)
         if missing:
             info.update(self._fallback(missing))
         self._info_dict.update(info)
@@ -220,7 +222,11 @@ class SlurmExecutor(Executor):
         return TrackedJob.watcher
 
     def submit(self, script: Path, run: Run) -> str:
-        res = run_slurm(["sbatch", "--parsable", str(script)])
+        return self.sbatch(script)
+
+    def sbatch(self, script: Path, extra: Sequence[str] = ()) -> str:
+        """sbatch --parsable SCRIPT (a single job or a whole job array); the job id."""
+        res = run_slurm(["sbatch", "--parsable", *extra, str(script)])
         if res.returncode != 0:
             msg = " ".join(res.stderr.split()) or f"sbatch exited {res.returncode}"
             msg = msg.removeprefix("sbatch: error: ")
@@ -302,6 +308,20 @@ class SlurmExecutor(Executor):
         if res.returncode == 0:
             found.update(i for i in res.stdout.split() if i)
         return sorted(found, key=lambda j: [int(x) for x in re.findall(r"\d+", j)])
+
+    def find_array_by_name(self, job_name: str) -> str | None:
+        """The (array) job id of the newest job with this unique name, from the queue or
+        accounting: 123 for an array whose elements show as 123_0, 123_[1-5%2]."""
+        found: set[int] = set()
+        res = run_slurm(["squeue", "-h", "-r", "-o", "%F", "--name", job_name])
+        if res.returncode == 0:
+            found.update(int(x) for x in res.stdout.split() if x.isdigit())
+        res = run_slurm(
+            ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
+        )
+        if res.returncode == 0:
+            found.update(int(m) for m in re.findall(r"^(\d+)", res.stdout, re.MULTILINE))
+        return str(max(found)) if found else None
 
     def queue_state(self, job_id: str) -> str | None:
         """The job's state if the controller still has it queued or running, else None.

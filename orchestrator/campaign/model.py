@@ -1,0 +1,340 @@
+"""The campaign file (campaigns/*.yaml): a base job, matrix axes, explicit variants, a
+schedule, a baseline policy, thresholds and a notify command; and its expansion into variants.
+
+Every axis value is a list of `--set`-style overrides (`KEY=VALUE`, the value read as YAML)
+applied to the base job spec, in order: the campaign's own `set`, then each axis's value.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator, model_validator
+
+from orchestrator import yamlio
+from orchestrator.base import Strict
+from orchestrator.campaign.cron import CronExpr
+from orchestrator.errors import UserError
+from orchestrator.spec import NAME_RE
+from orchestrator.units import parse_time
+
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,30}$")
+
+# Metrics a threshold can watch (docs/campaigns.md): from the workload's metrics.json and, when
+# the run left a trace, from orchestrator.analysis.
+METRICS: dict[str, str] = {
+    "step_time_s": "median training-step time (s), metrics.json",
+    "tokens_per_s": "training throughput (tokens/s), metrics.json",
+    "peak_gpu_memory_bytes": "peak GPU memory allocated (bytes), metrics.json",
+    "peak_host_rss_bytes": "peak host resident memory (bytes), metrics.json",
+    "final_loss": "loss after the last step, metrics.json",
+    "gpu_idle_pct": "GPU idle share of the profiled span (%), trace analysis",
+    "gpu_compute_pct": "GPU compute share of the profiled span (%), trace analysis (HTA)",
+    "kernel_pct": "kernel share of GPU activity time (%), trace analysis",
+    "um_share_pct": "Unified-Memory share of memory operations (%), trace analysis",
+    "elapsed_s": "wall-clock time of the job (s), from the scheduler",
+}
+
+
+def _overrides(v: object) -> object:
+    return [v] if isinstance(v, str) else v
+
+
+def _check_override(item: str) -> str:
+    key, sep, _ = item.partition("=")
+    if not sep or not key.strip() or any(p == "" for p in key.strip().split(".")):
+        raise ValueError(f"{item!r} is not KEY=VALUE with a dotted key, e.g. resources.nodes=2")
+    return item
+
+
+class Threshold(Strict):
+    """When a metric counts as a regression against the baseline. Percent thresholds are
+    relative (step time +5%); point thresholds are absolute for metrics that are percentages
+    (GPU idle +3 points)."""
+
+    increase_pct: float | None = Field(None, gt=0)
+    decrease_pct: float | None = Field(None, gt=0)
+    increase_points: float | None = Field(None, gt=0)
+    decrease_points: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> Threshold:
+        if not any(
+            v is not None
+            for v in (
+                self.increase_pct,
+                self.decrease_pct,
+                self.increase_points,
+                self.decrease_points,
+            )
+        ):
+            raise ValueError(
+                "names no limit; give increase_pct, decrease_pct, increase_points or "
+                "decrease_points"
+            )
+        return self
+
+    def crossed(self, value: float, base: float) -> str | None:
+        """Why `value` regressed against `base` (a sentence fragment), or None."""
+        if self.increase_pct is not None and base > 0 and value > base * (1 + self.increase_pct / 100):
+            return f"+{(value / base - 1) * 100:.1f}% (limit +{self.increase_pct:g}%)"
+        if self.decrease_pct is not None and base > 0 and value < base * (1 - self.decrease_pct / 100):
+            return f"{(value / base - 1) * 100:.1f}% (limit -{self.decrease_pct:g}%)"
+        if self.increase_points is not None and value - base > self.increase_points:
+            return f"+{value - base:.2f} points (limit +{self.increase_points:g})"
+        if self.decrease_points is not None and base - value > self.decrease_points:
+            return f"-{base - value:.2f} points (limit -{self.decrease_points:g})"
+        return None
+
+
+class Schedule(Strict):
+    """When the campaign runs: a 5-field cron expression in a time zone."""
+
+    cron: str = Field(..., description="minute hour day-of-month month day-of-week")
+    tz: str = Field("UTC", description="IANA time zone the cron expression is read in.")
+    mode: Literal["cron", "slurm"] = Field(
+        "cron",
+        description="cron: a crontab entry on the login node; slurm: a self-resubmitting job.",
+    )
+    partition: str | None = Field(None, description="Partition of the SLURM launcher job.")
+    launcher_time: str = Field(
+        "02:00:00", description="Time limit of the SLURM launcher job (it waits for the campaign)."
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        CronExpr.parse(v)
+        return v
+
+    @field_validator("tz")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v!r} is not a time zone; use an IANA name like Europe/Zurich") from None
+        return v
+
+    @field_validator("launcher_time")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        if parse_time(v) <= 0:
+            raise ValueError("must be longer than zero")
+        return v
+
+
+class Baseline(Strict):
+    """What each variant is compared with: the same variant of the last good campaign of the
+    same name (`last-good`: every variant completed, no regression), or a pinned campaign."""
+
+    policy: Literal["last-good", "pinned"] = "last-good"
+    campaign_id: str | None = None
+
+    @model_validator(mode="after")
+    def _pinned(self) -> Baseline:
+        if self.policy == "pinned" and not self.campaign_id:
+            raise ValueError("policy pinned needs campaign_id; set it to a campaign id")
+        return self
+
+
+class Notify(Strict):
+    """A command run after the report is written: an argv list (never a shell string); the
+    element `{report}` (or any `{report}` inside an element) becomes the report's path."""
+
+    command: list[str] = Field(..., min_length=1)
+    on: Literal["always", "problem"] = Field(
+        "problem", description="problem: only when a threshold is crossed or a variant failed."
+    )
+    timeout_s: int = Field(60, ge=1, le=3600)
+
+
+class ExplicitVariant(Strict):
+    name: str
+    set: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("set", mode="before")
+    @classmethod
+    def _list(cls, v: object) -> object:
+        return _overrides(v)
+
+    @field_validator("set")
+    @classmethod
+    def _items(cls, v: list[str]) -> list[str]:
+        return [_check_override(x) for x in v]
+
+
+class Campaign(Strict):
+    """A nightly matrix of one base job."""
+
+    name: str
+    description: str | None = None
+    job: str = Field(..., description="Base job spec, relative to this file.")
+    set: list[str] = Field(default_factory=list, description="Overrides for every variant.")
+    matrix: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict, description="axis → value label → overrides."
+    )
+    include: list[ExplicitVariant] = Field(default_factory=list)
+    exclude: list[dict[str, str]] = Field(
+        default_factory=list, description="Matrix points to drop: {axis: label, ...}."
+    )
+    variant_name: str | None = Field(
+        None, description="Name pattern, e.g. 'w{workers}-{peft}'; default: labels joined by '-'."
+    )
+    max_parallel: int | None = Field(None, ge=1, le=100000, description="Array throttle %N.")
+    executor: Literal["slurm", "local", "auto"] = "auto"
+    schedule: Schedule | None = None
+    baseline: Baseline = Field(default_factory=Baseline)
+    thresholds: dict[str, Threshold] = Field(default_factory=dict)
+    notify: Notify | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("set", mode="before")
+    @classmethod
+    def _set_list(cls, v: object) -> object:
+        return _overrides(v)
+
+    @field_validator("set")
+    @classmethod
+    def _set_items(cls, v: list[str]) -> list[str]:
+        return [_check_override(x) for x in v]
+
+    @field_validator("matrix", mode="before")
+    @classmethod
+    def _matrix(cls, v: object) -> object:
+        if not isinstance(v, dict):
+            return v
+        out: dict[object, object] = {}
+        for axis, values in v.items():
+            if isinstance(values, dict):
+                values = {str(k): _overrides(x) for k, x in values.items()}
+            out[axis] = values
+        return out
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_items(cls, v: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
+        for axis, values in v.items():
+            if not LABEL_RE.match(axis):
+                raise ValueError(f"axis name {axis!r}: use letters, digits, '.', '_' or '-'")
+            if not values:
+                raise ValueError(f"axis {axis!r} has no values; give at least one")
+            for label, items in values.items():
+                if not LABEL_RE.match(label):
+                    raise ValueError(
+                        f"{axis}: value label {label!r}: use letters, digits, '.', '_' or '-'"
+                    )
+                for x in items:
+                    _check_override(x)
+        return v
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known(cls, v: dict[str, Threshold]) -> dict[str, Threshold]:
+        unknown = sorted(set(v) - set(METRICS))
+        if unknown:
+            raise ValueError(
+                f"unknown metric {', '.join(unknown)}; use one of {', '.join(METRICS)}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Campaign:
+        for i, ex in enumerate(self.exclude):
+            for axis, label in ex.items():
+                if axis not in self.matrix or str(label) not in self.matrix[axis]:
+                    raise ValueError(
+                        f"exclude[{i}]: {axis}={label} is not a matrix value; check the spelling"
+                    )
+        if self.variant_name:
+            try:
+                self.variant_name.format_map({a: "x" for a in self.matrix})
+            except (KeyError, ValueError, IndexError) as exc:
+                raise ValueError(
+                    f"variant_name {self.variant_name!r} uses {exc}, which is not an axis; "
+                    f"use {{axis}} with axes {', '.join(self.matrix)}"
+                ) from None
+        if not self.matrix and not self.include:
+            raise ValueError("has neither matrix nor include; give at least one variant")
+        return self
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    """One expanded variant: its name, its axis labels and its overrides (in order)."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    overrides: tuple[str, ...]
+
+
+def expand(campaign: Campaign, src: str = "campaign") -> list[VariantPlan]:
+    """Matrix (minus excludes) plus explicit includes, each with a unique, valid name."""
+    out: list[VariantPlan] = []
+    axes = list(campaign.matrix.items())
+    if axes:
+        for combo in itertools.product(*(list(values.items()) for _, values in axes)):
+            labels = tuple((axis, label) for (axis, _), (label, _) in zip(axes, combo, strict=True))
+            lab = dict(labels)
+            if any(all(lab.get(a) == str(v) for a, v in ex.items()) for ex in campaign.exclude):
+                continue
+            if campaign.variant_name:
+                name = campaign.variant_name.format_map(lab)
+            else:
+                name = "-".join(label for _, label in labels)
+            overrides = tuple(campaign.set) + tuple(x for _, (_, items) in zip(axes, combo, strict=True) for x in items)
+            out.append(VariantPlan(name, labels, overrides))
+    for ex_v in campaign.include:
+        out.append(VariantPlan(ex_v.name, (), tuple(campaign.set) + tuple(ex_v.set)))
+    seen: set[str] = set()
+    for v in out:
+        if not NAME_RE.match(v.name):
+            raise UserError(
+                f"{src}: variant_name: {v.name!r} is not a valid name (letters, digits, . _ -); "
+                "change variant_name or the value labels"
+            )
+        if v.name in seen:
+            raise UserError(
+                f"{src}: variant {v.name!r} appears twice; make variant_name use every axis or "
+                "rename the include"
+            )
+        seen.add(v.name)
+    if not out:
+        raise UserError(f"{src}: exclude removes every variant; keep at least one")
+    return out
+
+
+def load_campaign(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Campaign:
+    if not path.is_file():
+        raise UserError(f"{path}: no such campaign file; give a path like campaigns/nightly.yaml")
+    campaign = yamlio.load_model(path, Campaign, overrides)
+    job = job_path(path, campaign)
+    if not job.is_file():
+        raise UserError(
+            f"{yamlio.display_path(path)}: job: {campaign.job} does not exist (looked for {job}); "
+            "point it at a job spec relative to the campaign file"
+        )
+    return campaign
+
+
+def job_path(campaign_file: Path, campaign: Campaign) -> Path:
+    p = Path(campaign.job)
+    return p if p.is_absolute() else (campaign_file.parent / p).resolve()

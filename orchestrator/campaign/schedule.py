@@ -1,0 +1,261 @@
+"""Installing a campaign's schedule: a crontab entry on the login node, or a self-resubmitting
+SLURM job (`sbatch --begin=...`) that queues its next night and then runs the campaign.
+
+Both run `gh-run campaign fire FILE`; a registry in the gh-run home (schedules/NAME.json)
+remembers what was installed, for `list` and `unschedule`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from orchestrator.base import Strict
+from orchestrator.campaign.cron import CronExpr
+from orchestrator.campaign.model import Campaign
+from orchestrator.cluster import load_cluster
+from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.executors.slurm import SlurmExecutor, run_slurm
+from orchestrator.paths import REPO_ROOT
+from orchestrator.render import make_environment
+from orchestrator.paths import TEMPLATES_DIR
+from orchestrator.spec import SBATCH_VALUE_RE
+
+MARK = "# gh-run-campaign:"
+Mode = Literal["cron", "slurm"]
+
+
+class Installed(Strict):
+    name: str
+    mode: Mode
+    file: str
+    cron: str
+    tz: str
+    installed_at: float
+    entry: str = ""  # the crontab line, or the launcher script path
+
+
+def registry_dir(home: Path) -> Path:
+    return home / "schedules"
+
+
+def launcher_job_name(name: str) -> str:
+    return f"ghr-schedule-{name}"
+
+
+def fire_argv(file: Path, home: Path, slurm_script: Path | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "orchestrator", "--home", str(home), "campaign", "fire", str(file)]
+    if slurm_script:
+        argv += ["--slurm-script", str(slurm_script)]
+    return argv
+
+
+def _job_env() -> dict[str, str]:
+    """What the fired campaign needs from this environment (cron starts with almost nothing)."""
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    for key in ("SLURM_CONF", "GH_RUN_CLUSTERS", "SCRATCH"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+def next_begin(schedule_cron: str, tz: str, after: datetime | None = None) -> str:
+    """The next fire time as sbatch --begin wants it (this machine's local time)."""
+    nxt = CronExpr.parse(schedule_cron).next_after(after or datetime.now(ZoneInfo(tz)), tz)
+    return nxt.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+# -- cron ---------------------------------------------------------------------------------------
+def _crontab() -> list[str]:
+    if shutil.which("crontab") is None:
+        raise RuntimeFailure(
+            "crontab is not installed on this machine; install cron (Debian: apt-get install "
+            "cron) or schedule with --mode slurm"
+        )
+    res = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        return []  # "no crontab for user"
+    return res.stdout.splitlines()
+
+
+def _write_crontab(lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n" if lines else ""
+    res = subprocess.run(["crontab", "-"], input=text, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise RuntimeFailure(f"crontab refused the new table: {res.stderr.strip()}")
+
+
+def cron_line(campaign: Campaign, file: Path, home: Path, log: Path) -> str:
+    assert campaign.schedule
+    env = [f"{k}={v}" for k, v in _job_env().items()]
+    argv = ["env", *env, *fire_argv(file, home)]
+    cmd = f"cd {shlex.quote(str(Path.cwd()))} && {shlex.join(argv)} >> {shlex.quote(str(log))} 2>&1"
+    # In a crontab line an unescaped % is a newline: escape every one.
+    cmd = cmd.replace("%", "\\%")
+    return f"{campaign.schedule.cron} {cmd} {MARK}{campaign.name}"
+
+
+def _check_tz(campaign: Campaign, src: str) -> None:
+    assert campaign.schedule
+    now = datetime.now(ZoneInfo(campaign.schedule.tz))
+    local = datetime.now().astimezone()
+    if now.utcoffset() != local.utcoffset():
+        raise UserError(
+            f"{src}: schedule.tz: cron on this machine fires in its own time zone "
+            f"({local.tzname()}), not {campaign.schedule.tz}; set tz to the machine's zone or "
+            "schedule with --mode slurm (which converts)"
+        )
+
+
+def install_cron(campaign: Campaign, file: Path, home: Path, src: str) -> Installed:
+    _check_tz(campaign, src)
+    assert campaign.schedule
+    reg = registry_dir(home)
+    reg.mkdir(parents=True, exist_ok=True)
+    line = cron_line(campaign, file, home, reg / f"{campaign.name}.cron.log")
+    lines = [x for x in _crontab() if not x.endswith(f"{MARK}{campaign.name}")]
+    _write_crontab([*lines, line])
+    return _register(home, campaign, file, "cron", line)
+
+
+def remove_cron(name: str) -> bool:
+    lines = _crontab()
+    kept = [x for x in lines if not x.endswith(f"{MARK}{name}")]
+    if len(kept) != len(lines):
+        _write_crontab(kept)
+        return True
+    return False
+
+
+# -- SLURM --------------------------------------------------------------------------------------
+def render_launcher(campaign: Campaign, file: Path, home: Path, script: Path) -> str:
+    assert campaign.schedule
+    sched = campaign.schedule
+    partition = sched.partition
+    if partition is None:
+        from orchestrator.campaign.model import job_path
+        from orchestrator.spec import load_spec
+
+        spec = load_spec(job_path(file, campaign))
+        cl = load_cluster(spec.cluster)
+        partition = spec.partition or cl.default_partition
+    log_dir = registry_dir(home)
+    for value in (partition, sched.launcher_time, str(log_dir)):
+        if not SBATCH_VALUE_RE.match(value):
+            raise UserError(
+                f"{file}: schedule: {value!r} cannot go into an #SBATCH line; use letters, "
+                "digits and . _ : , @ % + = / -"
+            )
+    env = make_environment([TEMPLATES_DIR])
+    return env.get_template("campaign/launcher.sbatch.j2").render(
+        name=campaign.name,
+        job_name=launcher_job_name(campaign.name),
+        partition=partition,
+        time=sched.launcher_time,
+        log=f"{log_dir}/{campaign.name}-%j.log",
+        cwd=str(Path.cwd()),
+        env={"GH_RUN_HOME": str(home), **_job_env()},
+        argv=fire_argv(file, home, script),
+    )
+
+
+def install_slurm(
+    campaign: Campaign, file: Path, home: Path, first_begin: str | None = None
+) -> tuple[Installed, str]:
+    assert campaign.schedule
+    reg = registry_dir(home)
+    reg.mkdir(parents=True, exist_ok=True)
+    remove_slurm(campaign.name)
+    script = reg / f"{campaign.name}.sbatch"
+    script.write_text(render_launcher(campaign, file, home, script))
+    script.chmod(0o700)
+    begin = first_begin or next_begin(campaign.schedule.cron, campaign.schedule.tz)
+    job_id = SlurmExecutor().sbatch(script, [f"--begin={begin}"])
+    return _register(home, campaign, file, "slurm", str(script)), job_id
+
+
+def queued_launchers(name: str) -> list[tuple[str, str, str]]:
+    """(job id, state, start/begin time) of the launcher jobs of `name` in the queue."""
+    res = run_slurm(["squeue", "-h", "-o", "%i|%T|%S", "--name", launcher_job_name(name)])
+    out = []
+    for line in res.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def remove_slurm(name: str) -> list[str]:
+    """Cancel the queued (not the running) launcher jobs of `name`."""
+    pending = [j for j, state, _ in queued_launchers(name) if state == "PENDING"]
+    if pending:
+        run_slurm(["scancel", *pending])
+    return pending
+
+
+def queue_next(script: Path, campaign: Campaign) -> str:
+    """From inside a firing launcher: queue the next night before running tonight's campaign."""
+    assert campaign.schedule
+    begin = next_begin(campaign.schedule.cron, campaign.schedule.tz)
+    return SlurmExecutor().sbatch(script, [f"--begin={begin}"])
+
+
+# -- registry -----------------------------------------------------------------------------------
+def _register(home: Path, campaign: Campaign, file: Path, mode: Mode, entry: str) -> Installed:
+    assert campaign.schedule
+    rec = Installed(
+        name=campaign.name,
+        mode=mode,
+        file=str(file.resolve()),
+        cron=campaign.schedule.cron,
+        tz=campaign.schedule.tz,
+        installed_at=time.time(),
+        entry=entry,
+    )
+    (registry_dir(home) / f"{campaign.name}.json").write_text(rec.model_dump_json(indent=2))
+    return rec
+
+
+def installed(home: Path) -> list[Installed]:
+    reg = registry_dir(home)
+    if not reg.is_dir():
+        return []
+    return [Installed.model_validate_json(p.read_text()) for p in sorted(reg.glob("*.json"))]
+
+
+def unschedule(home: Path, name: str) -> str:
+    path = registry_dir(home) / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(i.name for i in installed(home)) or "none"
+        raise UserError(f"no schedule named {name!r} (installed: {known}); see `gh-run campaign list`")
+    rec = Installed.model_validate_json(path.read_text())
+    if rec.mode == "cron":
+        removed = remove_cron(name)
+        what = "crontab entry removed" if removed else "no crontab entry was left"
+    else:
+        cancelled = remove_slurm(name)
+        what = f"cancelled queued launcher job(s) {', '.join(cancelled) or '(none queued)'}"
+    path.unlink()
+    return what
+
+
+def status_of(rec: Installed) -> str:
+    if rec.mode == "cron":
+        present = any(x.endswith(f"{MARK}{rec.name}") for x in _crontab())
+        return "crontab entry present" if present else "crontab entry MISSING"
+    queued = queued_launchers(rec.name)
+    if not queued:
+        return "no launcher job queued"
+    return "; ".join(f"job {j} {s} (begin {b})" for j, s, b in queued)
+
+
+__all__ = ["REPO_ROOT"]
