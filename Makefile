@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The reference workload's torch: a CPU build is enough here (CI has no GPU).
 TORCH ?= torch==2.13.0
 
-.PHONY: install deps demo test test-unit cluster-up cluster-down cluster-status lint bench clean
+.PHONY: install deps demo test test-unit cluster-up cluster-down cluster-status lint schema bench clean
 
 install: $(VENV)/.installed
 
@@ -44,6 +44,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy orchestrator workloads
+
+# Regenerate docs/schema/*.json from the models (tests fail when they are stale).
+schema: install
+	$(BIN)/gh-run schema all --write
 
 clean:
 	rm -rf $(VENV) .gh-run build *.egg-info

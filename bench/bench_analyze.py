@@ -53,6 +53,15 @@ def bench_hta(traces: list[Path], repeat: int) -> None:
     except ImportError:
         print("HolisticTraceAnalysis not installed: pip install HolisticTraceAnalysis")
         return
+    print(
+        "Kineto traces, same files, same process, best of"
+        f" {repeat} each, both sides timed from the file path to the result:\n"
+        "  gh-run = analyze_paths([file]): read + gunzip + parse (layout scan, orjson fallback)"
+        " + every metric\n    (temporal, union, gaps, kernels, copies, ranges, steps, threads,"
+        " sync, timeline) + pydantic Metrics + metrics.json fold;\n"
+        "  HTA    = TraceAnalysis(trace_files={0: file}) (read + gunzip + json parse + DataFrame)"
+        " + get_temporal_breakdown(visualize=False)."
+    )
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     tot_gh = tot_hta = 0.0

@@ -105,6 +105,16 @@ class Partition(Strict):
             out[key] = value
         return out
 
+    @field_validator("template")
+    @classmethod
+    def _template_name(cls, v: str | None) -> str | None:
+        if v is not None and (not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", v) or ".." in v):
+            raise ValueError(
+                f"template {v!r} must be a plain name (letters, digits, '.', '_', '-'); it means "
+                "partitions/<template>.sbatch.j2 in the template dirs"
+            )
+        return v
+
     @field_validator("gpu_mem", "cpu_mem", mode="before")
     @classmethod
     def _opt_mem(cls, v: object) -> object:
@@ -326,3 +336,62 @@ def _check_arch(spec: JobSpec, name: str, part: Partition, spec_src: str) -> Non
         f"{spec_src}: {field}: image {spec.container.image!r} {how} an {arch} image, but "
         f"partition {name!r} runs {part.arch} nodes; use an {part.arch} build of the image"
     )
+
+
+# What the controller's refusals mean, in the words of the job spec (sbatch --test-only).
+_CONTROLLER_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"Requested node configuration is not available", re.IGNORECASE),
+        "no node of the partition has what one node of this job asks for "
+        "(GPUs, cores, memory or features per node)",
+    ),
+    (
+        re.compile(r"time limit is invalid|time limit exceeds", re.IGNORECASE),
+        "the time limit is over what the partition allows",
+    ),
+    (
+        re.compile(r"Node count specification invalid", re.IGNORECASE),
+        "the partition cannot give the job that many nodes",
+    ),
+    (
+        re.compile(r"Invalid account", re.IGNORECASE),
+        "the account does not exist or may not use this partition",
+    ),
+    (re.compile(r"Invalid qos", re.IGNORECASE), "the QoS is not allowed here"),
+    (
+        re.compile(r"Invalid partition name", re.IGNORECASE),
+        "the controller has no partition of that name",
+    ),
+    (
+        re.compile(r"Invalid feature specification", re.IGNORECASE),
+        "no node offers the requested --constraint features",
+    ),
+    (
+        re.compile(r"Invalid generic resource|Invalid GRES", re.IGNORECASE),
+        "the nodes have no such GPU type or count (GRES)",
+    ),
+    (
+        re.compile(r"Memory specification can not be satisfied", re.IGNORECASE),
+        "no node has that much memory",
+    ),
+)
+_WOULD_START = re.compile(
+    r"Job \d+ to start at (?P<at>\S+) using (?P<cpus>\d+) processors on nodes (?P<nodes>\S+)"
+)
+
+
+def explain_controller(ok: bool, text: str) -> str:
+    """The controller's `sbatch --test-only` answer in plain words (its own words follow)."""
+    if ok:
+        m = _WOULD_START.search(text)
+        if m:
+            cpus = int(m.group("cpus"))
+            return (
+                f"it would start at {m.group('at')} on {m.group('nodes')} "
+                f"with {cpus} CPU core{'' if cpus == 1 else 's'}"
+            )
+        return "it would accept the job"
+    for pattern, words in _CONTROLLER_WORDS:
+        if pattern.search(text):
+            return words
+    return "it refused the job"

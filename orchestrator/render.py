@@ -29,7 +29,7 @@ from orchestrator.container import exec_prefix
 from orchestrator.errors import UserError
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.profile import profiler_prefix
-from orchestrator.spec import SBATCH_VALUE_RE, JobSpec
+from orchestrator.spec import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
 from orchestrator.yamlio import display_path
 
 LauncherKind = Literal["srun", "direct"]
@@ -135,7 +135,8 @@ def _directive(option: str, value: object | None = None) -> str:
     if value is None:
         return option
     text = str(value)
-    if not SBATCH_VALUE_RE.match(text):
+    pattern = CONSTRAINT_RE if option == "--constraint" else SBATCH_VALUE_RE
+    if not pattern.match(text):
         raise UserError(
             f"sbatch option {option}: value {text!r} has characters sbatch cannot take in a "
             "directive; use letters, digits and . _ : , @ % + = / -"
@@ -347,9 +348,7 @@ def render_array(
     for m in members[1:]:
         if array_key(m.context, m.template) != key:
             raise ValueError(f"{m.context.run_id} cannot share an array with {first.run_id}")
-    common = {
-        k: v for k, v in first.env.items() if all(m.context.env.get(k) == v for m in members)
-    }
+    common = {k: v for k, v in first.env.items() if all(m.context.env.get(k) == v for m in members)}
     entries = [
         ArrayEntry(
             index=i,

@@ -23,6 +23,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # sbatch reads #SBATCH lines itself; keep their values to characters that need no quoting.
 SBATCH_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:,@%+=/-]+$")
+# --constraint has its own operators (AND &, OR |, counts *N, brackets, !); still no spaces,
+# quotes or anything else sbatch's directive parser would split or strip.
+CONSTRAINT_RE = re.compile(r"^[A-Za-z0-9_.:,@%+=/&|*!()\[\]-]+$")
 SLURM_STATES = Literal["NODE_FAIL", "PREEMPTED", "TIMEOUT", "FAILED", "OUT_OF_MEMORY", "BOOT_FAIL"]
 
 
@@ -80,10 +83,20 @@ class Resources(Strict):
     def _mem(cls, v: str | None) -> str | None:
         return None if v is None else format_mem(parse_mem_mib(v))
 
-    @field_validator("account", "qos", "constraint")
+    @field_validator("account", "qos")
     @classmethod
     def _sbatch(cls, v: str | None) -> str | None:
         return None if v is None else _sbatch_safe(v, "value")
+
+    @field_validator("constraint")
+    @classmethod
+    def _constraint(cls, v: str | None) -> str | None:
+        if v is not None and not CONSTRAINT_RE.match(v):
+            raise ValueError(
+                f"constraint {v!r} has characters sbatch cannot take in a directive; use "
+                "feature names joined by & | , with optional [ ] ( ) * !"
+            )
+        return v
 
     @property
     def tasks_per_node(self) -> int:

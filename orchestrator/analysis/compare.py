@@ -83,6 +83,7 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
         "1/s",
         _per_rank(lambda r: r.idle_gaps.count / (r.span_ns / 1e9) if r.span_ns else None),
     ),
+    ("Kernel continuity", "gap mean", "us", _per_rank(lambda r: r.idle_gaps.mean_ns / 1e3)),
     ("Kernel continuity", "gap p50", "us", _per_rank(lambda r: r.idle_gaps.p50_ns / 1e3)),
     ("Kernel continuity", "gap p90", "us", _per_rank(lambda r: r.idle_gaps.p90_ns / 1e3)),
     ("Kernel continuity", "gap max", "ms", _per_rank(lambda r: r.idle_gaps.max_ns / 1e6)),
@@ -138,6 +139,8 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
         "ms",
         _per_rank(lambda r: r.steps.p90_ns / 1e6 if r.steps else None),
     ),
+    ("Steps", "step time median (workload)", "s", lambda m: m.aggregate.workload_step_median_s),
+    ("Steps", "throughput (workload)", "tok/s", lambda m: m.aggregate.tokens_per_s),
     ("Kernels", "kernels", "count", lambda m: float(m.aggregate.kernels)),
     ("Kernels", "fp32 GEMM share of kernel time", "%", _per_rank(lambda r: r.fp32_gemm_pct)),
 ]

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.metrics import Bucket, GapStats, StepStats, Temporal, Timeline
+from orchestrator.analysis.metrics import (
+    Bucket,
+    GapStats,
+    RangeStat,
+    StepStats,
+    Temporal,
+    Timeline,
+)
 
 try:  # optional accelerator: same results without it, only slower
     import numpy as np
@@ -86,6 +93,38 @@ def step_family(name: str) -> str | None:
         return None
     fam = m.group("fam").lower().replace(" ", "_").replace("-", "_")
     return fam + ("_N" if m.group("num") else "")
+
+
+def step_pattern(name: str) -> str | None:
+    """`step_12` → `step_*`, `ProfilerStep#3 [gpu]` → `ProfilerStep#* [gpu]`: the name with its
+    step number replaced by `*`, for numbered training-step ranges; None for any other name."""
+    base, gpu = (name[:-6], " [gpu]") if name.endswith(" [gpu]") else (name, "")
+    m = _STEP_RE.match(base)
+    if not m or m.group("num") is None:
+        return None
+    return base[: m.start("num")] + "*" + base[m.end("num") :] + gpu
+
+
+def group_step_ranges(stats: list[RangeStat]) -> list[RangeStat]:
+    """Per-name range table with numbered step ranges folded into one `step_*` row each (count,
+    total, min and max over the steps); the order is by total time, largest first."""
+    out: dict[str, RangeStat] = {}
+    for r in stats:
+        key = step_pattern(r.name) or r.name
+        g = out.get(key)
+        if g is None:
+            out[key] = r if key == r.name else r.model_copy(update={"name": key})
+            continue
+        count, total = g.count + r.count, g.total_ns + r.total_ns
+        out[key] = RangeStat(
+            name=key,
+            count=count,
+            total_ns=total,
+            mean_ns=total / count,
+            min_ns=min(g.min_ns, r.min_ns),
+            max_ns=max(g.max_ns, r.max_ns),
+        )
+    return sorted(out.values(), key=lambda r: -r.total_ns)
 
 
 def is_data_wait(name: str) -> bool:

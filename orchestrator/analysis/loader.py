@@ -2,6 +2,8 @@
 
 - `.sqlite` → nsys reader; `.json` / `.json.gz` → Kineto reader; a directory → every such file
   under it (JSON files only when they hold `traceEvents`, so manifests are skipped).
+- The workload's `metrics.json` / `metrics_rank<N>.json` beside a Kineto trace is folded into
+  that rank (`fold_workload`): peak GPU memory (with its source), step times, tokens/s.
 - Rank: Kineto `distributedInfo.rank`; else the file-name rule (`core.rank_from_name`:
   `rank3`, `.3.sqlite`, `_3.json.gz`); else the file's position among the inputs.
 """
@@ -11,8 +13,16 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import orjson
+
 from orchestrator.analysis import core, kineto, nsys_sqlite
-from orchestrator.analysis.metrics import Metrics, RankMetrics, Source, aggregate
+from orchestrator.analysis.metrics import (
+    Metrics,
+    RankMetrics,
+    Source,
+    WorkloadReport,
+    aggregate,
+)
 from orchestrator.errors import UserError
 
 SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -74,6 +84,58 @@ def expand(paths: list[Path]) -> list[Path]:
     return uniq
 
 
+def workload_file(folder: Path, rank: int) -> Path | None:
+    """The workload's own metrics beside a trace: `metrics_rank<N>.json` for rank N, else
+    `metrics.json` (used only when its `rank` field is absent or equals N)."""
+    per_rank = folder / f"metrics_rank{rank}.json"
+    if per_rank.is_file():
+        return per_rank
+    common = folder / "metrics.json"
+    return common if common.is_file() else None
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
+    """Add the workload's metrics.json numbers (peak GPU memory, step times, tokens/s) to a
+    rank; its peak GPU memory (whole run) replaces the trace's (trace window only)."""
+    f = workload_file(folder, r.rank)
+    if f is None:
+        return r
+    try:
+        data = orjson.loads(f.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{f}: not readable JSON ({exc}); fix or remove the workload metrics file"
+        ) from exc
+    if not isinstance(data, dict):
+        return r
+    if f.name == "metrics.json" and "rank" in data and data["rank"] != r.rank:
+        return r
+    peak = _num(data.get("peak_gpu_memory_bytes"))
+    steps = _num(data.get("steps"))
+    times = data.get("step_times_s")
+    wl = WorkloadReport(
+        path=str(f),
+        steps=int(steps) if steps is not None else None,
+        median_step_time_s=_num(data.get("median_step_time_s")),
+        step_times_s=[float(t) for t in times if _num(t) is not None]
+        if isinstance(times, list)
+        else [],
+        tokens_per_s=_num(data.get("tokens_per_s")),
+        peak_gpu_memory_bytes=int(peak) if peak is not None else None,
+    )
+    update: dict[str, object] = {"workload": wl}
+    if wl.peak_gpu_memory_bytes is not None:
+        update["peak_gpu_memory_bytes"] = wl.peak_gpu_memory_bytes
+        update["peak_gpu_memory_source"] = (
+            f"{f.name}: peak_gpu_memory_bytes (torch.cuda.max_memory_allocated, whole run)"
+        )
+    return r.model_copy(update=update)
+
+
 def analyze_paths(paths: list[Path], label: str | None = None) -> Metrics:
     """Analyse nsys SQLite exports and/or Kineto traces into one Metrics."""
     files = expand([Path(p) for p in paths])
@@ -85,15 +147,16 @@ def analyze_paths(paths: list[Path], label: str | None = None) -> Metrics:
             rank, rule = (by_name, "file name") if by_name is not None else (index, "file order")
             src, rms = nsys_sqlite.read_nsys(f, rank, rule)
         else:
-            data = kineto.load_trace(f)
-            by_info = kineto.trace_rank(data)
+            trace = kineto.load_trace(f)
+            by_info = kineto.trace_rank(trace)
             if by_info is not None:
                 rank, rule = by_info, "distributedInfo.rank"
             elif by_name is not None:
                 rank, rule = by_name, "file name"
             else:
                 rank, rule = index, "file order"
-            src, rms = kineto.read_kineto(f, rank, rule, data)
+            src, rms = kineto.read_kineto(f, rank, rule, trace)
+            rms = [fold_workload(r, f.parent) for r in rms]
         sources.append(src)
         ranks.extend(rms)
     ranks.sort(key=lambda r: (r.rank, r.devices))

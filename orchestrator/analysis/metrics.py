@@ -40,6 +40,10 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
   `dataloader`, `data_load`, `get_batch`, `next_batch`).
 - **peak_gpu_memory_bytes**: nsys `CUDA_GPU_MEMORY_USAGE_EVENTS` (running sum of allocations
   minus frees, per device) or Kineto `[memory]` events (max `Total Allocated` on CUDA).
+- **peak_gpu_memory_source**: where `peak_gpu_memory_bytes` came from. When the workload's own
+  `metrics.json` (or `metrics_rank<N>.json` for rank N) sits beside a Kineto trace, its
+  `peak_gpu_memory_bytes` (torch.cuda.max_memory_allocated over the whole run) wins over the
+  trace's `[memory]` events (trace window only), and its step times land in `workload`.
 - **timeline**: the span cut into equal buckets with the busy fraction (0-1) of each.
 """
 
@@ -207,6 +211,17 @@ class Timeline(Strict):
     busy_fraction: list[float] = []
 
 
+class WorkloadReport(Strict):
+    """Numbers the workload measured itself (its metrics.json), beside the trace."""
+
+    path: str
+    steps: int | None = None
+    median_step_time_s: float | None = None
+    step_times_s: list[float] = []
+    tokens_per_s: float | None = None
+    peak_gpu_memory_bytes: int | None = None
+
+
 class RankMetrics(Strict):
     """Everything about one device of one rank."""
 
@@ -236,6 +251,8 @@ class RankMetrics(Strict):
     threads: list[ThreadStat] = []
     sync: SyncStats = SyncStats()
     peak_gpu_memory_bytes: int | None = None
+    peak_gpu_memory_source: str | None = None
+    workload: WorkloadReport | None = None
     timeline: Timeline = Timeline()
 
 
@@ -259,6 +276,8 @@ class Aggregate(Strict):
     dtoh_bytes: int = 0
     um_share_of_memory_ops_pct_mean: float = 0.0
     step_mean_ns: float | None = None
+    workload_step_median_s: float | None = None
+    tokens_per_s: float | None = None
     sync_ns: int = 0
     osrt_ns: int = 0
     cpu_op_ns: int = 0
@@ -285,6 +304,12 @@ def aggregate(ranks: list[RankMetrics]) -> Aggregate:
         return Aggregate()
     steps = [r.steps.mean_ns for r in ranks if r.steps]
     peaks = [r.peak_gpu_memory_bytes for r in ranks if r.peak_gpu_memory_bytes is not None]
+    wl_steps = [
+        r.workload.median_step_time_s
+        for r in ranks
+        if r.workload and r.workload.median_step_time_s is not None
+    ]
+    tok = [r.workload.tokens_per_s for r in ranks if r.workload and r.workload.tokens_per_s]
     bytes_by = {"HtoD": 0, "DtoH": 0}
     for r in ranks:
         for c in r.copies:
@@ -310,8 +335,66 @@ def aggregate(ranks: list[RankMetrics]) -> Aggregate:
             [r.unified_memory.share_of_memory_ops_pct for r in ranks]
         ),
         step_mean_ns=_mean(steps) if steps else None,
+        workload_step_median_s=max(wl_steps) if wl_steps else None,
+        tokens_per_s=sum(tok) if tok else None,
         sync_ns=sum(r.sync.total_ns for r in ranks),
         osrt_ns=sum(t.osrt_ns for r in ranks for t in r.threads),
         cpu_op_ns=sum(t.cpu_op_ns for r in ranks for t in r.threads),
         peak_gpu_memory_bytes=max(peaks) if peaks else None,
     )
+
+
+def _p50_step_s(ranks: list[RankMetrics]) -> float | None:
+    """Median step time (s): the workload's own (slowest rank), else the traced steps' p50."""
+    wl = [
+        r.workload.median_step_time_s
+        for r in ranks
+        if r.workload and r.workload.median_step_time_s is not None
+    ]
+    if wl:
+        return max(wl)
+    traced = [r.steps.p50_ns for r in ranks if r.steps]
+    return max(traced) / 1e9 if traced else None
+
+
+def headline(m: Metrics) -> dict[str, float | None]:
+    """The flat headline numbers of one run, for the state store's metrics table (campaigns read
+    them for regressions). Means over ranks unless said; None = not measured. Keys:
+
+    gpu_busy_pct, gpu_idle_pct (union of GPU activity over the span); hta_idle_pct,
+    hta_compute_pct, hta_non_compute_pct (HTA temporal breakdown; gpu_compute_pct is the same
+    number under the campaigns' name); kernel_pct, memcpy_share_pct (shares of GPU activity
+    time); um_share_pct (UM migrations / memory operations); idle_gaps (sum),
+    idle_gaps_per_s, idle_gap_p90_us; step_time_median_s (workload metrics.json of the slowest
+    rank, else the traced steps' p50); tokens_per_s (sum); peak_gpu_memory_bytes (max);
+    htod_bytes, dtoh_bytes (sums); sync_s, cpu_op_s, osrt_s (sums); fp32_gemm_pct."""
+    a = m.aggregate
+    rs = m.ranks
+    if not rs:
+        return {}
+    per_s = [r.idle_gaps.count / (r.span_ns / 1e9) for r in rs if r.span_ns]
+    return {
+        "gpu_busy_pct": a.busy_pct_mean,
+        "gpu_idle_pct": a.idle_pct_mean,
+        "hta_idle_pct": a.temporal_idle_pct_mean,
+        "hta_compute_pct": a.temporal_compute_pct_mean,
+        "hta_non_compute_pct": a.temporal_non_compute_pct_mean,
+        "gpu_compute_pct": a.temporal_compute_pct_mean,
+        "kernel_pct": a.kernel_pct_mean,
+        "memcpy_share_pct": a.memcpy_pct_mean,
+        "um_share_pct": a.um_share_of_memory_ops_pct_mean,
+        "idle_gaps": float(a.idle_gaps),
+        "idle_gaps_per_s": _mean(per_s) if per_s else None,
+        "idle_gap_p90_us": _mean([r.idle_gaps.p90_ns / 1e3 for r in rs]),
+        "step_time_median_s": _p50_step_s(rs),
+        "tokens_per_s": a.tokens_per_s,
+        "peak_gpu_memory_bytes": (
+            float(a.peak_gpu_memory_bytes) if a.peak_gpu_memory_bytes is not None else None
+        ),
+        "htod_bytes": float(a.htod_bytes),
+        "dtoh_bytes": float(a.dtoh_bytes),
+        "sync_s": a.sync_ns / 1e9,
+        "cpu_op_s": a.cpu_op_ns / 1e9,
+        "osrt_s": a.osrt_ns / 1e9,
+        "fp32_gemm_pct": _mean([r.fp32_gemm_pct for r in rs]),
+    }

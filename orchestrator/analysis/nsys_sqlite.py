@@ -262,7 +262,7 @@ def _nvtx(db: _Db, aux: _Aux) -> None:
     ]
     stats.sort(key=lambda r: -r.total_ns)
     aux.data_wait_ns = sum(r.total_ns for r in stats if core.is_data_wait(r.name))
-    aux.ranges = stats[:TOP_RANGES]
+    aux.ranges = core.group_step_ranges(stats)[:TOP_RANGES]
     step_names = [r.name for r in stats if core.step_family(r.name) is not None]
     for i in range(0, len(step_names), 500):
         chunk = step_names[i : i + 500]
@@ -616,6 +616,11 @@ def _rank_metrics(
         if first
         else SyncStats(),
         peak_gpu_memory_bytes=aux.peak_mem.get(dev) if dev is not None else None,
+        peak_gpu_memory_source=(
+            "nsys CUDA_GPU_MEMORY_USAGE_EVENTS (allocations - frees, trace window)"
+            if dev is not None and dev in aux.peak_mem
+            else None
+        ),
         timeline=core.timeline(u.gap_starts, u.gap_ends, u.start, u.end),
     )
 

@@ -75,6 +75,6 @@ def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None)
     db.set_campaign(store, campaign_id, report_dir=str(out_dir))
     notified = None
     problem = result.state != db.PASSED
-    if campaign.notify and (campaign.notify.on == "always" or problem):
+    if campaign.notify and (campaign.notify.when == "always" or problem):
         notified = run_notify(campaign.notify, paths["html"], warn)
     return Outcome(result, paths, notified)

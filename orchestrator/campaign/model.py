@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import yaml
 from pydantic import Field, field_validator, model_validator
 
 from orchestrator import yamlio
@@ -47,9 +49,45 @@ def _overrides(v: object) -> object:
 
 def _check_override(item: str) -> str:
     key, sep, _ = item.partition("=")
+    key = key.removesuffix("+")
     if not sep or not key.strip() or any(p == "" for p in key.strip().split(".")):
-        raise ValueError(f"{item!r} is not KEY=VALUE with a dotted key, e.g. resources.nodes=2")
+        raise ValueError(
+            f"{item!r} is not KEY=VALUE (or KEY+=[...] to append to a list) with a dotted key, "
+            "e.g. resources.nodes=2"
+        )
     return item
+
+
+def apply_overrides(doc: yamlio.Located, overrides: Iterable[str]) -> yamlio.Located:
+    """`--set` overrides in order; `KEY+=VALUE` appends to the list at KEY (the value read as
+    YAML: a list is appended item by item; numbers become strings, as in argv)."""
+    for raw in overrides:
+        key, _, value_text = raw.partition("=")
+        if not key.endswith("+"):
+            yamlio.apply_overrides(doc, [raw])
+            continue
+        path = key[:-1].strip().split(".")
+        node: Any = doc.data
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise UserError(
+                    f"{raw!r}: {key[:-1]} does not exist in the job spec; check the key"
+                )
+        if not isinstance(node, list):
+            raise UserError(f"{raw!r}: {key[:-1]} is not a list; use = to replace it")
+        try:
+            value = yaml.safe_load(value_text) if value_text.strip() else []
+        except yaml.YAMLError:
+            value = value_text
+        items = value if isinstance(value, list) else [value]
+        node.extend(
+            str(x) if isinstance(x, int | float) and not isinstance(x, bool) else x for x in items
+        )
+    return doc
 
 
 class Threshold(Strict):
@@ -81,9 +119,17 @@ class Threshold(Strict):
 
     def crossed(self, value: float, base: float) -> str | None:
         """Why `value` regressed against `base` (a sentence fragment), or None."""
-        if self.increase_pct is not None and base > 0 and value > base * (1 + self.increase_pct / 100):
+        if (
+            self.increase_pct is not None
+            and base > 0
+            and value > base * (1 + self.increase_pct / 100)
+        ):
             return f"+{(value / base - 1) * 100:.1f}% (limit +{self.increase_pct:g}%)"
-        if self.decrease_pct is not None and base > 0 and value < base * (1 - self.decrease_pct / 100):
+        if (
+            self.decrease_pct is not None
+            and base > 0
+            and value < base * (1 - self.decrease_pct / 100)
+        ):
             return f"{(value / base - 1) * 100:.1f}% (limit -{self.decrease_pct:g}%)"
         if self.increase_points is not None and value - base > self.increase_points:
             return f"+{value - base:.2f} points (limit +{self.increase_points:g})"
@@ -118,7 +164,9 @@ class Schedule(Strict):
         try:
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"{v!r} is not a time zone; use an IANA name like Europe/Zurich") from None
+            raise ValueError(
+                f"{v!r} is not a time zone; use an IANA name like Europe/Zurich"
+            ) from None
         return v
 
     @field_validator("launcher_time")
@@ -148,7 +196,7 @@ class Notify(Strict):
     element `{report}` (or any `{report}` inside an element) becomes the report's path."""
 
     command: list[str] = Field(..., min_length=1)
-    on: Literal["always", "problem"] = Field(
+    when: Literal["always", "problem"] = Field(
         "problem", description="problem: only when a threshold is crossed or a variant failed."
     )
     timeout_s: int = Field(60, ge=1, le=3600)
@@ -300,7 +348,9 @@ def expand(campaign: Campaign, src: str = "campaign") -> list[VariantPlan]:
                 name = campaign.variant_name.format_map(lab)
             else:
                 name = "-".join(label for _, label in labels)
-            overrides = tuple(campaign.set) + tuple(x for _, (_, items) in zip(axes, combo, strict=True) for x in items)
+            overrides = tuple(campaign.set) + tuple(
+                x for _, (_, items) in zip(axes, combo, strict=True) for x in items
+            )
             out.append(VariantPlan(name, labels, overrides))
     for ex_v in campaign.include:
         out.append(VariantPlan(ex_v.name, (), tuple(campaign.set) + tuple(ex_v.set)))

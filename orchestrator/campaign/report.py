@@ -52,9 +52,17 @@ def trend_svg(
             y = pad_t + (h - pad_t - pad_b) * (1 - (v - lo) / (hi - lo))
             return x, y
 
-        parts.append(f'<text x="{pad_l - 4}" y="{pad_t + 10}" font-size="10" text-anchor="end">{fmt(hi)}</text>')
-        parts.append(f'<text x="{pad_l - 4}" y="{h - pad_b}" font-size="10" text-anchor="end">{fmt(lo)}</text>')
-        parts.append(f'<text x="{pad_l}" y="{h - 8}" font-size="10">{html.escape(labels[0])}</text>')
+        parts.append(
+            f'<text x="{pad_l - 4}" y="{pad_t + 10}" font-size="10" '
+            f'text-anchor="end">{fmt(hi)}</text>'
+        )
+        parts.append(
+            f'<text x="{pad_l - 4}" y="{h - pad_b}" font-size="10" '
+            f'text-anchor="end">{fmt(lo)}</text>'
+        )
+        parts.append(
+            f'<text x="{pad_l}" y="{h - 8}" font-size="10">{html.escape(labels[0])}</text>'
+        )
         if n > 1:
             parts.append(
                 f'<text x="{w - pad_r}" y="{h - 8}" font-size="10" text-anchor="end">'
@@ -65,7 +73,9 @@ def trend_svg(
             coords = [xy(i, v) for i, v in enumerate(values) if v is not None]
             if len(coords) > 1:
                 path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
+                parts.append(
+                    f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>'
+                )
             for x, y in coords:
                 parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>')
             parts.append(

@@ -135,7 +135,9 @@ class CampaignResult(Strict):
         return [v for v in self.variants if v.state != "COMPLETED"]
 
 
-def find_baseline(store: Store, rec: db.CampaignRecord, campaign: Campaign) -> tuple[str | None, str]:
+def find_baseline(
+    store: Store, rec: db.CampaignRecord, campaign: Campaign
+) -> tuple[str | None, str]:
     """(baseline campaign id, a sentence saying how it was chosen)."""
     if campaign.baseline.policy == "pinned":
         cid = campaign.baseline.campaign_id

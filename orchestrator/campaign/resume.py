@@ -46,9 +46,7 @@ def repair(store: Store, campaign_id: str, warn: Warn | None = None) -> list[str
     return found
 
 
-def resume(
-    store: Store, campaign_id: str, warn: Warn | None = None
-) -> tuple[list[str], list[str]]:
+def resume(store: Store, campaign_id: str, warn: Warn | None = None) -> tuple[list[str], list[str]]:
     """Repair, then send what was never sent: (groups found by name, send failures)."""
     found = repair(store, campaign_id, warn)
     failures = send(store, campaign_id, warn=warn)

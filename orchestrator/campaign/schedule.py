@@ -7,7 +7,6 @@ remembers what was installed, for `list` and `unschedule`.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -25,9 +24,8 @@ from orchestrator.campaign.model import Campaign
 from orchestrator.cluster import load_cluster
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.slurm import SlurmExecutor, run_slurm
-from orchestrator.paths import REPO_ROOT
-from orchestrator.render import make_environment
 from orchestrator.paths import TEMPLATES_DIR
+from orchestrator.render import make_environment
 from orchestrator.spec import SBATCH_VALUE_RE
 
 MARK = "# gh-run-campaign:"
@@ -53,7 +51,16 @@ def launcher_job_name(name: str) -> str:
 
 
 def fire_argv(file: Path, home: Path, slurm_script: Path | None = None) -> list[str]:
-    argv = [sys.executable, "-m", "orchestrator", "--home", str(home), "campaign", "fire", str(file)]
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "--home",
+        str(home),
+        "campaign",
+        "fire",
+        str(file),
+    ]
     if slurm_script:
         argv += ["--slurm-script", str(slurm_script)]
     return argv
@@ -236,7 +243,9 @@ def unschedule(home: Path, name: str) -> str:
     path = registry_dir(home) / f"{name}.json"
     if not path.is_file():
         known = ", ".join(i.name for i in installed(home)) or "none"
-        raise UserError(f"no schedule named {name!r} (installed: {known}); see `gh-run campaign list`")
+        raise UserError(
+            f"no schedule named {name!r} (installed: {known}); see `gh-run campaign list`"
+        )
     rec = Installed.model_validate_json(path.read_text())
     if rec.mode == "cron":
         removed = remove_cron(name)
@@ -256,6 +265,3 @@ def status_of(rec: Installed) -> str:
     if not queued:
         return "no launcher job queued"
     return "; ".join(f"job {j} {s} (begin {b})" for j, s, b in queued)
-
-
-__all__ = ["REPO_ROOT"]

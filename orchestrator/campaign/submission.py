@@ -22,7 +22,7 @@ from pathlib import Path
 from orchestrator import runs as R
 from orchestrator import yamlio
 from orchestrator.campaign import records as db
-from orchestrator.campaign.model import Campaign, expand, job_path
+from orchestrator.campaign.model import Campaign, apply_overrides, expand, job_path
 from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
@@ -75,7 +75,7 @@ def _prepare_variants(
         overrides = (*v.overrides, *extra)
         doc = copy.deepcopy(base)
         try:
-            spec = yamlio.to_model(yamlio.apply_overrides(doc, overrides), JobSpec)
+            spec = yamlio.to_model(apply_overrides(doc, overrides), JobSpec)
         except UserError as exc:
             raise UserError(f"{src}: variant {v.name}: {exc}") from None
         workdir = getattr(spec.workload, "workdir", None)
@@ -218,9 +218,7 @@ def send(
         run_ids = members[g.group_index]
         try:
             if rec.executor == "slurm":
-                job_id = SlurmExecutor(warn=warn).sbatch(
-                    Path(g.script), ["--hold"] if hold else []
-                )
+                job_id = SlurmExecutor(warn=warn).sbatch(Path(g.script), ["--hold"] if hold else [])
             else:
                 run = store.get_run(run_ids[0])
                 ex = LocalExecutor(time_limit=_time_limit(Path(g.script)))

@@ -1,7 +1,12 @@
 """`gh-run analyze`, `gh-run compare`, `gh-run report`: thin wrappers over orchestrator.analysis.
 
-The lead registers them with `register(app)`; every command takes plain file/dir paths. To
-resolve run IDs, pass `resolve` (a callable: argument → list of paths) to `register`.
+Arguments are trace files, folders, or run ids of the state store (resolved through
+`orchestrator.runs.analysis_inputs`); `register(app, resolve)` takes another resolver for
+tests or other front ends. `analyze` of a run id also stores the run's headline numbers
+(`orchestrator.analysis.headline`) with `store.put_metrics`.
+
+Terminal layout: one row per metric, one column per rank (and device), values with units, so
+that one or two ranks read well at 80 columns.
 """
 
 from __future__ import annotations
@@ -11,12 +16,38 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.analysis import Metrics, advise, analyze_paths, compare, write_report
+from orchestrator.analysis import (
+    Metrics,
+    RankMetrics,
+    advise,
+    analyze_paths,
+    compare,
+    headline,
+    write_report,
+)
+from orchestrator.analysis.compare import WAIT_FUNCS
+from orchestrator.errors import UserError
 
 Resolver = Callable[[str], list[Path]]
+
+
+def _run_id(arg: str) -> str | None:
+    """The run id an argument names (None for an existing file or folder)."""
+    path = Path(arg)
+    if path.exists():
+        return None
+    if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
+        raise UserError(f"{arg}: no such file or folder; check the path")
+    from orchestrator.cli.state import STATE
+
+    try:
+        return STATE.store().find_run(arg).run_id
+    except UserError:
+        return None  # analysis_inputs names the choices
 
 
 def _default_resolve(arg: str) -> list[Path]:
@@ -25,8 +56,6 @@ def _default_resolve(arg: str) -> list[Path]:
     if path.exists():
         return [path]
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
-        from orchestrator.errors import UserError
-
         raise UserError(f"{arg}: no such file or folder; check the path")
     from orchestrator import runs
     from orchestrator.cli.state import STATE
@@ -34,52 +63,275 @@ def _default_resolve(arg: str) -> list[Path]:
     return runs.analysis_inputs(STATE.store(), STATE.home, arg)
 
 
-def _print_metrics(m: Metrics, console: Console) -> None:
-    t = Table(title=m.label or "analysis")
-    for col in (
-        "rank",
-        "device",
-        "span s",
-        "busy %",
-        "HTA compute %",
-        "HTA non-compute %",
-        "HTA idle %",
-        "idle gaps",
-        "gap p50 µs",
-        "kernels %",
-        "memcpy %",
-        "steps",
-        "step mean ms",
-    ):
-        t.add_column(col, justify="right")
+# ---- value formatting
+def dur(ns: float | None) -> str:
+    """A duration in ns as s / ms / µs with 3 significant-ish digits."""
+    if ns is None:
+        return "-"
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def size(b: float | None) -> str:
+    if b is None:
+        return "-"
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= f:
+            return f"{b / f:.2f} {unit}"
+    return f"{b:.0f} B"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f} %"
+
+
+def count(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def num(v: float | None) -> str:
+    """A plain number with a precision that suits its size."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a and a < 0.001:
+        return f"{v:.2g}"
+    return f"{v:.3f}"
+
+
+def delta(v: float | None, base: float | None) -> str:
+    """Change against the baseline: `+12.3` (%), or `×85` / `×1/85` beyond a factor of 10."""
+    if v is None or base is None or base == 0:
+        return "-"
+    ratio = v / base
+    if ratio >= 10:
+        return f"×{ratio:,.0f}"
+    if 0 < ratio <= 0.1:
+        return f"×1/{1 / ratio:,.0f}"
+    return f"{100 * (ratio - 1):+.1f}"
+
+
+Row = tuple[str, Callable[[RankMetrics], str]]
+
+
+def _copy(direction: str) -> Callable[[RankMetrics], str]:
+    def get(r: RankMetrics) -> str:
+        for c in r.copies:
+            if c.direction == direction:
+                bw = f" @ {c.bandwidth_gb_s:.1f} GB/s" if c.bandwidth_gb_s else ""
+                return f"{size(c.bytes)}{bw}"
+        return "-"
+
+    return get
+
+
+def _thread(name: str) -> Callable[[RankMetrics], str]:
+    def get(r: RankMetrics) -> str:
+        ts = [t for t in r.threads if t.name == name]
+        if not ts:
+            return "-"
+        op = sum(t.cpu_op_ns for t in ts)
+        os_ = sum(t.osrt_ns for t in ts)
+        return dur(op) if not os_ else f"{dur(op)} / {dur(os_)}" if op else dur(os_)
+
+    return get
+
+
+def _waits(r: RankMetrics) -> str:
+    ns = sum(f.total_ns for t in r.threads for f in t.functions if f.name in WAIT_FUNCS)
+    return dur(ns) if ns else "-"
+
+
+def _two(a: float, b: float) -> str:
+    return f"{dur(a)} / {dur(b)}"
+
+
+def _activity(kind: str) -> Callable[[RankMetrics], str]:
+    def get(r: RankMetrics) -> str:
+        a = r.activity
+        return f"{count(getattr(a, f'{kind}_count'))} · {dur(getattr(a, f'{kind}_ns'))}"
+
+    return get
+
+
+def _workload_step(r: RankMetrics) -> str:
+    s = r.workload.median_step_time_s if r.workload else None
+    return dur(s * 1e9) if s is not None else "-"
+
+
+def metric_groups(m: Metrics) -> list[tuple[str, list[Row]]]:
+    """The rows of the `analyze` table, grouped; each row formats one rank's value."""
+    directions = sorted({c.direction for r in m.ranks for c in r.copies})
+    names: dict[str, int] = {}
     for r in m.ranks:
-        t.add_row(
-            str(r.rank),
-            ",".join(map(str, r.devices)),
-            f"{r.span_ns / 1e9:.3f}",
-            f"{r.busy_pct:.2f}",
-            f"{r.temporal.compute_pct:.2f}",
-            f"{r.temporal.non_compute_pct:.2f}",
-            f"{r.temporal.idle_pct:.2f}",
-            str(r.idle_gaps.count),
-            f"{r.idle_gaps.p50_ns / 1e3:.1f}",
-            f"{r.activity.kernel_pct:.2f}",
-            f"{r.activity.memcpy_pct:.2f}",
-            str(r.steps.count if r.steps else 0),
-            f"{r.steps.mean_ns / 1e6:.2f}" if r.steps else "-",
-        )
+        for t in r.threads:
+            names[t.name] = names.get(t.name, 0) + t.cpu_op_ns + t.osrt_ns
+    top_threads = sorted(names, key=lambda n: -names[n])[:4]  # cpu_op / OS-runtime time
+    um_traced = any(
+        r.unified_memory.cpu_page_faults is not None
+        or r.unified_memory.gpu_page_faults is not None
+        or r.unified_memory.migrations
+        for r in m.ranks
+    )
+    um: list[Row] = [
+        ("UM share of memory ops", lambda r: pct(r.unified_memory.share_of_memory_ops_pct)),
+        ("UM share of memory time", lambda r: pct(r.unified_memory.share_of_memory_time_pct)),
+    ]
+    if um_traced:
+        um = [
+            ("CPU page faults", lambda r: count(r.unified_memory.cpu_page_faults)),
+            ("GPU page faults", lambda r: count(r.unified_memory.gpu_page_faults)),
+            ("migrated HtoD", lambda r: size(r.unified_memory.migrated_htod_bytes)),
+            ("migrated DtoH", lambda r: size(r.unified_memory.migrated_dtoh_bytes)),
+            *um,
+        ]
+    return [
+        (
+            "GPU time",
+            [
+                ("device", lambda r: r.device_name or "-"),
+                ("span", lambda r: dur(r.span_ns)),
+                ("busy", lambda r: pct(r.busy_pct)),
+                ("idle", lambda r: pct(r.idle_pct)),
+                ("idle gaps", lambda r: count(r.idle_gaps.count)),
+                ("gap mean", lambda r: dur(r.idle_gaps.mean_ns)),
+                ("gap p50 / p90", lambda r: _two(r.idle_gaps.p50_ns, r.idle_gaps.p90_ns)),
+                ("gap max", lambda r: dur(r.idle_gaps.max_ns)),
+            ],
+        ),
+        (
+            "Temporal (HTA)",
+            [
+                ("compute", lambda r: pct(r.temporal.compute_pct)),
+                ("non-compute", lambda r: pct(r.temporal.non_compute_pct)),
+                ("idle", lambda r: pct(r.temporal.idle_pct)),
+            ],
+        ),
+        (
+            "Kernels / copies",
+            [
+                ("kernels", _activity("kernel")),
+                ("memcpys", _activity("memcpy")),
+                ("memsets", _activity("memset")),
+                ("kernel share of activity", lambda r: pct(r.activity.kernel_pct)),
+                ("memcpy share of activity", lambda r: pct(r.activity.memcpy_pct)),
+                ("kernel names", lambda r: count(r.kernel_names)),
+                ("fp32 GEMM share", lambda r: pct(r.fp32_gemm_pct)),
+                ("tensor-core GEMM share", lambda r: pct(r.tensor_core_gemm_pct)),
+            ],
+        ),
+        (
+            "Memory traffic",
+            [
+                *((f"{d} copies", _copy(d)) for d in directions),
+                ("peak GPU memory", lambda r: size(r.peak_gpu_memory_bytes)),
+            ],
+        ),
+        ("Unified Memory", um),
+        (
+            "Steps",
+            [
+                ("traced steps", lambda r: count(r.steps.count) if r.steps else "-"),
+                ("step mean", lambda r: dur(r.steps.mean_ns) if r.steps else "-"),
+                (
+                    "step p50 / p90",
+                    lambda r: _two(r.steps.p50_ns, r.steps.p90_ns) if r.steps else "-",
+                ),
+                ("data wait (ranges)", lambda r: dur(r.data_wait_ns)),
+                ("median step (workload)", _workload_step),
+                (
+                    "tokens/s (workload)",
+                    lambda r: num(r.workload.tokens_per_s if r.workload else None),
+                ),
+            ],
+        ),
+        (
+            "CPU / sync",
+            [
+                ("sync calls", lambda r: count(r.sync.calls)),
+                ("sync time", lambda r: dur(r.sync.total_ns)),
+                ("cond/sem waits (OS runtime)", _waits),
+                *(
+                    (n if n.startswith("thread") else f"thread {n}", _thread(n))
+                    for n in top_threads
+                ),
+            ],
+        ),
+    ]
+
+
+def _rank_header(r: RankMetrics, m: Metrics) -> str:
+    multi = sum(1 for x in m.ranks if x.rank == r.rank) > 1
+    devs = ",".join(map(str, r.devices))
+    return f"rank {r.rank} dev {devs}" if multi else f"rank {r.rank}"
+
+
+def print_metrics(m: Metrics, console: Console) -> None:
+    t = Table(title=m.label or "analysis", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("metric", no_wrap=True, overflow="ellipsis")
+    for r in m.ranks:
+        t.add_column(_rank_header(r, m), justify="right", overflow="fold")
+    for group, rows in metric_groups(m):
+        if not rows:
+            continue
+        t.add_row(f"[bold]{group}[/]", *([""] * len(m.ranks)))
+        for label, get in rows:
+            t.add_row(f"  {label}", *(get(r) for r in m.ranks))
+        t.add_section()
     console.print(t)
     for r in m.ranks:
+        if r.peak_gpu_memory_source:
+            console.print(f"peak GPU memory, rank {r.rank}: {r.peak_gpu_memory_source}")
+    for r in m.ranks:
         if r.top_kernels:
-            k = Table(title=f"top kernels, rank {r.rank}")
-            for col in ("kernel", "count", "total ms", "share %"):
-                k.add_column(col, justify="left" if col == "kernel" else "right")
+            k = Table(title=f"top kernels, rank {r.rank}", box=box.SIMPLE_HEAD, pad_edge=False)
+            k.add_column(
+                "kernel", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
+            )
+            for col in ("count", "total", "share"):
+                k.add_column(col, justify="right", no_wrap=True)
             for ks in r.top_kernels[:8]:
-                name = ks.name if len(ks.name) < 80 else ks.name[:77] + "..."
-                k.add_row(name, str(ks.count), f"{ks.total_ns / 1e6:.3f}", f"{ks.share_pct:.2f}")
+                k.add_row(ks.name, count(ks.count), dur(ks.total_ns), pct(ks.share_pct))
             console.print(k)
     for a in advise(m):
         console.print(f"[bold yellow]advice[/] {a.rule}: {a.message}; knob: {a.knob}")
+
+
+def short_labels(args: list[str]) -> list[str]:
+    """Column labels for runs: the last path part (file name without trace suffixes), made
+    unique by prefixing parent folders where two would be equal."""
+
+    def parts(a: str) -> list[str]:
+        p = Path(a)
+        ps = [x for x in p.parts if x not in ("/", ".")]
+        if ps and p.is_file():
+            stem = ps[-1]
+            for suf in (".gz", ".json", ".pt.trace", ".sqlite"):
+                stem = stem.removesuffix(suf)
+            ps[-1] = stem
+        return ps or [a]
+
+    split = [parts(a) for a in args]
+    depth = [1] * len(args)
+    for _ in range(8):
+        labels = ["/".join(s[-d:]) for s, d in zip(split, depth, strict=True)]
+        dup = {x for x in labels if labels.count(x) > 1}
+        if not dup:
+            return labels
+        depth = [d + 1 if lab in dup else d for d, lab in zip(depth, labels, strict=True)]
+    return args
 
 
 def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
@@ -96,12 +348,22 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         ],
         json_out: Annotated[bool, typer.Option("--json", help="print the Metrics as JSON")] = False,
     ) -> None:
-        """Analyse nsys SQLite exports / PyTorch-profiler traces."""
+        """Analyse nsys SQLite exports / PyTorch-profiler traces (a run id: also store its
+        headline numbers in the state store)."""
         m = analyze_paths(paths_of(paths), label=" ".join(paths))
+        if resolve is None:
+            run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
+            if run_ids:
+                from orchestrator.cli.state import STATE
+
+                store = STATE.store()
+                for arg, rid in run_ids.items():
+                    own = m if len(paths) == 1 else analyze_paths(res(arg), label=arg)
+                    store.put_metrics(rid, headline(own))
         if json_out:
             typer.echo(m.model_dump_json(indent=2))
         else:
-            _print_metrics(m, Console())
+            print_metrics(m, Console())
 
     @app.command("compare")
     def compare_cmd(
@@ -111,24 +373,34 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         """Side-by-side comparison; the first run is the baseline."""
         if len(runs) < 2:
             raise typer.BadParameter("compare needs at least two runs")
+        labels = short_labels(runs)
         ms = [analyze_paths(res(r), label=r) for r in runs]
-        c = compare(ms, labels=runs)
+        c = compare(ms, labels=labels)
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
             return
-        t = Table(title=f"compare (baseline {runs[0]})")
-        t.add_column("group")
-        t.add_column("metric")
-        t.add_column("unit")
-        for r in runs:
-            t.add_column(r, justify="right")
-        for r in runs[1:]:
-            t.add_column(f"Δ% {r}", justify="right")
+        t = Table(title=f"compare (baseline {labels[0]})", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("metric", no_wrap=True, overflow="ellipsis")
+        t.add_column("unit", no_wrap=True)
+        for lab in labels:
+            t.add_column(lab, justify="right", overflow="fold")
+        for lab in labels[1:]:
+            t.add_column(f"Δ% {lab}" if len(labels) > 2 else "Δ%", justify="right")
+        group = None
         for row in c.rows:
-            vals = ["-" if v is None else f"{v:,.3f}" for v in row.values]
-            rel = ["-" if v is None else f"{v:+.1f}" for v in row.delta_rel_pct[1:]]
-            t.add_row(row.group, row.metric, row.unit, *vals, *rel)
+            if row.group != group:
+                if group is not None:
+                    t.add_section()
+                group = row.group
+                t.add_row(f"[bold]{group}[/]", *([""] * (2 * len(labels))))
+            vals = [num(v) for v in row.values]
+            rel = [delta(v, row.values[0]) for v in row.values[1:]]
+            t.add_row(f"  {row.metric}", row.unit, *vals, *rel)
         Console().print(t)
+        for lab, m in zip(labels, ms, strict=True):
+            srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}
+            for s in sorted(srcs):
+                Console().print(f"peak GPU memory, {lab}: {s}")
 
     @app.command("report")
     def report_cmd(

@@ -121,15 +121,25 @@ def _check(prep: R.Prepared) -> None:
         script = Path(tmp) / "job.sbatch"
         script.write_text(rendered.script)
         ok, text = SlurmExecutor().test_only(script)
+    from rich.markup import escape
+
+    from orchestrator.cluster import explain_controller
+    from orchestrator.yamlio import display_path
+
+    words = explain_controller(ok, text)
     if ok:
         out.print(
-            f"[green]ok:[/] the controller would run {prep.spec.name} on partition "
-            f"{prep.partition_name}: {text}"
+            f"[green]ok:[/] the SLURM controller accepts {escape(prep.spec.name)} on partition "
+            f"{escape(prep.partition_name)}: {escape(words)} (controller: {escape(text)})"
         )
     else:
+        src = display_path(Path(prep.cluster.source)) if prep.cluster.source else "the cluster"
         raise UserError(
-            f"{prep.spec_path}: the controller of cluster {prep.cluster.name} would refuse this "
-            f"job: {text}; change resources/partition in the spec"
+            f"{display_path(prep.spec_path) if prep.spec_path else prep.spec.name}: the SLURM "
+            f"controller of cluster "
+            f"{prep.cluster.name} refuses this job on partition {prep.partition_name}: {words} "
+            f'(controller: "{text}"); gh-run\'s own check against {src} passed, so ask for less '
+            f"in resources, or correct {src} if it promises more than the partition has"
         )
 
 

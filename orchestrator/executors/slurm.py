@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import submitit
-from submitit.slurm.slurm import SlurmInfoWatcher
+from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
 
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
@@ -165,12 +165,12 @@ class GhRunWatcher(SlurmInfoWatcher):
             )
             for line in res.stdout.splitlines():
                 jid, state, nodes, reason = ([*line.split("|"), "", "", "", ""])[:4]
-                out[jid.strip()] = {
-                    "JobID": jid,
-                    "State": state,
-                    "NodeList": nodes,
-                    "Reason": reason,
-                }
+                row = {"JobID": jid, "State": state, "NodeList": nodes, "Reason": reason}
+                out[jid.strip()] = row
+                if "_[" in jid:  # a pending array range, 123_[2-5%2]: one entry per element
+                    for parts in read_job_id(jid.strip()):
+                        lo, hi = int(parts[1]), int(parts[-1])
+                        out.update({f"{parts[0]}_{i}": row for i in range(lo, hi + 1)})
         except (OSError, subprocess.TimeoutExpired):
             return out
         if res.returncode != 0 and UNREACHABLE.search(res.stderr) and self.fallback_reason:
@@ -178,8 +178,9 @@ class GhRunWatcher(SlurmInfoWatcher):
             raise RuntimeFailure(
                 f"neither sacct nor squeue can reach SLURM ({' '.join(res.stderr.split())})"
             )
+        arrays = {k.split("_")[0] for k in out if "_" in k}
         for jid in job_ids:
-            if jid in out:
+            if jid in out or jid in arrays:
                 continue
             try:
                 res = subprocess.run(

@@ -1,0 +1,327 @@
+"""`gh-run campaign ...`: run, resume, status, schedule, unschedule, list, history."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator import campaign as C
+from orchestrator.campaign import records as db
+from orchestrator.campaign import schedule as S
+from orchestrator.campaign import tracking
+from orchestrator.campaign.model import METRICS, load_campaign
+from orchestrator.campaign.results import history
+from orchestrator.campaign.submission import resolve_executor
+from orchestrator.cli.state import STATE, err, out, warn
+from orchestrator.errors import UserError
+from orchestrator.store import Run, iso
+from orchestrator.yamlio import display_path
+
+campaign_app = typer.Typer(
+    help="Nightly profiling campaigns: a matrix of one job, as job arrays, compared with the "
+    "last good night.",
+    no_args_is_help=True,
+)
+
+FileArg = Annotated[Path, typer.Argument(help="Campaign file, e.g. campaigns/canary.yaml.")]
+IdArg = Annotated[str, typer.Argument(help="Campaign id (or unique prefix, or 'last').")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override every variant's job spec."),
+]
+
+
+def _progress_loop(cid: str, total: int, timeout: float | None) -> list[Run]:
+    store = STATE.store()
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+    task = progress.add_task(cid, total=total, counts="")
+
+    def show(runs: list[Run]) -> None:
+        c = tracking.counts(runs)
+        progress.update(
+            task,
+            completed=c["done"] + c["failed"],
+            counts=" ".join(f"{k} {v}" for k, v in c.items()),
+        )
+
+    with Live(progress, console=err, refresh_per_second=4, transient=False):
+        return tracking.track(store, cid, on_poll=show, warn=warn, timeout=timeout)
+
+
+def _finish_and_report(cid: str, timeout: float | None) -> None:
+    store = STATE.store()
+    runs = _progress_loop(cid, len(db.variants_of(store, cid)), timeout)
+    if not all(r.terminal for r in runs):
+        out.print(
+            f"campaign {cid}: still running after {timeout:.0f} s; "
+            f"`gh-run campaign resume {cid}` keeps waiting and reports"
+        )
+        raise typer.Exit(1)
+    outcome = C.finish(store, cid, STATE.home, warn=warn)
+    r = outcome.result
+    style = {"PASSED": "green", "REGRESSED": "red", "FAILED": "red"}[r.state]
+    out.print(
+        f"campaign {cid}: [{style}]{r.state}[/] — {len(r.variants)} variants, "
+        f"{len(r.failed)} failed, {len(r.regressions)} regressions; baseline: {r.baseline_note}"
+    )
+    for f in r.regressions:
+        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}")
+    for v in r.failed:
+        out.print(f"  [red]failed[/] {v.variant}: {v.state} (run {v.run_id})")
+    out.print(f"  report: {outcome.paths['html']}")
+    if outcome.notified:
+        out.print(f"  notified: {outcome.notified}")
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
+
+
+def run_cmd(
+    file: FileArg,
+    set_: SetOpt = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Track to the end, then collect, compare, report.")
+    ] = False,
+    executor: Annotated[
+        str, typer.Option("--executor", "-x", help="slurm, local or auto (the file's default).")
+    ] = "",
+    hold: Annotated[
+        bool,
+        typer.Option("--hold", help="Submit held (sbatch --hold): for dry runs and benchmarks."),
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Stop waiting after this many seconds.")
+    ] = None,
+) -> None:
+    """Expand, plan (in the store first), submit as job arrays; with --wait, run to a report.
+
+    Exit codes with --wait: 0 passed, 1 a variant failed, 2 bad input, 3 a threshold crossed.
+    """
+    campaign = load_campaign(file)
+    kind = executor or campaign.executor
+    if kind not in ("slurm", "local", "auto"):
+        raise UserError(f"--executor {kind!r}: use slurm, local or auto")
+    kind = resolve_executor(kind)
+    store = STATE.store()
+    t0 = time.perf_counter()
+    cid = C.plan(store, campaign, file, STATE.home, kind, set_ or [])
+    groups = db.groups_of(store, cid)
+    failures = C.send(store, cid, hold=hold, warn=warn)
+    took = time.perf_counter() - t0
+    arrays = sum(1 for g in groups if g.is_array)
+    n = sum(g.size for g in groups)
+    out.print(
+        f"campaign [bold]{cid}[/]: {n} variants in {len(groups)} submissions "
+        f"({arrays} job arrays) on {kind}, sent in {took:.2f} s"
+    )
+    for f in failures:
+        warn(f)
+    if failures and len(failures) == len(groups):
+        raise typer.Exit(1)
+    if not wait:
+        out.print(f"  follow it: gh-run campaign status {cid}")
+        return
+    _finish_and_report(cid, timeout)
+
+
+def resume_cmd(
+    cid: IdArg,
+    timeout: Annotated[
+        float | None, typer.Option(help="Stop waiting after this many seconds.")
+    ] = None,
+) -> None:
+    """Finish a campaign after a crash or kill: find what was sent, send the rest, wait, report."""
+    store = STATE.store()
+    rec = db.get_campaign(store, cid)
+    if rec.state in db.ENDED:
+        out.print(
+            f"campaign {rec.campaign_id} already ended: {rec.state}; report in {rec.report_dir}"
+        )
+        return
+    found, failures = C.resume(store, rec.campaign_id, warn=warn)
+    for name in found:
+        out.print(f"  found {name} in SLURM (sent before the crash): not sent again")
+    for f in failures:
+        warn(f)
+    _finish_and_report(rec.campaign_id, timeout)
+
+
+def status_cmd(cid: IdArg) -> None:
+    """Where a campaign stands: counts, and each variant's state (one batched poll)."""
+    store = STATE.store()
+    rec = db.get_campaign(store, cid)
+    runs = tracking.poll_once(store, rec.campaign_id, warn=warn)
+    c = tracking.counts(runs)
+    out.print(
+        f"campaign [bold]{rec.campaign_id}[/] ({rec.name}): {rec.state}; "
+        + ", ".join(f"{k} {v}" for k, v in c.items())
+    )
+    groups = db.groups_of(store, rec.campaign_id)
+    out.print(
+        "  submissions: "
+        + ", ".join(f"{g.job_name}={g.job_id or g.state} ({g.size})" for g in groups[:8])
+        + (" …" if len(groups) > 8 else "")
+    )
+    t = Table()
+    for col in ("variant", "state", "job", "exit", "run"):
+        t.add_column(col)
+    for r in runs:
+        t.add_row(
+            r.variant or "-",
+            r.state,
+            r.job_id or "-",
+            str(r.exit_code) if r.exit_code is not None else "-",
+            r.run_id,
+        )
+    out.print(t)
+    if rec.report_dir:
+        out.print(f"report: {rec.report_dir}/campaign.html")
+
+
+def schedule_cmd(
+    file: FileArg,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="cron or slurm (default: the file's schedule.mode)."),
+    ] = None,
+    first_begin: Annotated[
+        str | None,
+        typer.Option(
+            "--first-begin",
+            help="slurm mode: begin time of the first launcher (sbatch --begin syntax, e.g. "
+            "now+60); default: the next cron time.",
+        ),
+    ] = None,
+) -> None:
+    """Install the campaign's schedule: a crontab entry, or a self-resubmitting SLURM job."""
+    campaign = load_campaign(file)
+    src = display_path(file)
+    if campaign.schedule is None:
+        raise UserError(f"{src}: schedule: missing; add `schedule: {{cron: '0 2 * * *', tz: UTC}}`")
+    chosen = mode or campaign.schedule.mode
+    if chosen not in ("cron", "slurm"):
+        raise UserError(f"--mode {chosen!r}: use cron or slurm")
+    if chosen == "cron":
+        rec = S.install_cron(campaign, file.resolve(), STATE.home, src)
+        out.print(f"scheduled {campaign.name} in crontab: {rec.cron} ({rec.tz})")
+    else:
+        rec, job_id = S.install_slurm(campaign, file.resolve(), STATE.home, first_begin)
+        out.print(
+            f"scheduled {campaign.name} as SLURM launcher job {job_id} "
+            f"({S.launcher_job_name(campaign.name)}; cron {rec.cron} {rec.tz}); it re-queues "
+            "itself each night"
+        )
+
+
+def unschedule_cmd(name: Annotated[str, typer.Argument(help="Campaign name.")]) -> None:
+    """Remove a campaign's schedule (crontab entry, or the queued SLURM launcher)."""
+    what = S.unschedule(STATE.home, name)
+    out.print(f"unscheduled {name}: {what}")
+
+
+def list_cmd(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many campaigns.")] = 20,
+) -> None:
+    """Installed schedules and recent campaigns."""
+    store = STATE.store()
+    scheds = S.installed(STATE.home)
+    if scheds:
+        t = Table(title="schedules")
+        for col in ("name", "mode", "cron", "tz", "status", "file"):
+            t.add_column(col)
+        for s in scheds:
+            t.add_row(s.name, s.mode, s.cron, s.tz, S.status_of(s), s.file)
+        out.print(t)
+    else:
+        out.print("no schedules installed")
+    recs = db.list_campaigns(store, limit=limit)
+    if not recs:
+        out.print("no campaigns yet; try `gh-run campaign run campaigns/canary.yaml --wait`")
+        return
+    t = Table(title="campaigns")
+    for col in ("campaign", "state", "variants", "regressions", "started", "ended", "baseline"):
+        t.add_column(col)
+    for r in recs:
+        t.add_row(
+            r.campaign_id,
+            r.state,
+            str(len(db.variants_of(store, r.campaign_id))),
+            str(r.regressions) if r.regressions is not None else "-",
+            iso(r.created_at),
+            iso(r.ended_at),
+            r.baseline_id or "-",
+        )
+    out.print(t)
+
+
+def history_cmd(
+    name: Annotated[str, typer.Argument(help="Campaign name.")],
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", "-m", help=f"Metric(s) to show; one of {', '.join(METRICS)}."),
+    ] = None,
+    nights: Annotated[int, typer.Option("--nights", "-n", help="How many campaigns back.")] = 14,
+) -> None:
+    """The trend of chosen metrics across nights: one table per metric, variants x nights."""
+    store = STATE.store()
+    metrics = metric or ["step_time_s"]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise UserError(f"--metric {bad[0]}: unknown; use one of {', '.join(METRICS)}")
+    if not db.list_campaigns(store, name, 1):
+        raise UserError(f"no campaign named {name!r} in {store.path}; `gh-run campaign list`")
+    for m in metrics:
+        past = history(store, name, m, nights)
+        t = Table(title=f"{name}: {m}")
+        t.add_column("variant")
+        for rec, _ in past:
+            t.add_column(f"{iso(rec.created_at)[5:16]}\n{rec.state}", justify="right")
+        variants = list(dict.fromkeys(v for _, vals in past for v in vals))
+        for v in variants:
+            t.add_row(v, *(_fmt(vals.get(v)) for _, vals in past))
+        out.print(t)
+
+
+def _fmt(value: float | None) -> str:
+    from orchestrator.campaign.report import fmt
+
+    return fmt(value)
+
+
+def fire_cmd(
+    file: FileArg,
+    slurm_script: Annotated[
+        Path | None, typer.Option("--slurm-script", help="The launcher to queue for next time.")
+    ] = None,
+) -> None:
+    """(Used by schedules.) Queue the next night (slurm mode), then run the campaign to a report."""
+    campaign = load_campaign(file)
+    if slurm_script is not None:
+        job_id = S.queue_next(slurm_script, campaign)
+        out.print(f"queued the next launcher: job {job_id}")
+    run_cmd(file, wait=True)
+
+
+def register(app: typer.Typer) -> None:
+    campaign_app.command("run")(run_cmd)
+    campaign_app.command("resume")(resume_cmd)
+    campaign_app.command("status")(status_cmd)
+    campaign_app.command("schedule")(schedule_cmd)
+    campaign_app.command("unschedule")(unschedule_cmd)
+    campaign_app.command("list")(list_cmd)
+    campaign_app.command("history")(history_cmd)
+    campaign_app.command("fire", hidden=True)(fire_cmd)
+    app.add_typer(campaign_app, name="campaign")

@@ -1,0 +1,183 @@
+"""`gh-run partitions list|show|import`: what users may request, and drafting cluster files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.state import out
+from orchestrator.cluster import Cluster, Partition, load_cluster
+from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.yamlio import display_path
+
+app = typer.Typer(
+    name="partitions",
+    help="Partitions of a cluster: what users may request; import a draft from live SLURM.",
+    no_args_is_help=True,
+)
+
+ClusterOpt = Annotated[
+    str,
+    typer.Option(
+        "--cluster",
+        "-c",
+        envvar="GH_RUN_CLUSTER",
+        help="Cluster name (clusters/NAME.yaml) or file.",
+    ),
+]
+
+
+def _gpus(p: Partition) -> str:
+    if not p.gpus_per_node:
+        return "0"
+    extra = ", ".join(x for x in (p.gpu_type, p.gpu_mem) if x)
+    return f"{p.gpus_per_node} ({extra})" if extra else str(p.gpus_per_node)
+
+
+def _or_dash(items: list[str]) -> str:
+    return ", ".join(items) if items else "-"
+
+
+@app.command("list")
+def list_cmd(cluster: ClusterOpt = "dev") -> None:
+    """One row per partition: the limits a job spec may ask for."""
+    cl = load_cluster(cluster)
+    src = display_path(Path(cl.source)) if cl.source else cl.name
+    t = Table(title=f"cluster {cl.name} ({src})")
+    for col in (
+        "partition",
+        "arch",
+        "max nodes",
+        "GPUs/node",
+        "CPUs/node",
+        "mem/node",
+        "max time",
+        "default time",
+        "features",
+        "container",
+    ):
+        t.add_column(col)
+    for name, p in cl.partitions.items():
+        label = f"{name} (default)" if name == cl.default_partition else name
+        t.add_row(
+            label,
+            p.arch,
+            str(p.max_nodes),
+            _gpus(p),
+            str(p.cpus_per_node),
+            p.mem_per_node,
+            p.max_time,
+            p.default_time,
+            _or_dash(p.features),
+            p.container.runtime,
+        )
+    out.print(t)
+
+
+@app.command("show")
+def show_cmd(
+    name: Annotated[str, typer.Argument(help="Partition name.")], cluster: ClusterOpt = "dev"
+) -> None:
+    """Everything about one partition: limits, defaults, what every job gets."""
+    cl = load_cluster(cluster)
+    if name not in cl.partitions:
+        raise UserError(
+            f"partition {name!r} does not exist on cluster {cl.name!r}; "
+            f"choose one of: {', '.join(sorted(cl.partitions))}"
+        )
+    out.print(partition_table(cl, name))
+
+
+def partition_table(cl: Cluster, name: str) -> Table:
+    p = cl.partitions[name]
+    t = Table(title=f"{cl.name}/{name}", show_header=False)
+    t.add_column("field", style="bold")
+    t.add_column("value")
+    rows: list[tuple[str, str]] = [
+        ("description", p.description or "-"),
+        ("default partition", "yes" if name == cl.default_partition else "no"),
+        ("architecture", p.arch),
+        ("OS", p.os or "-"),
+        ("nodes", _or_dash(p.nodes)),
+        ("max nodes per job", str(p.max_nodes)),
+        ("GPUs per node", _gpus(p)),
+        ("GPU request as", f"--{p.gpu_directive}"),
+        ("CPU cores per node", str(p.cpus_per_node)),
+        ("memory per node", p.mem_per_node),
+        ("CPU memory per node", p.cpu_mem or "-"),
+        ("max time", p.max_time),
+        ("default time", p.default_time),
+        ("accounts", _or_dash(p.accounts) if p.accounts else "any"),
+        ("QoS", _or_dash(p.qos) if p.qos else "any"),
+        ("features (--constraint)", _or_dash(p.features)),
+        ("sbatch options every job gets", _or_dash(p.sbatch_options)),
+        ("container runtime", p.container.runtime),
+        ("container binds", _or_dash(p.container.binds)),
+        ("launcher", " ".join([p.launcher.kind, *p.launcher.options])),
+        ("setup lines", "\n".join(p.setup) or "-"),
+        ("environment", "\n".join(f"{k}={v}" for k, v in p.env.items()) or "-"),
+        ("template", f"partitions/{p.template or name}.sbatch.j2 (if present)"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+@app.command("import")
+def import_cmd(
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            "-c",
+            help="SLURM cluster to read (scontrol --clusters), for multi-cluster sites.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the draft here (default: stdout).")
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Cluster name in the draft (default: SLURM's ClusterName)."),
+    ] = None,
+    partition: Annotated[
+        list[str] | None,
+        typer.Option("--partition", "-p", help="Import only these partitions (repeatable)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite --output if it exists.")
+    ] = False,
+) -> None:
+    """Read the live cluster (scontrol) and write a draft cluster file for the admin to finish."""
+    from orchestrator import slurm_import
+
+    if output is not None and output.exists() and not force:
+        raise UserError(
+            f"--output: {output} already exists; pass --force to overwrite it or pick another path"
+        )
+    draft = slurm_import.read_live(cluster, name, partition or [])
+    text = slurm_import.to_yaml(draft, output)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    back = load_cluster(str(output))
+    if back.model_dump() != draft.model_dump():
+        raise RuntimeFailure(
+            f"{output}: the written draft does not load back to what was read (a gh-run bug); "
+            "please report it with the output of `scontrol show partition -o`"
+        )
+    parts = ", ".join(draft.partitions)
+    out.print(
+        f"wrote {output}: cluster {draft.name}, partitions {parts}; "
+        "fill in what its header lists, then `gh-run partitions list --cluster "
+        f"{output}`"
+    )
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="partitions")

@@ -1,0 +1,121 @@
+"""`gh-run schema job|cluster|campaign`: JSON Schema generated from the Pydantic models.
+
+The shipped files in docs/schema/ are these schemas, written by `gh-run schema all --write`;
+the YAML files point editors at them with a first line such as
+`# yaml-language-server: $schema=../docs/schema/job.schema.json`. A unit test fails when the
+written files are older than the models.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from pydantic import BaseModel
+
+from orchestrator.cli.state import out
+from orchestrator.errors import UserError
+from orchestrator.paths import REPO_ROOT
+
+SCHEMA_DIR = REPO_ROOT / "docs" / "schema"
+Kind = Literal["job", "cluster", "campaign"]
+KINDS: tuple[Kind, ...] = ("job", "cluster", "campaign")
+TITLES: dict[Kind, str] = {
+    "job": "gh-run job spec (jobs/*.yaml)",
+    "cluster": "gh-run cluster file (clusters/*.yaml)",
+    "campaign": "gh-run campaign file (campaigns/*.yaml)",
+}
+
+
+def model_for(kind: Kind) -> type[BaseModel] | None:
+    """The model behind a file kind; None when that part of gh-run is not installed."""
+    if kind == "job":
+        from orchestrator.spec import JobSpec
+
+        return JobSpec
+    if kind == "cluster":
+        from orchestrator.cluster import Cluster
+
+        return Cluster
+    try:
+        from orchestrator import campaign
+    except ModuleNotFoundError:
+        return None
+    model = getattr(campaign, "Campaign", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def schema_for(kind: Kind) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one file kind, as editors and `jsonschema` read it."""
+    model = model_for(kind)
+    if model is None:
+        raise UserError(
+            f"schema {kind}: this gh-run has no {kind} model (orchestrator.campaign.Campaign); "
+            "choose job or cluster"
+        )
+    body = model.model_json_schema(mode="validation")
+    props = body.setdefault("properties", {})
+    if kind in ("job", "campaign"):
+        # yamlio merges `extends:` before validation; editors must not flag the key itself.
+        props["extends"] = {
+            "type": "string",
+            "description": "A YAML file (relative to this one) this file is merged onto.",
+        }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://gh-run.invalid/schema/{kind}.schema.json",
+        **{k: v for k, v in body.items() if k != "title"},
+        "title": TITLES[kind],
+    }
+
+
+def schema_text(kind: Kind) -> str:
+    return json.dumps(schema_for(kind), indent=2, sort_keys=False) + "\n"
+
+
+def available_kinds() -> list[Kind]:
+    return [k for k in KINDS if model_for(k) is not None]
+
+
+def write_all(folder: Path = SCHEMA_DIR) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind in available_kinds():
+        path = folder / f"{kind}.schema.json"
+        path.write_text(schema_text(kind))
+        written.append(path)
+    return written
+
+
+def schema_cmd(
+    kind: Annotated[str, typer.Argument(help="job, cluster, campaign, or all (with --write).")],
+    write: Annotated[
+        bool, typer.Option("--write", help="Write docs/schema/<kind>.schema.json instead.")
+    ] = False,
+) -> None:
+    """Print the JSON Schema of a file kind (for editors: yaml-language-server, IDEs)."""
+    if kind == "all":
+        if not write:
+            raise UserError("schema all: only with --write; name job, cluster or campaign to print")
+        for path in write_all():
+            out.print(f"wrote {path}")
+        missing = sorted(set(KINDS) - set(available_kinds()))
+        if missing:
+            out.print(f"no model for {', '.join(missing)} in this gh-run; not written")
+        return
+    if kind not in KINDS:
+        raise UserError(f"schema {kind}: unknown kind; choose one of {', '.join(KINDS)}")
+    text = schema_text(kind)
+    if write:
+        path = SCHEMA_DIR / f"{kind}.schema.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        out.print(f"wrote {path}")
+        return
+    typer.echo(text, nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("schema")(schema_cmd)

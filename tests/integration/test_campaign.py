@@ -1,0 +1,333 @@
+"""Campaigns on the real dev SLURM cluster: arrays, a report, a planted regression, resume
+after SIGKILL, and the cron and SLURM schedules firing for real.
+
+Stand-ins are named as such: `standin_job` writes a metrics.json like workloads.sft does, in
+milliseconds instead of seconds, where the test is about orchestration, not the workload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.cluster
+
+PY = sys.executable
+
+
+def _write(path: Path, data: object) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def standin_job(tmp: Path, ledger: Path) -> Path:
+    """A stand-in for the workload: appends its run id to a ledger, writes metrics.json."""
+    script = (
+        'echo "$GH_RUN_ID" >> "$LEDGER"\n'
+        'printf \'{"median_step_time_s": %s, "tokens_per_s": 1000}\\n\' "$STEP" '
+        '> "$GH_RUN_ARTIFACTS/metrics.json"\n'
+    )
+    return _write(
+        tmp / "standin.yaml",
+        {
+            "name": "standin",
+            "cluster": "dev",
+            "partition": "gh",
+            "resources": {"nodes": 1, "cpus_per_task": 1, "mem": "100M", "time": "00:02:00"},
+            "workload": {
+                "command": "bash",
+                "args": ["-c", script],
+                "env": {"LEDGER": str(ledger), "STEP": "0.01"},
+            },
+            "artifacts": ["metrics.json"],
+        },
+    )
+
+
+def _db(home: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(home / "state.db")
+    con.row_factory = sqlite3.Row
+    return con
+
+
+def _campaign_rows(home: Path) -> list[sqlite3.Row]:
+    if not (home / "state.db").exists():
+        return []
+    with _db(home) as con:
+        return con.execute("SELECT * FROM campaigns ORDER BY created_at").fetchall()
+
+
+def _cid(text: str) -> str:
+    for word in text.split():
+        if word.count("-") >= 3 and word.rstrip(":") != word:
+            return word.rstrip(":")
+    raise AssertionError(f"no campaign id in {text!r}")
+
+
+def test_canary_campaign_runs_to_a_report(dev_cluster: None, gh_home: Path) -> None:
+    """campaigns/canary.yaml: the real workload, 6 variants, ONE job array, to a report."""
+    res = run_cli(
+        ["campaign", "run", "campaigns/canary.yaml", "--wait", "--timeout", "240"], gh_home
+    )
+    assert res.rc == 0, res.text
+    assert "6 variants in 1 submissions (1 job arrays)" in res.out
+    cid = _cid(res.out)
+    with _db(gh_home) as con:
+        groups = con.execute(
+            "SELECT * FROM campaign_groups WHERE campaign_id = ?", (cid,)
+        ).fetchall()
+        runs = con.execute("SELECT * FROM runs WHERE campaign_id = ?", (cid,)).fetchall()
+    assert len(groups) == 1 and groups[0]["is_array"] == 1 and groups[0]["size"] == 6
+    array_id = groups[0]["job_id"]
+    assert sorted(r["job_id"] for r in runs) == sorted(f"{array_id}_{i}" for i in range(6))
+    assert {r["state"] for r in runs} == {"COMPLETED"}
+    report = gh_home / "campaigns" / cid / "report"
+    data = json.loads((report / "campaign.json").read_text())
+    assert data["state"] == "PASSED"
+    assert {v["variant"] for v in data["variants"]} == {
+        f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
+    }
+    for v in data["variants"]:
+        assert v["metrics"]["step_time_s"] > 0, v  # from the workload's own metrics.json
+    html = (report / "campaign.html").read_text()
+    assert (
+        "<svg" in html
+        and "w2-offload" in html
+        and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )
+    assert "| w0-lora | COMPLETED |" in (report / "campaign.md").read_text()
+    # The Kineto trace and metrics.json were collected, verified, for every variant.
+    for r in runs:
+        got = {p.name for p in (gh_home / "artifacts" / r["run_id"] / "artifacts").iterdir()}
+        assert "metrics.json" in got and any(n.endswith(".pt.trace.json.gz") for n in got), got
+    hist = run_cli(["campaign", "history", "canary", "-m", "step_time_s"], gh_home)
+    assert hist.rc == 0 and "w2-lora" in hist.out, hist.text
+
+
+def test_planted_regression_is_flagged_with_exit_code_3(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """Night 1 sets the baseline; night 2 plants a slower setting in one variant (a 4x wider
+    model): that variant's step time crosses +100%, the exit code is 3, notify runs."""
+    marker = tmp_path / "notified.txt"
+    job = REPO / "jobs" / "smoke_train.yaml"
+
+    def campaign(slow: list[str]) -> Path:
+        return _write(
+            tmp_path / "regress.yaml",
+            {
+                "name": "regress",
+                "job": str(job),
+                "executor": "slurm",
+                # 6 steps: the median skips the first (warm-up) step.
+                "set": [
+                    "workload.env.OMP_NUM_THREADS=1",
+                    "workload.args+=[--steps, 6, --profile-steps, '4:6']",
+                ],
+                "matrix": {"v": {"steady": [], "planted": slow}},
+                "thresholds": {"step_time_s": {"increase_pct": 100}},
+                "notify": {
+                    "command": [
+                        PY,
+                        "-c",
+                        "import sys; open(sys.argv[1], 'w').write(sys.argv[2])",
+                        str(marker),
+                        "{report}",
+                    ],
+                    "when": "problem",
+                },
+            },
+        )
+
+    first = run_cli(["campaign", "run", str(campaign([])), "--wait", "--timeout", "240"], gh_home)
+    assert first.rc == 0, first.text
+    assert not marker.exists()  # passed: nobody is told
+    second = run_cli(
+        [
+            "campaign",
+            "run",
+            str(campaign(["workload.args+=[--hidden, 512]"])),
+            "--wait",
+            "--timeout",
+            "240",
+        ],
+        gh_home,
+    )
+    assert second.rc == 3, second.text
+    cid = _cid(second.out)
+    data = json.loads((gh_home / "campaigns" / cid / "report" / "campaign.json").read_text())
+    assert data["state"] == "REGRESSED"
+    assert data["baseline_id"] == _cid(first.out)
+    flagged = {(f["variant"], f["metric"]) for f in data["regressions"]}
+    assert ("planted", "step_time_s") in flagged, data["regressions"]
+    assert "regression planted step_time_s" in second.out
+    html = (gh_home / "campaigns" / cid / "report" / "campaign.html").read_text()
+    assert 'class="regression"' in html
+    assert marker.read_text() == str(gh_home / "campaigns" / cid / "report" / "campaign.html")
+
+
+def test_sigkill_after_half_the_submissions_resumes_each_variant_once(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """4 groups (4 memory sizes) x 2 variants. A pass-through sbatch wrapper (the real sbatch
+    runs) SIGKILLs gh-run right after the 2nd sbatch was accepted — the worst moment: the job
+    exists, the store does not know its id. Resume finds it by name and sends only the rest."""
+    ledger = tmp_path / "ledger.txt"
+    job = standin_job(tmp_path, ledger)
+    camp = _write(
+        tmp_path / "killme.yaml",
+        {
+            "name": "killme",
+            "job": str(job),
+            "executor": "slurm",
+            "matrix": {
+                "mem": {f"m{m}": [f"resources.mem={m}M"] for m in (100, 110, 120, 130)},
+                "x": {"a": [], "b": ["workload.env.STEP=0.02"]},
+            },
+        },
+    )
+    real = shutil.which("sbatch")
+    assert real
+    wrap = tmp_path / "bin"
+    wrap.mkdir()
+    count = tmp_path / "sbatch.count"
+    (wrap / "sbatch").write_text(
+        "#!/bin/bash\n"
+        f'echo x >> "{count}"\n'
+        f'"{real}" "$@"; rc=$?\n'
+        f'if [ "$(wc -l < "{count}")" -eq 2 ]; then kill -9 "$PPID"; fi\n'
+        "exit $rc\n"
+    )
+    (wrap / "sbatch").chmod(0o755)
+    env = {"PATH": f"{wrap}:{Path(PY).parent}:{os.environ['PATH']}"}
+    killed = run_cli(["campaign", "run", str(camp)], gh_home, env=env)
+    assert killed.rc == -9, killed.text
+    rows = _campaign_rows(gh_home)
+    assert len(rows) == 1 and rows[0]["state"] == "PLANNED"
+    cid = rows[0]["campaign_id"]
+    with _db(gh_home) as con:
+        states = [
+            r["state"]
+            for r in con.execute(
+                "SELECT state FROM campaign_groups WHERE campaign_id = ? ORDER BY group_index",
+                (cid,),
+            )
+        ]
+    assert states == ["SUBMITTED", "PLANNED", "PLANNED", "PLANNED"]  # group 1 sent, not recorded
+
+    res = run_cli(["campaign", "resume", cid, "--timeout", "180"], gh_home)
+    assert res.rc == 0, res.text
+    assert f"found ghr-{cid}-g1 in SLURM" in res.out
+    assert len(count.read_text().splitlines()) == 2  # the wrapper saw only the first run's calls
+    lines = ledger.read_text().split()
+    assert sorted(lines) == sorted(set(lines)) and len(lines) == 8, lines
+    for g in range(4):
+        acct = subprocess.run(
+            [
+                "sacct",
+                "-n",
+                "-X",
+                "-P",
+                "-o",
+                "JobID",
+                "--name",
+                f"ghr-{cid}-g{g}",
+                "-S",
+                "now-1hour",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert len({j.split("_")[0] for j in acct}) == 1, (g, acct)  # one array per group
+    data = json.loads((gh_home / "campaigns" / cid / "report" / "campaign.json").read_text())
+    assert data["state"] == "PASSED" and len(data["variants"]) == 8
+
+
+def _tiny_scheduled(tmp_path: Path, name: str, cron: str, mode: str) -> Path:
+    ledger = tmp_path / f"{name}.ledger"
+    job = standin_job(tmp_path, ledger)
+    return _write(
+        tmp_path / f"{name}.yaml",
+        {
+            "name": name,
+            "job": str(job),
+            "executor": "slurm",
+            "matrix": {"x": {"a": []}},
+            "schedule": {"cron": cron, "tz": "UTC", "mode": mode, "launcher_time": "00:05:00"},
+        },
+    )
+
+
+def _wait_for_campaign(home: Path, timeout: float) -> list[sqlite3.Row]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = _campaign_rows(home)
+        if rows and rows[0]["state"] in ("PASSED", "REGRESSED", "FAILED"):
+            return rows
+        time.sleep(1)
+    return _campaign_rows(home)
+
+
+def test_cron_schedule_fires(dev_cluster: None, gh_home: Path, tmp_path: Path) -> None:
+    """A `* * * * *` crontab entry (Debian's cron) really launches the campaign (<= 70 s)."""
+    if shutil.which("cron") is None or shutil.which("crontab") is None:
+        pytest.skip("Debian's cron is not installed (apt-get install -y cron)")
+    if subprocess.run(["pgrep", "-x", "cron"], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["cron"], check=True)  # daemonizes
+    camp = _tiny_scheduled(tmp_path, "cronfire", "* * * * *", "cron")
+    res = run_cli(["campaign", "schedule", str(camp)], gh_home)
+    try:
+        assert res.rc == 0, res.text
+        tab = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True).stdout
+        assert "# gh-run-campaign:cronfire" in tab
+        listed = run_cli(["campaign", "list"], gh_home)
+        assert "cronfire" in listed.out and "crontab entry present" in listed.out, listed.text
+        rows = _wait_for_campaign(gh_home, 100)
+        assert rows and rows[0]["name"] == "cronfire" and rows[0]["state"] == "PASSED", rows
+    finally:
+        gone = run_cli(["campaign", "unschedule", "cronfire"], gh_home)
+    assert gone.rc == 0, gone.text
+    tab = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False).stdout
+    assert "gh-run-campaign:cronfire" not in tab
+
+
+def test_slurm_schedule_fires_and_queues_the_next_night(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """The self-resubmitting launcher: begins seconds ahead, queues tomorrow, runs the campaign."""
+    camp = _tiny_scheduled(tmp_path, "slurmfire", "30 4 * * *", "slurm")
+    res = run_cli(["campaign", "schedule", str(camp), "--first-begin", "now+2"], gh_home)
+    try:
+        assert res.rc == 0, res.text
+        rows = _wait_for_campaign(gh_home, 150)
+        assert rows and rows[0]["name"] == "slurmfire" and rows[0]["state"] == "PASSED", rows
+        queued = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%T|%S", "--name", "ghr-schedule-slurmfire"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        pending = [q for q in queued if "|PENDING|" in q]
+        assert len(pending) == 1 and "T04:30:00" in pending[0], queued  # tomorrow's launcher
+    finally:
+        gone = run_cli(["campaign", "unschedule", "slurmfire"], gh_home)
+    assert gone.rc == 0 and "cancelled" in gone.out, gone.text
+    left = subprocess.run(
+        ["squeue", "-h", "-t", "PENDING", "--name", "ghr-schedule-slurmfire"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert left.strip() == ""

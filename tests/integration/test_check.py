@@ -1,0 +1,145 @@
+"""`gh-run check` / `submit --check` against the real dev cluster's controller.
+
+gh-run's own check refuses what the cluster file says the partition cannot run, each with one
+sentence; what passes it is sent to the real controller (`sbatch --test-only`), whose verdict
+is relayed in plain words. To see the controller refuse, a cluster file that overstates the dev
+partition (2 GPUs, 4 cores, 8000M, 4 nodes, 10 h per node) lets gh-run's check pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = "jobs/smoke.yaml"
+
+
+@pytest.fixture
+def overstated(tmp_path: Path) -> Path:
+    text = (REPO / "clusters" / "dev.yaml").read_text()
+    for old, new in (
+        ("gpus_per_node: 1", "gpus_per_node: 2"),
+        ("cpus_per_node: 2", "cpus_per_node: 4"),
+        ("mem_per_node: 4000M", "mem_per_node: 8000M"),
+        ("max_nodes: 2", "max_nodes: 4"),
+        ('max_time: "02:00:00"', 'max_time: "10:00:00"'),
+    ):
+        assert old in text, f"clusters/dev.yaml changed: {old!r} is gone; update this test"
+        text = text.replace(old, new)
+    path = tmp_path / "dev-overstated.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_check_accepts_a_fitting_job(dev_cluster: None, cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("check", SMOKE)
+    assert res.rc == 0, res.text
+    assert "ok: the SLURM controller accepts smoke on partition gh: it would start at" in res.out
+    assert "(controller: Job " in res.out
+
+
+def test_submit_check_asks_and_submits_nothing(dev_cluster: None, cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("submit", SMOKE, "--check")
+    assert res.rc == 0, res.text
+    assert "the SLURM controller accepts smoke" in res.out
+    listing = cli("status")
+    assert "no runs yet" in listing.out, listing.text
+
+
+@pytest.mark.parametrize(
+    ("setting", "words", "controller"),
+    [
+        (
+            "resources.gpus_per_node=2",
+            "no node of the partition has what one node of this job asks for",
+            "Requested node configuration is not available",
+        ),
+        (
+            "resources.cpus_per_task=3",
+            "no node of the partition has what one node of this job asks for",
+            "Requested node configuration is not available",
+        ),
+        (
+            "resources.time=05:00:00",
+            "the time limit is over what the partition allows",
+            "Requested time limit is invalid",
+        ),
+        (
+            "resources.nodes=3",
+            "the partition cannot give the job that many nodes",
+            "Node count specification invalid",
+        ),
+    ],
+)
+def test_controller_refusal_is_relayed(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, overstated: Path, setting: str, words: str, controller: str
+) -> None:
+    res = cli("submit", SMOKE, "--check", "--cluster", str(overstated), "--set", setting)
+    assert res.rc == 2, res.text
+    assert (
+        "error: jobs/smoke.yaml: the SLURM controller of cluster dev refuses this job on "
+        f"partition gh: {words}"
+    ) in res.err
+    assert controller in res.err
+    assert f"gh-run's own check against {overstated} passed" in res.err
+    assert "Traceback" not in res.err
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (
+            ["--set", "resources.gpus_per_node=2"],
+            "jobs/smoke.yaml: resources.gpus_per_node: 2 GPUs per node asked, but partition 'gh' "
+            "has 1 per node; ask for at most 1",
+        ),
+        (
+            ["--set", "resources.nodes=3"],
+            "jobs/smoke.yaml: resources.nodes: 3 nodes asked, but partition 'gh' allows at most 2; "
+            "ask for fewer nodes",
+        ),
+        (
+            ["--set", "resources.time=02:30:00"],
+            "jobs/smoke.yaml: resources.time: 02:30:00 is over partition 'gh''s limit of "
+            "02:00:00; ask for 02:00:00 or less",
+        ),
+        (
+            ["--set", "resources.mem=5G"],
+            "jobs/smoke.yaml: resources.mem: 5G is more than a node of partition 'gh' has "
+            "(4000M); ask for 4000M or less",
+        ),
+        (
+            ["--set", "resources.constraint=nvme"],
+            "jobs/smoke.yaml: resources.constraint: feature nvme is not offered by partition "
+            "'gh' (features: none); drop it or pick another partition",
+        ),
+        (
+            ["--set", "container.runtime=singularity", "--set", "container.image=nemo-arm64.sif"],
+            "jobs/smoke.yaml: container.image: image 'nemo-arm64.sif' is named as an aarch64 "
+            "image, but partition 'gh' runs x86_64 nodes; use an x86_64 build of the image",
+        ),
+        (
+            [
+                "--cluster",
+                "gh200",
+                "--set",
+                "container.runtime=singularity",
+                "--set",
+                "container.image=/images/nemo-24.05-x86_64.sif",
+            ],
+            "jobs/smoke.yaml: container.image: image '/images/nemo-24.05-x86_64.sif' is named as "
+            "an x86_64 image, but partition 'gh' runs aarch64 nodes; use an aarch64 build of the "
+            "image",
+        ),
+    ],
+)
+def test_gh_run_refuses_before_asking_the_controller(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, args: list[str], sentence: str
+) -> None:
+    res = cli("check", SMOKE, *args)
+    assert res.rc == 2, res.text
+    assert res.err.strip() == f"error: {sentence}"
