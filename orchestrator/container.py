@@ -1,26 +1,189 @@
 """ContainerSpec → the argv prefix that runs a command inside the container.
 
-`runtime: none` runs on the host (the dev cluster and the local executor use it).
+`runtime: none` runs on the host (the dev cluster and the local executor use it). For
+`singularity` and `apptainer` the prefix is
+
+    <runtime> exec [--nv] [--cleanenv] [--containall] [--pwd DIR] [--bind SRC:DST[:ro]]...
+                   [--env K=V]... [--env-file FILE] IMAGE
+
+Binds come from the partition (`Partition.container.binds`, admin defaults) first, then the run
+folder (so the profiler's reports and the task script are visible at the same path inside), then
+the job's own. A local image must exist when the job is submitted (`check_image`), not when it is
+rendered: `gh-run render` works on a laptop that has no image.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from pydantic import Field, field_validator
+
 from orchestrator.base import Strict
+from orchestrator.errors import UserError
+
+ImageArch = Literal["aarch64", "x86_64"]
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Images that are pulled, not read from a path: nothing to check on the submit host.
+REMOTE_IMAGE_RE = re.compile(r"^(docker|docker-archive|oras|library|shub|https?)://")
+
+
+def _no_control(value: str, what: str) -> str:
+    if any(c in value for c in "\x00\n\r"):
+        raise ValueError(f"{what} {value!r} contains a control character; remove it")
+    return value
+
+
+def parse_bind(text: str) -> tuple[str, str, str | None]:
+    """`SRC[:DST[:ro|rw]]` → (src, dst, option); raises ValueError with the fix."""
+    _no_control(text, "bind")
+    parts = text.split(":")
+    if len(parts) > 3 or not parts[0]:
+        raise ValueError(
+            f"bind {text!r} is not SRC[:DST[:ro|rw]]; write e.g. /scratch/data:/data:ro"
+        )
+    src = parts[0]
+    dst = parts[1] if len(parts) > 1 and parts[1] else src
+    opt = parts[2] if len(parts) == 3 else None
+    if opt not in (None, "ro", "rw"):
+        raise ValueError(f"bind {text!r}: option {opt!r} must be ro or rw")
+    for path in (src, dst):
+        if not PurePosixPath(path).is_absolute():
+            raise ValueError(f"bind {text!r}: {path!r} must be an absolute path")
+        if ".." in PurePosixPath(path).parts:
+            raise ValueError(f"bind {text!r}: {path!r} must not contain '..'")
+    return src, dst, opt
+
+
+def format_bind(src: str, dst: str, opt: str | None) -> str:
+    return f"{src}:{dst}:{opt}" if opt else f"{src}:{dst}"
 
 
 class ContainerSpec(Strict):
     """How the workload's processes are wrapped. `none` runs them directly on the node."""
 
     runtime: Literal["none", "singularity", "apptainer"] = "none"
-    image: str | None = None
+    image: str | None = Field(
+        None,
+        description="A .sif path on the cluster's shared file system, or docker:// etc. URI.",
+    )
+    arch: ImageArch | None = Field(
+        None, description="The image's architecture, checked against the partition's arch."
+    )
+    nv: bool = Field(True, description="Pass --nv (NVIDIA GPUs and driver into the container).")
+    binds: list[str] = Field(
+        default_factory=list, description="SRC[:DST[:ro|rw]], absolute paths (--bind)."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables set inside the container (--env K=V)."
+    )
+    env_file: str | None = Field(None, description="A file of K=V lines (--env-file).")
+    cleanenv: bool = Field(False, description="--cleanenv: do not pass the host environment.")
+    containall: bool = Field(False, description="--containall: isolate $HOME, /tmp, IPC, PID.")
+    pwd: str | None = Field(None, description="Working directory inside the container (--pwd).")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        if not v.strip():
+            raise ValueError("is empty; name a .sif file or a docker:// URI")
+        return _no_control(v, "image")
+
+    @field_validator("binds")
+    @classmethod
+    def _binds(cls, v: list[str]) -> list[str]:
+        return [format_bind(*parse_bind(b)) for b in v]
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: object) -> object:
+        if not isinstance(v, dict):
+            return v
+        out: dict[str, str] = {}
+        for key, value in v.items():
+            if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
+                raise ValueError(
+                    f"environment variable name {key!r} is not valid; "
+                    "use letters, digits and _ and do not start with a digit"
+                )
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            out[key] = _no_control(text, f"the value of {key}")
+        return out
+
+    @field_validator("env_file", "pwd")
+    @classmethod
+    def _abs_path(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        _no_control(v, "path")
+        if not PurePosixPath(v).is_absolute():
+            raise ValueError(f"{v!r} must be an absolute path")
+        return v
 
 
-def exec_prefix(spec: ContainerSpec) -> list[str]:
-    """The argv that comes before the workload's own argv (empty for `none`)."""
+def exec_prefix(
+    spec: ContainerSpec, default_binds: list[str] | None = None, run_dir: str | None = None
+) -> list[str]:
+    """The argv that comes before the workload's own argv (empty for `none`).
+
+    `default_binds` are the partition's; `run_dir` is bound at the same path so that what the
+    tasks write (profiles, logs) lands in the run folder on the shared file system.
+    """
     if spec.runtime == "none":
         return []
     if not spec.image:
-        raise ValueError("container.image is required when container.runtime is not none")
-    return [spec.runtime, "exec", "--nv", spec.image]
+        raise UserError(
+            "container.image: required when container.runtime is "
+            f"{spec.runtime}; set container.image or runtime: none"
+        )
+    argv = [spec.runtime, "exec"]
+    if spec.nv:
+        argv.append("--nv")
+    if spec.cleanenv:
+        argv.append("--cleanenv")
+    if spec.containall:
+        argv.append("--containall")
+    if spec.pwd:
+        argv += ["--pwd", spec.pwd]
+    seen: set[str] = set()
+    binds: list[str] = []
+    for text in [*(default_binds or []), *([run_dir] if run_dir else []), *spec.binds]:
+        try:
+            src, dst, opt = parse_bind(text)
+        except ValueError as exc:
+            raise UserError(f"container.binds: {exc}") from None
+        if dst in seen:
+            # A later bind of the same destination (the job's) replaces an earlier one.
+            binds = [b for b in binds if parse_bind(b)[1] != dst]
+        seen.add(dst)
+        binds.append(format_bind(src, dst, opt))
+    for b in binds:
+        argv += ["--bind", b]
+    for key, value in spec.env.items():
+        argv += ["--env", f"{key}={value}"]
+    if spec.env_file:
+        argv += ["--env-file", spec.env_file]
+    argv.append(spec.image)
+    return argv
+
+
+def check_image(spec: ContainerSpec, where: str) -> None:
+    """At submit time: a local image must be an absolute path to an existing file."""
+    if spec.runtime == "none" or not spec.image or REMOTE_IMAGE_RE.match(spec.image):
+        return
+    path = Path(spec.image)
+    if not path.is_absolute():
+        raise UserError(
+            f"{where}: container.image: {spec.image!r} is a relative path, which the job would "
+            "resolve in its run folder; give the absolute path of the image on the cluster's "
+            "shared file system, or a docker:// URI"
+        )
+    if not path.is_file():
+        raise UserError(
+            f"{where}: container.image: {spec.image} does not exist on this machine; build or "
+            f"pull it there first (e.g. `{spec.runtime} pull {spec.image} docker://...`), or "
+            "fix the path"
+        )

@@ -191,3 +191,56 @@ def test_module_entry_point_exit_codes(tmp_path: Path) -> None:
         text=True,
     )
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def test_cli_tables_fit_80_and_100_columns(tmp_path: Path) -> None:
+    a = nsys_run(tmp_path / "a.sqlite", idle_gap=5_000, copies=1, sgemm=False, um=0)
+    b = training_trace(rank=0).write(tmp_path / "b.json")
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(cli(), ["analyze", str(a)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    # one row per metric, one column per rank, values with units
+    assert any(x.split()[:1] == ["metric"] and "rank 0" in x for x in lines)
+    for group in ("GPU time", "Temporal (HTA)", "Kernels / copies", "Memory traffic"):
+        assert any(x.strip() == group for x in lines), group
+    for group in ("Unified Memory", "Steps", "CPU / sync"):
+        assert any(x.strip() == group for x in lines), group
+    compute = next(x for x in lines if x.strip().startswith("compute"))
+    assert compute.rstrip().endswith("%")
+    span = next(x for x in lines if x.strip().startswith("span"))
+    assert re.search(r"\d (s|ms|µs)$", span.rstrip()), span
+    res = CliRunner(env={"COLUMNS": "100"}).invoke(cli(), ["compare", str(a), str(b)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(x) for x in lines) <= 100
+    header = next(x for x in lines if x.split()[:2] == ["metric", "unit"])
+    assert "a.sqlite" not in header and " a " in f" {header} " and " b " in f" {header} "
+    assert any("peak GPU memory" in x for x in lines)
+
+
+def test_analyze_of_a_run_id_stores_headline(gh_home: Path, tmp_path: Path) -> None:
+    from orchestrator.store import Store
+    from tests.unit.test_store_artifacts import make_run
+
+    src = TRACES / "baseline"
+    if not (src / "metrics.json").exists():
+        pytest.skip("workload traces absent")
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir / "artifacts")
+    Store(gh_home).add_run(make_run(run_dir, run_id="r-77"))
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(cli(), ["analyze", "r-77", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    stored = Store(gh_home).metrics("r-77")
+    assert stored["gpu_idle_pct"] == pytest.approx(doc["aggregate"]["idle_pct_mean"])
+    assert stored["hta_compute_pct"] == pytest.approx(doc["ranks"][0]["temporal"]["compute_pct"])
+    assert stored["peak_gpu_memory_bytes"] == 18242181632
+    assert stored["step_time_median_s"] == pytest.approx(0.262670387)
+    assert {"memcpy_share_pct", "um_share_pct", "gpu_compute_pct", "kernel_pct"} <= set(stored)
+    # a plain path stores nothing
+    res = CliRunner().invoke(cli(), ["analyze", str(run_dir / "artifacts"), "--json"])
+    assert res.exit_code == 0 and Store(gh_home).metrics("r-77") == stored
