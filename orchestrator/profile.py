@@ -1,20 +1,386 @@
-"""ProfileSpec → the profiler's argv prefix and the post-processing commands."""
+"""ProfileSpec → the profiler's argv prefix and the post-processing commands.
+
+`tool: nsys` wraps each profiled rank's command in `nsys profile` with long flags only
+(`--delay=360`, never `-y 360`), so a rendered script reads the same to everyone. Reports are
+named `<output>.nsys-rep` for one rank and `<output>.<rank>.nsys-rep` (nsys expands
+`%q{SLURM_PROCID}`) when the job has several ranks. `ranks: [0]` profiles only rank 0; the
+others run the bare command (task.sh picks at run time from SLURM_PROCID).
+
+After the tasks end, in the same job and the same container, each report is exported to SQLite
+(`nsys export --type=sqlite`) and summarised (`nsys stats --format=csv`, one CSV per report in
+`reports`), so analysis needs no nsys on the user's machine. Those steps never delete or
+rewrite the `.nsys-rep`, and their failure is logged, never the job's exit status.
+
+`tool: torch` is the PyTorch-profiler path. The contract with torch-profiled workloads: the job
+exports `GH_RUN_TORCH_PROFILE=<run>/artifacts` (workloads.sft takes it as the default of
+`--torch-profile`); a workload that wants a flag instead names it in `torch_profile_flag`
+(e.g. `--torch-profile`), and `<flag> <run>/artifacts` is appended to its argv.
+"""
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Literal
 
+from pydantic import Field, field_validator, model_validator
+
 from orchestrator.base import Strict
+
+TraceApi = Literal[
+    "cuda",
+    "nvtx",
+    "cublas",
+    "cublas-verbose",
+    "cudnn",
+    "cusparse",
+    "cusparse-verbose",
+    "cusolver",
+    "cusolver-verbose",
+    "osrt",
+    "mpi",
+    "ucx",
+    "oshmem",
+    "openacc",
+    "openmp",
+    "opengl",
+    "vulkan",
+    "nvvideo",
+    "gds",
+    "python-gil",
+    "syscall",
+    "none",
+]
+CaptureRange = Literal["none", "cudaProfilerApi", "nvtx", "hotkey"]
+_CAPTURE_RANGE_END_RE = re.compile(
+    r"^(none|stop|stop-shutdown|repeat(:[1-9][0-9]*)?|repeat-shutdown:[1-9][0-9]*)$"
+)
+_GPU_DEVICES_RE = re.compile(r"^(all|none|cuda-visible|[0-9]+(,[0-9]+)*)$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
+_REPORT_RE = re.compile(r"^[a-z][a-z0-9_]*(:[A-Za-z0-9_=.,-]+)?$")
+_FLAG_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*$")
+
+DEFAULT_TRACE: list[TraceApi] = ["cuda", "nvtx", "osrt"]
+DEFAULT_REPORTS = [
+    "cuda_gpu_kern_sum",
+    "cuda_api_sum",
+    "cuda_gpu_mem_time_sum",
+    "cuda_gpu_mem_size_sum",
+    "osrt_sum",
+    "nvtx_sum",
+]
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
 
 class ProfileSpec(Strict):
     """What profiles the workload: nothing, Nsight Systems, or the PyTorch profiler."""
 
     tool: Literal["none", "nsys", "torch"] = "none"
+    trace: list[TraceApi] = Field(
+        default_factory=lambda: list(DEFAULT_TRACE), description="--trace APIs."
+    )
+    delay: int | None = Field(None, ge=0, description="--delay: seconds before collection.")
+    duration: int | None = Field(None, ge=1, description="--duration: seconds of collection.")
+    capture_range: CaptureRange | None = Field(None, description="--capture-range.")
+    capture_range_end: str | None = Field(
+        None, description="--capture-range-end: none, stop, stop-shutdown, repeat[:N], ..."
+    )
+    nvtx_capture: str | None = Field(
+        None, description="--nvtx-capture: the NVTX range (with capture_range: nvtx)."
+    )
+    event_sample: Literal["none", "system-wide"] | None = Field(None, description="--event-sample.")
+    sample: Literal["none", "process-tree", "system-wide"] | None = Field(
+        None, description="--sample: CPU IP/backtrace sampling."
+    )
+    cpuctxsw: Literal["none", "process-tree", "system-wide"] | None = Field(
+        None, description="--cpuctxsw: OS context-switch tracing."
+    )
+    cuda_memory_usage: bool | None = Field(None, description="--cuda-memory-usage.")
+    cuda_um_cpu_page_faults: bool | None = Field(None, description="--cuda-um-cpu-page-faults.")
+    cuda_um_gpu_page_faults: bool | None = Field(None, description="--cuda-um-gpu-page-faults.")
+    gpu_metrics_devices: str | None = Field(
+        None, description="--gpu-metrics-devices: all, none, cuda-visible or 0,1,..."
+    )
+    show_output: bool | None = Field(None, description="--show-output.")
+    force_overwrite: bool = Field(True, description="--force-overwrite (a requeued job rewrites).")
+    output: str | None = Field(
+        None, description="Report base name in the artifacts folder; default: the job's name."
+    )
+    ranks: list[int] | None = Field(
+        None, description="Profile only these ranks (SLURM_PROCID); default: every rank."
+    )
+    export_sqlite: bool = Field(True, description="Run `nsys export --type=sqlite` after.")
+    reports: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_REPORTS),
+        description="`nsys stats` reports written as CSV after the run (empty: none).",
+    )
+    torch_profile_flag: str | None = Field(
+        None,
+        description="tool torch: append `<flag> <run>/artifacts` to the workload's argv.",
+    )
+
+    @field_validator("capture_range", mode="before")
+    @classmethod
+    def _capture_range(cls, v: object) -> object:
+        # nsys matches these case-insensitively (the seed writes CudaProfilerApi).
+        if isinstance(v, str):
+            for known in ("none", "cudaProfilerApi", "nvtx", "hotkey"):
+                if v.lower() == known.lower():
+                    return known
+        return v
+
+    @field_validator("capture_range_end")
+    @classmethod
+    def _capture_range_end(cls, v: str | None) -> str | None:
+        if v is not None and not _CAPTURE_RANGE_END_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not an nsys --capture-range-end value; use none, stop, "
+                "stop-shutdown, repeat[:N] or repeat-shutdown:N"
+            )
+        return v
+
+    @field_validator("gpu_metrics_devices", mode="before")
+    @classmethod
+    def _gpu_devices(cls, v: object) -> object:
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)
+        if isinstance(v, list):
+            v = ",".join(str(x) for x in v)
+        if isinstance(v, str) and not _GPU_DEVICES_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not an nsys --gpu-metrics-devices value; use all, none, "
+                "cuda-visible or GPU indices such as 0,1"
+            )
+        return v
+
+    @field_validator("trace")
+    @classmethod
+    def _trace(cls, v: list[TraceApi]) -> list[TraceApi]:
+        if not v:
+            raise ValueError("is empty; list APIs such as [cuda, nvtx, osrt], or [none]")
+        if "none" in v and len(v) > 1:
+            raise ValueError("lists none together with other APIs; keep one or the other")
+        if len(set(v)) != len(v):
+            raise ValueError("lists an API twice; keep each once")
+        return v
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, v: str | None) -> str | None:
+        if v is not None and not _NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} must be a plain file name (letters, digits, '.', '_', '-'); reports are "
+                "always written into the run's artifacts folder"
+            )
+        return v
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("is empty; list at least one rank, e.g. [0], or drop ranks")
+        if any(r < 0 for r in v):
+            raise ValueError("has a negative rank; ranks count from 0")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a rank twice; keep each once")
+        return sorted(v)
+
+    @field_validator("reports")
+    @classmethod
+    def _reports(cls, v: list[str]) -> list[str]:
+        for r in v:
+            if not _REPORT_RE.match(r):
+                raise ValueError(
+                    f"{r!r} is not an nsys stats report name (e.g. cuda_gpu_kern_sum, um_sum)"
+                )
+        return v
+
+    @field_validator("nvtx_capture")
+    @classmethod
+    def _nvtx_capture(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or any(c in v for c in "\x00\n\r")):
+            raise ValueError("must be an NVTX range name on one line")
+        return v
+
+    @field_validator("torch_profile_flag")
+    @classmethod
+    def _torch_flag(cls, v: str | None) -> str | None:
+        if v is not None and not _FLAG_RE.match(v):
+            raise ValueError(f"{v!r} is not a command-line flag; write e.g. --torch-profile")
+        return v
+
+    @model_validator(mode="after")
+    def _coherent(self) -> ProfileSpec:
+        if self.nvtx_capture and self.capture_range != "nvtx":
+            raise ValueError(
+                "nvtx_capture is set but capture_range is not nvtx; set capture_range: nvtx"
+            )
+        if self.capture_range == "nvtx" and not self.nvtx_capture:
+            raise ValueError(
+                "capture_range: nvtx needs nvtx_capture (the range name, e.g. 'train@*')"
+            )
+        if self.capture_range_end and self.capture_range in (None, "none"):
+            raise ValueError(
+                "capture_range_end is set without a capture_range; set capture_range "
+                "(e.g. cudaProfilerApi) or drop capture_range_end"
+            )
+        if self.torch_profile_flag and self.tool != "torch":
+            raise ValueError("torch_profile_flag is set but tool is not torch; set tool: torch")
+        return self
+
+    def report_base(self, default_name: str) -> str:
+        return self.output or default_name
+
+
+def nsys_output(artifacts_dir: str, base: str, multi_rank: bool) -> str:
+    """The --output value: per rank (`%q{SLURM_PROCID}`) when the job has several ranks."""
+    return f"{artifacts_dir}/{base}.%q{{SLURM_PROCID}}" if multi_rank else f"{artifacts_dir}/{base}"
+
+
+def report_files(artifacts_dir: str, base: str, ranks: list[int] | None) -> list[str]:
+    """Report paths without extension: one per profiled rank, or the single-rank name."""
+    if ranks is None:
+        return [f"{artifacts_dir}/{base}"]
+    return [f"{artifacts_dir}/{base}.{r}" for r in ranks]
 
 
 def profiler_prefix(spec: ProfileSpec, output: str) -> list[str]:
-    """The argv that wraps the workload (empty unless nsys)."""
+    """The argv that wraps the workload (empty unless nsys). `output` as from nsys_output."""
     if spec.tool != "nsys":
         return []
-    return ["nsys", "profile", f"--output={output}"]
+    argv = ["nsys", "profile", f"--output={output}"]
+    argv.append(f"--force-overwrite={_flag(spec.force_overwrite)}")
+    argv.append(f"--trace={','.join(spec.trace)}")
+    if spec.delay is not None:
+        argv.append(f"--delay={spec.delay}")
+    if spec.duration is not None:
+        argv.append(f"--duration={spec.duration}")
+    if spec.capture_range is not None:
+        argv.append(f"--capture-range={spec.capture_range}")
+    if spec.nvtx_capture is not None:
+        argv.append(f"--nvtx-capture={spec.nvtx_capture}")
+    if spec.capture_range_end is not None:
+        argv.append(f"--capture-range-end={spec.capture_range_end}")
+    for flag, choice in (
+        ("--event-sample", spec.event_sample),
+        ("--sample", spec.sample),
+        ("--cpuctxsw", spec.cpuctxsw),
+        ("--gpu-metrics-devices", spec.gpu_metrics_devices),
+    ):
+        if choice is not None:
+            argv.append(f"{flag}={choice}")
+    for flag, on in (
+        ("--cuda-memory-usage", spec.cuda_memory_usage),
+        ("--cuda-um-cpu-page-faults", spec.cuda_um_cpu_page_faults),
+        ("--cuda-um-gpu-page-faults", spec.cuda_um_gpu_page_faults),
+        ("--show-output", spec.show_output),
+    ):
+        if on is not None:
+            argv.append(f"{flag}={_flag(on)}")
+    return argv
+
+
+def post_commands(spec: ProfileSpec, reports: list[str]) -> list[list[str]]:
+    """After the tasks end: per report (path without extension), SQLite export then CSV stats.
+
+    Inputs are only read; outputs get their own names (`.sqlite`, `<name>_<report>.csv`).
+    """
+    if spec.tool != "nsys":
+        return []
+    out: list[list[str]] = []
+    for base in reports:
+        rep = f"{base}.nsys-rep"
+        source = rep
+        if spec.export_sqlite:
+            out.append(
+                [
+                    "nsys",
+                    "export",
+                    "--type=sqlite",
+                    f"--output={base}.sqlite",
+                    "--force-overwrite=true",
+                    rep,
+                ]
+            )
+            source = f"{base}.sqlite"
+        if spec.reports:
+            stats = ["nsys", "stats"]
+            for r in spec.reports:
+                stats.append(f"--report={r}")
+            stats += ["--format=csv", f"--output={base}", "--force-overwrite=true", source]
+            out.append(stats)
+    return out
+
+
+# Short and long spellings of `nsys profile` options → ProfileSpec fields (from_nsys_command).
+_OPTIONS: dict[str, str] = {
+    "-t": "trace",
+    "--trace": "trace",
+    "-y": "delay",
+    "--delay": "delay",
+    "-d": "duration",
+    "--duration": "duration",
+    "-c": "capture_range",
+    "--capture-range": "capture_range",
+    "--capture-range-end": "capture_range_end",
+    "-p": "nvtx_capture",
+    "--nvtx-capture": "nvtx_capture",
+    "--event-sample": "event_sample",
+    "-s": "sample",
+    "--sample": "sample",
+    "--cpuctxsw": "cpuctxsw",
+    "--cuda-memory-usage": "cuda_memory_usage",
+    "--cuda-um-cpu-page-faults": "cuda_um_cpu_page_faults",
+    "--cuda-um-gpu-page-faults": "cuda_um_gpu_page_faults",
+    "--gpu-metrics-devices": "gpu_metrics_devices",
+    "-w": "show_output",
+    "--show-output": "show_output",
+    "-f": "force_overwrite",
+    "--force-overwrite": "force_overwrite",
+    "-o": "output",
+    "--output": "output",
+}
+
+
+def from_nsys_command(command: str) -> tuple[ProfileSpec, list[str]]:
+    """Read an `nsys profile ... APP ARGS` command line (short or long flags) into a
+    ProfileSpec and the application's argv. Raises ValueError naming an unknown option."""
+    words = shlex.split(command)
+    if words[:2] != ["nsys", "profile"]:
+        raise ValueError("expected a command starting with `nsys profile`")
+    values: dict[str, object] = {"tool": "nsys"}
+    i = 2
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        name, eq, inline = word.partition("=")
+        if name not in _OPTIONS:
+            raise ValueError(f"nsys option {name} has no ProfileSpec field")
+        if eq:
+            value = inline
+        else:
+            if i + 1 >= len(words):
+                raise ValueError(f"nsys option {name} has no value")
+            value = words[i + 1]
+            i += 1
+        i += 1
+        field = _OPTIONS[name]
+        if field == "trace":
+            values[field] = value.split(",")
+        elif field in ("delay", "duration"):
+            values[field] = int(float(value))
+        elif field in (
+            "show_output",
+            "force_overwrite",
+            "cuda_memory_usage",
+            "cuda_um_cpu_page_faults",
+            "cuda_um_gpu_page_faults",
+        ):
+            values[field] = value.lower() == "true"
+        else:
+            values[field] = value
+    return ProfileSpec.model_validate(values), words[i:]

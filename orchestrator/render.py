@@ -27,8 +27,9 @@ from orchestrator.base import Strict
 from orchestrator.cluster import Cluster, Partition
 from orchestrator.container import exec_prefix
 from orchestrator.errors import UserError
+from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
 from orchestrator.paths import TEMPLATES_DIR
-from orchestrator.profile import profiler_prefix
+from orchestrator.profile import nsys_output, post_commands, profiler_prefix, report_files
 from orchestrator.spec import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
 from orchestrator.yamlio import display_path
 
@@ -85,6 +86,13 @@ class RenderContext(Strict):
     task_env: dict[str, str] = Field(description="The workload's own environment.")
     workdir: str | None
     argv: list[str] = Field(description="The full per-task command: container, profiler, app.")
+    plain_argv: list[str] = Field(
+        default_factory=list,
+        description="The per-task command without the profiler (ranks not in profile_ranks).",
+    )
+    profile_ranks: list[int] | None = Field(
+        None, description="Only these ranks run `argv` (profiled); None: every rank does."
+    )
     srun_options: list[str]
     nodes: int
     tasks_per_node: int
@@ -216,11 +224,32 @@ def build_context(
 ) -> RenderContext:
     job_name = f"ghr-{run_id}"
     workload = spec.workload
+    res, prof = spec.resources, spec.profile
+    world = res.nodes * res.tasks_per_node
+    artifacts_dir = f"{run_dir}/artifacts"
+    container = exec_prefix(spec.container, part.container.binds, run_dir)
+    files: list[EmbeddedFile] = []
+    if isinstance(workload, NemoWorkload):
+        bootstrap = None
+        if workload.unified_memory:
+            bootstrap = f"{run_dir}/{UM_BOOTSTRAP_NAME}"
+            files.append(EmbeddedFile(name=UM_BOOTSTRAP_NAME, content=UM_BOOTSTRAP, mode="0600"))
+        app = workload.argv(res.nodes, res.tasks_per_node, bootstrap)
+    else:
+        app = workload.argv()
+    if prof.tool == "torch" and prof.torch_profile_flag:
+        app = [*app, prof.torch_profile_flag, artifacts_dir]
+    report_base = prof.report_base(spec.name)
     argv = [
-        *exec_prefix(spec.container),
-        *profiler_prefix(spec.profile, f"{run_dir}/artifacts/{spec.name}"),
-        *workload.argv(),
+        *container,
+        *profiler_prefix(prof, nsys_output(artifacts_dir, report_base, world > 1)),
+        *app,
     ]
+    # Rank filtering: when only some ranks are profiled, task.sh picks by SLURM_PROCID.
+    profiled = prof.ranks if prof.ranks is not None else list(range(world))
+    profile_ranks = profiled if prof.tool == "nsys" and set(profiled) != set(range(world)) else None
+    reports = report_files(artifacts_dir, report_base, profiled if world > 1 else None)
+    post = [[*container, *cmd] for cmd in post_commands(prof, reports)]
     env = {
         "GH_RUN_ID": run_id,
         "GH_RUN_NAME": spec.name,
@@ -249,6 +278,10 @@ def build_context(
         task_env=dict(workload.env),
         workdir=workload.workdir,
         argv=argv,
+        plain_argv=[*container, *app],
+        profile_ranks=profile_ranks,
+        post=post,
+        files=files,
         srun_options=list(part.launcher.options),
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,

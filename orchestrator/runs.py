@@ -26,6 +26,7 @@ from orchestrator.cluster import (
     load_cluster,
     validate_job,
 )
+from orchestrator.container import check_image
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.executors.local import LocalExecutor
@@ -140,6 +141,10 @@ def submit(
     run_id: str | None = None,
 ) -> Run:
     """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
+    # A local container image must exist now (render works without it; submit does not).
+    check_image(
+        prep.spec.container, display_path(prep.spec_path) if prep.spec_path else prep.spec.name
+    )
     missing = [n for n in prep.spec.workload.secret_env if n not in os.environ]
     if missing:
         where = display_path(prep.spec_path) if prep.spec_path else prep.spec.name

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from orchestrator import yamlio
 from orchestrator.base import Strict
 from orchestrator.container import ContainerSpec
+from orchestrator.nemo import NemoWorkload
 from orchestrator.profile import ProfileSpec
 from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
 
@@ -185,8 +186,8 @@ class CommandWorkload(Strict):
         return [self.command, *self.args]
 
 
-yamlio.register_union_tags("command")
-Workload = Annotated[CommandWorkload, Field(discriminator="kind")]
+yamlio.register_union_tags("command", "nemo")
+Workload = Annotated[CommandWorkload | NemoWorkload, Field(discriminator="kind")]
 
 
 def _check_glob(pattern: str) -> str:
@@ -299,6 +300,13 @@ class JobSpec(Strict):
             raise ValueError(
                 f"retries.signal_seconds ({sig}) is not shorter than resources.time "
                 f"({self.resources.time}); signal earlier, e.g. {max(1, limit // 10)}"
+            )
+        world = self.resources.nodes * self.resources.tasks_per_node
+        over = [r for r in self.profile.ranks or [] if r >= world]
+        if over:
+            raise ValueError(
+                f"profile.ranks lists rank {over[0]}, but the job has {world} rank"
+                f"{'' if world == 1 else 's'} (0-{world - 1}); list ranks below {world}"
             )
         if self.container.runtime != "none" and not self.container.image:
             raise ValueError(

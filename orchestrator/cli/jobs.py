@@ -114,6 +114,10 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
 def _check(prep: R.Prepared) -> None:
     import tempfile
 
+    from orchestrator.container import check_image
+    from orchestrator.yamlio import display_path as _where
+
+    check_image(prep.spec.container, _where(prep.spec_path) if prep.spec_path else prep.spec.name)
     rid = R.new_run_id(prep.spec.name)
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
     rendered = R.render(prep, rid, run_dir, "srun")

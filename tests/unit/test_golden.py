@@ -1,0 +1,89 @@
+"""Golden job scripts: every job in jobs/*.yaml (jobs/base/ holds shared bases, not jobs) renders
+byte for byte to tests/golden/<job>.sbatch, with a fixed run id and run folder. Each script and
+each file it embeds (task.sh, um_bootstrap.py) is valid: `bash -n` + shellcheck, or Python.
+
+After an intended change, regenerate and review the diff by eye:
+    GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_golden.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cluster import load_cluster, validate_job
+from orchestrator.render import render_job
+from orchestrator.spec import load_spec
+from tests.unit.test_render import extract_files
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden"
+JOBS = sorted((REPO / "jobs").glob("*.yaml"))
+RUN_DIR = "/scratch/gh-run/runs/golden-run"
+UPDATE = os.environ.get("GH_RUN_UPDATE_GOLDEN") == "1"
+
+
+def render_golden(job: Path) -> str:
+    spec = load_spec(job)
+    cluster = load_cluster(spec.cluster)
+    part_name, part = validate_job(spec, cluster, f"jobs/{job.name}")
+    script = render_job(spec, cluster, part_name, part, f"{spec.name}-golden", RUN_DIR).script
+    # Machine-independent: the checkout's path (specs resolve `workdir: ..` against it), and
+    # the heredoc delimiters that hash it.
+    script = script.replace(str(REPO), "/REPO")
+    return re.sub(r"GHRUN_EOF_[0-9A-F]{16}", "GHRUN_EOF_FFFFFFFFFFFFFFFF", script)
+
+
+def test_every_job_is_covered() -> None:
+    assert {p.stem for p in JOBS} >= {
+        "smoke", "sft", "sft_workers4", "sft_offload", "sft_full", "sft_full_um", "sft_fp8",
+    }  # fmt: skip
+    if not UPDATE:
+        stale = {p.stem for p in GOLDEN.glob("*.sbatch")} - {p.stem for p in JOBS}
+        assert not stale, f"golden files without a job: {stale}; delete them"
+
+
+@pytest.mark.parametrize("job", JOBS, ids=[p.stem for p in JOBS])
+def test_rendered_script_matches_golden(job: Path) -> None:
+    got = render_golden(job)
+    golden = GOLDEN / f"{job.stem}.sbatch"
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        golden.write_text(got)
+    assert golden.is_file(), (
+        f"{golden} is missing; run GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest {__file__} "
+        "and review it"
+    )
+    assert got == golden.read_text(), (
+        f"jobs/{job.name} renders differently from {golden.name}; if intended, regenerate "
+        "with GH_RUN_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+@pytest.mark.parametrize("job", JOBS, ids=[p.stem for p in JOBS])
+def test_script_and_embedded_files_are_valid(job: Path, tmp_path: Path) -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.fail("shellcheck is not installed: `make deps` installs it")
+    script = render_golden(job)
+    files = extract_files(script)
+    assert "task.sh" in files
+    shell = [tmp_path / "job.sbatch"]
+    shell[0].write_text(script)
+    for name, content in files.items():
+        path = tmp_path / name
+        path.write_text(content)
+        if name.endswith(".py"):
+            compile(content, name, "exec")
+        else:
+            shell.append(path)
+    for path in shell:
+        subprocess.run(["bash", "-n", str(path)], check=True)
+        res = subprocess.run(
+            ["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True
+        )
+        assert res.returncode == 0, f"{job.name}: {path.name}\n{res.stdout}"

@@ -1,0 +1,260 @@
+"""ProfileSpec → nsys long-flag argv, per-rank outputs, rank filtering, post-processing that
+never loses the report, and the torch-profiler contract."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.cluster import load_cluster, validate_job
+from orchestrator.profile import (
+    ProfileSpec,
+    from_nsys_command,
+    nsys_output,
+    post_commands,
+    profiler_prefix,
+    report_files,
+)
+from orchestrator.render import RenderedJob, render_job
+from orchestrator.spec import JobSpec
+from tests.unit.test_render import extract_files
+
+SEED = (
+    "nsys profile -y 360 -d 720 --trace=cuda,cudnn,cublas,osrt,nvtx --event-sample=system-wide "
+    "-w true -c CudaProfilerApi -o sft_llama2_7B python train.py --lr 1e-4"
+)
+SEED_LONG = [
+    "nsys",
+    "profile",
+    "--output=/runs/r/artifacts/sft_llama2_7B",
+    "--force-overwrite=true",
+    "--trace=cuda,cudnn,cublas,osrt,nvtx",
+    "--delay=360",
+    "--duration=720",
+    "--capture-range=cudaProfilerApi",
+    "--event-sample=system-wide",
+    "--show-output=true",
+]
+
+
+def test_the_seed_command_renders_to_its_long_flag_equivalent() -> None:
+    spec, app = from_nsys_command(SEED)
+    assert app == ["python", "train.py", "--lr", "1e-4"]
+    assert spec == ProfileSpec(
+        tool="nsys",
+        delay=360,
+        duration=720,
+        trace=["cuda", "cudnn", "cublas", "osrt", "nvtx"],
+        event_sample="system-wide",
+        show_output=True,
+        capture_range="cudaProfilerApi",
+        output="sft_llama2_7B",
+    )
+    out = nsys_output("/runs/r/artifacts", spec.report_base("job"), multi_rank=False)
+    argv = profiler_prefix(spec, out)
+    assert argv == SEED_LONG
+    assert not any(a.startswith("-") and not a.startswith("--") for a in argv)
+
+
+def test_jobs_sft_profiles_exactly_as_the_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.spec import load_spec
+
+    monkeypatch.setenv("SCRATCH", "/scratch/test")
+    repo = Path(__file__).resolve().parents[2]
+    assert load_spec(repo / "jobs" / "sft.yaml").profile == from_nsys_command(SEED)[0]
+
+
+def test_every_flag_in_long_form() -> None:
+    spec = ProfileSpec(
+        tool="nsys",
+        trace=["cuda", "nvtx"],
+        capture_range="nvtx",
+        nvtx_capture="train@*",
+        capture_range_end="repeat:3",
+        sample="process-tree",
+        cpuctxsw="system-wide",
+        cuda_memory_usage=True,
+        cuda_um_cpu_page_faults=True,
+        cuda_um_gpu_page_faults=False,
+        gpu_metrics_devices="all",
+        force_overwrite=False,
+    )
+    assert profiler_prefix(spec, "/o") == [
+        "nsys", "profile", "--output=/o", "--force-overwrite=false", "--trace=cuda,nvtx",
+        "--capture-range=nvtx", "--nvtx-capture=train@*", "--capture-range-end=repeat:3",
+        "--sample=process-tree", "--cpuctxsw=system-wide", "--gpu-metrics-devices=all",
+        "--cuda-memory-usage=true", "--cuda-um-cpu-page-faults=true",
+        "--cuda-um-gpu-page-faults=false",
+    ]  # fmt: skip
+
+
+def test_not_nsys_means_no_prefix_and_no_post() -> None:
+    for tool in ("none", "torch"):
+        spec = ProfileSpec(tool=tool)  # type: ignore[arg-type]
+        assert profiler_prefix(spec, "/o") == []
+        assert post_commands(spec, ["/o"]) == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"trace": ["cuda", "cuda"]}, "twice"),
+        ({"trace": ["cuda", "none"]}, "none together"),
+        ({"trace": []}, "is empty"),
+        ({"trace": ["cudaa"]}, "cudaa"),
+        ({"capture_range": "cudaProfiler"}, "capture_range"),
+        ({"capture_range": "nvtx"}, "needs nvtx_capture"),
+        ({"nvtx_capture": "x"}, "capture_range is not nvtx"),
+        ({"capture_range": "cudaProfilerApi", "capture_range_end": "halt"}, "capture-range-end"),
+        ({"capture_range_end": "stop"}, "without a capture_range"),
+        ({"delay": -1}, "delay"),
+        ({"duration": 0}, "duration"),
+        ({"event_sample": "process-tree"}, "event_sample"),
+        ({"gpu_metrics_devices": "gpu0"}, "gpu-metrics-devices"),
+        ({"output": "../x"}, "plain file name"),
+        ({"output": "a/b"}, "plain file name"),
+        ({"ranks": []}, "at least one rank"),
+        ({"ranks": [0, 0]}, "twice"),
+        ({"ranks": [-1]}, "negative"),
+        ({"reports": ["cuda gpu"]}, "report name"),
+        ({"torch_profile_flag": "--x"}, "tool is not torch"),
+        ({"tool": "torch", "torch_profile_flag": "x y"}, "not a command-line flag"),
+    ],
+)
+def test_refusals(fields: dict[str, object], why: str) -> None:
+    with pytest.raises(ValidationError, match=why):
+        ProfileSpec.model_validate({"tool": "nsys", **fields})
+
+
+def test_gpu_metrics_devices_accepts_lists_and_ints() -> None:
+    assert ProfileSpec(gpu_metrics_devices=[0, 1]).gpu_metrics_devices == "0,1"  # type: ignore[arg-type]
+    assert ProfileSpec(gpu_metrics_devices=0).gpu_metrics_devices == "0"  # type: ignore[arg-type]
+
+
+def test_post_commands_export_then_stats_per_report() -> None:
+    spec = ProfileSpec(tool="nsys", reports=["cuda_gpu_kern_sum", "um_sum"])
+    files = report_files("/r/artifacts", "sft", [0, 2])
+    assert files == ["/r/artifacts/sft.0", "/r/artifacts/sft.2"]
+    cmds = post_commands(spec, files)
+    assert cmds[0] == [
+        "nsys", "export", "--type=sqlite", "--output=/r/artifacts/sft.0.sqlite",
+        "--force-overwrite=true", "/r/artifacts/sft.0.nsys-rep",
+    ]  # fmt: skip
+    assert cmds[1] == [
+        "nsys", "stats", "--report=cuda_gpu_kern_sum", "--report=um_sum", "--format=csv",
+        "--output=/r/artifacts/sft.0", "--force-overwrite=true", "/r/artifacts/sft.0.sqlite",
+    ]  # fmt: skip
+    assert len(cmds) == 4 and cmds[3][-1] == "/r/artifacts/sft.2.sqlite"
+    # without the export, stats read the report itself; never is the report an output
+    only_stats = post_commands(ProfileSpec(tool="nsys", export_sqlite=False), ["/r/a/x"])
+    assert len(only_stats) == 1 and only_stats[0][-1] == "/r/a/x.nsys-rep"
+    for cmd in cmds + only_stats:
+        outputs = [a for a in cmd if a.startswith("--output=")]
+        assert all(not o.endswith(".nsys-rep") for o in outputs)
+
+
+def _job(profile: dict[str, object], nodes: int = 1, tasks: int = 1, **wl: object) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "name": "p",
+            "resources": {"nodes": nodes, "ntasks_per_node": tasks},
+            "profile": profile,
+            "workload": {"command": "app", "args": ["--x", "1"], **wl},
+        }
+    )
+
+
+def _render(job: JobSpec, run_dir: str = "/runs/r", launcher: str = "srun") -> RenderedJob:
+    cluster = load_cluster("dev")
+    pn, part = validate_job(job, cluster)
+    return render_job(job, cluster, pn, part, "r", run_dir, launcher)  # type: ignore[arg-type]
+
+
+def test_multi_rank_outputs_per_rank_and_post_per_rank() -> None:
+    r = _render(_job({"tool": "nsys", "output": "prof"}, nodes=2))
+    ctx = r.context
+    assert "--output=/runs/r/artifacts/prof.%q{SLURM_PROCID}" in ctx.argv
+    assert ctx.profile_ranks is None
+    assert [c[-1] for c in ctx.post if c[1] == "export"] == [
+        "/runs/r/artifacts/prof.0.nsys-rep",
+        "/runs/r/artifacts/prof.1.nsys-rep",
+    ]
+
+
+def test_ranks_restrict_profiling_at_run_time(tmp_path: Path) -> None:
+    r = _render(_job({"tool": "nsys", "ranks": [1]}, nodes=2))
+    assert r.context.profile_ranks == [1]
+    assert r.context.plain_argv == ["app", "--x", "1"]
+    assert [c[-1] for c in r.context.post if c[1] == "export"] == ["/runs/r/artifacts/p.1.nsys-rep"]
+    # run task.sh as rank 0 and rank 1 with a stand-in `nsys` on PATH that prints its argv
+    task = tmp_path / "task.sh"
+    task.write_text(extract_files(r.script)["task.sh"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("nsys", "app"):
+        tool = bin_dir / name
+        tool.write_text(f'#!/bin/bash\necho "{name}: $*"\n')
+        tool.chmod(0o755)
+    seen = {}
+    for rank in ("0", "1"):
+        env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "SLURM_PROCID": rank,
+            "GH_RUN_DIR": str(tmp_path),
+        }
+        res = subprocess.run(["bash", str(task)], env=env, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        seen[rank] = res.stdout.strip()
+    assert seen["0"] == "app: --x 1"
+    assert seen["1"].startswith("nsys: profile --output=/runs/r/artifacts/p.%q{SLURM_PROCID}")
+    assert seen["1"].endswith(" app --x 1")
+
+
+def test_ranks_beyond_the_world_are_refused() -> None:
+    with pytest.raises(ValidationError, match=r"profile.ranks lists rank 2, but the job has 2"):
+        _job({"tool": "nsys", "ranks": [0, 2]}, nodes=2)
+
+
+def test_failed_post_processing_keeps_the_report_and_the_exit_status(tmp_path: Path) -> None:
+    """Run the whole script (launcher direct) with a stand-in `nsys` whose profile writes a
+    report and whose export/stats fail, after a workload that exits 4: the report stays, the
+    failures are logged, the job's status is the workload's."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    nsys = bin_dir / "nsys"
+    nsys.write_text(
+        "#!/bin/bash\n# STAND-IN nsys for this test\n"
+        'if [ "$1" = profile ]; then shift; while [[ "$1" == --* ]]; do\n'
+        '  case "$1" in --output=*) out="${1#--output=}";; esac; shift; done\n'
+        '  echo report > "$out.nsys-rep"; exec "$@"; fi\n'
+        'echo "stand-in nsys $1 fails" >&2; exit 3\n'
+    )
+    nsys.chmod(0o755)
+    job = _job({"tool": "nsys", "delay": 1}, command="bash", args=["-c", "exit 4"])
+    r = _render(job, str(run_dir), "direct")
+    (run_dir / "job.sbatch").write_text(r.script)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    res = subprocess.run(
+        ["bash", str(run_dir / "job.sbatch")], env=env, capture_output=True, text=True
+    )
+    assert res.returncode == 4, res.stderr  # the workload's status, not post-processing's
+    assert (run_dir / "artifacts" / "p.nsys-rep").read_text() == "report\n"
+    assert "post-processing step 1 failed (exit 3); the reports are kept" in res.stderr
+    assert "post-processing step 2 failed (exit 3)" in res.stderr
+    assert (run_dir / "exit_code").read_text().strip() == "4"
+
+
+def test_torch_tool_sets_the_contract_and_optional_flag() -> None:
+    r = _render(_job({"tool": "torch"}))
+    assert r.context.env["GH_RUN_TORCH_PROFILE"] == "/runs/r/artifacts"
+    assert r.context.argv == ["app", "--x", "1"]
+    r = _render(_job({"tool": "torch", "torch_profile_flag": "--torch-profile"}))
+    assert r.context.argv == ["app", "--x", "1", "--torch-profile", "/runs/r/artifacts"]
+    assert r.context.post == []
