@@ -404,14 +404,47 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
     @app.command("report")
     def report_cmd(
-        runs: Annotated[list[str], typer.Argument(help="runs (files or folders)")],
+        runs: Annotated[
+            list[str] | None, typer.Argument(help="runs: files, folders or run ids")
+        ] = None,
+        campaign: Annotated[
+            str | None,
+            typer.Option("--campaign", help="all variants of a campaign (id, prefix or 'last')"),
+        ] = None,
         out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("report"),
         title: Annotated[str, typer.Option("--title")] = "gh-run analysis",
     ) -> None:
         """Write report.html (self-contained), report.md and report.json."""
-        ms = [analyze_paths(res(r), label=r) for r in runs]
+        from orchestrator.errors import UserError
+
+        labelled: list[tuple[str, list[Path]]] = [(r, res(r)) for r in runs or []]
+        if campaign:
+            labelled += _campaign_inputs(campaign)
+        if not labelled:
+            raise UserError("report: name runs, files or folders, or --campaign ID")
+        ms = [analyze_paths(paths, label=label) for label, paths in labelled]
         for kind, p in write_report(ms, out, title).items():
             typer.echo(f"{kind}: {p}")
+
+
+def _campaign_inputs(ref: str) -> list[tuple[str, list[Path]]]:
+    """(variant name, trace folder) for every variant of a campaign that left traces."""
+    from orchestrator import runs as run_ops
+    from orchestrator.campaign import records
+    from orchestrator.cli.state import STATE, warn
+    from orchestrator.errors import UserError
+
+    store = STATE.store()
+    rec = records.get_campaign(store, ref)
+    out: list[tuple[str, list[Path]]] = []
+    for variant, run in records.runs_of(store, rec.campaign_id).items():
+        try:
+            out.append((variant, run_ops.analysis_inputs(store, STATE.home, run.run_id)))
+        except UserError as exc:
+            warn(f"{variant}: skipped ({exc})")
+    if not out:
+        raise UserError(f"campaign {rec.campaign_id} has no variant with artifacts yet")
+    return out
 
 
 def make_app(resolve: Resolver | None = None) -> typer.Typer:

@@ -113,6 +113,15 @@ def test_canary_campaign_runs_to_a_report(dev_cluster: None, gh_home: Path) -> N
         assert "metrics.json" in got and any(n.endswith(".pt.trace.json.gz") for n in got), got
     hist = run_cli(["campaign", "history", "canary", "-m", "step_time_s"], gh_home)
     assert hist.rc == 0 and "w2-lora" in hist.out, hist.text
+    # The analysis report over every variant of the campaign (CPU traces: no GPU timeline).
+    out_dir = gh_home / "campaign-analysis"
+    rep = run_cli(["report", "--campaign", cid, "--out", str(out_dir)], gh_home)
+    assert rep.rc == 0, rep.text
+    analysed = json.loads((out_dir / "report.json").read_text())
+    assert sorted(r["label"] for r in analysed["runs"]) == sorted(
+        f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
+    )
+    assert (out_dir / "report.html").is_file() and (out_dir / "report.md").is_file()
 
 
 def test_planted_regression_is_flagged_with_exit_code_3(

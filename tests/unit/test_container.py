@@ -101,7 +101,9 @@ def test_check_image_at_submit(tmp_path: Path) -> None:
 
 
 def test_submit_refuses_a_missing_image_before_anything_is_written(
-    cli, gh_home: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+    cli,
+    gh_home: Path,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     res = cli(
         "submit", "jobs/smoke.yaml", "--executor", "local",

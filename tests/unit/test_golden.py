@@ -56,8 +56,7 @@ def test_rendered_script_matches_golden(job: Path) -> None:
         GOLDEN.mkdir(exist_ok=True)
         golden.write_text(got)
     assert golden.is_file(), (
-        f"{golden} is missing; run GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest {__file__} "
-        "and review it"
+        f"{golden} is missing; run GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest {__file__} and review it"
     )
     assert got == golden.read_text(), (
         f"jobs/{job.name} renders differently from {golden.name}; if intended, regenerate "

@@ -201,9 +201,7 @@ def test_variants_extend_the_base_and_differ_by_one_knob() -> None:
     for name, diff in expected.items():
         w = load_spec(REPO / "jobs" / name).workload
         assert isinstance(w, NemoWorkload)
-        changed = {
-            k: v for k, v in w.model_dump().items() if v != base.model_dump()[k]
-        }
+        changed = {k: v for k, v in w.model_dump().items() if v != base.model_dump()[k]}
         assert changed == diff, name
         assert w.overrides == base.overrides, name
 
