@@ -300,3 +300,25 @@ def test_without_um_the_script_runs_directly(tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.strip().splitlines()[-1])["argv"] == [str(script), "a='b c'"]
+
+
+def test_words_parse_back_with_hydras_own_parser() -> None:
+    """When hydra-core is installed (it is not a gh-run dependency), Hydra's override parser
+    reads every word back to the value we meant."""
+    parser_mod = pytest.importorskip("hydra.core.override_parser.overrides_parser")
+    parser = parser_mod.OverridesParser.create()
+    meant: dict[str, object] = {
+        "a": "x y",
+        "b": "it's",
+        "c": None,
+        "d": [1, "x y", True, "q'uote"],
+        "e": "true",
+        "f": "a=b,c",
+        "g": "ends\\",
+        "h": "",
+        "i": 1.5e-4,
+        "j": 'say "hi"',
+    }
+    w = nemo(overrides=meant, trainer_from_resources=False)
+    for word, value in zip(w.hydra_args(), meant.values(), strict=True):
+        assert parser.parse_override(word).value() == value, word
