@@ -15,9 +15,10 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
 from orchestrator.base import Strict
+from orchestrator.envvars import env_dict
 from orchestrator.errors import UserError
 from orchestrator.paths import cluster_search_dirs
-from orchestrator.spec import ENV_NAME_RE, JobSpec
+from orchestrator.spec import JobSpec
 from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
 
 Arch = Literal["aarch64", "x86_64"]
@@ -85,25 +86,8 @@ class Partition(Strict):
     @field_validator("env", mode="before")
     @classmethod
     def _env_names(cls, v: object) -> object:
-        # Names are written unquoted (`export NAME=...`): only plain names may reach the shell.
         # The same rule, and the same sentence, as a job spec's workload.env.
-        if not isinstance(v, dict):
-            return v
-        out: dict[object, object] = {}
-        for key, value in v.items():
-            if not isinstance(key, str) or not ENV_NAME_RE.match(key):
-                raise ValueError(
-                    f"environment variable name {key!r} is not valid; "
-                    "use letters, digits and _ and do not start with a digit"
-                )
-            if isinstance(value, bool):
-                value = "true" if value else "false"
-            elif isinstance(value, int | float):
-                value = str(value)
-            if isinstance(value, str) and "\x00" in value:
-                raise ValueError(f"the value of {key} contains a NUL byte; remove it")
-            out[key] = value
-        return out
+        return env_dict(v)
 
     @field_validator("template")
     @classmethod

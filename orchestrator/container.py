@@ -21,10 +21,10 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from orchestrator.base import Strict
+from orchestrator.envvars import env_dict
 from orchestrator.errors import UserError
 
 ImageArch = Literal["aarch64", "x86_64"]
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Images that are pulled, not read from a path: nothing to check on the submit host.
 REMOTE_IMAGE_RE = re.compile(r"^(docker|docker-archive|oras|library|shub|https?)://")
 
@@ -100,17 +100,10 @@ class ContainerSpec(Strict):
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, v: object) -> object:
-        if not isinstance(v, dict):
-            return v
-        out: dict[str, str] = {}
-        for key, value in v.items():
-            if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
-                raise ValueError(
-                    f"environment variable name {key!r} is not valid; "
-                    "use letters, digits and _ and do not start with a digit"
-                )
-            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-            out[key] = _no_control(text, f"the value of {key}")
+        out = env_dict(v)
+        if isinstance(out, dict):
+            for key, text in out.items():
+                _no_control(text, f"the value of {key}")
         return out
 
     @field_validator("env_file", "pwd")

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestrator.base import Strict
+from orchestrator.envvars import ProcessEnv
 
 HydraScalar = str | int | float | bool | None
 # Override values: scalars and (nested) lists of them; mappings are flattened into dotted keys.
@@ -186,7 +186,7 @@ def override_word(key: str, value: HydraValue) -> str:
     return f"{key}={hydra_value(value)}"
 
 
-class NemoWorkload(Strict):
+class NemoWorkload(ProcessEnv):
     """A NeMo training script run with Hydra overrides (and the seed's experiments as knobs)."""
 
     kind: Literal["nemo"] = "nemo"
@@ -227,31 +227,6 @@ class NemoWorkload(Strict):
         True,
         description="Add trainer.devices / trainer.num_nodes from resources unless overridden.",
     )
-    env: dict[str, str] = Field(default_factory=dict)
-    secret_env: list[str] = Field(default_factory=list)
-    workdir: str | None = Field(None, description="Directory to run in; default: the run dir.")
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, v: object) -> object:
-        from orchestrator.spec import _env_dict
-
-        return _env_dict(v) if isinstance(v, dict) else v
-
-    @field_validator("secret_env")
-    @classmethod
-    def _secret_names(cls, v: list[str]) -> list[str]:
-        from orchestrator.spec import ENV_NAME_RE
-
-        for name in v:
-            if not ENV_NAME_RE.match(name):
-                raise ValueError(
-                    f"{name!r} is not an environment variable name; list only names "
-                    "(letters, digits, _), never the secret values themselves"
-                )
-        if len(set(v)) != len(v):
-            raise ValueError("lists a name twice; keep each name once")
-        return v
 
     @field_validator("python", "script", "config_path", "config_name")
     @classmethod
@@ -301,12 +276,6 @@ class NemoWorkload(Strict):
             raise ValueError(
                 "fp8 needs mixed precision (Transformer Engine runs FP8 under bf16/16 autocast); "
                 "set precision: bf16-mixed or drop fp8"
-            )
-        both = sorted(set(self.secret_env) & set(self.env))
-        if both:
-            raise ValueError(
-                f"the variable {', '.join(both)} is both in env (written into the script) "
-                "and in secret_env; remove it from env"
             )
         given = {_bare(k): k for k in self.overrides}
         for knob, key, _ in self.knobs():

@@ -16,12 +16,12 @@ from pydantic import Field, field_validator, model_validator
 from orchestrator import yamlio
 from orchestrator.base import Strict
 from orchestrator.container import ContainerSpec
+from orchestrator.envvars import ProcessEnv
 from orchestrator.nemo import NemoWorkload
 from orchestrator.profile import ProfileSpec
 from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # sbatch reads #SBATCH lines itself; keep their values to characters that need no quoting.
 SBATCH_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:,@%+=/-]+$")
 # --constraint has its own operators (AND &, OR |, counts *N, brackets, !); still no spaces,
@@ -112,67 +112,12 @@ class Resources(Strict):
         return None if self.mem is None else parse_mem_mib(self.mem)
 
 
-EnvValue = str | int | float | bool
-
-
-def _env_dict(v: dict[str, EnvValue]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in v.items():
-        if not ENV_NAME_RE.match(key):
-            raise ValueError(
-                f"environment variable name {key!r} is not valid; "
-                "use letters, digits and _ and do not start with a digit"
-            )
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        if "\x00" in text:
-            raise ValueError(f"the value of {key} contains a NUL byte; remove it")
-        out[key] = text
-    return out
-
-
-class CommandWorkload(Strict):
+class CommandWorkload(ProcessEnv):
     """A plain command: argv = [command, *args], with extra environment variables."""
 
     kind: Literal["command"] = "command"
     command: str = Field(..., min_length=1, description="Program to run (found on PATH).")
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    secret_env: list[str] = Field(
-        default_factory=list,
-        description=(
-            "Names of environment variables (e.g. HF_TOKEN) the job needs from the submit "
-            "environment; their values are never written into scripts, specs or the store."
-        ),
-    )
-    workdir: str | None = Field(None, description="Directory to run in; default: the run dir.")
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, v: object) -> object:
-        return _env_dict(v) if isinstance(v, dict) else v
-
-    @field_validator("secret_env")
-    @classmethod
-    def _secret_names(cls, v: list[str]) -> list[str]:
-        for name in v:
-            if not ENV_NAME_RE.match(name):
-                raise ValueError(
-                    f"{name!r} is not an environment variable name; list only names "
-                    "(letters, digits, _), never the secret values themselves"
-                )
-        if len(set(v)) != len(v):
-            raise ValueError("lists a name twice; keep each name once")
-        return v
-
-    @model_validator(mode="after")
-    def _secret_not_in_env(self) -> CommandWorkload:
-        both = sorted(set(self.secret_env) & set(self.env))
-        if both:
-            raise ValueError(
-                f"the variable {', '.join(both)} is both in env (written into the script) "
-                "and in secret_env; remove it from env"
-            )
-        return self
 
     @field_validator("command", "args")
     @classmethod
