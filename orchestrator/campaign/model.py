@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from orchestrator import yamlio
 from orchestrator.base import Strict
@@ -56,6 +56,21 @@ def _check_override(item: str) -> str:
             "e.g. resources.nodes=2"
         )
     return item
+
+
+def _check_name(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+    return v
+
+
+# A single override may be written as a string; each must be KEY=VALUE (or KEY+=[...]).
+Overrides = Annotated[
+    list[str],
+    BeforeValidator(_overrides),
+    AfterValidator(lambda v: [_check_override(x) for x in v]),
+]
+Name = Annotated[str, AfterValidator(_check_name)]
 
 
 def apply_overrides(doc: yamlio.Located, overrides: Iterable[str]) -> yamlio.Located:
@@ -203,34 +218,17 @@ class Notify(Strict):
 
 
 class ExplicitVariant(Strict):
-    name: str
-    set: list[str] = Field(default_factory=list)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
-        return v
-
-    @field_validator("set", mode="before")
-    @classmethod
-    def _list(cls, v: object) -> object:
-        return _overrides(v)
-
-    @field_validator("set")
-    @classmethod
-    def _items(cls, v: list[str]) -> list[str]:
-        return [_check_override(x) for x in v]
+    name: Name
+    set: Overrides = Field(default_factory=list)
 
 
 class Campaign(Strict):
     """A nightly matrix of one base job."""
 
-    name: str
+    name: Name
     description: str | None = None
     job: str = Field(..., description="Base job spec, relative to this file.")
-    set: list[str] = Field(default_factory=list, description="Overrides for every variant.")
+    set: Overrides = Field(default_factory=list, description="Overrides for every variant.")
     matrix: dict[str, dict[str, list[str]]] = Field(
         default_factory=dict, description="axis → value label → overrides."
     )
@@ -247,23 +245,6 @@ class Campaign(Strict):
     baseline: Baseline = Field(default_factory=Baseline)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
     notify: Notify | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
-        return v
-
-    @field_validator("set", mode="before")
-    @classmethod
-    def _set_list(cls, v: object) -> object:
-        return _overrides(v)
-
-    @field_validator("set")
-    @classmethod
-    def _set_items(cls, v: list[str]) -> list[str]:
-        return [_check_override(x) for x in v]
 
     @field_validator("matrix", mode="before")
     @classmethod
