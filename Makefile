@@ -24,6 +24,9 @@ deps:
 
 demo: install
 	$(BIN)/gh-run submit jobs/smoke.yaml --executor local --wait
+	$(BIN)/gh-run status --limit 5
+	@echo "--- what the analysis says of two real H100 traces shipped in tests/data (offload vs not):"
+	$(BIN)/gh-run compare tests/data/traces/baseline tests/data/traces/offload
 
 cluster-up:
 	bash scripts/devcluster.sh up

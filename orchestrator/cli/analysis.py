@@ -379,7 +379,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
             return
-        t = Table(title=f"compare (baseline {labels[0]})", box=box.SIMPLE_HEAD, pad_edge=False)
+        t = Table(title=f"compare: deltas against {labels[0]}", box=box.SIMPLE_HEAD, pad_edge=False)
         t.add_column("metric", no_wrap=True, overflow="ellipsis")
         t.add_column("unit", no_wrap=True)
         for lab in labels:
