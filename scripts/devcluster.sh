@@ -184,7 +184,10 @@ AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$(munge_dir)/munge.socket
 AccountingStorageTRES=gres/gpu,gres/gpu:gh200
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=30
+# No cgroups here: --mem is enforced by slurmstepd's accounting poll (every second), which
+# kills a step whose RSS exceeds its limit (OverMemoryKill).
+JobAcctGatherParams=OverMemoryKill
+JobAcctGatherFrequency=1
 JobCompType=jobcomp/none
 EOF
     for n in "${NODES[@]}"; do

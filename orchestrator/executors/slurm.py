@@ -34,6 +34,32 @@ UNREACHABLE = re.compile(
 )
 
 
+# slurmstepd's own words when it kills a step over its --mem: jobacct_gather's OverMemoryKill
+# ("Exceeded job memory limit"; SLURM then reports the job FAILED, not OUT_OF_MEMORY) or the
+# cgroup OOM handler ("Detected N oom-kill event(s)"). Only slurmstepd's lines count.
+MEMORY_KILL = re.compile(
+    r"^slurmstepd(?:-[\w.-]+)?: error: (Exceeded (?:job|step) memory limit|"
+    r"Detected \d+ oom[_-]kill events?)",
+    re.MULTILINE,
+)
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def memory_kill_evidence(run_dir: Path, job_id: str) -> str | None:
+    """slurmstepd's memory-kill line in the tail of one of the job's stderr logs, if any."""
+    for err in sorted(run_dir.glob(f"{job_id}_*_log.err")):
+        try:
+            with err.open("rb") as fh:
+                fh.seek(max(0, err.stat().st_size - LOG_TAIL_BYTES))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        match = MEMORY_KILL.search(text)
+        if match:
+            return match.group(1)
+    return None
+
+
 def slurm_env() -> dict[str, str]:
     return dict(os.environ)
 
@@ -272,6 +298,16 @@ class SlurmExecutor(Executor):
             reason = info.get("Reason") or None
             if reason in ("None", "(null)"):
                 reason = None
+            if state == "FAILED":
+                # Without cgroups (jobacct_gather OverMemoryKill) SLURM reports a step SIGKILLed
+                # over its --mem as FAILED; slurmstepd says why in the step's stderr. (Not the
+                # signal: sacct's DerivedExitCode may still read 0:0 when the job is FAILED.)
+                evidence = memory_kill_evidence(Path(job.paths.folder), job.job_id)
+                if evidence:
+                    state = "OUT_OF_MEMORY"
+                    reason = f"slurmstepd: {evidence}; sacct state FAILED" + (
+                        f"; {reason}" if reason else ""
+                    )
             out[run_id] = JobStatus(
                 state=state,
                 exit_code=code,
@@ -300,7 +336,10 @@ class SlurmExecutor(Executor):
         newer than the one already recorded.
         """
         found: set[str] = set()
-        res = run_slurm(["squeue", "-h", "-o", "%i", "--name", job_name])
+        # --states=all: the controller keeps an ended job for MinJobAge, while accounting may
+        # not have it yet (slurmdbd lags by seconds); a job that ran in under a second is in
+        # neither the default squeue nor sacct right after sbatch answered.
+        res = run_slurm(["squeue", "-h", "--states=all", "-o", "%i", "--name", job_name])
         if res.returncode == 0:
             found.update(res.stdout.split())
         res = run_slurm(
@@ -314,7 +353,7 @@ class SlurmExecutor(Executor):
         """The (array) job id of the newest job with this unique name, from the queue or
         accounting: 123 for an array whose elements show as 123_0, 123_[1-5%2]."""
         found: set[int] = set()
-        res = run_slurm(["squeue", "-h", "-r", "-o", "%F", "--name", job_name])
+        res = run_slurm(["squeue", "-h", "-r", "--states=all", "-o", "%F", "--name", job_name])
         if res.returncode == 0:
             found.update(int(x) for x in res.stdout.split() if x.isdigit())
         res = run_slurm(

@@ -267,6 +267,41 @@ def test_killed_by_signal_recorded(dev_cluster, cli, gh_home: Path) -> None:  # 
     assert "about-to-die" in res.out
 
 
+@pytest.mark.cluster
+def test_out_of_memory_recorded(dev_cluster, cli, gh_home: Path) -> None:  # type: ignore[no-untyped-def]
+    # The dev cluster enforces --mem through jobacct_gather's OverMemoryKill (polled every
+    # second): slurmstepd SIGKILLs the step, sacct says FAILED, and slurmstepd writes
+    # "Exceeded job memory limit" into the step's stderr; gh-run records OUT_OF_MEMORY.
+    alloc = "x = bytearray(600 * 1024 * 1024); import time; time.sleep(20); print(''survived'')"
+    res = cli(
+        "submit",
+        SMOKE,
+        "-x",
+        "slurm",
+        "--wait",
+        "--set",
+        "resources.mem=200M",
+        "--set",
+        f"workload.args=[-c, 'echo allocating-600M >&2; python3 -c \"{alloc}\"']",
+        timeout=60,
+    )
+    assert res.rc == 1, res.text
+    run = Store(gh_home).find_run("last")
+    assert run.state == "OUT_OF_MEMORY", res.text
+    assert "Exceeded job memory limit" in (run.reason or "") and "sacct state FAILED" in (
+        run.reason or ""
+    ), run
+    # Killed while holding the memory: the line after the sleep never ran.
+    logs = cli("logs", run.run_id)
+    assert logs.rc == 0 and "survived" not in logs.out, logs.text
+    # The log tail: the workload's own line and slurmstepd's reason.
+    assert "OUT_OF_MEMORY" in res.out and "allocating-600M" in res.out, res.out
+    assert "exceeded memory limit" in res.out, res.out
+    status = cli("status", run.run_id)
+    assert status.rc == 0 and "OUT_OF_MEMORY" in status.out, status.text
+    assert "Exceeded job memory limit" in status.out, status.out
+
+
 # -- gh-run killed between its intent and sbatch's answer ---------------------------------------
 @pytest.mark.cluster
 def test_sigkill_between_intent_and_job_id_is_repaired(
