@@ -208,10 +208,28 @@ class Store:
         if fresh:
             os.chmod(self.path, 0o600)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._use_wal()
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL once; the mode is persistent, so later opens only read it.
+
+        Switching needs an exclusive lock, and SQLite answers SQLITE_BUSY at once (no busy
+        wait) when another process is opening the same fresh file: retry for a while.
+        """
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def close(self) -> None:
         self._db.close()
