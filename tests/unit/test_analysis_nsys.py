@@ -1,5 +1,5 @@
 """nsys SQLite reader: hand-built exports with metrics known by construction, and the real
-exports in ../shared/data/nsys/ checked against independent SQL."""
+exports in tests/data/nsys/ checked against independent SQL."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from orchestrator.analysis.metrics import RankMetrics
 from orchestrator.errors import UserError
 from tests.fixtures.nsys_builder import NVTX_MARK, NVTX_STARTEND, NsysBuilder
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared/data/nsys"
+REAL = Path(__file__).resolve().parents[1] / "data/nsys"  # copies of ../shared/data/nsys
 MAIN, BWD = 100, 101
 
 # (start, end, name, stream) kernels and (start, end, copyKind, bytes, cause) copies
@@ -298,7 +298,7 @@ def test_rank_from_name(name: str, rank: int | None) -> None:
 def _real(name: str) -> Path:
     p = REAL / name
     if not p.exists():
-        pytest.skip(f"{p} absent: real nsys exports live in ../shared/data/nsys beside the clone")
+        pytest.skip(f"{p} absent: the real nsys exports belong in tests/data/nsys")
     return p
 
 
