@@ -139,8 +139,39 @@ class ClusterPaths(Strict):
     runs: str = Field("{home}/runs", description="Where run folders are created.")
 
 
+class ClusterDefaults(Strict):
+    """What every job on the site gets unless its partition or the job says otherwise."""
+
+    account: str | None = Field(
+        None, description="SLURM account for jobs that name none (resources.account)."
+    )
+    qos: str | None = Field(None, description="QoS for jobs that name none (resources.qos).")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment of every job; a partition's env and the job's own win.",
+    )
+    setup: list[str] = Field(
+        default_factory=list,
+        description="Shell lines run before the partition's setup lines (site-wide modules).",
+    )
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_names(cls, v: object) -> object:
+        return env_dict(v)
+
+    @field_validator("account", "qos")
+    @classmethod
+    def _slurm_word(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9_.-]+$", v):
+            raise ValueError(
+                f"{v!r} is not a SLURM account/QoS name; use letters, digits, '.', '_' and '-'"
+            )
+        return v
+
+
 class Cluster(Strict):
-    """A site: its scheduler, shared paths, templates and partitions."""
+    """A site: its scheduler, shared paths, templates, site-wide defaults and partitions."""
 
     name: str
     description: str | None = None
@@ -151,6 +182,7 @@ class Cluster(Strict):
     template_dirs: list[str] = Field(
         default_factory=list, description="Admin template folders, searched before gh-run's."
     )
+    defaults: ClusterDefaults = Field(default_factory=ClusterDefaults)
     partitions: dict[str, Partition] = Field(..., min_length=1)
     # The file this cluster came from (set by load_cluster; never read from YAML).
     _source: str | None = PrivateAttr(default=None)
@@ -228,13 +260,19 @@ def load_cluster(name_or_path: str) -> Cluster:
 def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tuple[str, Partition]:
     """Refuse, before anything is submitted, a job the partition cannot run.
 
-    Each refusal is one sentence naming the field, the limit and the partition.
+    Each refusal is one sentence naming the field, the limit and the partition. The cluster's
+    default account and QoS are filled in first (into `spec`), so they are checked like the
+    job's own and reach the script the same way.
     """
     try:
         name, part = cluster.partition(spec.partition)
     except UserError as exc:
         raise UserError(f"{spec_src}: partition: {exc}") from None
     res = spec.resources
+    if res.account is None:
+        res.account = cluster.defaults.account
+    if res.qos is None:
+        res.qos = cluster.defaults.qos
     where = f"{spec_src}: resources"
     if res.gpus_per_node > part.gpus_per_node:
         raise UserError(

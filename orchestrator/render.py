@@ -257,6 +257,7 @@ def build_context(
         "GH_RUN_ARTIFACTS": f"{run_dir}/artifacts",
         "GH_RUN_CLUSTER": cluster.name,
         "GH_RUN_PARTITION": part_name,
+        **cluster.defaults.env,
         **part.env,
     }
     if spec.profile.tool == "torch":
@@ -274,7 +275,7 @@ def build_context(
         launcher=launcher,
         directives=directives_for(spec, part_name, part, job_name, run_dir),
         env=env,
-        setup=list(part.setup),
+        setup=[*cluster.defaults.setup, *part.setup],
         task_env=dict(workload.env),
         workdir=workload.workdir,
         argv=argv,

@@ -234,3 +234,60 @@ def test_shipped_cluster_files_describe_the_seed_site(gh200: Cluster, dev: Clust
         "4000M",
         "gh200",
     )
+
+
+def _site_with_defaults(tmp_path: Path, accounts: str = "[]") -> Cluster:
+    f = tmp_path / "site.yaml"
+    f.write_text(
+        "name: site\n"
+        "default_partition: gh\n"
+        "defaults:\n"
+        "  account: proj1\n"
+        "  qos: normal\n"
+        "  env: {SITE_WIDE: 'from the site', SHARED: site}\n"
+        "  setup: ['module load site-base']\n"
+        "partitions:\n"
+        "  gh:\n"
+        "    max_nodes: 2\n"
+        f"    accounts: {accounts}\n"
+        "    env: {SHARED: partition}\n"
+        "    setup: ['module load cuda']\n"
+    )
+    return load_cluster(str(f))
+
+
+def test_cluster_defaults_reach_the_script(tmp_path: Path) -> None:
+    from orchestrator.render import render_job
+
+    site = _site_with_defaults(tmp_path)
+    spec = job()
+    name, part = validate_job(spec, site, "spec.yaml")
+    assert (spec.resources.account, spec.resources.qos) == ("proj1", "normal")
+    script = render_job(spec, site, name, part, "t-1", str(tmp_path / "run")).script
+    assert "#SBATCH --account=proj1" in script and "#SBATCH --qos=normal" in script
+    # The site's env is there; the partition's value of a shared name wins over the site's.
+    assert "SITE_WIDE='from the site'" in script
+    assert "SHARED=partition" in script and "SHARED=site" not in script
+    # Site-wide setup comes first, then the partition's.
+    assert script.index("module load site-base") < script.index("module load cuda")
+
+
+def test_the_jobs_own_account_wins_and_is_checked(tmp_path: Path) -> None:
+    site = _site_with_defaults(tmp_path, accounts="[proj1, proj2]")
+    spec = job(resources__account="proj2", resources__qos="high")
+    validate_job(spec, site, "spec.yaml")
+    assert (spec.resources.account, spec.resources.qos) == ("proj2", "high")
+    with pytest.raises(UserError, match=r"resources.account: 'other' may not use partition 'gh'"):
+        validate_job(job(resources__account="other"), site, "spec.yaml")
+
+
+def test_a_default_account_the_partition_refuses_is_refused(tmp_path: Path) -> None:
+    site = _site_with_defaults(tmp_path, accounts="[proj9]")
+    with pytest.raises(UserError, match=r"resources.account: 'proj1' may not use partition 'gh'"):
+        validate_job(job(), site, "spec.yaml")
+
+
+def test_no_defaults_leave_the_job_as_it_is(dev: Cluster) -> None:
+    spec = job()
+    validate_job(spec, dev, "spec.yaml")
+    assert spec.resources.account is None and spec.resources.qos is None
