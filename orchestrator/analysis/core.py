@@ -56,24 +56,43 @@ def is_compute(name: str) -> bool:
     return hta_kernel_type(name) == "COMPUTATION"
 
 
-_TENSOR_CORE = re.compile(
-    r"(?i)xmma|hmma|wgmma|gmma|tensorop|s16816|h16816|s1688|h1688|i8816|bf16|f16|fp16|half|"
-    r"e4m3|e5m2|fp8|tf32|flash"
+# GEMM precision. A kernel name tells the math instruction or, failing that, the data types;
+# the instruction decides, because one framework name says nothing about it: cuBLAS's
+# `sm80_xmma_gemm_f32f32_..._ffma` kernels are xmma-framework GEMMs that run on CUDA-core FFMA.
+_GEMM = re.compile(r"(?i)gemm|matmul|nvjet|cutlass")
+# attention kernels (fmha, flash, sdpa) contain GEMMs but are not counted as GEMMs
+_ATTENTION = re.compile(r"(?i)fmha|flash|sdpa|attention")
+# tensor-core instructions: hmma/imma/qmma, Hopper wgmma/gmma, cutlass `tensorop`, mma shapes
+# (s16816, h1688, i8816, s884, ...), and cuBLASLt's Hopper `nvjet_*` kernels, all wgmma
+_TC_INSTRUCTION = re.compile(
+    r"(?i)nvjet|[hiq]mma|gmma|tensorop|[hsi](?:16816|1688|8816|884)(?:gemm|_|$)"
 )
-_GEMM = re.compile(r"(?i)gemm|matmul|cutlass")
-_FP32_GEMM = re.compile(r"(?i)sgemm|gemm.*(?:f32|fp32|float)|(?:f32|fp32|float).*gemm|simt")
+# CUDA-core (SIMT) instructions: FFMA, cutlass `simt`, cuBLAS's classic `sgemm`
+_CUDA_CORE_INSTRUCTION = re.compile(r"(?i)ffma|simt|sgemm")
+# data types that cuBLAS/cutlass run on tensor cores
+_LOW_PRECISION = re.compile(r"(?i)bf16|f16|fp16|half|hgemm|tf32|fp8|e4m3|e5m2|int8")
+_FP32_TYPE = re.compile(r"(?i)gemm.*(?:f32|fp32|float)|(?:f32|fp32|float).*gemm")
 
 
 def gemm_precision(name: str) -> str | None:
-    """'tensor-core' or 'fp32' for GEMM-like kernels, None for anything else.
+    """'tensor-core' or 'fp32' for GEMM kernels, None for anything else (docs/metrics.md).
 
-    fp32 = a GEMM name with sgemm / f32 / float / simt and none of the tensor-core markers
-    (xmma, hmma, wgmma, tensorop, s16816, bf16, f16, tf32, fp8, ...)."""
-    if not _GEMM.search(name):
+    1. GEMM = gemm / matmul / nvjet / cutlass in the name, attention kernels excluded;
+    2. a tensor-core instruction (hmma, imma, wgmma, gmma, tensorop, s16816-style shapes,
+       nvjet) → tensor-core;
+    3. a CUDA-core instruction (ffma, simt, sgemm) → fp32, unless a 16/8-bit type is named
+       (a SIMT half GEMM is neither);
+    4. else the types: bf16 / f16 / tf32 / fp8 / int8 → tensor-core; f32 / fp32 / float → fp32."""
+    if not _GEMM.search(name) or _ATTENTION.search(name):
         return None
-    if _TENSOR_CORE.search(name):
+    if _TC_INSTRUCTION.search(name):
         return "tensor-core"
-    if _FP32_GEMM.search(name):
+    low = _LOW_PRECISION.search(name) is not None
+    if _CUDA_CORE_INSTRUCTION.search(name):
+        return None if low else "fp32"
+    if low:
+        return "tensor-core"
+    if _FP32_TYPE.search(name):
         return "fp32"
     return None
 
@@ -130,6 +149,34 @@ def group_step_ranges(stats: list[RangeStat]) -> list[RangeStat]:
 def is_data_wait(name: str) -> bool:
     """True for ranges that say the step waits for input data."""
     return bool(_DATA_WAIT_RE.search(name))
+
+
+# ---- the main thread and its blocking waits
+# Blocking synchronisation waits: the thread sleeps until another thread signals it (a
+# DataLoader's queue, a condition variable, a lock). poll/select/epoll/read are not counted:
+# helper threads (cuda-EvtHandlr, NCCL proxies) sit in them for the whole capture, and for the
+# main thread they are I/O, not evidence of waiting for another thread.
+BLOCKING_WAITS = frozenset(
+    {
+        "pthread_cond_wait",
+        "pthread_cond_timedwait",
+        "pthread_cond_clockwait",
+        "sem_wait",
+        "sem_timedwait",
+        "sem_clockwait",
+        "pthread_mutex_lock",
+        "pthread_mutex_timedlock",
+        "pthread_join",
+    }
+)
+# names a Python training process gives its main thread (PyTorch renames it pt_main_thread)
+MAIN_THREAD_NAMES = ("pt_main_thread", "python", "python3", "MainThread")
+
+
+def is_blocking_wait(func: str) -> bool:
+    """True for OS-runtime functions in BLOCKING_WAITS (symbol versions like `@GLIBC_2.3.2`
+    ignored)."""
+    return func.split("@", 1)[0] in BLOCKING_WAITS
 
 
 # ---- statistics
@@ -317,6 +364,47 @@ def union_pass(
     cbusy += cce - ccs
     res.start, res.end, res.busy, res.compute_busy, res.rows = start, ce, busy, cbusy, n
     return res
+
+
+# ---- unions of CPU-side ranges (data waits, main-thread waits)
+def merge_intervals(starts: Iterable[int], ends: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The union of [start, end) intervals as sorted, disjoint intervals (touching ones merge).
+
+    Nested or overlapping ranges (a `data` range around `enumerate(DataLoader)...`, a wait
+    recorded on two levels) count once in any length taken from the result."""
+    s_list, e_list = list(starts), list(ends)
+    if HAVE_NUMPY and len(s_list) > 10_000:
+        s = np.asarray(s_list, dtype=np.int64)
+        e = np.asarray(e_list, dtype=np.int64)
+        keep = e >= s
+        s, e = s[keep], e[keep]
+        if s.size == 0:
+            return [], []
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        new = np.ones(s.size, dtype=bool)
+        new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+        idx = np.flatnonzero(new)
+        return s[idx].tolist(), np.maximum.reduceat(e, idx).tolist()
+    ms: list[int] = []
+    me: list[int] = []
+    for s0, e0 in sorted((a, b) for a, b in zip(s_list, e_list, strict=True) if b >= a):
+        if me and s0 <= me[-1]:
+            if e0 > me[-1]:
+                me[-1] = e0
+        else:
+            ms.append(s0)
+            me.append(e0)
+    return ms, me
+
+
+def covered_ns(ms: Sequence[int], me: Sequence[int], lo: int, hi: int) -> int:
+    """Length of the merged intervals (ms, me) that lies inside [lo, hi)."""
+    if HAVE_NUMPY and len(ms) > 10_000:
+        s = np.asarray(ms, dtype=np.int64)
+        e = np.asarray(me, dtype=np.int64)
+        return int((np.minimum(e, hi) - np.maximum(s, lo)).clip(min=0).sum())
+    return sum(max(0, min(e, hi) - max(s, lo)) for s, e in zip(ms, me, strict=True))
 
 
 def pct(part: float, whole: float) -> float:

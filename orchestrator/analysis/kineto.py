@@ -4,7 +4,10 @@ What is read (trace event format, `ph: "X"` complete events, `ts`/`dur` in micro
 - GPU activity: `cat` `kernel`, `gpu_memcpy`, `gpu_memset` (device = `args.device`, else `pid`);
 - copies: direction from the `gpu_memcpy` name (`Memcpy HtoD (Pageable -> Device)`), bytes from
   `args.bytes`;
-- ranges (NVTX equivalent): `user_annotation` (CPU) and `gpu_user_annotation` (GPU);
+- ranges (NVTX equivalent): `user_annotation` (CPU) and `gpu_user_annotation` (GPU); the data
+  wait is the union of the CPU-side data ranges inside the span (`core.is_data_wait`);
+- activation offloading: most DtoH bytes launched inside `forward` ranges and most HtoD bytes
+  inside `backward` ranges (`_offload_pattern`);
 - CPU threads: `cpu_op` intervals per (pid, tid) (union, so nesting counts once), thread names
   from `thread_name` metadata events; CUDA sync calls from `cuda_runtime`/`cuda_driver` events;
 - peak memory: `[memory]` instant events, max `Total Allocated` where `Device Type` is 1 (CUDA);
@@ -59,6 +62,11 @@ from orchestrator.analysis.metrics import (
 from orchestrator.errors import UserError
 
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")
+_FORWARD_RE = re.compile(r"(?i)(?<![a-z])(?:forward|fwd)(?![a-z])")
+_BACKWARD_RE = re.compile(r"(?i)(?<![a-z])(?:backward|bwd)(?![a-z])")
+# activation offloading moves whole activation tensors (MiBs each step); a scalar read back by
+# `.item()` inside forward is bytes: below this the pattern is not evidence of offloading
+OFFLOAD_MIN_BYTES = 1 << 20
 _SYNC_RE = re.compile(r"(?i)^cu(da)?\w*(Synchronize|StreamWaitEvent)")
 TOP_KERNELS = 25
 TOP_RANGES = 50
@@ -436,6 +444,16 @@ def read_kineto(
         key=lambda r: -r.total_ns,
     )
 
+    # data waits: union of the CPU-side data ranges (nested `data` and
+    # `enumerate(DataLoader)...` count once), clipped to the span
+    is_data = np.fromiter((core.is_data_wait(n) for n in names), dtype=bool, count=len(names))
+    dmask = (cat == USER_ANN) & is_data[t.name]
+    ds, de = core.merge_intervals(start_ns[dmask].tolist(), end_ns[dmask].tolist())
+    if union.span > 0:
+        data_wait = core.covered_ns(ds, de, union.start, union.end)
+    else:  # no GPU activity to clip to: the whole union
+        data_wait = sum(e - s for s, e in zip(ds, de, strict=True))
+
     # CPU threads: union of cpu_op intervals per (pid, tid)
     threads = []
     omask = cat == CPU_OP
@@ -450,11 +468,14 @@ def read_kineto(
             threads.append(
                 ThreadStat(
                     tid=tid if tid != NONE else 0,
+                    pid=p if p != NONE else None,
                     name=t.thread_names.get((p, tid), f"thread {tid}"),
                     cpu_op_ns=u.busy,
                 )
             )
     threads.sort(key=lambda th: -th.cpu_op_ns)
+    main, main_rule = _main_thread(threads)
+    offloading, offload_evidence = _offload_pattern(t, start_ns, end_ns, names)
 
     # CUDA synchronisation calls
     is_sync = np.fromiter((bool(_SYNC_RE.match(n)) for n in names), dtype=bool, count=len(names))
@@ -515,7 +536,11 @@ def read_kineto(
         tensor_core_gemm_pct=tc,
         nvtx=core.group_step_ranges(range_stats)[:TOP_RANGES],
         steps=core.step_stats(step_ranges),
-        data_wait_ns=sum(r.total_ns for r in range_stats if core.is_data_wait(r.name)),
+        data_wait_ns=data_wait,
+        main_thread=main,
+        main_thread_rule=main_rule,
+        offloading=offloading,
+        offloading_evidence=offload_evidence,
         threads=threads[:40],
         sync=SyncStats(
             calls=sum(c for c, _ in sync.values()),
@@ -532,6 +557,79 @@ def read_kineto(
         timeline=core.timeline(union.gap_starts, union.gap_ends, union.start, union.end),
     )
     return source, [rm]
+
+
+def _main_thread(threads: list[ThreadStat]) -> tuple[str | None, str | None]:
+    """The main thread (tid == pid, else the one named like a Python main thread), or None.
+    Kineto records no OS-runtime waits, so only its name is reported."""
+    mains = [th for th in threads if th.pid is not None and th.tid == th.pid]
+    if len(mains) == 1:
+        return mains[0].name, "tid == pid"
+    named = [th for th in (mains or threads) if th.name in core.MAIN_THREAD_NAMES]
+    if len(named) == 1:
+        return named[0].name, f"named {named[0].name}"
+    return None, None
+
+
+def _inside(ms: list[int], me: list[int], x: Any) -> Any:
+    """Mask of the points x that lie inside one of the merged intervals [ms, me)."""
+    if not ms:
+        return np.zeros(x.size, dtype=bool)
+    s, e = np.asarray(ms, dtype=np.int64), np.asarray(me, dtype=np.int64)
+    i = np.searchsorted(s, x, side="right") - 1
+    return (i >= 0) & (x < e[np.maximum(i, 0)])
+
+
+def _offload_pattern(
+    t: KinetoTrace, start_ns: Any, end_ns: Any, names: list[str]
+) -> tuple[bool | None, str | None]:
+    """(True, evidence) when the trace shows activation offloading: most DtoH bytes launched
+    inside `forward` ranges (saved activations leave the GPU) and most HtoD bytes launched inside
+    `backward` ranges (they come back), each at least OFFLOAD_MIN_BYTES; else (None, None), as
+    the absence of the pattern does not prove offloading was off. The launch time of a copy is
+    its CUDA runtime call's (same `correlation`): copies run asynchronously."""
+    cmask = t.cat == MEMCPY
+    if not cmask.any():
+        return None, None
+    is_rt = ((t.cat == CUDA_RT) | (t.cat == CUDA_DRV)) & (t.corr != NONE)
+    rc, rs = t.corr[is_rt], start_ns[is_rt]
+    order = np.argsort(rc, kind="stable")
+    rc, rs = rc[order], rs[order]
+    cc = t.corr[cmask]
+    if rc.size:
+        j = np.minimum(np.searchsorted(rc, cc), rc.size - 1)
+        found = rc[j] == cc
+        launch = np.where(found, rs[j], -1)
+    else:
+        found = np.zeros(cc.size, dtype=bool)
+        launch = np.full(cc.size, -1, dtype=np.int64)
+    ua = t.cat == USER_ANN
+
+    def ranges(rx: re.Pattern[str]) -> tuple[list[int], list[int]]:
+        hit = np.fromiter((bool(rx.search(n)) for n in names), dtype=bool, count=len(names))
+        m = ua & hit[t.name]
+        return core.merge_intervals(start_ns[m].tolist(), end_ns[m].tolist())
+
+    direction = np.array(
+        [(m.group(1) if (m := _COPY_RE.search(n)) else "") for n in names], dtype=object
+    )[t.name[cmask]]
+    nbytes = t.nbytes[cmask]
+    dtoh, htod = direction == "DtoH", direction == "HtoD"
+    in_fwd = found & _inside(*ranges(_FORWARD_RE), launch)
+    in_bwd = found & _inside(*ranges(_BACKWARD_RE), launch)
+    dtoh_all, dtoh_fwd = int(nbytes[dtoh].sum()), int(nbytes[dtoh & in_fwd].sum())
+    htod_all, htod_bwd = int(nbytes[htod].sum()), int(nbytes[htod & in_bwd].sum())
+    if (
+        dtoh_fwd >= OFFLOAD_MIN_BYTES
+        and htod_bwd >= OFFLOAD_MIN_BYTES
+        and 2 * dtoh_fwd >= dtoh_all
+        and 2 * htod_bwd >= htod_all
+    ):
+        return True, (
+            f"trace: {100 * dtoh_fwd / dtoh_all:.0f}% of DtoH bytes launched in forward ranges,"
+            f" {100 * htod_bwd / htod_all:.0f}% of HtoD bytes in backward ranges"
+        )
+    return None, None
 
 
 def _by_name(ids: Any, durs: Any, names: list[str]) -> dict[str, tuple[int, int]]:

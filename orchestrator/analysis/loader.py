@@ -6,14 +6,22 @@
   that rank (`fold_workload`): peak GPU memory (with its source), step times, tokens/s.
 - Rank: Kineto `distributedInfo.rank`; else the file-name rule (`core.rank_from_name`:
   `rank3`, `.3.sqlite`, `_3.json.gz`); else the file's position among the inputs.
+- Activation offloading on or off (`fold_offloading`, every reader): the workload's metrics.json
+  (`config.offload_activations`, `offloaded_bytes_per_step`), else the run's `spec.lock.yaml`
+  (`workload.cpu_offloading_layers`, a `cpu_offloading` Hydra override, or
+  `--offload-activations` in a command's args) found beside the trace or in up to
+  SPEC_LEVELS folders above it (also as `run/spec.lock.yaml`, the collected layout); else
+  what the reader saw in the trace.
 """
 
 from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import orjson
+import yaml
 
 from orchestrator.analysis import core, kineto, nsys_sqlite
 from orchestrator.analysis.metrics import (
@@ -94,6 +102,83 @@ def workload_file(folder: Path, rank: int) -> Path | None:
     return common if common.is_file() else None
 
 
+SPEC_LEVELS = 3  # artifacts/<rank folder>/trace → the run folder holding spec.lock.yaml
+
+
+def _read_json(f: Path) -> Any:
+    try:
+        return orjson.loads(f.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{f}: not readable JSON ({exc}); fix or remove the workload metrics file"
+        ) from exc
+
+
+def spec_lock_file(folder: Path) -> Path | None:
+    """The run's spec.lock.yaml: in the trace's folder or up to SPEC_LEVELS folders above it,
+    directly or as `run/spec.lock.yaml` (how `gh-run fetch` stores it beside `artifacts/`)."""
+    for d in [folder, *folder.parents][: SPEC_LEVELS + 1]:
+        for f in (d / "spec.lock.yaml", d / "run" / "spec.lock.yaml"):
+            if f.is_file():
+                return f
+    return None
+
+
+def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
+    try:
+        data = yaml.safe_load(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        why = " ".join(str(exc).split())  # YAML errors span lines; the message is one sentence
+        raise UserError(
+            f"{f}: not readable YAML ({why}); restore the run's spec.lock.yaml or move it away"
+        ) from exc
+    wl = data.get("workload") if isinstance(data, dict) else None
+    if not isinstance(wl, dict):
+        return None
+    layers = wl.get("cpu_offloading_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
+        return True, f"{f.name}: workload.cpu_offloading_layers = {layers}"
+    overrides = wl.get("overrides")
+    if isinstance(overrides, dict):
+        for key, value in overrides.items():
+            if str(key).lstrip("+~").endswith("cpu_offloading") and isinstance(value, bool):
+                return value, f"{f.name}: workload.overrides {key} = {str(value).lower()}"
+    args = wl.get("args")
+    if isinstance(args, list) and "--offload-activations" in args:
+        return True, f"{f.name}: workload.args has --offload-activations"
+    return None  # a spec without an offloading knob says nothing: a config file may set it
+
+
+def offloading_of(folder: Path, rank: int) -> tuple[bool, str] | None:
+    """(on, evidence) from the workload's metrics file or the run's spec, None when they are
+    absent or silent."""
+    f = workload_file(folder, rank)
+    if f is not None:
+        data = _read_json(f)
+        if isinstance(data, dict) and not (
+            f.name == "metrics.json" and "rank" in data and data["rank"] != rank
+        ):
+            cfg = data.get("config")
+            flag = cfg.get("offload_activations") if isinstance(cfg, dict) else None
+            if isinstance(flag, bool):
+                return flag, f"{f.name}: config.offload_activations = {str(flag).lower()}"
+            moved = _num(data.get("offloaded_bytes_per_step"))
+            if moved is not None:
+                return moved > 0, f"{f.name}: offloaded_bytes_per_step = {moved:.0f}"
+    spec = spec_lock_file(folder)
+    return _offloading_in_spec(spec) if spec is not None else None
+
+
+def fold_offloading(r: RankMetrics, folder: Path) -> RankMetrics:
+    """The run's own word on activation offloading (metrics.json, spec.lock.yaml) over what the
+    reader inferred from the trace."""
+    found = offloading_of(folder, r.rank)
+    if found is None:
+        return r
+    on, evidence = found
+    return r.model_copy(update={"offloading": on, "offloading_evidence": evidence})
+
+
 def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -104,12 +189,7 @@ def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
     f = workload_file(folder, r.rank)
     if f is None:
         return r
-    try:
-        data = orjson.loads(f.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{f}: not readable JSON ({exc}); fix or remove the workload metrics file"
-        ) from exc
+    data = _read_json(f)
     if not isinstance(data, dict):
         return r
     if f.name == "metrics.json" and "rank" in data and data["rank"] != r.rank:
@@ -157,6 +237,7 @@ def analyze_paths(paths: list[Path], label: str | None = None) -> Metrics:
                 rank, rule = index, "file order"
             src, rms = kineto.read_kineto(f, rank, rule, trace)
             rms = [fold_workload(r, f.parent) for r in rms]
+        rms = [fold_offloading(r, f.parent) for r in rms]
         sources.append(src)
         ranks.extend(rms)
     ranks.sort(key=lambda r: (r.rank, r.devices))

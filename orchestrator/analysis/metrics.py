@@ -36,8 +36,21 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
   e.g. `pthread_cond_wait`, by function) and, for Kineto, the union of their `cpu_op` intervals.
 - **sync**: CUDA synchronisation API calls (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
   `cudaEventSynchronize`, `cudaStreamWaitEvent`, ...): count and time.
-- **data_wait_ns**: time in ranges whose name says the step waits for data (`DataLoader`,
-  `dataloader`, `data_load`, `get_batch`, `next_batch`).
+- **data_wait_ns**: length of the union of the ranges whose name says the step waits for data
+  (`DataLoader`, `dataloader`, `data_load`, `get_batch`, `next_batch`, `data_wait`, `data`;
+  Kineto: CPU-side `user_annotation` ranges), clipped to the span: nested ranges count once,
+  so data_wait_ns <= span_ns (without GPU activity: the unclipped union).
+- **main thread**: the thread whose tid equals its process id, in the process that owns the CUDA
+  streams (nsys `TARGET_INFO_CUDA_STREAM`/`TARGET_INFO_CUDA_CONTEXT_INFO`); when that does not
+  single one out, the one named `pt_main_thread`/`python`/`python3`/`MainThread`.
+  **main_thread_wait_ns**: the union of its blocking waits (`core.BLOCKING_WAITS`: condition
+  variables, semaphores, mutexes, joins; not poll/read) clipped to the span; None when the trace
+  has no OS-runtime rows or no main thread is identified (Kineto: always None).
+- **offloading**: whether activation CPU offloading was on (True/False) with the evidence, or
+  None when nothing says: the workload's metrics.json (`config.offload_activations`,
+  `offloaded_bytes_per_step`), the run's `spec.lock.yaml` (`workload.cpu_offloading_layers`,
+  a `cpu_offloading` override), else the Kineto trace's pattern (most DtoH bytes launched inside
+  `forward` ranges and most HtoD bytes inside `backward` ranges).
 - **peak_gpu_memory_bytes**: nsys `CUDA_GPU_MEMORY_USAGE_EVENTS` (running sum of allocations
   minus frees, per device) or Kineto `[memory]` events (max `Total Allocated` on CUDA).
 - **peak_gpu_memory_source**: where `peak_gpu_memory_bytes` came from. When the workload's own
@@ -188,6 +201,7 @@ class ThreadStat(Strict):
     """One CPU thread."""
 
     tid: int
+    pid: int | None = None
     name: str
     osrt_calls: int = 0
     osrt_ns: int = 0
@@ -248,6 +262,11 @@ class RankMetrics(Strict):
     nvtx: list[RangeStat] = []
     steps: StepStats | None = None
     data_wait_ns: int = 0
+    main_thread: str | None = None
+    main_thread_rule: str | None = None
+    main_thread_wait_ns: int | None = None
+    offloading: bool | None = None
+    offloading_evidence: str | None = None
     threads: list[ThreadStat] = []
     sync: SyncStats = SyncStats()
     peak_gpu_memory_bytes: int | None = None

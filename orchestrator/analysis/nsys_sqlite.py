@@ -11,17 +11,23 @@ bytes), CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME (sync calls), NV
 (eventType 59 push/pop, 60 start/end, 70 NVtx push/pop ranges; name = text or
 StringIds[textId]), OSRT_API, ThreadNames, CUDA_UM_CPU_PAGE_FAULT_EVENTS,
 CUDA_UM_GPU_PAGE_FAULT_EVENTS, CUDA_GPU_MEMORY_USAGE_EVENTS, TARGET_INFO_GPU,
-META_DATA_EXPORT (or EXPORT_META_DATA in older exports).
+TARGET_INFO_CUDA_STREAM / TARGET_INFO_CUDA_CONTEXT_INFO (which process owns the GPU work: its
+main thread is the one whose blocking waits are measured), META_DATA_EXPORT (or
+EXPORT_META_DATA in older exports).
 
-Speed: aggregates are SQL GROUP BYs run on a second connection in a worker thread (sqlite
-releases the GIL), while the main thread streams the GPU intervals of each device, sorted by
-start in SQL, through `core.union_pass`. A file with GPU activity on several devices yields
-one `RankMetrics` per device; the process-wide CPU metrics (NVTX, OSRT threads, sync calls,
-CPU page faults) are reported on the entry of the first device only.
+Speed: the small aggregates are SQL GROUP BYs run on a second connection in a worker thread
+(sqlite releases the GIL). With numpy, the kernel, memcpy and memset tables are read once, as
+columns (`_fetch_columns`), and everything about them (union, per-name kernel totals, counts,
+durations and bytes per device and copy kind) comes from those columns; without numpy, the
+main thread streams the GPU intervals of each device, sorted by start in SQL, through
+`core.union_pass` and the per-table totals are SQL GROUP BYs. A file with GPU activity on
+several devices yields one `RankMetrics` per device; the process-wide CPU metrics (NVTX, OSRT
+threads, sync calls, CPU page faults) are reported on the entry of the first device only.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -84,6 +90,7 @@ SYNC_PATTERNS = (
 TOP_KERNELS = 25
 TOP_RANGES = 50
 TOP_THREADS = 40
+USE_JSON_EACH = True  # tests turn it off to check the chunked fallback of `_named_rows`
 
 
 def connect_ro(path: Path) -> sqlite3.Connection:
@@ -155,8 +162,13 @@ class _Aux:
     sync: list[FunctionStat] = field(default_factory=list)
     ranges: list[RangeStat] = field(default_factory=list)
     step_ranges: list[tuple[str, int, int]] = field(default_factory=list)
-    data_wait_ns: int = 0
+    # merged (starts, ends) of the data-wait ranges, clipped to each device's span later
+    data_ranges: tuple[list[int], list[int]] = ([], [])
     threads: list[ThreadStat] = field(default_factory=list)
+    main_thread: str | None = None
+    main_rule: str | None = None
+    # merged (starts, ends) of the main thread's blocking waits; None = not measurable
+    main_waits: tuple[list[int], list[int]] | None = None
     cpu_faults: int | None = None
     gpu_faults: dict[int, tuple[int, int]] = field(default_factory=dict)
     peak_mem: dict[int, int] = field(default_factory=dict)
@@ -165,11 +177,15 @@ class _Aux:
     copies: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
 
 
-def _aux_queries(path: Path, kernels_by_name: bool) -> _Aux:
+def _aux_queries(path: Path, kernels_by_name: bool, summaries: bool) -> _Aux:
+    """The aggregate queries. `kernels_by_name` and `summaries` are False on the numpy path,
+    which computes those from the interval columns it fetches anyway (one pass over the big
+    tables instead of two)."""
     db = _Db(path)
     aux = _Aux()
     try:
-        aux.summ, aux.copies = _summaries(db)
+        if summaries:
+            aux.summ, aux.copies = _summaries(db)
         # kernels per device and name (the numpy path computes these itself)
         name_col = db.kernel_name_col()
         if kernels_by_name and name_col and db.has(KERNEL, "deviceId", "start", "end"):
@@ -261,19 +277,82 @@ def _nvtx(db: _Db, aux: _Aux) -> None:
         for nm, c, t, lo, hi in rows
     ]
     stats.sort(key=lambda r: -r.total_ns)
-    aux.data_wait_ns = sum(r.total_ns for r in stats if core.is_data_wait(r.name))
     aux.ranges = core.group_step_ranges(stats)[:TOP_RANGES]
-    step_names = [r.name for r in stats if core.step_family(r.name) is not None]
-    for i in range(0, len(step_names), 500):
-        chunk = step_names[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        aux.step_ranges.extend(
-            (str(nm), int(s), int(d))
-            for nm, s, d in db.q(
-                f'SELECT {name} AS nm, n.start, n."end" - n.start {base} AND nm IN ({marks})',
-                chunk,
+    # the rows of step ranges (step times) and data-wait ranges (their union: nested ranges,
+    # `data` around `enumerate(DataLoader)...`, count once, and it is clipped to the span later)
+    steps = {str(nm) for nm, *_ in rows if nm is not None and core.step_family(str(nm)) is not None}
+    data = {str(nm) for nm, *_ in rows if nm is not None and core.is_data_wait(str(nm))}
+    ds: list[int] = []
+    de: list[int] = []
+    select = f'SELECT {name} AS nm, n.start, n."end" {base}'
+    for nm, s0, e0 in _named_rows(db, select, sorted(steps | data)):
+        key = str(nm)
+        if key in steps:
+            aux.step_ranges.append((key, int(s0), int(e0) - int(s0)))
+        if key in data:
+            ds.append(int(s0))
+            de.append(int(e0))
+    aux.data_ranges = core.merge_intervals(ds, de)
+
+
+def _named_rows(db: _Db, select: str, names: list[str]) -> Iterator[tuple[Any, ...]]:
+    """Rows of `select` (a query with a WHERE clause and a column `nm`) whose nm is in names,
+    in one scan: the names travel as one JSON array (`json_each`, in SQLite since 3.38); where
+    that is missing, in chunks of 500 parameters (one scan per chunk)."""
+    if not names:
+        return
+    cur = None
+    if USE_JSON_EACH:
+        try:
+            cur = db.conn.execute(
+                f"{select} AND nm IN (SELECT value FROM json_each(?))", (json.dumps(names),)
             )
-        )
+        except sqlite3.OperationalError:  # no JSON functions in this SQLite build
+            cur = None
+    if cur is not None:
+        yield from cur
+        return
+    for i in range(0, len(names), 500):
+        chunk = names[i : i + 500]
+        yield from db.conn.execute(f"{select} AND nm IN ({','.join('?' * len(chunk))})", chunk)
+
+
+def _cuda_pids(db: _Db) -> set[int]:
+    """Processes that own CUDA contexts or streams: the ones whose GPU work the export holds."""
+    pids: set[int] = set()
+    for table in ("TARGET_INFO_CUDA_CONTEXT_INFO", "TARGET_INFO_CUDA_STREAM"):
+        if db.has(table, "processId"):
+            pids |= {int(p) for (p,) in db.q(f"SELECT DISTINCT processId FROM {table}") if p}
+    return pids
+
+
+def _pid_tid(gtid: int) -> tuple[int, int]:
+    """(pid, tid) of a serialized nsys GlobalId: `(vmId << 48) | (pid << 24) | tid`."""
+    return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
+
+
+def main_thread(
+    gtids: Iterable[int], names: dict[int, str], cuda_pids: set[int]
+) -> tuple[int, str] | None:
+    """The process's main thread (globalTid, rule), or None when nothing singles one out.
+
+    Linux gives a process's first thread tid == pid; among those, the one of the process that
+    owns the CUDA streams; else the only such thread; else the one named like a Python main
+    thread (`core.MAIN_THREAD_NAMES`). Never "the busiest thread": a helper thread such as
+    cuda-EvtHandlr polls for the whole capture and would pass for a waiting main thread."""
+    every = sorted(set(gtids))
+    mains = [g for g in every if _pid_tid(g)[0] == _pid_tid(g)[1]]
+    if cuda_pids:
+        in_cuda = [g for g in mains if _pid_tid(g)[0] in cuda_pids]
+        if len(in_cuda) == 1:
+            return in_cuda[0], "tid == pid in the process owning the CUDA streams"
+        mains = in_cuda or mains
+    elif len(mains) == 1:
+        return mains[0], "tid == pid (the only process)"
+    named = [g for g in (mains or every) if names.get(g) in core.MAIN_THREAD_NAMES]
+    if len(named) == 1:
+        return named[0], f"named {names[named[0]]}"
+    return None
 
 
 def _threads(db: _Db, aux: _Aux) -> None:
@@ -284,6 +363,7 @@ def _threads(db: _Db, aux: _Aux) -> None:
         for gtid, nid in rows:
             tnames.setdefault(int(gtid), strs.get(nid, ""))
     per: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+    wait_ids: set[int] = set()
     if db.has(OSRT, "globalTid", "nameId"):
         rows = db.q(
             f'SELECT globalTid, nameId, count(*), sum("end" - start) FROM {OSRT}'
@@ -291,9 +371,28 @@ def _threads(db: _Db, aux: _Aux) -> None:
         )
         strs = db.strings(r[1] for r in rows)
         for gtid, nid, cnt, tot in rows:
-            per[int(gtid or 0)].append((strs.get(nid, str(nid)), int(cnt), int(tot or 0)))
+            fname = strs.get(nid, str(nid))
+            per[int(gtid or 0)].append((fname, int(cnt), int(tot or 0)))
+            if core.is_blocking_wait(fname):
+                wait_ids.add(int(nid))
     else:
         aux.missing.append(OSRT)
+    found = main_thread(set(tnames) | set(per), tnames, _cuda_pids(db))
+    if found is not None:
+        gmain, aux.main_rule = found
+        aux.main_thread = tnames.get(gmain, f"thread {_pid_tid(gmain)[1]}")
+        if per:  # OS-runtime rows exist: the main thread's blocking waits, as intervals
+            ws: list[int] = []
+            we: list[int] = []
+            if wait_ids and gmain in per:
+                marks = ",".join("?" * len(wait_ids))
+                for s0, e0 in db.conn.execute(
+                    f'SELECT start, "end" FROM {OSRT} WHERE globalTid = ? AND nameId IN ({marks})',
+                    (gmain, *sorted(wait_ids)),
+                ):
+                    ws.append(int(s0))
+                    we.append(int(e0))
+            aux.main_waits = core.merge_intervals(ws, we)
     threads = []
     for gtid in set(tnames) | set(per):
         funcs = sorted(
@@ -303,6 +402,7 @@ def _threads(db: _Db, aux: _Aux) -> None:
         threads.append(
             ThreadStat(
                 tid=gtid & 0xFFFFFF,
+                pid=_pid_tid(gtid)[0],
                 name=tnames.get(gtid, f"thread {gtid & 0xFFFFFF}"),
                 osrt_calls=sum(f.count for f in funcs),
                 osrt_ns=sum(f.total_ns for f in funcs),
@@ -375,46 +475,117 @@ class _DeviceGpu:
     kernels: list[tuple[str, int, int]]
 
 
-def _gpu_numpy(db: _Db, path: Path, pool: ThreadPoolExecutor) -> dict[int, _DeviceGpu]:
+Summaries = dict[int, dict[str, tuple[int, int]]]
+CopySummaries = dict[int, dict[int, tuple[int, int, int]]]
+
+
+def _group(keys: Any) -> tuple[Any, Any]:
+    """(distinct keys, each row's index into them), like `np.unique(..., return_inverse=True)`
+    but without its sort when the keys are small non-negative integers (string ids, device ids,
+    copy kinds): a bincount and a lookup table, linear in the rows."""
+    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 1 << 24:
+        present = np.flatnonzero(np.bincount(keys))
+        lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        lookup[present] = np.arange(present.size)
+        return present, lookup[keys]
+    return np.unique(keys, return_inverse=True)
+
+
+def _distinct(keys: Any) -> list[int]:
+    """The distinct values of an integer column (a bincount for small non-negative ones)."""
+    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 1 << 24:
+        return [int(k) for k in np.flatnonzero(np.bincount(keys))]
+    return [int(k) for k in np.unique(keys)]
+
+
+def _gpu_numpy(
+    db: _Db, path: Path, pool: ThreadPoolExecutor
+) -> tuple[dict[int, _DeviceGpu], Summaries, CopySummaries]:
+    """Per-device union, kernels by name, and the activity/copy summaries, all from one fetch of
+    each GPU table (the SQL GROUP BYs of `_summaries` would read the same rows again)."""
     name_col = db.kernel_name_col()
     k_fut = None
+    fetched: set[str] = set()
     if name_col and db.has(KERNEL, "start", "end", "deviceId"):
         k_fut = pool.submit(_fetch_columns, path, KERNEL, ["start", '"end"', "deviceId", name_col])
-    mem: list[list[Any]] = []
-    for table in (MEMCPY, MEMSET):
-        if db.has(table, "start", "end", "deviceId"):
-            mem.append(_fetch_columns(path, table, ["start", '"end"', "deviceId"]))
+        fetched.add(KERNEL)
     empty = np.zeros(0, dtype=np.int64)
+    copy_cols = db.has(MEMCPY, "copyKind", "bytes")
+    cp: list[Any] = [empty] * 5
+    if db.has(MEMCPY, "start", "end", "deviceId"):
+        extra = ["copyKind", "coalesce(bytes, 0)"] if copy_cols else []
+        cp = _fetch_columns(path, MEMCPY, ["start", '"end"', "deviceId", *extra])
+        if copy_cols:
+            fetched.add(MEMCPY)
+        else:
+            cp += [empty, empty]
+    ss, se, sd = empty, empty, empty
+    if db.has(MEMSET, "start", "end", "deviceId"):
+        ss, se, sd = _fetch_columns(path, MEMSET, ["start", '"end"', "deviceId"])
+        fetched.add(MEMSET)
+    cs, ce, cd, ck, cb = cp
+    summ, copies = _summaries(db, skip=fetched)
+    if copy_cols:
+        for dev, kind, cnt, tot, nbytes in _copy_groups(cd, ck, ce - cs, cb):
+            copies[dev][kind] = (cnt, tot, nbytes)
+            c0, t0 = summ[dev].get("memcpy", (0, 0))
+            summ[dev]["memcpy"] = (c0 + cnt, t0 + tot)
+    s_keys, s_inv = _group(sd)
+    for j, dev in enumerate(s_keys.tolist()):
+        sel = s_inv == j
+        summ[int(dev)]["memset"] = (int(sel.sum()), int((se[sel] - ss[sel]).sum()))
     ks, ke, kd, kn = k_fut.result() if k_fut else [empty] * 4
     del k_fut
-    ms = np.concatenate([m[0] for m in mem]) if mem else empty
-    me = np.concatenate([m[1] for m in mem]) if mem else empty
-    md = np.concatenate([m[2] for m in mem]) if mem else empty
-    del mem
+    ms = np.concatenate([cs, ss])
+    me = np.concatenate([ce, se])
+    md = np.concatenate([cd, sd])
+    del cp, cs, ce, cd, ck, cb, ss, se, sd
     out: dict[int, _DeviceGpu] = {}
-    names_all = np.unique(kn)
-    strs = db.strings(int(x) for x in names_all) if name_col != "name" else {}
-    devices = sorted({int(d) for d in np.unique(kd)} | {int(d) for d in np.unique(md)})
+    strs = db.strings(_distinct(kn)) if name_col != "name" else {}
+    k_devs = _distinct(kd)
+    devices = sorted(set(k_devs) | set(_distinct(md)))
     for dev in devices:
         one = len(devices) == 1
         km = slice(None) if one else kd == dev
         mm = slice(None) if one else md == dev
-        d_names, inv = np.unique(kn[km], return_inverse=True)
+        k_start, k_end = ks[km], ke[km]
+        k_dur = k_end - k_start
+        if dev in k_devs:
+            summ[dev]["kernel"] = (int(k_dur.size), int(k_dur.sum()))
+        d_names, inv = _group(kn[km])
         counts = np.bincount(inv, minlength=d_names.size)
-        totals = np.bincount(inv, weights=ke[km] - ks[km], minlength=d_names.size)
+        totals = np.bincount(inv, weights=k_dur, minlength=d_names.size)
         label = [strs.get(int(n), str(int(n))) for n in d_names]
         comp_names = np.array([core.is_compute(x) for x in label], dtype=bool)
         comp = np.zeros(inv.size + me[mm].size, dtype=bool)
         comp[: inv.size] = comp_names[inv] if d_names.size else False
-        del inv
-        starts = np.concatenate([ks[km], ms[mm]])
-        ends = np.concatenate([ke[km], me[mm]])
+        del inv, k_dur
+        starts = np.concatenate([k_start, ms[mm]])
+        ends = np.concatenate([k_end, me[mm]])
+        del k_start, k_end
         if one:
             del ks, ke, kn, kd
         out[dev] = _DeviceGpu(
             union=core.union_arrays(starts, ends, comp),
             kernels=[(label[i], int(counts[i]), round(totals[i])) for i in range(d_names.size)],
         )
+    return out, summ, copies
+
+
+def _copy_groups(
+    dev: Any, kind: Any, dur: Any, nbytes: Any
+) -> list[tuple[int, int, int, int, int]]:
+    """(device, copyKind, count, summed duration, summed bytes) per device and copy kind."""
+    out = []
+    d_keys, d_inv = _group(dev)
+    for j, d in enumerate(d_keys.tolist()):
+        sel = d_inv == j
+        k_keys, k_inv = _group(kind[sel])
+        cnt = np.bincount(k_inv, minlength=k_keys.size)
+        tot = np.bincount(k_inv, weights=dur[sel], minlength=k_keys.size)
+        byt = np.bincount(k_inv, weights=nbytes[sel], minlength=k_keys.size)
+        for i, k in enumerate(k_keys.tolist()):
+            out.append((int(d), int(k), int(cnt[i]), round(tot[i]), round(byt[i])))
     return out
 
 
@@ -442,18 +613,20 @@ def _gpu_streaming(
 
 
 def _summaries(
-    db: _Db,
-) -> tuple[dict[int, dict[str, tuple[int, int]]], dict[int, dict[int, tuple[int, int, int]]]]:
-    summ: dict[int, dict[str, tuple[int, int]]] = defaultdict(dict)
-    copies: dict[int, dict[int, tuple[int, int, int]]] = defaultdict(dict)
+    db: _Db, skip: frozenset[str] | set[str] = frozenset()
+) -> tuple[Summaries, CopySummaries]:
+    """Count and summed duration per device of kernels and memsets, and per device and copy
+    kind of memcpys (with bytes), by SQL; tables in `skip` are left to the caller."""
+    summ: Summaries = defaultdict(dict)
+    copies: CopySummaries = defaultdict(dict)
     for table, key in ((KERNEL, "kernel"), (MEMSET, "memset")):
-        if db.has(table, "deviceId", "start", "end"):
+        if table not in skip and db.has(table, "deviceId", "start", "end"):
             for dev, cnt, tot in db.q(
                 f'SELECT deviceId, count(*), sum("end" - start) FROM {table}'
                 ' WHERE "end" >= start GROUP BY deviceId'
             ):
                 summ[int(dev)][key] = (int(cnt), int(tot or 0))
-    if db.has(MEMCPY, "deviceId", "start", "end", "copyKind", "bytes"):
+    if MEMCPY not in skip and db.has(MEMCPY, "deviceId", "start", "end", "copyKind", "bytes"):
         for dev, kind, cnt, tot, nbytes in db.q(
             f'SELECT deviceId, copyKind, count(*), sum("end" - start), sum(bytes)'
             f' FROM {MEMCPY} WHERE "end" >= start GROUP BY deviceId, copyKind'
@@ -461,7 +634,7 @@ def _summaries(
             copies[int(dev)][int(kind)] = (int(cnt), int(tot or 0), int(nbytes or 0))
             c0, t0 = summ[int(dev)].get("memcpy", (0, 0))
             summ[int(dev)]["memcpy"] = (c0 + int(cnt), t0 + int(tot or 0))
-    return dict(summ), dict(copies)
+    return summ, copies
 
 
 def read_nsys(path: Path, rank: int, rank_rule: str) -> tuple[Source, list[RankMetrics]]:
@@ -470,7 +643,7 @@ def read_nsys(path: Path, rank: int, rank_rule: str) -> tuple[Source, list[RankM
     fast = core.HAVE_NUMPY
     pool = ThreadPoolExecutor(max_workers=2)
     try:
-        aux_fut = pool.submit(_aux_queries, path, not fast)
+        aux_fut = pool.submit(_aux_queries, path, not fast, not fast)
         version = None
         for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if db.has(meta, "name", "value"):
@@ -482,8 +655,9 @@ def read_nsys(path: Path, rank: int, rank_rule: str) -> tuple[Source, list[RankM
         if db.has("TARGET_INFO_GPU", "id", "name"):
             gpu_names = {int(i): str(n) for i, n in db.q("SELECT id, name FROM TARGET_INFO_GPU")}
         if fast:
-            gpu = _gpu_numpy(db, path, pool)
+            gpu, summ, copies = _gpu_numpy(db, path, pool)
             aux = aux_fut.result()
+            aux.summ, aux.copies = dict(summ), dict(copies)
         else:
             aux = aux_fut.result()
             gpu = _gpu_streaming(db, sorted(aux.summ), aux.kernels)
@@ -583,6 +757,16 @@ def _rank_metrics(
     top, fp32, tc, names = _kernel_stats(kernels, kt)
     span = u.span
     idle = span - u.busy
+    # CPU-side waits count once (union) and only inside this device's span, so their share of
+    # the span is at most 100 %
+    ds, de = aux.data_ranges
+    if span > 0:
+        data_wait = core.covered_ns(ds, de, u.start, u.end)
+    else:  # no GPU activity to clip to: the whole union
+        data_wait = sum(e - s for s, e in zip(ds, de, strict=True))
+    main_wait = None
+    if aux.main_waits is not None:
+        main_wait = core.covered_ns(*aux.main_waits, u.start, u.end)
     return RankMetrics(
         rank=rank,
         devices=[dev] if dev is not None else [],
@@ -606,7 +790,10 @@ def _rank_metrics(
         tensor_core_gemm_pct=tc,
         nvtx=aux.ranges if first else [],
         steps=core.step_stats(aux.step_ranges) if first else None,
-        data_wait_ns=aux.data_wait_ns if first else 0,
+        data_wait_ns=data_wait if first else 0,
+        main_thread=aux.main_thread if first else None,
+        main_thread_rule=aux.main_rule if first else None,
+        main_thread_wait_ns=main_wait if first else None,
         threads=aux.threads if first else [],
         sync=SyncStats(
             calls=sum(f.count for f in aux.sync),

@@ -33,7 +33,9 @@ def small_trace() -> KinetoBuilder:
     b.cpu("user_annotation", "step_1", 90, 150)
     b.cpu("user_annotation", "step_2", 240, 90)
     b.cpu("user_annotation", "forward", 95, 50)
-    b.cpu("user_annotation", "enumerate(DataLoader)#_Iter.__next__", 50, 40)
+    b.cpu("user_annotation", "enumerate(DataLoader)#_Iter.__next__", 50, 40)  # before the span
+    b.cpu("user_annotation", "data", 230, 100)  # [230, 330): runs past the span's end (320)
+    b.cpu("user_annotation", "enumerate(DataLoader)#_Iter.__next__", 235, 25)  # nested
     b.cpu("cpu_op", "aten::linear", 95, 40, tid=MAIN_TID)
     b.cpu("cpu_op", "aten::mm", 100, 20, tid=MAIN_TID)  # nested: counts once
     b.cpu("cpu_op", "aten::add", 200, 10, tid=MAIN_TID)
@@ -63,7 +65,7 @@ def test_small_trace_metrics(tmp_path: Path) -> None:
     assert r.temporal.non_compute_ns == 45_000
     assert r.temporal.idle_ns == r.idle_ns
     assert r.steps is not None and r.steps.durations_ns == [150_000, 90_000]
-    assert r.data_wait_ns == 40_000
+    assert r.data_wait_ns == 90_000  # union [230, 330) clipped to the span's end at 320
     threads = {t.name: t for t in r.threads}
     assert threads["pt_main_thread"].cpu_op_ns == 50_000
     assert threads["pt_autograd_0"].cpu_op_ns == 30_000
@@ -166,7 +168,34 @@ def test_real_workload_traces_against_hta(variant: str) -> None:
     r = m.ranks[0]
     assert r.activity.kernel_count > 100 and 0 < r.busy_pct <= 100
     assert r.steps is not None and r.steps.count >= 2
-    assert {t.name for t in r.threads} & {"pt_main_thread", "pt_autograd_0"} or r.threads
+    # one process; its main thread (tid == pid) runs the step, a second thread (autograd's
+    # worker) runs backward ops
+    assert len({t.pid for t in r.threads}) == 1
+    mains = [t for t in r.threads if t.tid == t.pid]
+    assert len(mains) == 1 and mains[0].cpu_op_ns > 0
+    assert (r.main_thread, r.main_thread_rule) == (mains[0].name, "tid == pid")
+    assert any(t.tid != t.pid and t.cpu_op_ns > 0 for t in r.threads)
+    assert r.main_thread_wait_ns is None  # Kineto records no OS-runtime waits
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_real_data_wait_is_one_step_of_data_loading(variant: str) -> None:
+    """The trace window holds steps 10 and 11; the GPU span starts with step 10's batch copy
+    (at the end of its `data` range), so the data-wait ranges inside the span are step 11's
+    `data` range, with `enumerate(DataLoader)...` nested in it counted once: the workload's own
+    data time of step 11 (metrics.json), not the 2x of summing both names."""
+    d = TRACES / variant
+    if not (d / "metrics.json").exists():
+        pytest.skip("workload traces absent")
+    meta = json.loads((d / "metrics.json").read_text())
+    first, stop = meta["config"]["profile_steps"]
+    data_s = meta["data_times_s"]
+    r = analyze_paths([d]).ranks[0]
+    last = data_s[stop - 1]
+    assert 0.98 * last - 1e-4 <= r.data_wait_ns / 1e9 <= data_s[first] + last
+    assert r.data_wait_ns <= r.span_ns
+    summed = sum(x.total_ns for x in r.nvtx if core.is_data_wait(x.name))
+    assert summed > r.data_wait_ns
 
 
 def test_real_workload_variants_differ_as_expected() -> None:
@@ -184,6 +213,112 @@ def test_real_workload_variants_differ_as_expected() -> None:
     assert hd(m["offload"]) > 100 * hd(m["baseline"])
     # fp32: fp32 GEMMs appear
     assert m["fp32"].fp32_gemm_pct > m["baseline"].fp32_gemm_pct
+
+
+# ---- GEMM precision on real kernel names ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "precision"),
+    [
+        # H100, torch 2.11 + cuBLAS 13 (tests/data/traces/*): fp32 GEMMs on CUDA-core FFMA ...
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma"
+            "_aligna4_alignc4_execute_kernel__5x_cublas",
+            "fp32",
+        ),
+        (
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>"
+            "(cutlass_80_simt_sgemm_256x128_8x4_nt_align1::Params)",
+            "fp32",
+        ),
+        # ... and bf16 GEMMs as cuBLASLt's Hopper nvjet kernels (wgmma)
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "tensor-core"),
+        ("nvjet_sm90_tst_64x32_64x16_2x1_v_bz_splitK_NTT", "tensor-core"),
+        ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNN", "tensor-core"),
+        ("nvjet_hsh_192x192_64x3_1x2_h_bz_coopB_NNN", "tensor-core"),
+        # attention is not counted as GEMM, even with cutlass in its name
+        (
+            "fmha_cutlassB_f32_aligned_128x64_k128_sm80(PyTorchMemEffAttention::"
+            "AttentionBackwardKernel<cutlass::arch::Sm80, float, true, false, false, 128, 64,"
+            " 128, false>::Params)",
+            None,
+        ),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x128", None),
+        ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>", None),
+        # other cuBLAS / cutlass families
+        ("ampere_sgemm_128x64_tn", "fp32"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "tensor-core"),
+        ("cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8", "tensor-core"),
+        ("ampere_tf32_s1688gemm_tf32_128x128_16x3_nn", "tensor-core"),
+        ("volta_s884gemm_fp16_128x128_ldg8_f2f_nn", "tensor-core"),
+        ("cutlass_80_simt_hgemm_128x128_8x2_nn_align1", None),  # SIMT half: neither
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", None),
+    ],
+)
+def test_gemm_precision_of_kernel_names(name: str, precision: str | None) -> None:
+    assert core.gemm_precision(name) == precision
+
+
+def test_gemm_precision_shares_on_real_traces() -> None:
+    """fp32 run: the FFMA and SIMT GEMMs are most of the kernel time; bf16 runs: the nvjet
+    GEMMs are tensor-core time and nothing is fp32."""
+    need = {v: TRACES / v / "sft_rank0.pt.trace.json.gz" for v in VARIANTS}
+    if not all(p.exists() for p in need.values()):
+        pytest.skip("workload traces absent")
+    for variant, path in need.items():
+        r = analyze_paths([path]).ranks[0]
+        gemm_names = [
+            k.name for k in r.top_kernels if "gemm" in k.name.lower() or "nvjet" in k.name
+        ]
+        assert gemm_names and all(core.gemm_precision(n) for n in gemm_names), variant
+        if variant == "fp32":
+            top4 = sum(k.share_pct for k in r.top_kernels[:4])  # the four fp32 GEMMs
+            assert r.fp32_gemm_pct == pytest.approx(top4) and r.fp32_gemm_pct > 80
+            assert r.tensor_core_gemm_pct == 0
+        else:
+            assert r.fp32_gemm_pct == 0 and r.tensor_core_gemm_pct > 25, variant
+
+
+# ---- activation offloading seen in the trace ---------------------------------------------------
+def test_offloading_pattern_from_the_trace_alone(tmp_path: Path) -> None:
+    src = {v: TRACES / v / "sft_rank0.pt.trace.json.gz" for v in ("offload", "baseline")}
+    if not all(p.exists() for p in src.values()):
+        pytest.skip("workload traces absent")
+    got = {}
+    for v, p in src.items():  # copied away from metrics.json: only the trace speaks
+        (tmp_path / v).mkdir()
+        dst = tmp_path / v / p.name
+        dst.write_bytes(p.read_bytes())
+        got[v] = analyze_paths([dst]).ranks[0]
+    off = got["offload"]
+    assert off.offloading is True
+    assert off.offloading_evidence is not None and "forward" in off.offloading_evidence
+    assert got["baseline"].offloading is None  # a few small copies: no evidence either way
+    # beside its metrics.json the run's own config is the evidence
+    r = analyze_paths([src["offload"]]).ranks[0]
+    assert r.offloading is True and r.offloading_evidence is not None
+    assert r.offloading_evidence.startswith("metrics.json: config.offload_activations")
+    assert analyze_paths([src["baseline"]]).ranks[0].offloading is False
+
+
+def test_offloading_pattern_needs_both_directions(tmp_path: Path) -> None:
+    def trace(*copies: tuple[str, float]) -> KinetoBuilder:
+        b = KinetoBuilder(rank=0)
+        b.cpu("user_annotation", "forward", 0, 100)
+        b.cpu("user_annotation", "backward", 100, 100)
+        b.gpu("kernel", "k", 40, 50)
+        for name, launch in copies:  # async copies: they run after their launch
+            b.gpu("gpu_memcpy", name, launch + 300, 10, launch_ts=launch, bytes=8 << 20)
+        return b
+
+    dtoh, htod = "Memcpy DtoH (Device -> Pinned)", "Memcpy HtoD (Pinned -> Device)"
+    both = trace((dtoh, 10), (htod, 150)).write(tmp_path / "both.json")
+    assert analyze_paths([both]).ranks[0].offloading is True
+    # only DtoH in forward (say, logging activations): no evidence of offloading
+    one = trace((dtoh, 10), (dtoh, 20)).write(tmp_path / "one.json")
+    assert analyze_paths([one]).ranks[0].offloading is None
+    # the reverse (inputs in during forward, results out during backward): not the pattern
+    rev = trace((htod, 10), (dtoh, 150)).write(tmp_path / "rev.json")
+    assert analyze_paths([rev]).ranks[0].offloading is None
 
 
 # ---- parsers: the layout scan and the generic path agree -------------------------------------

@@ -31,6 +31,7 @@ COPIES = [
     (30200, 30400, 10, 4000, None),  # PtoP
     (30400, 31400, 11, 65536, 2),  # UM HtoD, page-fault migration
     (31400, 31900, 12, 4096, 2),  # UM DtoH
+    (31900, 32100, 13, 8192, 2),  # UM DtoD (device-to-device migration)
 ]
 MEMSETS = [(20500, 21000, 1024)]
 
@@ -51,7 +52,10 @@ def build(path: Path, *, with_um: bool = True) -> Path:
     b.add_nvtx(1000, 9000, "forward", tid=MAIN)  # nested in step_1
     b.add_nvtx(21000, 30000, "forward", tid=MAIN)
     b.add_nvtx(9000, 19000, "backward", tid=BWD, registered=True)  # name via StringIds
-    b.add_nvtx(45000, 50000, "dataloader_next", tid=MAIN, event_type=NVTX_STARTEND)
+    # data waits: `data` with a nested range, and one range that runs past the span's end
+    b.add_nvtx(32000, 40000, "data", tid=MAIN)
+    b.add_nvtx(33000, 38000, "dataloader_next", tid=MAIN, event_type=NVTX_STARTEND)
+    b.add_nvtx(43000, 50000, "dataloader_next", tid=MAIN, event_type=NVTX_STARTEND)
     b.add_nvtx(500, None, "marker", tid=MAIN, event_type=NVTX_MARK)
     b.add_osrt(0, 30000, "pthread_cond_wait", tid=MAIN)
     b.add_osrt(30000, 35000, "pthread_cond_wait", tid=MAIN)
@@ -139,20 +143,26 @@ def test_activity_copies_and_unified_memory(export: Path) -> None:
     ct = sum(e - s for s, e, *_ in COPIES)
     mt = sum(e - s for s, e, _ in MEMSETS)
     a = r.activity
-    assert (a.kernel_count, a.memcpy_count, a.memset_count) == (5, 6, 1)
+    assert (a.kernel_count, a.memcpy_count, a.memset_count) == (5, 7, 1)
     assert (a.kernel_ns, a.memcpy_ns, a.memset_ns) == (kt, ct, mt)
     assert a.kernel_pct == pytest.approx(100 * kt / (kt + ct + mt))
     by = {c.direction: c for c in r.copies}
-    assert set(by) == {"HtoD", "DtoH", "DtoD", "PtoP", "UM HtoD", "UM DtoH"}
+    assert set(by) == {"HtoD", "DtoH", "DtoD", "PtoP", "UM HtoD", "UM DtoH", "UM DtoD"}
+    assert (by["UM DtoD"].count, by["UM DtoD"].bytes, by["UM DtoD"].total_ns) == (1, 8192, 200)
     assert by["HtoD"].bytes == 1_000_000 and by["HtoD"].count == 1
     assert by["HtoD"].bandwidth_gb_s == pytest.approx(1_000_000 / 1000)
     um = r.unified_memory
     assert um.cpu_page_faults == 3
     assert um.gpu_page_faults == 10 and um.gpu_fault_groups == 2
-    assert (um.migrated_htod_bytes, um.migrated_dtoh_bytes) == (65536, 4096)
-    assert um.migrations == 2
-    assert um.share_of_memory_ops_pct == pytest.approx(100 * 2 / 7)
-    assert um.share_of_memory_time_pct == pytest.approx(100 * 1500 / (ct + mt))
+    assert (um.migrated_htod_bytes, um.migrated_dtoh_bytes, um.migrated_dtod_bytes) == (
+        65536,
+        4096,
+        8192,
+    )
+    assert um.migrations == 3  # copyKind 11, 12 and 13
+    assert um.migration_ns == 1000 + 500 + 200
+    assert um.share_of_memory_ops_pct == pytest.approx(100 * 3 / 8)
+    assert um.share_of_memory_time_pct == pytest.approx(100 * 1700 / (ct + mt))
     assert r.peak_gpu_memory_bytes == 2500
 
 
@@ -167,7 +177,7 @@ def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
     assert r.fp32_gemm_pct == pytest.approx(100 * 6000 / kt)
     assert r.tensor_core_gemm_pct == pytest.approx(100 * 5000 / kt)
     ranges = {x.name: x for x in r.nvtx}
-    assert set(ranges) == {"step_*", "forward", "backward", "dataloader_next"}
+    assert set(ranges) == {"step_*", "forward", "backward", "data", "dataloader_next"}
     step_row = ranges["step_*"]  # step_1 and step_2 folded into one row
     assert (step_row.count, step_row.total_ns, step_row.min_ns, step_row.max_ns) == (
         2,
@@ -180,7 +190,8 @@ def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
     assert r.steps is not None and r.steps.family == "step_N"
     assert r.steps.durations_ns == [20000, 25000]
     assert r.steps.mean_ns == 22500
-    assert r.data_wait_ns == 5000
+    # union of [32000, 40000) (with [33000, 38000) inside) and [43000, 50000) cut at 44000
+    assert r.data_wait_ns == 8000 + 1000
     threads = {t.name: t for t in r.threads}
     assert threads["pt_main_thread"].osrt_ns == 36000
     assert threads["pt_main_thread"].functions[0].name == "pthread_cond_wait"
@@ -188,6 +199,172 @@ def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
     assert threads["pt_autograd_0"].osrt_ns == 2000
     assert threads["pt_main_thread"].tid == MAIN
     assert r.sync.calls == 1 and r.sync.total_ns == 8000
+
+
+def test_data_wait_is_the_union_of_data_ranges_inside_the_span(export: Path) -> None:
+    r = only(export)
+    data = [(32000, 40000), (33000, 38000), (43000, 50000)]  # as built above
+    inside = brute_union(data) & set(range(r.span_start_ns, r.span_end_ns))
+    assert r.data_wait_ns == len(inside)
+    summed = sum(x.total_ns for x in r.nvtx if core.is_data_wait(x.name))
+    assert summed > r.data_wait_ns  # the old per-name sum counted the nesting twice
+    assert r.data_wait_ns <= r.span_ns
+
+
+def test_data_wait_share_never_exceeds_the_span(tmp_path: Path) -> None:
+    """Nested data ranges that cover the whole span (and more) give exactly 100 %."""
+    b = NsysBuilder(tmp_path / "nested.sqlite")
+    b.add_kernel(1000, 2000, "k")
+    b.add_kernel(9000, 10000, "k")
+    for s, e in ((0, 12000), (500, 11000), (900, 10500)):
+        b.add_nvtx(s, e, "data", tid=MAIN)
+        b.add_nvtx(s, e, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", tid=MAIN)
+    r = only(b.close())
+    assert r.data_wait_ns == r.span_ns == 9000
+
+
+def test_main_thread_waits_are_blocking_waits_clipped_to_the_span(export: Path) -> None:
+    r = only(export)
+    # no CUDA-stream table and tid != pid in the builder: the thread named pt_main_thread
+    assert (r.main_thread, r.main_thread_rule) == ("pt_main_thread", "named pt_main_thread")
+    # pthread_cond_wait [0, 30000) + [30000, 35000) of MAIN inside the span [1000, 44000);
+    # poll (MAIN) and pt_autograd_0's wait do not count
+    waits = brute_union([(0, 30000), (30000, 35000)])
+    assert r.main_thread_wait_ns == len(waits & set(range(r.span_start_ns, r.span_end_ns)))
+
+
+PID = 4242
+
+
+def helper_thread_export(path: Path, *, with_streams: bool, worker: bool) -> Path:
+    """Like the CloverLeaf export: the main thread (tid == pid) barely waits, an event-handler
+    thread polls for the whole capture; optionally a data-loader worker process whose main
+    thread is named like a Python main thread and waits a lot."""
+    b = NsysBuilder(path, pid=PID)
+    b.add_gpu(0)
+    b.add_thread(PID, "cuda-app")
+    b.add_thread(PID + 9, "cuda-EvtHandlr")
+    if with_streams:
+        b.add_cuda_stream(7)
+    for i in range(10):  # 10 kernels of 1 ms with 1 ms gaps: GPU idle ~47 %
+        b.add_kernel(1_000_000 + 2_000_000 * i, 2_000_000 + 2_000_000 * i, "k")
+    b.add_osrt(0, 30_000_000, "poll", tid=PID + 9)  # longer than the whole span
+    b.add_osrt(0, 30_000_000, "read", tid=PID + 9)
+    b.add_osrt(500_000, 1_500_000, "sem_timedwait", tid=PID)  # half of it before the span
+    b.add_osrt(3_000_000, 3_200_000, "poll", tid=PID)  # I/O, not a blocking wait
+    if worker:
+        b.add_thread(7000, "python3", pid=7000)
+        b.add_osrt(0, 30_000_000, "pthread_cond_wait", tid=7000, pid=7000)
+    return b.close()
+
+
+@pytest.mark.parametrize(("with_streams", "worker"), [(True, True), (True, False), (False, False)])
+def test_main_thread_is_not_the_busiest_thread(
+    tmp_path: Path, with_streams: bool, worker: bool
+) -> None:
+    from orchestrator.analysis import advise
+
+    m = analyze_paths(
+        [helper_thread_export(tmp_path / "h.sqlite", with_streams=with_streams, worker=worker)]
+    )
+    r = m.ranks[0]
+    assert r.main_thread == "cuda-app"
+    assert r.main_thread_rule is not None and "tid == pid" in r.main_thread_rule
+    assert r.main_thread_wait_ns == 500_000  # sem_timedwait from the span start (1 ms) on
+    assert r.idle_pct > 40
+    assert [a.rule for a in advise(m) if a.rule == "data-loader"] == []  # no data ranges
+
+
+def test_main_thread_of_two_processes_without_stream_table(tmp_path: Path) -> None:
+    """Two processes and no CUDA-stream table: tid == pid does not single one out, and no
+    thread is named like a Python main thread, so no main thread (no guessing)."""
+    r = only(helper_thread_export(tmp_path / "h.sqlite", with_streams=False, worker=False))
+    assert r.main_thread == "cuda-app"  # one process: its main thread
+    b = NsysBuilder(tmp_path / "two.sqlite", pid=PID)
+    b.add_kernel(0, 10, "k")
+    b.add_thread(PID, "app")
+    b.add_thread(7000, "helper", pid=7000)
+    b.add_osrt(0, 10, "pthread_cond_wait", tid=7000, pid=7000)
+    r2 = only(b.close())
+    assert (r2.main_thread, r2.main_thread_wait_ns) == (None, None)
+    b = NsysBuilder(tmp_path / "named.sqlite", pid=PID)
+    b.add_kernel(0, 10, "k")
+    b.add_thread(PID, "pt_main_thread")
+    b.add_thread(7000, "pt_data_worker", pid=7000)
+    b.add_osrt(2, 6, "pthread_cond_wait", tid=PID)
+    r3 = only(b.close())
+    assert (r3.main_thread, r3.main_thread_wait_ns) == ("pt_main_thread", 4)
+
+
+@pytest.mark.parametrize("n", [40, 30_000])  # the plain loop and the numpy path (> 10,000)
+def test_merge_intervals_and_covered_ns(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    rnd = random.Random(n)
+    starts = [rnd.randrange(0, 200 * n) for _ in range(n)]
+    ends = [s + rnd.randrange(0, 150) for s in starts]
+    lo, hi = 20 * n, 180 * n
+    ms, me = core.merge_intervals(starts, ends)
+    assert all(a < b for a, b in zip(me, ms[1:], strict=False))  # disjoint, sorted, not touching
+    got = core.covered_ns(ms, me, lo, hi)
+    if n <= 1000:  # the independent oracle: covered nanoseconds
+        covered = brute_union(list(zip(starts, ends, strict=True)))
+        assert sum(e - s for s, e in zip(ms, me, strict=True)) == len(covered)
+        assert got == len(covered & set(range(lo, hi)))
+    monkeypatch.setattr(core, "HAVE_NUMPY", False)
+    assert core.merge_intervals(starts, ends) == (ms, me)
+    assert core.covered_ns(ms, me, lo, hi) == got
+
+
+def _busy_oracle(ivs: list[tuple[int, int]], start: int, end: int, width: int) -> list[float]:
+    covered = brute_union(ivs)
+    out = []
+    for lo in range(start, end, width):
+        hi = min(lo + width, end)
+        out.append(sum(1 for t in range(lo, hi) if t in covered) / (hi - lo))
+    return out
+
+
+@pytest.mark.parametrize("span_end", [2000, 2003])
+def test_busy_fraction_timeline(tmp_path: Path, span_end: int) -> None:
+    """200 buckets over the span; each bucket's busy fraction = covered ns / bucket length
+    (the last bucket may be shorter)."""
+    ivs = [(0, 1000), (1505, 1700), (1650, span_end)]  # idle [1000, 1505): bucket 150 half idle
+    b = NsysBuilder(tmp_path / "tl.sqlite")
+    for s, e in ivs:
+        b.add_kernel(s, e, "k")
+    r = only(b.close())
+    tl = r.timeline
+    width = -(-span_end // 200)
+    assert (tl.start_ns, tl.bucket_ns) == (0, width)
+    expected = _busy_oracle(ivs, 0, span_end, width)
+    assert len(tl.busy_fraction) == len(expected) <= 200
+    assert tl.busy_fraction == pytest.approx(expected, abs=1e-4)
+    if span_end == 2000:  # 10 ns buckets: busy up to 1000, idle to 1505, busy again
+        assert tl.busy_fraction[99:101] == [1.0, 0.0]
+        assert tl.busy_fraction[150:152] == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("n", [50, 3000])  # the plain loop and the numpy path (> 1000 gaps)
+def test_busy_fraction_matches_brute_force_on_many_gaps(n: int) -> None:
+    import random
+    from array import array
+
+    rnd = random.Random(n)
+    ivs = []
+    t = 0
+    for _ in range(n):
+        t += rnd.randrange(1, 40)
+        d = rnd.randrange(1, 60)
+        ivs.append((t, t + d))
+        t += d
+    u = core.union_lists([s for s, _ in ivs], [e for _, e in ivs], [True] * len(ivs))
+    tl = core.timeline(u.gap_starts, u.gap_ends, u.start, u.end)
+    assert tl.busy_fraction == pytest.approx(
+        _busy_oracle(ivs, u.start, u.end, tl.bucket_ns), abs=1e-4
+    )
+    empty = core.timeline(array("q"), array("q"), 0, 0)
+    assert empty.busy_fraction == []
 
 
 def test_rank_from_file_name_and_source(export: Path) -> None:
@@ -249,6 +426,29 @@ def test_streaming_path_equals_numpy_path(export: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(core, "HAVE_NUMPY", False)
     slow = analyze_paths([export])
     assert fast.model_dump() == slow.model_dump()
+
+
+def test_named_rows_fallback_equals_json_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step and data ranges come from one json_each query, or from 500-name chunks where the
+    SQLite build lacks JSON functions: same metrics either way (1,200 step names: 3 chunks)."""
+    from orchestrator.analysis import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "steps.sqlite")
+    for i in range(1200):
+        b.add_kernel(100 * i + 10, 100 * i + 60, "k")
+        b.add_nvtx(100 * i, 100 * i + 90, f"step_{i}", tid=MAIN)
+        b.add_nvtx(100 * i + 60, 100 * i + 100, "get_batch", tid=MAIN)
+    f = b.close()
+    one = analyze_paths([f])
+    monkeypatch.setattr(nsys_sqlite, "USE_JSON_EACH", False)
+    chunked = analyze_paths([f])
+    assert one.model_dump() == chunked.model_dump()
+    r = one.ranks[0]
+    assert r.steps is not None and r.steps.count == 1200
+    # span [10, 119960): the last get_batch, [119960, 120000), lies after it
+    assert (r.span_start_ns, r.span_end_ns, r.data_wait_ns) == (10, 119960, 1199 * 40)
 
 
 def test_file_is_opened_read_only(export: Path) -> None:
@@ -365,6 +565,17 @@ def test_real_cloverleaf_threads_and_osrt() -> None:
     assert r.sync.calls == syncs > 0
     assert r.device_name == "NVIDIA A100-SXM4-80GB"
     assert r.unified_memory.cpu_page_faults is None  # UM tracing was off
+    # the main thread is the process's first thread (tid == pid), not cuda-EvtHandlr, whose
+    # poll() holds most of the OS-runtime time; only its blocking waits, inside the span
+    ((pid,),) = _sql(p, "SELECT DISTINCT processId FROM TARGET_INFO_CUDA_STREAM")
+    ((main_name,),) = _sql(
+        p,
+        "SELECT s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
+        f" WHERE (t.globalTid >> 24) & 16777215 = {pid} AND t.globalTid & 16777215 = {pid}",
+    )
+    busiest = max(r.threads, key=lambda t: t.osrt_ns)
+    assert r.main_thread == main_name == "cuda-cloverleaf" != busiest.name
+    assert r.main_thread_wait_ns is not None and 0 <= r.main_thread_wait_ns <= r.span_ns
 
 
 def test_real_saxpy_nvtx() -> None:
