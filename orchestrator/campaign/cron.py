@@ -23,22 +23,26 @@ def _field(text: str, name: str, lo: int, hi: int) -> frozenset[int]:
         step = 1
         if step_text:
             if not step_text.isdigit() or int(step_text) < 1:
-                raise ValueError(f"{name}: step {step_text!r} must be a positive number")
+                raise ValueError(
+                    f"{name}: step {step_text!r} must be a positive number; write e.g. */15"
+                )
             step = int(step_text)
         if rng == "*":
             start, end = lo, hi
         elif "-" in rng:
             a, _, b = rng.partition("-")
             if not (a.isdigit() and b.isdigit()):
-                raise ValueError(f"{name}: {part!r} is not a range like 1-5")
+                raise ValueError(f"{name}: {part!r} is not a range; write it like 1-5")
             start, end = int(a), int(b)
         elif rng.isdigit():
             start = int(rng)
             end = hi if step_text else start
         else:
-            raise ValueError(f"{name}: {part!r} is not a number, range, list or */step")
+            raise ValueError(
+                f"{name}: {part!r} is not a number, range, list or */step; write e.g. 1-5 or *"
+            )
         if start < lo or end > hi or start > end:
-            raise ValueError(f"{name}: {part!r} is outside {lo}-{hi}")
+            raise ValueError(f"{name}: {part!r} is outside {lo}-{hi}; use values in {lo}-{hi}")
         values.update(range(start, end + 1, step))
     return frozenset(values)
 
@@ -58,7 +62,7 @@ class CronExpr:
         parts = text.split()
         if len(parts) != 5:
             raise ValueError(
-                f"{text!r} has {len(parts)} fields; a cron expression has 5: "
+                f"{text!r} has {len(parts)} fields; write 5: "
                 "minute hour day-of-month month day-of-week, e.g. '0 2 * * *'"
             )
         sets = [_field(p, n, lo, hi) for p, (n, lo, hi) in zip(parts, _FIELDS, strict=True)]

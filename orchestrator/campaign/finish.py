@@ -16,8 +16,11 @@ from orchestrator.executors.base import Warn
 from orchestrator.store import Store
 
 # Exit codes of `campaign run --wait` / `resume`: 0 passed, 1 a variant failed (or gh-run
-# itself), 2 bad input, 3 a threshold was crossed.
+# itself), 2 bad input, 3 a threshold was crossed. A regression outranks a failed variant:
+# nightly alerting keys on 3, and a regression found in the variants that did run is news
+# whatever happened to the others (docs/campaigns.md, "Exit codes").
 EXIT_REGRESSION = 3
+EXIT_FAILED = 1
 
 
 @dataclass
@@ -28,11 +31,30 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        if self.result.state == db.FAILED:
-            return 1
-        if self.result.state == db.REGRESSED:
-            return EXIT_REGRESSION
-        return 0
+        return exit_code(self.result)
+
+
+def exit_code(result: CampaignResult) -> int:
+    """3 if any threshold was crossed, else 1 if any variant did not complete, else 0."""
+    if result.regressions:
+        return EXIT_REGRESSION
+    if result.failed:
+        return EXIT_FAILED
+    return 0
+
+
+def verdict(result: CampaignResult) -> str:
+    """The words for the summary line: both problems when there are both."""
+    words = []
+    if result.failed:
+        words.append(f"FAILED ({_count(len(result.failed), 'variant')})")
+    if result.regressions:
+        words.append(f"REGRESSED ({_count(len(result.regressions), 'regression')})")
+    return " and ".join(words) or result.state
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def notify_argv(notify: Notify, report_path: Path) -> list[str]:
@@ -61,7 +83,11 @@ def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None)
     campaign = Campaign.model_validate_json(rec.campaign_json)
     collect_all(store, campaign_id, home, warn)
     result = evaluate(store, campaign_id)
-    # The verdict goes in before the report so the trend plots include tonight.
+    # The report first, the verdict after: a campaign marked ended always has its report, and
+    # one that crashed in between is not ended, so `campaign resume` writes the report. (The
+    # trend plots read tonight's metrics, already in the store; not the verdict.)
+    out_dir = campaign_dir(home, campaign_id) / "report"
+    paths = report.write(store, result, out_dir)
     db.set_campaign(
         store,
         campaign_id,
@@ -69,10 +95,8 @@ def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None)
         baseline_id=result.baseline_id,
         regressions=len(result.regressions),
         ended_at=time.time(),
+        report_dir=str(out_dir),
     )
-    out_dir = campaign_dir(home, campaign_id) / "report"
-    paths = report.write(store, result, out_dir)
-    db.set_campaign(store, campaign_id, report_dir=str(out_dir))
     notified = None
     problem = result.state != db.PASSED
     if campaign.notify and (campaign.notify.when == "always" or problem):

@@ -26,6 +26,8 @@ from orchestrator.spec import NAME_RE
 from orchestrator.units import parse_time
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,30}$")
+# What submission.new_campaign_id makes: NAME-YYYYMMDD-HHMMSS-xxxx.
+CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}-\d{8}-\d{6}-[0-9a-f]{4}$")
 
 # Metrics a threshold can watch (docs/campaigns.md): from the workload's metrics.json and, when
 # the run left a trace, from orchestrator.analysis.
@@ -52,15 +54,15 @@ def _check_override(item: str) -> str:
     key = key.removesuffix("+")
     if not sep or not key.strip() or any(p == "" for p in key.strip().split(".")):
         raise ValueError(
-            f"{item!r} is not KEY=VALUE (or KEY+=[...] to append to a list) with a dotted key, "
-            "e.g. resources.nodes=2"
+            f"{item!r} is not KEY=VALUE (or KEY+=[...] to append to a list) with a dotted key; "
+            "write it like resources.nodes=2"
         )
     return item
 
 
 def _check_name(v: str) -> str:
     if not NAME_RE.match(v):
-        raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'; rename it, e.g. nightly-1")
     return v
 
 
@@ -178,7 +180,7 @@ class Schedule(Strict):
     def _tz(cls, v: str) -> str:
         try:
             ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: 'America' (a folder)
             raise ValueError(
                 f"{v!r} is not a time zone; use an IANA name like Europe/Zurich"
             ) from None
@@ -188,7 +190,7 @@ class Schedule(Strict):
     @classmethod
     def _time(cls, v: str) -> str:
         if parse_time(v) <= 0:
-            raise ValueError("must be longer than zero")
+            raise ValueError("must be longer than zero; give a time such as 00:30:00")
         return v
 
 
@@ -198,6 +200,16 @@ class Baseline(Strict):
 
     policy: Literal["last-good", "pinned"] = "last-good"
     campaign_id: str | None = None
+
+    @field_validator("campaign_id")
+    @classmethod
+    def _id(cls, v: str | None) -> str | None:
+        if v is not None and not CAMPAIGN_ID_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a campaign id; copy one from `gh-run campaign list` "
+                "(NAME-YYYYMMDD-HHMMSS-xxxx)"
+            )
+        return v
 
     @model_validator(mode="after")
     def _pinned(self) -> Baseline:
@@ -263,13 +275,16 @@ class Campaign(Strict):
     def _matrix_items(cls, v: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
         for axis, values in v.items():
             if not LABEL_RE.match(axis):
-                raise ValueError(f"axis name {axis!r}: use letters, digits, '.', '_' or '-'")
+                raise ValueError(
+                    f"axis name {axis!r} is not 1-31 letters, digits, '.', '_' or '-'; rename it"
+                )
             if not values:
                 raise ValueError(f"axis {axis!r} has no values; give at least one")
             for label, items in values.items():
                 if not LABEL_RE.match(label):
                     raise ValueError(
-                        f"{axis}: value label {label!r}: use letters, digits, '.', '_' or '-'"
+                        f"{axis}: value label {label!r} is not 1-31 letters, digits, '.', '_' "
+                        "or '-'; rename it"
                     )
                 for x in items:
                     _check_override(x)

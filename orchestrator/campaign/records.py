@@ -19,8 +19,10 @@ REGRESSED = "REGRESSED"  # a threshold was crossed
 FAILED = "FAILED"  # a variant did not complete
 ENDED = {PASSED, REGRESSED, FAILED}
 
-# Group states.
+# Group states. PLANNED → SENDING (claimed by one gh-run, under the group's lock file, just
+# before sbatch) → SUBMITTED (job id recorded) or SUBMIT_FAILED (sbatch said no, or no answer).
 G_PLANNED = "PLANNED"
+G_SENDING = "SENDING"
 G_SUBMITTED = "SUBMITTED"
 G_FAILED = "SUBMIT_FAILED"
 
@@ -102,10 +104,58 @@ def write_plan(
         )
 
 
+def get_group(store: Store, campaign_id: str, group_index: int) -> GroupRecord:
+    rows = store.rows(
+        "SELECT * FROM campaign_groups WHERE campaign_id = ? AND group_index = ?",
+        (campaign_id, group_index),
+    )
+    return GroupRecord(**rows[0])
+
+
+def claim_group(store: Store, group: GroupRecord) -> bool:
+    """PLANNED → SENDING in one BEGIN IMMEDIATE transaction; False if another gh-run has it.
+
+    Two `campaign resume` (or a `run` and a `resume`) may look at the same PLANNED group; only
+    the one whose UPDATE changed the row may call sbatch, so a group is never sent twice.
+    """
+    with store.tx() as db:
+        cur = db.execute(
+            "UPDATE campaign_groups SET state = ?, submitted_at = ? "
+            "WHERE campaign_id = ? AND group_index = ? AND state = ?",
+            (G_SENDING, time.time(), group.campaign_id, group.group_index, G_PLANNED),
+        )
+        return cur.rowcount == 1
+
+
+def reopen_group(store: Store, group: GroupRecord, run_ids: list[str], detail: str) -> None:
+    """A SENDING (its sender died) or SUBMIT_FAILED group that SLURM does not have → PLANNED,
+    its runs back to INTENT, so the next send() sends it."""
+    now = time.time()
+    with store.tx() as db:
+        db.execute(
+            "UPDATE campaign_groups SET state = ?, job_id = NULL, submitted_at = NULL "
+            "WHERE campaign_id = ? AND group_index = ?",
+            (G_PLANNED, group.campaign_id, group.group_index),
+        )
+        db.executemany(
+            "UPDATE runs SET state = 'INTENT', reason = NULL, ended_at = NULL "
+            "WHERE run_id = ? AND state IN ('INTENT', 'SUBMIT_FAILED')",
+            [(r,) for r in run_ids],
+        )
+        db.executemany(
+            "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, 'INTENT', ?)",
+            [(r, now, detail) for r in run_ids],
+        )
+
+
 def record_submission(
     store: Store, group: GroupRecord, job_id: str, run_ids: list[str], detail: str
 ) -> None:
-    """A group's job id, and each of its runs' (123_4 for array element 4), in one transaction."""
+    """A group's job id, and each of its runs' (123_4 for array element 4), in one transaction.
+
+    Runs marked SUBMIT_FAILED are updated too: sbatch may have lost its answer (a timeout)
+    after the controller had queued the job, which `campaign resume` then finds by name.
+    """
     now = time.time()
     with store.tx() as db:
         db.execute(
@@ -118,8 +168,8 @@ def record_submission(
             jid = f"{job_id}_{i}" if group.is_array else job_id
             rows.append((jid, now, run_id))
         db.executemany(
-            "UPDATE runs SET job_id = ?, state = 'PENDING', submitted_at = ? "
-            "WHERE run_id = ? AND state = 'INTENT'",
+            "UPDATE runs SET job_id = ?, state = 'PENDING', submitted_at = ?, reason = NULL, "
+            "ended_at = NULL WHERE run_id = ? AND state IN ('INTENT', 'SUBMIT_FAILED')",
             rows,
         )
         db.executemany(

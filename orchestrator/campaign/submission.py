@@ -3,35 +3,42 @@ partition + resources) → the plan in the store → one sbatch per group.
 
 Order of events, so a crash at any point is repairable (resume.py): every run folder and
 group script is written to disk, then the whole plan (campaign, groups, variants, every run
-as an INTENT row) is committed in one transaction, and only then is each group sent; each
-group's job id is recorded the moment sbatch answers.
+as an INTENT row) is committed in one transaction, and only then is each group sent: under
+its lock file, claimed in the store (PLANNED → SENDING), sbatch, and its job id recorded the
+moment sbatch answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from orchestrator import runs as R
 from orchestrator import yamlio
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Campaign, apply_overrides, expand, job_path
+from orchestrator.campaign.results import check_pinned_baseline
 from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
+from orchestrator.container import check_image
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor, run_slurm
-from orchestrator.render import RenderedJob, array_key, render_array
+from orchestrator.render import RenderedJob, array_key, partition_template, render_array
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 
+T = TypeVar("T")
 DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize (indices 0..1000)
 
 
@@ -52,6 +59,28 @@ def campaign_dir(home: Path, campaign_id: str) -> Path:
     return home / "campaigns" / campaign_id
 
 
+@contextlib.contextmanager
+def group_lock(store: Store, campaign_id: str, group_index: int) -> Iterator[bool]:
+    """Hold `group<N>.lock` while sending or repairing a group; yields False if it is busy.
+
+    The kernel drops the lock when its holder dies (even by SIGKILL), so a group found
+    SENDING with its lock free was claimed by a gh-run that is gone: resume may repair it. A
+    busy lock means another live gh-run is on that group right now: leave it alone.
+    """
+    path = campaign_dir(store.home, campaign_id) / f"group{group_index}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited by sbatch (O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def max_array_size() -> int:
     """The controller's MaxArraySize (one `scontrol show config`); the largest index + 1."""
     res = run_slurm(["scontrol", "show", "config"])
@@ -62,11 +91,18 @@ def max_array_size() -> int:
     return DEFAULT_MAX_ARRAY_SIZE
 
 
-def _prepare_variants(
-    campaign: Campaign, file: Path, extra: Sequence[str]
-) -> list[tuple[str, tuple[str, ...], R.Prepared]]:
-    """Every variant's JobSpec, validated against its partition; the base file is read once."""
+PreparedVariants = list[tuple[str, tuple[str, ...], R.Prepared]]
+
+
+def prepare_variants(
+    campaign: Campaign, file: Path, extra: Sequence[str], home: Path
+) -> PreparedVariants:
+    """Everything checkable before the state store is opened, so bad input writes nothing:
+    every variant's JobSpec validated against its partition (the base file read once), and a
+    pinned baseline that must exist in the gh-run home's store."""
     src = yamlio.display_path(file)
+    # A wrong pinned baseline would otherwise surface only after every job ran.
+    check_pinned_baseline(home, campaign, src)
     base_path = job_path(file, campaign)
     base = yamlio.read_file(base_path)
     clusters: dict[str, Cluster] = {}
@@ -88,7 +124,19 @@ def _prepare_variants(
                 raise UserError(f"{src}: variant {v.name}: cluster: {exc}") from None
             clusters[spec.cluster] = load_cluster(spec.cluster)
         cl = clusters[spec.cluster]
-        part_name, part = validate_job(spec, cl, f"{src}: variant {v.name}")
+        where = f"{src}: variant {v.name}"
+        part_name, part = validate_job(spec, cl, where)
+        partition_template(cl, part_name, part)
+        # What a single submit checks on the submit host, checked here before anything is
+        # written or sent (a missing image would otherwise fail every array element).
+        check_image(spec.container, f"{where} (job {yamlio.display_path(base_path)})")
+        missing = [n for n in spec.workload.secret_env if n not in os.environ]
+        if missing:
+            raise UserError(
+                f"{where}: workload.secret_env: {', '.join(missing)} is not set in this "
+                "environment; export it before running the campaign (gh-run passes secrets by "
+                "name, never by value)"
+            )
         out.append((v.name, overrides, R.Prepared(spec, base_path, cl, part_name, part)))
     return out
 
@@ -100,9 +148,17 @@ def plan(
     home: Path,
     executor: str,
     extra_overrides: Sequence[str] = (),
+    array_limit: int | None = None,
+    prepared: PreparedVariants | None = None,
 ) -> str:
-    """Prepare, render and record the whole campaign; nothing is sent. Returns its id."""
-    prepared = _prepare_variants(campaign, file, extra_overrides)
+    """Prepare, render and record the whole campaign; nothing is sent. Returns its id.
+
+    `array_limit`: the most elements per job array; None asks the controller (MaxArraySize).
+    `prepared`: what `prepare_variants` returned, when the caller checked before opening the
+    store (with `extra_overrides` already in it).
+    """
+    if prepared is None:
+        prepared = prepare_variants(campaign, file, extra_overrides, store.home)
     cid = new_campaign_id(campaign.name)
     cdir = campaign_dir(home, cid)
     cdir.mkdir(parents=True, mode=0o700)
@@ -143,10 +199,9 @@ def plan(
             else (p.run.run_id,)
         )
         buckets.setdefault(key, []).append(p)
-    limit = max_array_size() if executor == "slurm" and len(planned) > 1 else 1
-    chunks: list[list[PlannedRun]] = []
-    for members in buckets.values():
-        chunks += [members[i : i + limit] for i in range(0, len(members), limit)]
+    single = executor != "slurm" or len(planned) == 1
+    limit = 1 if single else (array_limit or max_array_size())
+    chunks = chunk_groups(list(buckets.values()), limit)
     groups: list[db.GroupRecord] = []
     variants: list[db.VariantRecord] = []
     for gi, members in enumerate(chunks):
@@ -198,6 +253,14 @@ def plan(
     return cid
 
 
+def chunk_groups(buckets: Sequence[list[T]], limit: int) -> list[list[T]]:
+    """Each bucket (variants that may share one array) cut into arrays of at most `limit`
+    elements, in order; the controller refuses an array index >= MaxArraySize."""
+    if limit < 1:
+        raise ValueError(f"array limit must be >= 1, not {limit}")
+    return [members[i : i + limit] for members in buckets for i in range(0, len(members), limit)]
+
+
 def send(
     store: Store,
     campaign_id: str,
@@ -206,7 +269,11 @@ def send(
     warn: Warn | None = None,
     on_group: Callable[[db.GroupRecord, str], None] | None = None,
 ) -> list[str]:
-    """Send every group still PLANNED (one sbatch each); returns the failures, as sentences."""
+    """Send every group still PLANNED (one sbatch each); returns the failures, as sentences.
+
+    A group is sent only by the gh-run that holds its lock and wins its claim (PLANNED →
+    SENDING): two `campaign resume` at once never send the same group twice.
+    """
     rec = db.get_campaign(store, campaign_id)
     members: dict[int, list[str]] = {}
     for v in db.variants_of(store, campaign_id):
@@ -215,25 +282,43 @@ def send(
     for g in db.groups_of(store, campaign_id):
         if g.state != db.G_PLANNED:
             continue
-        run_ids = members[g.group_index]
-        try:
-            if rec.executor == "slurm":
-                job_id = SlurmExecutor(warn=warn).sbatch(Path(g.script), ["--hold"] if hold else [])
-            else:
-                run = store.get_run(run_ids[0])
-                ex = LocalExecutor(time_limit=_time_limit(Path(g.script)))
-                job_id = ex.submit(Path(g.script), run)
-        except GhRunError as exc:
-            db.record_group_failure(store, g, run_ids, str(exc))
-            failures.append(f"group {g.group_index} ({g.size} variants): {exc}")
-            continue
-        what = f"array of {g.size}" if g.is_array else "single job"
-        db.record_submission(store, g, job_id, run_ids, f"submitted ({what}, {g.job_name})")
-        if on_group:
+        with group_lock(store, campaign_id, g.group_index) as held:
+            if not held or not db.claim_group(store, g):
+                continue  # another gh-run is sending (or repairing) this group
+            job_id, failure = _send_group(
+                store, rec.executor, g, members[g.group_index], hold, warn
+            )
+        if failure:
+            failures.append(failure)
+        if job_id and on_group:
             on_group(g, job_id)
     if rec.state == db.PLANNED:
         db.set_campaign(store, campaign_id, state=db.SUBMITTED)
     return failures
+
+
+def _send_group(
+    store: Store,
+    executor: str,
+    g: db.GroupRecord,
+    run_ids: list[str],
+    hold: bool,
+    warn: Warn | None,
+) -> tuple[str | None, str | None]:
+    """One claimed group's sbatch (or local start), recorded: (job id, failure sentence)."""
+    try:
+        if executor == "slurm":
+            job_id = SlurmExecutor(warn=warn).sbatch(Path(g.script), ["--hold"] if hold else [])
+        else:
+            run = store.get_run(run_ids[0])
+            ex = LocalExecutor(time_limit=_time_limit(Path(g.script)))
+            job_id = ex.submit(Path(g.script), run)
+    except GhRunError as exc:
+        db.record_group_failure(store, g, run_ids, str(exc))
+        return None, f"group {g.group_index} ({g.size} variants): {exc}"
+    what = f"array of {g.size}" if g.is_array else "single job"
+    db.record_submission(store, g, job_id, run_ids, f"submitted ({what}, {g.job_name})")
+    return job_id, None
 
 
 def _time_limit(script: Path) -> str | None:

@@ -15,9 +15,10 @@ from orchestrator import campaign as C
 from orchestrator.campaign import records as db
 from orchestrator.campaign import schedule as S
 from orchestrator.campaign import tracking
+from orchestrator.campaign.finish import verdict
 from orchestrator.campaign.model import METRICS, load_campaign
-from orchestrator.campaign.results import history
-from orchestrator.campaign.submission import resolve_executor
+from orchestrator.campaign.results import check_pinned_baseline, history
+from orchestrator.campaign.submission import prepare_variants, resolve_executor
 from orchestrator.cli.state import STATE, err, out, warn
 from orchestrator.errors import UserError
 from orchestrator.store import Run, iso
@@ -73,10 +74,11 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
         raise typer.Exit(1)
     outcome = C.finish(store, cid, STATE.home, warn=warn)
     r = outcome.result
-    style = {"PASSED": "green", "REGRESSED": "red", "FAILED": "red"}[r.state]
+    style = "green" if r.state == "PASSED" else "red"
     out.print(
-        f"campaign {cid}: [{style}]{r.state}[/] — {len(r.variants)} variants, "
-        f"{len(r.failed)} failed, {len(r.regressions)} regressions; baseline: {r.baseline_note}"
+        f"campaign {cid}: [{style}]{verdict(r)}[/] — {len(r.variants)} variants, "
+        f"{len(r.failed)} failed, {len(r.regressions)} regressions; baseline: {r.baseline_note}; "
+        f"exit {outcome.exit_code}"
     )
     for f in r.regressions:
         out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}")
@@ -108,16 +110,19 @@ def run_cmd(
 ) -> None:
     """Expand, plan (in the store first), submit as job arrays; with --wait, run to a report.
 
-    Exit codes with --wait: 0 passed, 1 a variant failed, 2 bad input, 3 a threshold crossed.
+    Exit codes with --wait: 3 a threshold crossed (even if a variant also failed), else 1 a
+    variant failed, 2 bad input, 0 passed.
     """
     campaign = load_campaign(file)
     kind = executor or campaign.executor
     if kind not in ("slurm", "local", "auto"):
         raise UserError(f"--executor {kind!r}: use slurm, local or auto")
     kind = resolve_executor(kind)
-    store = STATE.store()
+    # Bad input changes nothing: expand and check every variant before the store is opened.
     t0 = time.perf_counter()
-    cid = C.plan(store, campaign, file, STATE.home, kind, set_ or [])
+    prepared = prepare_variants(campaign, file, set_ or [], STATE.home)
+    store = STATE.store()
+    cid = C.plan(store, campaign, file, STATE.home, kind, prepared=prepared)
     groups = db.groups_of(store, cid)
     failures = C.send(store, cid, hold=hold, warn=warn)
     took = time.perf_counter() - t0
@@ -143,18 +148,27 @@ def resume_cmd(
         float | None, typer.Option(help="Stop waiting after this many seconds.")
     ] = None,
 ) -> None:
-    """Finish a campaign after a crash or kill: find what was sent, send the rest, wait, report."""
+    """Finish a campaign after a crash or kill: find what was sent, send the rest (retrying
+    failed submissions), wait, report."""
     store = STATE.store()
     rec = db.get_campaign(store, cid)
-    if rec.state in db.ENDED:
-        out.print(
-            f"campaign {rec.campaign_id} already ended: {rec.state}; report in {rec.report_dir}"
-        )
+    report = Path(rec.report_dir) / "campaign.html" if rec.report_dir else None
+    if rec.state in db.ENDED and report is not None and report.is_file():
+        out.print(f"campaign {rec.campaign_id} already ended: {rec.state}; report: {report}")
         return
-    found, failures = C.resume(store, rec.campaign_id, warn=warn)
-    for name in found:
+    if rec.state in db.ENDED:
+        # Marked ended by an older gh-run that died before writing the report: write it.
+        out.print(f"campaign {rec.campaign_id} ended ({rec.state}) without a report: writing it")
+    r = C.resume(store, rec.campaign_id, warn=warn)
+    for name in r.found:
         out.print(f"  found {name} in SLURM (sent before the crash): not sent again")
-    for f in failures:
+    for name in r.retried:
+        out.print(f"  {name}: its submission had failed and SLURM does not have it: sent again")
+    for name in r.reclaimed:
+        out.print(f"  {name}: claimed by a gh-run that died before sbatch: sent now")
+    for name in r.busy:
+        out.print(f"  {name}: another gh-run is sending it right now: left to it")
+    for f in r.failures:
         warn(f)
     _finish_and_report(rec.campaign_id, timeout)
 
@@ -211,6 +225,8 @@ def schedule_cmd(
     src = display_path(file)
     if campaign.schedule is None:
         raise UserError(f"{src}: schedule: missing; add `schedule: {{cron: '0 2 * * *', tz: UTC}}`")
+    # A pinned baseline that does not exist would fail every night: say so now.
+    check_pinned_baseline(STATE.home, campaign, src)
     chosen = mode or campaign.schedule.mode
     if chosen not in ("cron", "slurm"):
         raise UserError(f"--mode {chosen!r}: use cron or slurm")

@@ -325,7 +325,10 @@ class SlurmExecutor(Executor):
             raise RuntimeFailure(f"scancel {run.job_id} failed: {res.stderr.strip()}")
 
     def find_by_name(self, job_name: str) -> str | None:
-        """The job id of a job with this (unique) name, from the queue or accounting."""
+        """The job id of a job with this (unique) name, from the queue or accounting.
+
+        Raises RuntimeFailure when the controller cannot be asked (see find_all_by_name).
+        """
         ids = self.find_all_by_name(job_name)
         return ids[-1] if ids else None
 
@@ -334,33 +337,55 @@ class SlurmExecutor(Executor):
 
         A run's retries reuse its job name, so repairing an interrupted retry looks for an id
         newer than the one already recorded.
+
+        "Not found" must mean SLURM said so: callers send the job again on it. So when the
+        controller cannot be asked this raises RuntimeFailure instead of answering []. When
+        only accounting (sacct) fails, the controller's answer stands (with --states=all it
+        still holds jobs that ended less than MinJobAge ago), and that is said once.
         """
         found: set[str] = set()
         # --states=all: the controller keeps an ended job for MinJobAge, while accounting may
         # not have it yet (slurmdbd lags by seconds); a job that ran in under a second is in
         # neither the default squeue nor sacct right after sbatch answered.
         res = run_slurm(["squeue", "-h", "--states=all", "-o", "%i", "--name", job_name])
-        if res.returncode == 0:
-            found.update(res.stdout.split())
-        res = run_slurm(
-            ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
-        )
-        if res.returncode == 0:
+        if res.returncode != 0:
+            why = " ".join(res.stderr.split()) or f"squeue exited {res.returncode}"
+            raise RuntimeFailure(
+                f"the SLURM controller could not be asked whether a job named {job_name} exists "
+                f"({why}); try again once `sinfo` answers"
+            )
+        found.update(res.stdout.split())
+        argv = ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
+        acct_error: str | None = None
+        try:
+            res = run_slurm(argv)
+            if res.returncode != 0:
+                acct_error = " ".join(res.stderr.split()) or f"sacct exited {res.returncode}"
+        except RuntimeFailure as exc:  # sacct missing or hung: the same as slurmdbd down
+            acct_error = str(exc)
+        if acct_error is None:
             found.update(i for i in res.stdout.split() if i)
+        elif not self.watcher._warned:
+            # The watcher's flag: "accounting is unavailable" is one fact, said once per process
+            # whether name lookups or tracking notice it first.
+            self.watcher._warned = True
+            if self.watcher.warn:
+                self.watcher.warn(
+                    f"accounting (sacct) unavailable: {acct_error}; relying on the controller "
+                    "alone (squeue/scontrol), which forgets jobs that ended more than MinJobAge "
+                    "ago"
+                )
         return sorted(found, key=lambda j: [int(x) for x in re.findall(r"\d+", j)])
 
     def find_array_by_name(self, job_name: str) -> str | None:
         """The (array) job id of the newest job with this unique name, from the queue or
-        accounting: 123 for an array whose elements show as 123_0, 123_[1-5%2]."""
-        found: set[int] = set()
-        res = run_slurm(["squeue", "-h", "-r", "--states=all", "-o", "%F", "--name", job_name])
-        if res.returncode == 0:
-            found.update(int(x) for x in res.stdout.split() if x.isdigit())
-        res = run_slurm(
-            ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
-        )
-        if res.returncode == 0:
-            found.update(int(m) for m in re.findall(r"^(\d+)", res.stdout, re.MULTILINE))
+        accounting: 123 for an array whose elements show as 123_0, 123_[1-5%2].
+
+        Raises RuntimeFailure when the controller cannot be asked (see find_all_by_name).
+        """
+        found = {
+            int(m.group()) for i in self.find_all_by_name(job_name) if (m := re.match(r"\d+", i))
+        }
         return str(max(found)) if found else None
 
     def queue_state(self, job_id: str) -> str | None:

@@ -233,7 +233,8 @@ def test_sigkill_after_half_the_submissions_resumes_each_variant_once(
                 (cid,),
             )
         ]
-    assert states == ["SUBMITTED", "PLANNED", "PLANNED", "PLANNED"]  # group 1 sent, not recorded
+    # Group 1 was claimed and sent, its job id not recorded; its sender is gone (lock free).
+    assert states == ["SUBMITTED", "SENDING", "PLANNED", "PLANNED"]
 
     res = run_cli(["campaign", "resume", cid, "--timeout", "180"], gh_home)
     assert res.rc == 0, res.text
@@ -262,6 +263,266 @@ def test_sigkill_after_half_the_submissions_resumes_each_variant_once(
         assert len({j.split("_")[0] for j in acct}) == 1, (g, acct)  # one array per group
     data = json.loads((gh_home / "campaigns" / cid / "report" / "campaign.json").read_text())
     assert data["state"] == "PASSED" and len(data["variants"]) == 8
+
+
+def _sbatch_wrapper(tmp: Path, body: str) -> dict[str, str]:
+    """PATH with a pass-through `sbatch` in front: `body` runs with $n = this call's number and
+    $REAL = the real sbatch; the env for run_cli or a subprocess."""
+    real = shutil.which("sbatch")
+    assert real
+    wrap = tmp / "bin"
+    wrap.mkdir(exist_ok=True)
+    count = tmp / "sbatch.count"
+    (wrap / "sbatch").write_text(
+        f'#!/bin/bash\nREAL="{real}"\necho "$$" >> "{count}"; n=$(wc -l < "{count}")\n' + body
+    )
+    (wrap / "sbatch").chmod(0o755)
+    return {"PATH": f"{wrap}:{Path(PY).parent}:{os.environ['PATH']}"}
+
+
+def _jobs_named(name: str) -> set[str]:
+    """Distinct (array) job ids with this name, asked of the controller and accounting."""
+    queue = subprocess.run(
+        ["squeue", "-h", "-r", "--states=all", "-o", "%F", "--name", name],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    acct = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", name, "-S", "now-1hour"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return set(queue) | {j.split("_")[0] for j in acct}
+
+
+def _group_rows(home: Path, cid: str) -> list[sqlite3.Row]:
+    with _db(home) as con:
+        return con.execute(
+            "SELECT * FROM campaign_groups WHERE campaign_id = ? ORDER BY group_index", (cid,)
+        ).fetchall()
+
+
+def test_resume_finds_a_lost_answer_and_resends_a_refused_submission(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """Two groups both end SUBMIT_FAILED: group 0's sbatch reached the controller but its answer
+    was lost (the wrapper runs the real sbatch, then reports a socket timeout); group 1's never
+    reached it. Resume must record group 0 (not send it twice) and send group 1 again."""
+    ledger = tmp_path / "ledger.txt"
+    camp = _write(
+        tmp_path / "lost.yaml",
+        {
+            "name": "lost",
+            "job": str(standin_job(tmp_path, ledger)),
+            "executor": "slurm",
+            "matrix": {
+                "mem": {"m100": ["resources.mem=100M"], "m110": ["resources.mem=110M"]},
+                "x": {"a": [], "b": ["workload.env.STEP=0.02"]},
+            },
+        },
+    )
+    env = _sbatch_wrapper(
+        tmp_path,
+        'if [ "$n" -eq 1 ]; then "$REAL" "$@" > /dev/null || exit $?; fi\n'
+        'if [ "$n" -eq 1 ]; then echo "sbatch: error: Socket timed out on send/recv" >&2; fi\n'
+        'if [ "$n" -eq 2 ]; then echo "sbatch: error: Unable to contact slurm controller" >&2; fi\n'
+        "exit 1\n",
+    )
+    sent = run_cli(["campaign", "run", str(camp)], gh_home, env=env)
+    assert sent.rc == 1, sent.text  # every group failed
+    cid = _campaign_rows(gh_home)[0]["campaign_id"]
+    assert [g["state"] for g in _group_rows(gh_home, cid)] == ["SUBMIT_FAILED"] * 2
+    res = run_cli(["campaign", "resume", cid, "--timeout", "180"], gh_home)
+    assert res.rc == 0, res.text
+    assert f"found ghr-{cid}-g0 in SLURM" in res.out, res.out
+    assert f"ghr-{cid}-g1: its submission had failed and SLURM does not have it: sent again" in (
+        res.out
+    )
+    lines = ledger.read_text().split()
+    assert sorted(lines) == sorted(set(lines)) and len(lines) == 4, lines
+    for g in range(2):
+        assert len(_jobs_named(f"ghr-{cid}-g{g}")) == 1, g
+    data = json.loads((gh_home / "campaigns" / cid / "report" / "campaign.json").read_text())
+    assert data["state"] == "PASSED" and len(data["variants"]) == 4
+
+
+def test_find_by_name_without_accounting_uses_the_controller_and_says_so_once(
+    dev_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slurmdbd unreachable (a copy of slurm.conf whose AccountingStoragePort nobody listens on:
+    the real sacct fails), the controller up: a queued job is still found by its name."""
+    from orchestrator.executors.slurm import SlurmExecutor, TrackedJob
+
+    conf = Path(os.environ["SLURM_CONF"])
+    broken = tmp_path / "etc"
+    shutil.copytree(conf.parent, broken)
+    text = (broken / "slurm.conf").read_text()
+    (broken / "slurm.conf").write_text(
+        "\n".join(
+            "AccountingStoragePort=1" if ln.startswith("AccountingStoragePort=") else ln
+            for ln in text.splitlines()
+        )
+        + "\n"
+    )
+    name = f"ghr-noacct-{os.getpid()}-{int(time.time())}"
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "-J", name, "-t", "1", "--mem", "50M", "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        monkeypatch.setenv("SLURM_CONF", str(broken / "slurm.conf"))
+        assert subprocess.run(["sacct", "-n", "-X"], capture_output=True, check=False).returncode
+        monkeypatch.setattr(TrackedJob.watcher, "_warned", False)
+        monkeypatch.setattr(TrackedJob.watcher, "warn", None)
+        warnings: list[str] = []
+        ex = SlurmExecutor(warn=warnings.append)
+        assert ex.find_array_by_name(name) == job_id
+        assert ex.find_all_by_name(name) == [job_id]
+        assert ex.find_array_by_name(f"{name}-absent") is None  # the controller said so
+        assert len(warnings) == 1 and "accounting (sacct) unavailable" in warnings[0], warnings
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+def test_two_concurrent_resumes_send_each_group_once(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """Two `resume` processes on one planned campaign, each sbatch slowed by a pass-through
+    wrapper so they overlap: every group is claimed by one of them and sent exactly once."""
+    from orchestrator.campaign import load_campaign, plan
+    from orchestrator.store import Store
+
+    ledger = tmp_path / "ledger.txt"
+    camp = _write(
+        tmp_path / "twice.yaml",
+        {
+            "name": "twice",
+            "job": str(standin_job(tmp_path, ledger)),
+            "executor": "slurm",
+            "matrix": {
+                "mem": {f"m{m}": [f"resources.mem={m}M"] for m in (100, 110, 120, 130)},
+                "x": {"a": [], "b": ["workload.env.STEP=0.02"]},
+            },
+        },
+    )
+    cid = plan(Store(gh_home), load_campaign(camp), camp, gh_home, "slurm")
+    env = {**os.environ, **_sbatch_wrapper(tmp_path, 'sleep 1\nexec "$REAL" "$@"\n')}
+    code = (
+        "import sys; from pathlib import Path; from orchestrator.store import Store; "
+        "from orchestrator.campaign import resume; "
+        "r = resume(Store(Path(sys.argv[1])), sys.argv[2]); print(r)"
+    )
+    procs = [
+        subprocess.Popen(
+            [PY, "-c", code, str(gh_home), cid],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert len((tmp_path / "sbatch.count").read_text().split()) == 4, outs  # 4 sbatch in all
+    rows = _group_rows(gh_home, cid)
+    assert [g["state"] for g in rows] == ["SUBMITTED"] * 4
+    for g in rows:
+        assert _jobs_named(g["job_name"]) == {g["job_id"]}, (g["job_name"], outs)
+    res = run_cli(["campaign", "resume", cid, "--timeout", "180"], gh_home)
+    assert res.rc == 0, res.text
+    lines = ledger.read_text().split()
+    assert sorted(lines) == sorted(set(lines)) and len(lines) == 8, lines
+
+
+def test_variants_that_differ_in_resources_go_out_separately(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """Two memory sizes x two variants, plus one variant alone at a third size: two job arrays
+    and one single job, each asking the real controller for its own memory."""
+    ledger = tmp_path / "ledger.txt"
+    camp = _write(
+        tmp_path / "split.yaml",
+        {
+            "name": "split",
+            "job": str(standin_job(tmp_path, ledger)),
+            "executor": "slurm",
+            "matrix": {
+                "mem": {"m100": ["resources.mem=100M"], "m120": ["resources.mem=120M"]},
+                "x": {"a": [], "b": ["workload.env.STEP=0.02"]},
+            },
+            "include": [{"name": "solo", "set": ["resources.mem=140M"]}],
+        },
+    )
+    res = run_cli(["campaign", "run", str(camp), "--wait", "--timeout", "180"], gh_home)
+    assert res.rc == 0, res.text
+    assert "5 variants in 3 submissions (2 job arrays)" in res.out, res.out
+    cid = _cid(res.out)
+    rows = _group_rows(gh_home, cid)
+    assert [(g["size"], g["is_array"]) for g in rows] == [(2, 1), (2, 1), (1, 0)]
+    with _db(gh_home) as con:
+        runs = {
+            r["variant"]: r["job_id"]
+            for r in con.execute("SELECT * FROM runs WHERE campaign_id = ?", (cid,))
+        }
+    a0, a1, single = (g["job_id"] for g in rows)
+    assert runs == {
+        "m100-a": f"{a0}_0",
+        "m100-b": f"{a0}_1",
+        "m120-a": f"{a1}_0",
+        "m120-b": f"{a1}_1",
+        "solo": single,
+    }
+    acct = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,ReqMem", "-j", f"{a0},{a1},{single}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    mem = {line.split("|")[0].split("_")[0]: line.split("|")[1] for line in acct}
+    assert mem == {a0: "100M", a1: "120M", single: "140M"}, acct
+
+
+def test_arrays_are_chunked_at_the_array_limit_on_the_real_controller(
+    dev_cluster: None, gh_home: Path, tmp_path: Path
+) -> None:
+    """The dev controller's MaxArraySize is SLURM's default (1001), which this cluster cannot
+    lower without a restart: plan with a limit of 2 instead, and send held to the real
+    controller: an array of 2 and a single job."""
+    from orchestrator.campaign import load_campaign, plan, send
+    from orchestrator.campaign.submission import max_array_size
+    from orchestrator.store import Store
+
+    assert max_array_size() == 1001  # asked of the controller (`scontrol show config`)
+    camp = _write(
+        tmp_path / "chunk.yaml",
+        {
+            "name": "chunk",
+            "job": str(standin_job(tmp_path, tmp_path / "ledger.txt")),
+            "executor": "slurm",
+            "matrix": {"x": {"a": [], "b": ["workload.env.STEP=0.02"], "c": []}},
+        },
+    )
+    store = Store(gh_home)
+    cid = plan(store, load_campaign(camp), camp, gh_home, "slurm", array_limit=2)
+    assert send(store, cid, hold=True) == []
+    rows = _group_rows(gh_home, cid)
+    try:
+        assert [(g["size"], g["is_array"]) for g in rows] == [(2, 1), (1, 0)]
+        elements = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i", "-j", rows[0]["job_id"]],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert sorted(elements) == [f"{rows[0]['job_id']}_0", f"{rows[0]['job_id']}_1"]
+    finally:
+        subprocess.run(["scancel", *(g["job_id"] for g in rows if g["job_id"])], check=False)
 
 
 def _tiny_scheduled(tmp_path: Path, name: str, cron: str, mode: str) -> Path:

@@ -4,6 +4,8 @@ array script (bash -n, shellcheck, each variant's exact argv), notify argv, the 
 from __future__ import annotations
 
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -13,17 +15,22 @@ import pytest
 import yaml
 
 from orchestrator import runs as R
-from orchestrator.campaign import expand, load_campaign
+from orchestrator.campaign import expand, finish, load_campaign, plan, repair, report, send
+from orchestrator.campaign import records as db
 from orchestrator.campaign.cron import CronExpr
-from orchestrator.campaign.finish import notify_argv, run_notify
+from orchestrator.campaign.finish import exit_code, notify_argv, run_notify, verdict
 from orchestrator.campaign.model import Notify, Threshold, apply_overrides
 from orchestrator.campaign.report import trend_svg
+from orchestrator.campaign.results import CampaignResult, Finding, VariantResult
 from orchestrator.campaign.schedule import cron_line
-from orchestrator.campaign.submission import _prepare_variants
-from orchestrator.errors import UserError
+from orchestrator.campaign.submission import chunk_groups, prepare_variants
+from orchestrator.campaign.tracking import track
+from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.executors.slurm import SlurmExecutor
 from orchestrator.render import render_array
+from orchestrator.store import Store
 from orchestrator.yamlio import parse_text
-from tests.conftest import REPO, have_shellcheck
+from tests.conftest import REPO, have_shellcheck, run_cli
 
 
 def _campaign(tmp: Path, **over: object) -> Path:
@@ -137,7 +144,7 @@ def test_array_script_holds_each_variants_exact_quoted_argv(tmp_path: Path) -> N
         },
     )
     c = load_campaign(path)
-    prepared = _prepare_variants(c, path, [])
+    prepared = prepare_variants(c, path, [], tmp_path)
     members = [
         R.render(p, f"cid.{name}", tmp_path / "runs" / f"cid.{name}") for name, _, p in prepared
     ]
@@ -165,7 +172,7 @@ def test_array_task_runs_its_own_variant(tmp_path: Path) -> None:
         matrix={"a": {"x": ["workload.env.GREETING=ex"], "y": ["workload.env.GREETING=why"]}},
     )
     c = load_campaign(path)
-    prepared = _prepare_variants(c, path, [])
+    prepared = prepare_variants(c, path, [], tmp_path)
     members = []
     for name, _, p in prepared:
         run_dir = tmp_path / "runs" / name
@@ -218,3 +225,258 @@ def test_trend_svg_is_self_contained() -> None:
     )
     assert svg.startswith("<svg") and "a&lt;b" in svg and "<polyline" in svg
     assert "href" not in svg
+
+
+# -- planning, sending and resuming against a store (local executor or a dead controller) ------
+
+
+def _plan(
+    home: Path, path: Path, executor: str = "local", array_limit: int | None = None
+) -> tuple[Store, str]:
+    store = Store(home)
+    cid = plan(store, load_campaign(path), path, home, executor, array_limit=array_limit)
+    return store, cid
+
+
+def _members(store: Store, cid: str, group_index: int) -> list[str]:
+    return [v.run_id for v in db.variants_of(store, cid) if v.group_index == group_index]
+
+
+def _group_states(store: Store, cid: str) -> list[str]:
+    return [g.state for g in db.groups_of(store, cid)]
+
+
+def _two_smoke_variants(tmp: Path) -> Path:
+    return _campaign(tmp, matrix={"a": {"x": ["workload.env.A=1"], "y": ["workload.env.A=2"]}})
+
+
+@pytest.fixture
+def dead_controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """SLURM_CONF naming a controller port nobody listens on: the real squeue fails for real."""
+    if shutil.which("squeue") is None or shutil.which("sbatch") is None:
+        pytest.skip("the SLURM clients (squeue, sbatch) are not installed here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "dead-slurm.conf"
+    conf.write_text(
+        "ClusterName=dead\nSlurmctldHost=localhost(127.0.0.1)\n"
+        f"SlurmctldPort={port}\nMessageTimeout=1\n"
+        "NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=n1 Default=YES\n"
+    )
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    return conf
+
+
+def test_find_by_name_raises_when_the_controller_cannot_be_asked(dead_controller: Path) -> None:
+    """'Not found' is what resume sends again on: a squeue that failed must not say it."""
+    ex = SlurmExecutor()
+    for find in (ex.find_array_by_name, ex.find_all_by_name, ex.find_by_name):
+        with pytest.raises(RuntimeFailure, match="could not be asked whether a job named ghr-x"):
+            find("ghr-x")
+
+
+def test_resume_sends_nothing_when_the_controller_cannot_be_asked(
+    tmp_path: Path, gh_home: Path, dead_controller: Path
+) -> None:
+    """PLANNED, SUBMIT_FAILED and (dead sender's) SENDING groups: none is sent, exit 1, and the
+    message says to run resume again."""
+    path = _campaign(
+        tmp_path,
+        matrix={"mem": {f"m{m}": [f"resources.mem={m}M"] for m in (100, 110, 120)}},
+    )
+    store, cid = _plan(gh_home, path, "slurm", array_limit=1000)
+    groups = db.groups_of(store, cid)
+    db.record_group_failure(store, groups[1], _members(store, cid, 1), "sbatch timed out")
+    assert db.claim_group(store, groups[2])  # its sender "died": the lock file is free
+    res = run_cli(["campaign", "resume", cid], gh_home, env={"SLURM_CONF": str(dead_controller)})
+    assert res.rc == 1, res.text
+    assert "nothing was sent" in res.err and f"gh-run campaign resume {cid}" in res.err, res.err
+    assert _group_states(store, cid) == ["PLANNED", "SUBMIT_FAILED", "SENDING"]
+    assert [r.job_id for r in db.runs_of(store, cid).values()] == [None, None, None]
+
+
+def test_pinned_baseline_is_checked_when_the_campaign_is_planned(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    path = _two_smoke_variants(tmp_path)
+    store, first = _plan(gh_home, path)
+    pinned = _campaign(
+        tmp_path,
+        matrix={"a": {"x": ["workload.env.A=1"]}},
+        baseline={"policy": "pinned", "campaign_id": "t-20990101-000000-beef"},
+    )
+    with pytest.raises(UserError) as exc:
+        plan(store, load_campaign(pinned), pinned, gh_home, "local")
+    msg = str(exc.value)
+    assert exc.value.exit_code == 2
+    assert "c.yaml: baseline.campaign_id:" in msg and "t-20990101-000000-beef" in msg, msg
+    assert first in msg, msg  # the fix: the recent ids of that name
+    assert [c.campaign_id for c in db.list_campaigns(store)] == [first]  # nothing planned
+    exact = _campaign(
+        tmp_path,
+        matrix={"a": {"x": ["workload.env.A=1"]}},
+        baseline={"policy": "pinned", "campaign_id": first},
+    )
+    plan(store, load_campaign(exact), exact, gh_home, "local")
+
+
+def test_missing_container_image_is_refused_before_anything_is_written(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    path = _campaign(
+        tmp_path,
+        set=["container.runtime=apptainer", f"container.image={tmp_path}/nope.sif"],
+    )
+    store = Store(gh_home)
+    with pytest.raises(UserError) as exc:
+        plan(store, load_campaign(path), path, gh_home, "slurm", array_limit=1000)
+    msg = str(exc.value)
+    assert "c.yaml: variant x-p" in msg and "container.image:" in msg and "nope.sif" in msg, msg
+    assert db.list_campaigns(store) == []
+    assert not (gh_home / "campaigns").exists() and not (gh_home / "runs").exists()
+
+
+def test_report_is_written_before_the_campaign_is_marked_ended(
+    tmp_path: Path, gh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash while writing the report leaves the campaign open: resume writes the report."""
+    store, cid = _plan(gh_home, _two_smoke_variants(tmp_path))
+    assert send(store, cid) == []
+    runs = track(store, cid, timeout=60, max_interval=0.2)
+    assert [r.state for r in runs] == ["COMPLETED", "COMPLETED"]
+
+    def crash(*_: object, **__: object) -> dict[str, Path]:
+        raise RuntimeError("killed while writing the report")
+
+    monkeypatch.setattr(report, "write", crash)
+    with pytest.raises(RuntimeError):
+        finish(store, cid, gh_home)
+    rec = db.get_campaign(store, cid)
+    assert rec.state not in db.ENDED and rec.report_dir is None and rec.ended_at is None
+    monkeypatch.undo()
+
+    res = run_cli(["campaign", "resume", cid], gh_home)
+    assert res.rc == 0, res.text
+    assert "report in None" not in res.out
+    rec = db.get_campaign(store, cid)
+    assert rec.state == "PASSED" and rec.report_dir
+    assert (Path(rec.report_dir) / "campaign.html").is_file()
+    # An older gh-run marked a campaign ended and died before its report: resume writes it.
+    shutil.rmtree(rec.report_dir)
+    db.set_campaign(store, cid, report_dir=None)
+    res = run_cli(["campaign", "resume", cid], gh_home)
+    assert res.rc == 0 and "without a report: writing it" in res.out, res.text
+    assert (Path(db.get_campaign(store, cid).report_dir or "-") / "campaign.json").is_file()
+
+
+def test_resume_retries_a_group_whose_submission_failed(tmp_path: Path, gh_home: Path) -> None:
+    store, cid = _plan(gh_home, _two_smoke_variants(tmp_path))
+    g0 = db.groups_of(store, cid)[0]
+    db.record_group_failure(store, g0, _members(store, cid, 0), "the controller did not answer")
+    assert send(store, cid) == []  # sends group 1 only: group 0 is SUBMIT_FAILED
+    assert _group_states(store, cid) == ["SUBMIT_FAILED", "SUBMITTED"]
+    res = run_cli(["campaign", "resume", cid, "--timeout", "60"], gh_home)
+    assert res.rc == 0, res.text
+    assert f"{g0.job_name}: its submission had failed and SLURM does not have it: sent again" in (
+        res.out
+    )
+    assert _group_states(store, cid) == ["SUBMITTED", "SUBMITTED"]
+    assert [r.state for r in db.runs_of(store, cid).values()] == ["COMPLETED", "COMPLETED"]
+
+
+def test_a_group_is_claimed_once(tmp_path: Path, gh_home: Path) -> None:
+    store, cid = _plan(gh_home, _two_smoke_variants(tmp_path))
+    g0, g1 = db.groups_of(store, cid)
+    assert db.claim_group(store, g0) is True
+    assert db.claim_group(store, g0) is False  # a second gh-run loses: it must not send
+    # A live gh-run holds group 1's lock (here: a child process): send and repair leave it.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(gh_home / "campaigns" / cid / "group1.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "held"
+        rep = repair(store, cid)
+        assert rep.busy == [g1.job_name]
+        # Group 0 is SENDING with its lock free: its sender died before sbatch (no local_pid).
+        assert rep.reclaimed == [g0.job_name]
+        assert send(store, cid) == []
+        assert _group_states(store, cid) == ["SUBMITTED", "PLANNED"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert send(store, cid) == []
+    assert _group_states(store, cid) == ["SUBMITTED", "SUBMITTED"]
+    track(store, cid, timeout=60, max_interval=0.2)
+
+
+def _result(states: dict[str, str], regressed: set[str]) -> CampaignResult:
+    return CampaignResult(
+        campaign_id="t-1",
+        name="t",
+        state="FAILED" if any(s != "COMPLETED" for s in states.values()) else "PASSED",
+        baseline_id="t-0",
+        baseline_note="",
+        thresholds={},
+        variants=[
+            VariantResult(
+                variant=v,
+                run_id=f"t-1.{v}",
+                state=s,
+                exit_code=0,
+                job_id=None,
+                metrics={},
+                findings=[
+                    Finding(variant=v, metric="step_time_s", value=2, baseline=1, regression=True)
+                ]
+                if v in regressed
+                else [],
+            )
+            for v, s in states.items()
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("states", "regressed", "code", "words"),
+    [
+        ({"a": "COMPLETED", "b": "COMPLETED"}, set(), 0, ["PASSED"]),
+        ({"a": "FAILED", "b": "COMPLETED"}, set(), 1, ["FAILED (1 variant)"]),
+        ({"a": "COMPLETED", "b": "COMPLETED"}, {"b"}, 3, ["REGRESSED (1 regression)"]),
+        # One variant failed, another regressed: 3 (nightly alerting keys on it), both named.
+        (
+            {"a": "FAILED", "b": "COMPLETED"},
+            {"b"},
+            3,
+            ["FAILED (1 variant) and REGRESSED (1 regression)"],
+        ),
+    ],
+)
+def test_exit_code_precedence(
+    states: dict[str, str], regressed: set[str], code: int, words: list[str]
+) -> None:
+    result = _result(states, regressed)
+    assert exit_code(result) == code
+    assert all(w in verdict(result) for w in words), verdict(result)
+
+
+def test_arrays_are_cut_at_the_array_limit(tmp_path: Path, gh_home: Path) -> None:
+    """MaxArraySize chunking (the dev controller's is SLURM's default, 1001): 5 variants that
+    share resources, at most 2 per array → arrays of 2, 2 and a single job."""
+    assert [len(c) for c in chunk_groups([[1, 2, 3, 4, 5], [6]], 2)] == [2, 2, 1, 1]
+    path = _campaign(tmp_path, matrix={"a": {f"v{i}": [f"workload.env.A={i}"] for i in range(5)}})
+    store, cid = _plan(gh_home, path, "slurm", array_limit=2)
+    groups = db.groups_of(store, cid)
+    assert [(g.size, g.is_array) for g in groups] == [(2, True), (2, True), (1, False)]
+    for g in groups[:2]:
+        assert "#SBATCH --array=0-1\n" in Path(g.script).read_text()
+    assert "#SBATCH --array" not in Path(groups[2].script).read_text()
+    assert [v.variant for v in db.variants_of(store, cid)] == [f"v{i}" for i in range(5)]
