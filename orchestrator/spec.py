@@ -33,7 +33,8 @@ SLURM_STATES = Literal["NODE_FAIL", "PREEMPTED", "TIMEOUT", "FAILED", "OUT_OF_ME
 def _check_name(value: str) -> str:
     if not NAME_RE.match(value):
         raise ValueError(
-            "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit; "
+            "rename it, e.g. sft-lora-1"
         )
     return value
 
@@ -76,7 +77,7 @@ class Resources(Strict):
             return None
         seconds = parse_time(v)
         if seconds <= 0:
-            raise ValueError("must be longer than zero")
+            raise ValueError("must be longer than zero; give a time such as 00:30:00")
         return format_time(seconds)
 
     @field_validator("mem")
@@ -139,7 +140,8 @@ def _check_glob(pattern: str) -> str:
     p = PurePosixPath(pattern)
     if not pattern.strip() or p.is_absolute() or pattern.startswith("~"):
         raise ValueError(
-            f"artifact pattern {pattern!r} must be relative to the run's artifacts/ folder"
+            f"artifact pattern {pattern!r} must be relative to the run's artifacts/ folder; "
+            "write a pattern such as '*.txt' or 'out/*.json'"
         )
     if ".." in p.parts:
         raise ValueError(

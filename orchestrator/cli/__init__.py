@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from orchestrator import __version__
 from orchestrator.cli import jobs
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     except GhRunError as exc:
         if STATE.debug:
             raise
-        err.print(f"[bold red]error:[/] {exc.message}", markup=True)
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

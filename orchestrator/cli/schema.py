@@ -1,9 +1,15 @@
-"""`gh-run schema job|cluster|campaign`: JSON Schema generated from the Pydantic models.
+"""`gh-run schema job|cluster|campaign|job-overlay|campaign-overlay`: JSON Schema generated
+from the Pydantic models.
 
 The shipped files in docs/schema/ are these schemas, written by `gh-run schema all --write`;
 the YAML files point editors at them with a first line such as
 `# yaml-language-server: $schema=../docs/schema/job.schema.json`. A unit test fails when the
 written files are older than the models.
+
+An editor validates a file as it is on disk, before `extends:` is merged. A variant that
+extends a base, and the base itself, hold only part of a job, so they name the overlay schema
+(`job-overlay.schema.json`): the same properties and types, unknown keys still refused, but
+nothing required. gh-run validates the merged result against the full model as always.
 """
 
 from __future__ import annotations
@@ -20,17 +26,22 @@ from orchestrator.errors import UserError
 from orchestrator.paths import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "docs" / "schema"
-Kind = Literal["job", "cluster", "campaign"]
-KINDS: tuple[Kind, ...] = ("job", "cluster", "campaign")
+Kind = Literal["job", "cluster", "campaign", "job-overlay", "campaign-overlay"]
+KINDS: tuple[Kind, ...] = ("job", "cluster", "campaign", "job-overlay", "campaign-overlay")
+# An overlay kind: the schema of a part of a file of its full kind (see the module docstring).
+OVERLAY_OF: dict[Kind, Kind] = {"job-overlay": "job", "campaign-overlay": "campaign"}
 TITLES: dict[Kind, str] = {
     "job": "gh-run job spec (jobs/*.yaml)",
     "cluster": "gh-run cluster file (clusters/*.yaml)",
     "campaign": "gh-run campaign file (campaigns/*.yaml)",
+    "job-overlay": "gh-run job spec part: a file with `extends:` or a base it extends",
+    "campaign-overlay": "gh-run campaign file part: a file with `extends:` or a base it extends",
 }
 
 
 def model_for(kind: Kind) -> type[BaseModel] | None:
     """The model behind a file kind; None when that part of gh-run is not installed."""
+    kind = OVERLAY_OF.get(kind, kind)
     if kind == "job":
         from orchestrator.spec import JobSpec
 
@@ -56,8 +67,10 @@ def schema_for(kind: Kind) -> dict[str, Any]:
             "choose job or cluster"
         )
     body = model.model_json_schema(mode="validation")
+    if kind in OVERLAY_OF:
+        body = _partial(body)
     props = body.setdefault("properties", {})
-    if kind in ("job", "campaign"):
+    if OVERLAY_OF.get(kind, kind) in ("job", "campaign"):
         # yamlio merges `extends:` before validation; editors must not flag the key itself.
         props["extends"] = {
             "type": "string",
@@ -69,6 +82,30 @@ def schema_for(kind: Kind) -> dict[str, Any]:
         **{k: v for k, v in body.items() if k != "title"},
         "title": TITLES[kind],
     }
+
+
+def _partial(schema: Any) -> Any:
+    """The schema of a part of a document: nothing required (at any depth), so a variant may
+    set one field of a nested mapping; types, enums, bounds and `additionalProperties: false`
+    stay. A tagged union becomes `anyOf` (a part may leave out its tag, and then more than
+    one member may fit it)."""
+    if isinstance(schema, list):
+        return [_partial(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("required", "discriminator"):
+            continue
+        if key in ("properties", "$defs", "patternProperties"):
+            out[key] = {name: _partial(sub) for name, sub in value.items()}
+        elif key in ("default", "examples", "const", "enum"):
+            out[key] = value
+        elif key == "oneOf":
+            out["anyOf"] = _partial(value)
+        else:
+            out[key] = _partial(value)
+    return out
 
 
 def schema_text(kind: Kind) -> str:
@@ -90,7 +127,12 @@ def write_all(folder: Path = SCHEMA_DIR) -> list[Path]:
 
 
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="job, cluster, campaign, or all (with --write).")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="job, cluster, campaign, job-overlay, campaign-overlay, or all (with --write)."
+        ),
+    ],
     write: Annotated[
         bool, typer.Option("--write", help="Write docs/schema/<kind>.schema.json instead.")
     ] = False,
@@ -98,7 +140,9 @@ def schema_cmd(
     """Print the JSON Schema of a file kind (for editors: yaml-language-server, IDEs)."""
     if kind == "all":
         if not write:
-            raise UserError("schema all: only with --write; name job, cluster or campaign to print")
+            raise UserError(
+                f"schema all: only with --write; name one of {', '.join(KINDS)} to print"
+            )
         for path in write_all():
             out.print(f"wrote {path}")
         missing = sorted(set(KINDS) - set(available_kinds()))

@@ -1,6 +1,8 @@
 """The hostile/broken input corpus (tests/corpus/, index.yaml): every bad job, cluster and
-override gives exit code 2 and one clear sentence naming the file and the field; no traceback;
-nothing submitted, nothing written. Legal-but-nasty values (tests/corpus/legal/) arrive intact.
+campaign file and every bad override gives exit code 2 and one line, one sentence naming the
+file, the field (and its YAML line where known) and the fix; no traceback; nothing submitted,
+nothing written (not even a state store). Legal-but-nasty values (tests/corpus/legal/) arrive
+intact.
 
 The bad cases run the real CLI entry point in-process (`orchestrator.cli.main`: the same code as
 the console script, without a Python start per file); a few run as real subprocesses too.
@@ -8,7 +10,6 @@ the console script, without a Python start per file); a few run as real subproce
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,39 @@ CORPUS = REPO / "tests" / "corpus"
 SMOKE = "jobs/smoke.yaml"
 INDEX: list[dict[str, Any]] = yaml.safe_load((CORPUS / "index.yaml").read_text())["cases"]
 PWNED = [Path("/tmp/gh-run-pwned"), Path("/tmp/pwned"), Path("/tmp/pwned=x")]
+KINDS = ("job", "cluster", "campaign")
+
+# What counts as a fix: a clause after "; " that starts with an imperative telling the user what
+# to do. "must be >= 1" alone is not a fix; "must be >= 1; set it to 1 or more" is.
+FIX_VERBS = frozenset(
+    {
+        *("add", "ask", "break", "change", "check", "choose", "copy", "define", "drop"),
+        *("export", "fix", "flatten", "give", "indent", "keep", "list", "lower", "make"),
+        *("name", "pick", "point", "put", "quote", "remove", "rename", "save", "set"),
+        *("shorten", "signal", "start", "use", "write"),
+    }
+)
+# Raw pydantic wording means a message went out untranslated.
+RAW_PYDANTIC = (
+    "input should",
+    "value error",
+    "field required",
+    "extra inputs are not permitted",
+    "[type=",
+    "validation error",
+    "errors.pydantic.dev",
+)
+# yamlio's fallback for a pydantic error type it does not translate yet.
+GENERIC_FIX = "correct the value"
+
+
+def fix_clause(message: str) -> str | None:
+    """The clause of `message` that tells the user what to do, or None."""
+    for clause in message.split("; ")[1:]:
+        words = clause.split()
+        if words and words[0].lower() in FIX_VERBS:
+            return clause
+    return None
 
 
 def _generate(name: str, tmp: Path) -> Path:
@@ -50,24 +84,53 @@ def _argv(case: dict[str, Any], tmp: Path) -> tuple[list[str], str]:
         for s in case["set"]:
             argv += ["--set", s]
         return argv, "--set"
+    if kind == "campaign":
+        path = f"tests/corpus/{case['file']}"
+        return ["campaign", "run", path, "-x", "local"], path
+    if kind == "campaign-set":
+        argv = ["campaign", "run", case["campaign"], "-x", "local"]
+        for s in case["set"]:
+            argv += ["--set", s]
+        return argv, case["campaign"]
     path = str(_generate(case["file"], tmp))
     return ["submit", path, "-x", "local"], Path(path).name
 
 
 def _nothing_written(home: Path) -> None:
-    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
-    assert not (home / "artifacts").exists()
-    db = home / "state.db"
-    if db.exists():
-        with sqlite3.connect(db) as con:
-            assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    """Bad input leaves no trace in the gh-run home: no state store, no run or campaign folder."""
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*")) if home.exists() else []
+    assert not written, f"bad input wrote {written}"
 
 
 def test_corpus_is_big_enough() -> None:
-    files = list((CORPUS / "job").glob("*.yaml")) + list((CORPUS / "cluster").glob("*.yaml"))
-    assert len(files) >= 50
+    files = {kind: sorted((CORPUS / kind).glob("*.yaml")) for kind in KINDS}
+    counts = {kind: len(found) for kind, found in files.items()}
+    assert all(counts.values()), f"every kind needs bad files: {counts}"
+    assert counts["campaign"] >= 15, counts
+    assert sum(counts.values()) >= 50, counts
     indexed = {c["file"] for c in INDEX}
-    assert {str(f.relative_to(CORPUS)) for f in files} <= indexed, "a corpus file is not indexed"
+    on_disk = {str(f.relative_to(CORPUS)) for found in files.values() for f in found}
+    assert on_disk <= indexed, f"not indexed: {sorted(on_disk - indexed)}"
+    listed = {f for f in indexed if f.split("/")[0] in KINDS}
+    assert listed <= on_disk, f"indexed but missing: {sorted(listed - on_disk)}"
+
+
+@pytest.mark.parametrize(
+    ("message", "fix"),
+    [
+        ("a.yaml:3: resources.nodes: must be >= 1 (got 0)", None),
+        ("a.yaml:3: resources.nodes: must be >= 1; set it to 1 or more", "set it to 1 or more"),
+        ("a.yaml: name: is required; it is missing", None),
+        (
+            "a.yaml: x: unknown key 'y'; remove it or use one of: a, b",
+            "remove it or use one of: a, b",
+        ),
+        ("a.yaml: set it to 1", None),  # a verb, but no clause after the problem
+        ("a.yaml: job: nope does not exist; point it at a job spec", "point it at a job spec"),
+    ],
+)
+def test_what_counts_as_a_fix(message: str, fix: str | None) -> None:
+    assert fix_clause(message) == fix
 
 
 @pytest.mark.parametrize("case", INDEX, ids=[c["file"] for c in INDEX])
@@ -90,31 +153,47 @@ def test_bad_input_exit_2_one_sentence_nothing_written(
     assert exc.value.code == 2, text
     assert "Traceback" not in text and "internal error" not in text, text
     lines = [ln for ln in captured.err.splitlines() if ln.strip()]
-    assert lines and lines[0].startswith("error: "), text
-    # One problem per file → one line (a file missing two required fields gets one line each,
-    # and every line names the file).
-    for line in lines:
-        # An override checked against the partition names the spec it was applied to.
-        named = name in line or (case["as"] == "set" and SMOKE in line)
-        assert named, f"{line!r} does not name {name}"
-    assert case["field"] in captured.err, f"{captured.err!r} does not name {case['field']!r}"
-    assert len(lines) <= 2
+    assert len(lines) == 1, f"not one line: {lines}"
+    line = lines[0]
+    assert line.startswith("error: "), text
+    # An override checked against the partition names the spec it was applied to.
+    named = name in line or (case["as"] == "set" and SMOKE in line)
+    assert named, f"{line!r} does not name {name}"
+    assert case["field"] in line, f"{line!r} does not name {case['field']!r}"
+    if "line" in case:
+        assert f"{name}:{case['line']}: " in line, f"{line!r} does not name line {case['line']}"
+    lowered = line.lower()
+    assert not any(raw in lowered for raw in RAW_PYDANTIC), f"untranslated: {line!r}"
+    fix = fix_clause(line)
+    assert fix, f"{line!r} says what is wrong but not what to do"
+    assert GENERIC_FIX not in line, f"{line!r}: give this error type a real fix in yamlio"
     _nothing_written(gh_home)
     assert not any(p.exists() for p in PWNED), "a value was executed"
 
 
 @pytest.mark.parametrize(
-    "file", ["job/name_subshell.yaml", "job/alias_bomb.yaml", "cluster/env_name_injection.yaml"]
+    "file",
+    [
+        "job/name_subshell.yaml",
+        "job/alias_bomb.yaml",
+        "cluster/env_name_injection.yaml",
+        # Found only when the variants are expanded and applied: after the file loaded fine.
+        "campaign/variant_names_collide.yaml",
+        "campaign/override_key_semicolon.yaml",
+    ],
 )
 def test_bad_input_in_a_real_process(file: str, gh_home: Path) -> None:
     args = ["submit", f"tests/corpus/{file}", "-x", "local"]
     if file.startswith("cluster/"):
         args = ["submit", SMOKE, "--cluster", f"tests/corpus/{file}", "-x", "local"]
+    if file.startswith("campaign/"):
+        args = ["campaign", "run", f"tests/corpus/{file}", "-x", "local"]
     res = run_cli(args, gh_home)
     assert res.rc == 2, res.text
     assert "Traceback" not in res.text
-    assert res.err.count("\n") <= 2 and f"tests/corpus/{file}" in res.err
+    assert res.err.count("\n") == 1 and f"tests/corpus/{file}" in res.err
     _nothing_written(gh_home)
+    assert not gh_home.exists(), "bad input created the gh-run home"
 
 
 def _nul_split(data: bytes) -> list[str]:
@@ -141,3 +220,21 @@ def test_legal_nasty_values_arrive_intact(file: str, gh_home: Path) -> None:
     assert env == [spec["workload"]["env"][k] for k in ("V1", "V2", "V3", "V4")]
     for p in ("/tmp/gh-run-pwned-arg", "/tmp/gh-run-pwned-bt", "/tmp/gh-run-pwned-env"):
         assert not Path(p).exists(), f"{p}: a value was executed"
+
+
+def test_messages_are_printed_verbatim(
+    gh_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message is text, not console markup: `[a, b]` (and a user's `[bold]`) stay as written."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as exc:
+        main(
+            ["campaign", "run", "tests/corpus/campaign/wrong_type_set_mapping.yaml", "-x", "local"]
+        )
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith("write a YAML list such as [a, b]")
+    with pytest.raises(SystemExit):
+        main(["submit", SMOKE, "-x", "local", "--set", "resources.[bold]x=1"])
+    assert "[bold]x" in capsys.readouterr().err
+    _nothing_written(gh_home)

@@ -257,3 +257,227 @@ def test_local_timeout_is_retried_once_then_kept(tmp_path: Path) -> None:
     details = [e.detail or "" for e in store.events(run.run_id)]
     assert sum("resubmitted as job" in d for d in details) == 1
     assert any("retry limit reached" in d for d in details)
+
+
+# --- Cluster files and campaign files: the same promise as job specs --------------------------
+# Arbitrary documents fail at the first field; documents one to four edits away from a valid
+# file reach every validator, the expansion of a campaign and the checks of its variants.
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = str(REPO / "jobs" / "smoke.yaml")
+VALID_CLUSTER: dict[str, Any] = yaml.safe_load((REPO / "clusters" / "dev.yaml").read_text())
+VALID_CAMPAIGN: dict[str, Any] = {
+    "name": "gen",
+    "description": "generated",
+    "job": SMOKE,
+    "set": ["workload.env.GHT_ALL=1"],
+    "matrix": {
+        "mem": {"small": ["resources.mem=256M"], "big": ["resources.mem=300M"]},
+        "w": {"w0": ["workload.env.W=0"], "w2": "workload.args+=[x]"},
+    },
+    "include": [{"name": "extra", "set": ["resources.nodes=2"]}],
+    "exclude": [{"mem": "big", "w": "w2"}],
+    "variant_name": "{mem}-{w}",
+    "max_parallel": 2,
+    "executor": "local",
+    "schedule": {"cron": "0 2 * * 1-5", "tz": "Europe/Zurich", "mode": "slurm"},
+    "baseline": {"policy": "pinned", "campaign_id": "gen-20260101-020000-ab12"},
+    "thresholds": {"step_time_s": {"increase_pct": 5}, "gpu_idle_pct": {"increase_points": 3}},
+    "notify": {"command": ["echo", "{report}"], "when": "always", "timeout_s": 5},
+}
+KEYS = st.one_of(
+    TEXT,
+    st.sampled_from(
+        [
+            *("name", "job", "matrix", "set", "kind", "tz", "cron", "policy", "partitions"),
+            *("gh", "max_nodes", "launcher", "env", "increase_pct", "command", "exclude"),
+            "campaign_id",
+        ]
+    ),
+)
+VALUES = st.one_of(
+    ANY_YAML,
+    NASTY,
+    st.sampled_from(
+        [
+            *("America", "a" * 300, "*/0 * * * *", "61 * * * *", "{x}", "{}", "{0}", "{a.b}"),
+            *("resources.nodes=two", "workload.args+=1", "a..b=1", "=", "x+=", "gh", "srun"),
+            *(-1, 0, 2**63, 1e308, "00:00:00", "4000M", "9999999T", "../../etc/passwd"),
+        ]
+    ),
+)
+
+
+def _containers(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths of every mapping and list inside `doc` (itself included)."""
+    out = [path] if isinstance(doc, dict | list) else []
+    items = (
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else []
+    )
+    for k, v in items:
+        out += _containers(v, (*path, k))
+    return out
+
+
+@st.composite
+def edited(draw: st.DrawFn, valid: dict[str, Any]) -> dict[str, Any]:
+    """`valid` after 1-4 random edits: a value replaced, a key deleted or a key added."""
+    import copy
+
+    doc = copy.deepcopy(valid)
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(_containers(doc)))
+        node: Any = doc
+        for part in path:
+            node = node[part]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if isinstance(node, dict):
+            if action == "add" or not node:
+                node[draw(KEYS)] = draw(VALUES)
+            else:
+                key = draw(st.sampled_from(sorted(node, key=str)))
+                if action == "delete":
+                    del node[key]
+                else:
+                    node[key] = draw(VALUES)
+        elif isinstance(node, list):
+            if action == "add" or not node:
+                node.append(draw(VALUES))
+            else:
+                i = draw(st.integers(0, len(node) - 1))
+                if action == "delete":
+                    del node[i]
+                else:
+                    node[i] = draw(VALUES)
+    return doc
+
+
+def _write(folder: Path, name: str, data: object) -> Path:
+    """As a user writes it: keys in the order given (the matrix order is the variants' order)."""
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, allow_unicode=False, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_the_valid_starting_points_are_valid(tmp_path: Path) -> None:
+    """The edited documents start from files that load: otherwise every edit is moot."""
+    from orchestrator.campaign import expand, load_campaign
+
+    assert load_cluster(str(_write(tmp_path, "c.yaml", VALID_CLUSTER))).partitions
+    campaign = load_campaign(_write(tmp_path, "k.yaml", VALID_CAMPAIGN))
+    assert [v.name for v in expand(campaign)] == ["small-w0", "small-w2", "big-w0", "extra"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(edited(VALID_CLUSTER), st.dictionaries(KEYS, ANY_YAML, max_size=5)))
+def test_loading_any_cluster_file_raises_only_user_error(
+    data: dict[str, Any], tmp_path_factory: Any
+) -> None:
+    path = _write(tmp_path_factory.mktemp("cl"), "gen-cluster.yaml", data)
+    try:
+        cluster = load_cluster(str(path))
+    except UserError as exc:
+        assert "gen-cluster.yaml" in str(exc) and "\n" not in str(exc), str(exc)
+    else:
+        assert cluster.partitions and cluster.default_partition in cluster.partitions
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.one_of(edited(VALID_CAMPAIGN), st.dictionaries(KEYS, ANY_YAML, max_size=5)))
+def test_loading_any_campaign_file_raises_only_user_error(
+    data: dict[str, Any], tmp_path_factory: Any
+) -> None:
+    """Load, expand and check every variant against its job and cluster: what `campaign run`
+    does before it writes anything."""
+    from orchestrator.campaign import expand, load_campaign
+    from orchestrator.campaign.submission import prepare_variants
+
+    path = _write(tmp_path_factory.mktemp("camp"), "gen-campaign.yaml", data)
+    try:
+        campaign = load_campaign(path)
+        variants = expand(campaign, "gen-campaign.yaml")
+        prepare_variants(campaign, path, (), path.parent)
+    except UserError as exc:
+        assert "gen-campaign.yaml" in str(exc) and "\n" not in str(exc), str(exc)
+    else:
+        assert variants and len({v.name for v in variants}) == len(variants)
+
+
+# Value labels without '-' joined by '-' can never make two matrix points the same name; include
+# names carry an upper-case letter, which no generated label has.
+LABEL = st.from_regex(r"\A[a-z0-9][a-z0-9_.]{0,7}\Z")
+AXIS = st.from_regex(r"\A[a-z][a-z0-9_]{0,7}\Z")
+INCLUDE_NAME = st.from_regex(r"\AInc[A-Za-z0-9_.-]{0,10}\Z")
+
+
+@st.composite
+def valid_campaigns(draw: st.DrawFn) -> dict[str, Any]:
+    axes = draw(st.lists(AXIS, min_size=1, max_size=3, unique=True))
+    matrix = {
+        axis: {
+            label: [f"workload.env.GHT_{i}_{j}=v{j}"]
+            for j, label in enumerate(draw(st.lists(LABEL, min_size=1, max_size=3, unique=True)))
+        }
+        for i, axis in enumerate(axes)
+    }
+    doc: dict[str, Any] = {"name": draw(NAME), "job": SMOKE, "matrix": matrix}
+    if draw(st.booleans()):
+        doc["set"] = ["workload.env.GHT_ALL=1"]
+    if draw(st.booleans()):
+        doc["variant_name"] = "v-" + "-".join(f"{{{a}}}" for a in axes)
+    exclude = []
+    for _ in range(draw(st.integers(0, 2))):
+        picked = draw(st.lists(st.sampled_from(axes), min_size=1, max_size=len(axes), unique=True))
+        exclude.append({a: draw(st.sampled_from(sorted(matrix[a]))) for a in picked})
+    if exclude:
+        doc["exclude"] = exclude
+    names = draw(st.lists(INCLUDE_NAME, max_size=2, unique=True))
+    if names:
+        doc["include"] = [{"name": n, "set": ["resources.mem=300M"]} for n in names]
+    return doc
+
+
+def _expected_names(doc: dict[str, Any]) -> list[str]:
+    """The variant names, computed here without the model: product order, minus excludes."""
+    import itertools
+
+    axes = list(doc["matrix"])
+    out = []
+    for combo in itertools.product(*(list(doc["matrix"][a]) for a in axes)):
+        point = dict(zip(axes, combo, strict=True))
+        if any(all(point[a] == v for a, v in ex.items()) for ex in doc.get("exclude", [])):
+            continue
+        out.append(("v-" if "variant_name" in doc else "") + "-".join(combo))
+    return out + [inc["name"] for inc in doc.get("include", [])]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=valid_campaigns())
+def test_valid_campaigns_expand_deterministically_to_unique_names(
+    data: dict[str, Any], tmp_path_factory: Any
+) -> None:
+    from orchestrator.campaign import expand, load_campaign
+    from orchestrator.campaign.submission import prepare_variants
+
+    folder = tmp_path_factory.mktemp("camp")
+    path = _write(folder, "ok.yaml", data)
+    expected = _expected_names(data)
+    if not expected:
+        with pytest.raises(UserError, match="exclude removes every variant"):
+            expand(load_campaign(path), "ok.yaml")
+        return
+    first = expand(load_campaign(path), "ok.yaml")
+    again = expand(load_campaign(_write(folder, "again.yaml", data)), "again.yaml")
+    assert first == again  # the same file always gives the same plan, in the same order
+    names = [v.name for v in first]
+    assert names == expected
+    assert len(set(names)) == len(names)
+    for v in first:
+        labels = dict(v.labels)
+        axis_overrides = [x for a, label in labels.items() for x in data["matrix"][a][label]]
+        assert list(v.overrides) == data.get("set", []) + (
+            axis_overrides or next(i["set"] for i in data["include"] if i["name"] == v.name)
+        )
+    # And every variant is a valid job for the dev cluster (what `campaign run` checks first).
+    prepared = prepare_variants(load_campaign(path), path, (), folder)
+    assert [name for name, _, _ in prepared] == names
