@@ -6,6 +6,15 @@
     <runtime> exec [--nv] [--cleanenv] [--containall] [--pwd DIR] [--bind SRC:DST[:ro]]...
                    [--env K=V]... [--env-file FILE] IMAGE
 
+With `cleanenv` (or `containall`, which implies it) the runtime starts the command with an almost
+empty environment: the task's RANK, MASTER_ADDR, SLURM_PROCID (which nsys expands in
+`%q{SLURM_PROCID}`), the job's GH_RUN_* and the workload's own variables would not reach it.
+`forwarded_env` names what must get in; task.sh exports each under the runtime's prefix, from
+the task's own value at run time (values never enter the argv, so secrets stay out of `ps`):
+SingularityCE sets NAME inside from `SINGULARITYENV_NAME`; Apptainer from `APPTAINERENV_NAME`
+(it reads `SINGULARITYENV_NAME` only when the APPTAINERENV_ one is unset, with a deprecation
+warning). Neither lets a prefixed variable set HOME or PATH, so those are not forwarded.
+
 Binds come from the partition (`Partition.container.binds`, admin defaults) first, then the run
 folder (so the profiler's reports and the task script are visible at the same path inside), then
 the job's own. A local image must exist when the job is submitted (`check_image`), not when it is
@@ -15,6 +24,7 @@ rendered: `gh-run render` works on a laptop that has no image.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -161,6 +171,54 @@ def exec_prefix(
         argv += ["--env-file", spec.env_file]
     argv.append(spec.image)
     return argv
+
+
+# What the runtime reads NAME from when it cleans the environment (see the module docstring).
+ENV_PREFIX = {"singularity": "SINGULARITYENV_", "apptainer": "APPTAINERENV_"}
+# Set for each task on the host (task.sh, srun, base.sbatch.j2's rendezvous), needed inside.
+TASK_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "NODE_RANK",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "MASTER_NODE",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NNODES",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURMD_NODENAME",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "CUDA_VISIBLE_DEVICES",
+)
+# The runtime refuses to take these from a prefixed variable; its own settings are not data.
+_NOT_FORWARDED = ("HOME", "PATH")
+_RUNTIME_OWN = ("SINGULARITY", "APPTAINER")
+
+
+def forwarded_env(spec: ContainerSpec, names: Iterable[str]) -> dict[str, str]:
+    """`{PREFIXED_NAME: NAME}` for what task.sh must pass into a container whose environment is
+    cleaned (`cleanenv` or `containall`): the task's own variables (TASK_VARIABLES) and `names`
+    (the job's exported variables, the workload's env and secrets). A name set by
+    `container.env` (`--env`) is left to it. Empty when the environment is not cleaned."""
+    if spec.runtime == "none" or not (spec.cleanenv or spec.containall):
+        return {}
+    prefix = ENV_PREFIX[spec.runtime]
+    out: dict[str, str] = {}
+    for name in (*TASK_VARIABLES, *names):
+        if name in spec.env or name in _NOT_FORWARDED or name.startswith(_RUNTIME_OWN):
+            continue
+        out[prefix + name] = name
+    return out
 
 
 def check_image(spec: ContainerSpec, where: str) -> None:

@@ -347,9 +347,28 @@ _OPTIONS: dict[str, str] = {
 }
 
 
+_BOOL_FIELDS = (
+    "show_output",
+    "force_overwrite",
+    "cuda_memory_usage",
+    "cuda_um_cpu_page_faults",
+    "cuda_um_gpu_page_faults",
+)
+
+
+def _whole(value: str) -> str:
+    try:
+        return str(max(0, round(float(value))))
+    except ValueError:
+        return "360"
+
+
 def from_nsys_command(command: str) -> tuple[ProfileSpec, list[str]]:
     """Read an `nsys profile ... APP ARGS` command line (short or long flags) into a
-    ProfileSpec and the application's argv. Raises ValueError naming an unknown option."""
+    ProfileSpec and the application's argv. Raises ValueError naming the option and the fix
+    for an unknown option or a value nsys would not take the same way: switches take exactly
+    `true` or `false`; `--delay`/`--duration` take whole seconds (a fraction is refused, never
+    rounded)."""
     words = shlex.split(command)
     if words[:2] != ["nsys", "profile"]:
         raise ValueError("expected a command starting with `nsys profile`")
@@ -372,15 +391,20 @@ def from_nsys_command(command: str) -> tuple[ProfileSpec, list[str]]:
         if field == "trace":
             values[field] = value.split(",")
         elif field in ("delay", "duration"):
-            values[field] = int(float(value))
-        elif field in (
-            "show_output",
-            "force_overwrite",
-            "cuda_memory_usage",
-            "cuda_um_cpu_page_faults",
-            "cuda_um_gpu_page_faults",
-        ):
-            values[field] = value.lower() == "true"
+            if not value.isascii() or not value.isdigit():
+                raise ValueError(
+                    f"nsys option {name} {value}: profile.{field} takes whole seconds (a "
+                    f"fraction is never rounded); write an integer, e.g. {name} "
+                    f"{_whole(value)}"
+                )
+            values[field] = int(value)
+        elif field in _BOOL_FIELDS:
+            if value not in ("true", "false"):
+                raise ValueError(
+                    f"nsys option {name} {value}: profile.{field} takes true or false; write "
+                    f"{name} true or {name} false"
+                )
+            values[field] = value == "true"
         else:
             values[field] = value
     return ProfileSpec.model_validate(values), words[i:]

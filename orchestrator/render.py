@@ -25,7 +25,7 @@ from pydantic import Field
 from orchestrator import __version__
 from orchestrator.base import Strict
 from orchestrator.cluster import Cluster, Partition
-from orchestrator.container import exec_prefix
+from orchestrator.container import exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
 from orchestrator.paths import TEMPLATES_DIR
@@ -104,6 +104,11 @@ class RenderContext(Strict):
     )
     forward_usr1: bool = Field(
         False, description="Trap USR1 in the batch shell and forward it to the tasks."
+    )
+    container_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="With container.cleanenv/containall: PREFIXED_NAME -> NAME, exported by "
+        "task.sh from the task's own NAME so that the runtime sets NAME inside.",
     )
     array: list[ArrayEntry] = Field(
         default_factory=list,
@@ -201,6 +206,16 @@ def directives_for(
     return out
 
 
+def partition_template(cluster: Cluster, part_name: str, part: Partition) -> str:
+    """The template a partition's jobs render from, found in the cluster's template dirs
+    first; a missing one is the cluster file's error, refused before anything is written."""
+    try:
+        return template_name_for(part_name, part, [*cluster.template_search_path(), TEMPLATES_DIR])
+    except UserError as exc:
+        src = display_path(Path(cluster.source)) if cluster.source else cluster.name
+        raise UserError(f"{src}: partitions.{part_name}.template: {exc}") from None
+
+
 def template_name_for(part_name: str, part: Partition, search_path: list[Path]) -> str:
     wanted = f"partitions/{part.template or part_name}.sbatch.j2"
     if any((d / wanted).is_file() for d in search_path):
@@ -288,6 +303,7 @@ def build_context(
         tasks_per_node=spec.resources.tasks_per_node,
         secret_env=list(workload.secret_env),
         forward_usr1=spec.retries.signal_seconds is not None,
+        container_env=forwarded_env(spec.container, [*env, *workload.env, *workload.secret_env]),
     )
 
 
@@ -328,16 +344,12 @@ def render_job(
             "for nodes: 1 and ntasks_per_node: 1 to run locally"
         )
     search_path = [*cluster.template_search_path(), TEMPLATES_DIR]
+    template = partition_template(cluster, part_name, part)
     ctx = build_context(spec, cluster, part_name, part, run_id, run_dir, launcher)
     task = render_context(ctx, "sbatch/task.sh.j2", search_path)
     ctx.files.insert(
         0, EmbeddedFile(name="task.sh", content=task if task.endswith("\n") else task + "\n")
     )
-    try:
-        template = template_name_for(part_name, part, search_path)
-    except UserError as exc:
-        src = display_path(Path(cluster.source)) if cluster.source else cluster.name
-        raise UserError(f"{src}: partitions.{part_name}.template: {exc}") from None
     return RenderedJob(
         context=ctx,
         template=template,

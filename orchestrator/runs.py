@@ -31,7 +31,7 @@ from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
-from orchestrator.render import RenderedJob, render_job
+from orchestrator.render import RenderedJob, partition_template, render_job
 from orchestrator.spec import SBATCH_VALUE_RE, JobSpec, load_spec
 from orchestrator.store import INTENT, RETRYING, SUBMIT_FAILED, Run, Store, is_terminal
 from orchestrator.yamlio import display_path
@@ -61,6 +61,7 @@ def prepare(spec_path: Path, overrides: Sequence[str] = (), cluster: str | None 
         raise UserError(f"{where}: {exc}") from None
     cl = load_cluster(spec.cluster)
     part_name, part = validate_job(spec, cl, display_path(spec_path))
+    partition_template(cl, part_name, part)
     return Prepared(spec, spec_path, cl, part_name, part)
 
 

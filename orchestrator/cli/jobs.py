@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Annotated
@@ -79,29 +80,41 @@ def _tail(path: Path, lines: int) -> list[str]:
     return text.splitlines()[-lines:]
 
 
-def _resolve_executor(kind: R.ExecutorKind) -> R.ExecutorKind:
-    if kind == "auto":
-        from orchestrator.executors.slurm import slurm_reachable
+RunIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run-id",
+        help="Run id (default: a new one, <name>-<date>-<time>-<hex>); render and submit with "
+        "the same id give the same script, byte for byte.",
+    ),
+]
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,150}$")
 
-        return "slurm" if slurm_reachable() else "local"
-    return kind
+
+def _run_id(value: str | None) -> str | None:
+    if value is not None and (not RUN_ID_RE.match(value) or ".." in value):
+        raise UserError(
+            f"--run-id: {value!r} is not a run id; use letters, digits, '.', '_' and '-' "
+            "(starting with a letter or digit, no '..'), e.g. smoke-try1"
+        )
+    return value
 
 
 def render_cmd(
     spec: SpecArg,
     set_: SetOpt = None,
     cluster: ClusterOpt = None,
-    executor: ExecutorOpt = "slurm",
-    run_id: Annotated[
-        str | None, typer.Option(help="Run id to render with (default: new).")
-    ] = None,
+    executor: ExecutorOpt = "auto",
+    run_id: RunIdOpt = None,
 ) -> None:
-    """Print the job script exactly as it would be submitted (srun launcher for slurm)."""
+    """Print the job script exactly as `submit` with the same options would submit it."""
     prep = R.prepare(spec, set_ or [], cluster)
-    rid = run_id or R.new_run_id(prep.spec.name)
+    rid = _run_id(run_id) or R.new_run_id(prep.spec.name)
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
-    kind = _resolve_executor(executor)
-    rendered = R.render(prep, rid, run_dir, "direct" if kind == "local" else "srun")
+    # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
+    # its launcher (srun, or direct for local) is part of the script.
+    ex = R.choose_executor(executor, warn=warn)
+    rendered = R.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
 
@@ -161,15 +174,17 @@ def submit_cmd(
     timeout: Annotated[
         float | None, typer.Option(help="Stop waiting after this many seconds.")
     ] = None,
+    run_id: RunIdOpt = None,
 ) -> None:
     """Validate, render and submit a job; with --wait, track it and collect its artifacts."""
     prep = R.prepare(spec, set_ or [], cluster)
     if check:
         _check(prep)
         return
+    rid = _run_id(run_id)
     store = STATE.store()
     ex = R.choose_executor(executor, warn=warn)
-    run = R.submit(store, prep, ex, STATE.home)
+    run = R.submit(store, prep, ex, STATE.home, run_id=rid)
     out.print(
         f"submitted [bold]{run.run_id}[/] as {ex.name} job {run.job_id} "
         f"on {prep.cluster.name}/{prep.partition_name}"

@@ -56,19 +56,36 @@ def _state(cli, run_id: str) -> str:  # type: ignore[no-untyped-def]
     return str(json.loads(res.out)[0]["run"]["state"])
 
 
+# The smoke job's work, held until the test lets it go: so the controller reports the job
+# RUNNING to gh-run before it can complete (no race with a short job, no sleeps to tune).
+GATED = (
+    'while [ ! -e "$GH_RUN_DIR/go" ]; do sleep 0.2; done; '
+    'printf \'hello from %s\\n\' "$GH_RUN_ID" > "$GH_RUN_ARTIFACTS/hello.txt"'
+)
+
+
 def test_submit_track_complete_artifacts_verified(dev_cluster, cli, gh_home: Path) -> None:  # type: ignore[no-untyped-def]
-    res = cli("submit", SMOKE, "-x", "slurm")
+    res = cli("submit", SMOKE, "-x", "slurm", "--set", f"workload.args=[-c, {json.dumps(GATED)}]")
     assert res.rc == 0, res.text
     run = Store(gh_home).find_run("last")
     assert run.executor == "slurm" and run.job_id and run.job_id.isdigit()
-    first = _state(cli, run.run_id)
-    assert first in {"PENDING", "RUNNING", "COMPLETING", "COMPLETED"}
+    try:
+        first = _state(cli, run.run_id)
+        assert first in {"PENDING", "RUNNING"}
+        # gh-run writes PENDING itself at submission; RUNNING only ever comes from SLURM.
+        assert _until(lambda: _state(cli, run.run_id) == "RUNNING", 60)
+    finally:
+        (Path(run.run_dir) / "go").touch()
     done = cli("wait", run.run_id)
     assert done.rc == 0, done.text
     run = Store(gh_home).get_run(run.run_id)
     assert run.state == "COMPLETED" and run.exit_code == 0
-    states = [e.state for e in Store(gh_home).events(run.run_id)]
-    assert states[:2] == ["INTENT", "PENDING"] and "COMPLETED" in states
+    events = Store(gh_home).events(run.run_id)
+    states = [e.state for e in events]
+    assert states[:2] == ["INTENT", "PENDING"] and "COMPLETED" in states, states
+    assert events[1].detail == f"submitted as job {run.job_id} (slurm)"
+    # The controller's report, seen between gh-run's own PENDING and the end.
+    assert "RUNNING" in states[2 : states.index("COMPLETED")], states
     # Recompute every sha256 from the run folder and the store copy.
     arts = Store(gh_home).artifacts(run.run_id)
     assert any(a.relpath == "artifacts/hello.txt" for a in arts)

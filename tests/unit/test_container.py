@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.container import ContainerSpec, check_image, exec_prefix
+from orchestrator.container import ContainerSpec, check_image, exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.spec import JobSpec
 
@@ -175,3 +176,91 @@ def test_arm64_image_is_accepted_on_gh() -> None:
         }
     )
     assert validate_job(job, load_cluster("gh200"))[0] == "gh"
+
+
+# -- cleanenv / containall: what the tasks need is forwarded under the runtime's prefix --------
+REPO = Path(__file__).resolve().parents[2]
+NEEDED = [
+    "RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_ID",
+    "CUDA_VISIBLE_DEVICES",
+    "GH_RUN_ID", "GH_RUN_DIR", "GH_RUN_ARTIFACTS",
+]  # fmt: skip
+
+
+def _forwards(task: str, prefix: str, name: str) -> bool:
+    line = f'if [ -n "${{{name}+x}}" ]; then export {prefix}{name}="${{{name}}}"; fi'
+    return line in task.splitlines()
+
+
+def test_sft_cleanenv_two_nodes_forwards_the_rank_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """jobs/sft.yaml --set container.cleanenv=true --set resources.nodes=2: nsys expands
+    %q{SLURM_PROCID} and NeMo reads ${oc.env:GH_RUN_ARTIFACTS} inside the container, so both
+    (and the rank/rendezvous variables) must reach it through SINGULARITYENV_."""
+    from orchestrator.render import render_job
+    from orchestrator.spec import load_spec
+    from tests.unit.test_render import extract_files
+
+    monkeypatch.setenv("SCRATCH", "/scratch/test")
+    job = load_spec(
+        REPO / "jobs" / "sft.yaml",
+        ["container.cleanenv=true", "resources.nodes=2", "workload.env={HF_HOME: /workspace/hf}"],
+    )
+    cluster = load_cluster(job.cluster)
+    pn, part = validate_job(job, cluster)
+    script = render_job(job, cluster, pn, part, "sft-x", "/scratch/runs/sft-x").script
+    task = extract_files(script)["task.sh"]
+    assert "singularity exec --nv --cleanenv " in task.replace(" \\\n  ", " ")
+    assert "%q{SLURM_PROCID}" in task and "${oc.env:GH_RUN_ARTIFACTS}" in task
+    for name in [*NEEDED, "HF_HOME"]:
+        assert _forwards(task, "SINGULARITYENV_", name), name
+    assert "APPTAINERENV_" not in task
+    # Forwarded after the rank variables are set, before the exec.
+    lines = task.splitlines()
+    rank_line = lines.index('export RANK="${SLURM_PROCID:-0}"')
+    first_forward = next(i for i, ln in enumerate(lines) if "SINGULARITYENV_" in ln)
+    exec_line = next(i for i, ln in enumerate(lines) if ln.startswith("exec "))
+    assert rank_line < first_forward < exec_line
+    for name, content in (("job.sbatch", script), ("task.sh", task)):
+        path = tmp_path / name
+        path.write_text(content)
+        subprocess.run(["bash", "-n", str(path)], check=True)
+        res = subprocess.run(
+            ["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True
+        )
+        assert res.returncode == 0, res.stdout
+
+
+def test_forwarding_prefix_and_what_is_not_forwarded() -> None:
+    env = {"RUN_MODE": "x"}
+    apptainer = spec(runtime="apptainer", image="/i.sif", containall=True, env=env)
+    fwd = forwarded_env(apptainer, ["GH_RUN_ID", "HF_TOKEN", "RUN_MODE", "PATH", "HOME"])
+    assert fwd["APPTAINERENV_RANK"] == "RANK"
+    assert fwd["APPTAINERENV_SLURM_PROCID"] == "SLURM_PROCID"
+    assert fwd["APPTAINERENV_HF_TOKEN"] == "HF_TOKEN"  # a secret: by name, its value stays out
+    assert not any(k.startswith("SINGULARITYENV_") for k in fwd)
+    # container.env (--env) sets RUN_MODE itself; the runtime refuses HOME and PATH this way.
+    assert not {"APPTAINERENV_RUN_MODE", "APPTAINERENV_PATH", "APPTAINERENV_HOME"} & set(fwd)
+    # Nothing to forward when the environment is passed through anyway.
+    assert forwarded_env(spec(runtime="singularity", image="/i.sif"), ["GH_RUN_ID"]) == {}
+    assert forwarded_env(spec(runtime="none", cleanenv=True), ["GH_RUN_ID"]) == {}
+
+
+def test_secret_reaches_the_container_by_name_only(tmp_path: Path) -> None:
+    from orchestrator.render import render_job
+    from tests.unit.test_render import extract_files
+
+    job = JobSpec.model_validate(
+        {
+            "name": "x",
+            "container": {"runtime": "apptainer", "image": "/i.sif", "cleanenv": True},
+            "workload": {"command": "true", "secret_env": ["HF_TOKEN"]},
+        }
+    )
+    cluster = load_cluster("dev")
+    pn, part = validate_job(job, cluster)
+    task = extract_files(render_job(job, cluster, pn, part, "r", "/runs/r").script)["task.sh"]
+    assert _forwards(task, "APPTAINERENV_", "HF_TOKEN")
+    assert _forwards(task, "APPTAINERENV_", "GH_RUN_ARTIFACTS")

@@ -4,6 +4,7 @@ never loses the report, and the torch-profiler contract."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -258,3 +259,51 @@ def test_torch_tool_sets_the_contract_and_optional_flag() -> None:
     r = _render(_job({"tool": "torch", "torch_profile_flag": "--torch-profile"}))
     assert r.context.argv == ["app", "--x", "1", "--torch-profile", "/runs/r/artifacts"]
     assert r.context.post == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("sample", "cpu"), ("sample", "yes"), ("cpuctxsw", "always"), ("cpuctxsw", "true")],
+)
+def test_bad_sample_and_cpuctxsw_refused_naming_file_field_and_choices(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    from orchestrator.errors import UserError
+    from orchestrator.spec import load_spec
+
+    job = tmp_path / "p.yaml"
+    job.write_text(
+        f"name: p\nprofile:\n  tool: nsys\n  {field}: {value}\nworkload: {{command: x}}\n"
+    )
+    with pytest.raises(UserError) as exc:
+        load_spec(job)
+    message = str(exc.value)
+    assert message.startswith(f"{job}:4: profile.{field}: "), message
+    assert "use one of: none, process-tree, system-wide" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        # nsys switches take true or false: `yes` must not silently become false.
+        ("nsys profile -w yes python x.py", "-w yes: profile.show_output takes true or false"),
+        ("nsys profile --show-output=1 x", "--show-output 1: profile.show_output takes true"),
+        ("nsys profile --cuda-memory-usage TRUE x", "--cuda-memory-usage TRUE: profile.cuda_"),
+        # whole seconds: 1.9 must not silently become 1.
+        ("nsys profile -y 1.9 python x.py", "-y 1.9: profile.delay takes whole seconds"),
+        ("nsys profile --duration=0.5 x", "--duration 0.5: profile.duration takes whole seconds"),
+        ("nsys profile -y 10s x", "-y 10s: profile.delay takes whole seconds"),
+    ],
+)
+def test_from_nsys_command_refuses_what_it_would_otherwise_coerce(command: str, why: str) -> None:
+    with pytest.raises(ValueError, match="^nsys option " + re.escape(why)):
+        from_nsys_command(command)
+
+
+def test_from_nsys_command_takes_nsys_spellings_exactly() -> None:
+    spec, app = from_nsys_command("nsys profile -w false -y 0 --duration=30 -f true app --x")
+    assert (spec.show_output, spec.delay, spec.duration, spec.force_overwrite) == (
+        False, 0, 30, True,
+    )  # fmt: skip
+    assert app == ["app", "--x"]

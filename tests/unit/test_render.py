@@ -163,3 +163,35 @@ def test_run_dir_with_unsafe_characters_is_refused() -> None:
 def test_smoke_spec_renders_deterministically() -> None:
     spec = load_spec(REPO / "jobs" / "smoke.yaml")
     assert render(spec, "/runs/a") == render(spec, "/runs/a")
+
+
+@pytest.mark.parametrize(
+    ("resources", "tasks"),
+    [
+        ({"gpus_per_node": 1}, 1),
+        ({"gpus_per_node": 2}, 2),
+        ({"gpus_per_node": 4}, 4),
+        ({"gpus_per_node": 4, "ntasks_per_node": 1}, 1),  # an explicit count wins
+        ({}, 1),  # no GPU: one task
+    ],
+)
+def test_one_task_per_gpu(tmp_path: Path, resources: dict[str, int], tasks: int) -> None:
+    """resources.gpus_per_node: N starts N tasks per node (one per GPU): --ntasks-per-node=N,
+    and WORLD_SIZE counts them over all nodes."""
+    text = (REPO / "clusters" / "dev.yaml").read_text()
+    text = text.replace("gpus_per_node: 1", "gpus_per_node: 4").replace(
+        "cpus_per_node: 2", "cpus_per_node: 8"
+    )
+    assert "gpus_per_node: 4" in text
+    (tmp_path / "four.yaml").write_text(text)
+    cluster = load_cluster(str(tmp_path / "four.yaml"))
+    spec = spec_with(["x"], nodes=2, **resources)
+    pn, part = validate_job(spec, cluster)
+    script = render_job(spec, cluster, pn, part, "t-1", "/runs/t-1").script
+    directives = [ln for ln in script.splitlines() if ln.startswith("#SBATCH")]
+    assert [d for d in directives if d.startswith("#SBATCH --ntasks")] == [
+        f"#SBATCH --ntasks-per-node={tasks}"
+    ]
+    gpus = resources.get("gpus_per_node")
+    assert (f"#SBATCH --gpus-per-node={gpus}" in directives) == bool(gpus)
+    assert f"export WORLD_SIZE={2 * tasks}\n" in script
