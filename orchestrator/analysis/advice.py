@@ -154,7 +154,7 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 ),
             )
         )
-    sync_pct = 100 * r.sync.total_ns / span
+    sync_pct = 100 * r.sync.wall_ns / span
     if sync_pct >= SYNC_PCT:
         out.append(
             Advice(

@@ -125,7 +125,7 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
         "Sync overhead",
         "sync API share of span",
         "%",
-        _per_rank(lambda r: 100 * r.sync.total_ns / r.span_ns if r.span_ns else None),
+        _per_rank(lambda r: 100 * r.sync.wall_ns / r.span_ns if r.span_ns else None),
     ),
     (
         "Steps",

@@ -481,6 +481,7 @@ def read_kineto(
     is_sync = np.fromiter((bool(_SYNC_RE.match(n)) for n in names), dtype=bool, count=len(names))
     smask = ((cat == CUDA_RT) | (cat == CUDA_DRV)) & is_sync[t.name]
     sync = _by_name(t.name[smask], d_ns[smask], names)
+    ss, se = core.merge_intervals(start_ns[smask].tolist(), end_ns[smask].tolist())
 
     top, fp32, tc = _kernels(kernels, kt)
     span = union.span
@@ -545,6 +546,9 @@ def read_kineto(
         sync=SyncStats(
             calls=sum(c for c, _ in sync.values()),
             total_ns=sum(tot for _, tot in sync.values()),
+            wall_ns=core.covered_ns(ss, se, union.start, union.end)
+            if union.span > 0
+            else sum(e - s for s, e in zip(ss, se, strict=True)),
             functions=sorted(
                 (FunctionStat(name=n, count=c, total_ns=tot) for n, (c, tot) in sync.items()),
                 key=lambda f: -f.total_ns,

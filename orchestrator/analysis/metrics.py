@@ -210,10 +210,13 @@ class ThreadStat(Strict):
 
 
 class SyncStats(Strict):
-    """CUDA synchronisation API calls."""
+    """CUDA synchronisation API calls. `total_ns` sums the calls (two threads syncing at once
+    count twice); `wall_ns` is their union clipped to the span: the time some host thread was
+    blocked in a sync, which is what a share of the span is taken of (never over 100 %)."""
 
     calls: int = 0
     total_ns: int = 0
+    wall_ns: int = 0
     functions: list[FunctionStat] = []
 
 

@@ -160,6 +160,8 @@ class _Aux:
 
     kernels: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     sync: list[FunctionStat] = field(default_factory=list)
+    # merged (starts, ends) of the sync calls of every thread, clipped to each span later
+    sync_ranges: tuple[list[int], list[int]] = ([], [])
     ranges: list[RangeStat] = field(default_factory=list)
     step_ranges: list[tuple[str, int, int]] = field(default_factory=list)
     # merged (starts, ends) of the data-wait ranges, clipped to each device's span later
@@ -212,6 +214,8 @@ def _aux_queries(path: Path, kernels_by_name: bool, summaries: bool) -> _Aux:
                 ):
                     aux.sync.append(FunctionStat(name=ids[nid], count=cnt, total_ns=tot or 0))
                 aux.sync.sort(key=lambda f: -f.total_ns)
+                rows = db.q(f'SELECT start, "end" FROM {RUNTIME} WHERE nameId IN ({marks})', ids)
+                aux.sync_ranges = core.merge_intervals((r[0] for r in rows), (r[1] for r in rows))
         elif RUNTIME not in db.tables:
             aux.missing.append(RUNTIME)
         _nvtx(db, aux)
@@ -767,6 +771,12 @@ def _rank_metrics(
     main_wait = None
     if aux.main_waits is not None:
         main_wait = core.covered_ns(*aux.main_waits, u.start, u.end)
+    ss, se = aux.sync_ranges
+    sync_wall = (
+        core.covered_ns(ss, se, u.start, u.end)
+        if span > 0
+        else sum(e - s for s, e in zip(ss, se, strict=True))
+    )
     return RankMetrics(
         rank=rank,
         devices=[dev] if dev is not None else [],
@@ -798,6 +808,7 @@ def _rank_metrics(
         sync=SyncStats(
             calls=sum(f.count for f in aux.sync),
             total_ns=sum(f.total_ns for f in aux.sync),
+            wall_ns=sync_wall,
             functions=aux.sync,
         )
         if first

@@ -198,6 +198,16 @@ def test_real_data_wait_is_one_step_of_data_loading(variant: str) -> None:
     assert summed > r.data_wait_ns
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_real_sync_wall_time_is_a_union_inside_the_span(variant: str) -> None:
+    d = TRACES / variant
+    if not d.exists():
+        pytest.skip("workload traces absent")
+    r = analyze_paths([d]).ranks[0]
+    assert r.sync.calls > 0
+    assert 0 < r.sync.wall_ns <= min(r.sync.total_ns, r.span_ns)
+
+
 def test_real_workload_variants_differ_as_expected() -> None:
     need = [TRACES / v / "sft_rank0.pt.trace.json.gz" for v in VARIANTS]
     if not all(p.exists() for p in need):

@@ -198,7 +198,26 @@ def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
     assert threads["pt_main_thread"].functions[0].total_ns == 35000
     assert threads["pt_autograd_0"].osrt_ns == 2000
     assert threads["pt_main_thread"].tid == MAIN
-    assert r.sync.calls == 1 and r.sync.total_ns == 8000
+    assert r.sync.calls == 1 and r.sync.total_ns == 8000 == r.sync.wall_ns
+
+
+def test_sync_wall_time_counts_overlapping_calls_once(tmp_path: Path) -> None:
+    # Two threads block in syncs at once, and a third call runs past the GPU span's end:
+    # the summed time is 18,700 ns, the wall time inside the span [0, 10000) is 8,700 ns.
+    b = NsysBuilder(tmp_path / "sync.sqlite")
+    b.add_gpu(0)
+    b.add_thread(MAIN, "pt_main_thread")
+    b.add_thread(BWD, "pt_autograd_0")
+    b.add_kernel(0, 10000, "k", stream=7)
+    b.add_runtime(1000, 9000, "cudaStreamSynchronize_v3020", tid=MAIN)
+    b.add_runtime(2000, 9500, "cudaDeviceSynchronize_v3020", tid=BWD)
+    b.add_runtime(9700, 12900, "cudaDeviceSynchronize_v3020", tid=MAIN)
+    b.add_runtime(500, 600, "cudaLaunchKernel_v7000", tid=MAIN)  # not a sync
+    r = only(b.close())
+    assert r.sync.calls == 3
+    assert r.sync.total_ns == 8000 + 7500 + 3200
+    assert r.sync.wall_ns == len(brute_union([(1000, 9000), (2000, 9500), (9700, 10000)]))
+    assert r.sync.wall_ns <= r.span_ns
 
 
 def test_data_wait_is_the_union_of_data_ranges_inside_the_span(export: Path) -> None:
