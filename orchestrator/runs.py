@@ -399,7 +399,13 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
             continue  # a campaign's job array carries the group's name: `campaign resume` repairs
 
         ex = SlurmExecutor(warn=warn)
-        job_id = ex.find_by_name(run.job_name)
+        try:
+            job_id = ex.find_by_name(run.job_name)
+        except RuntimeFailure as exc:
+            # Not knowing is not "never submitted": leave the intent for a later command.
+            if warn:
+                warn(f"run {run.run_id} is still an intent: {exc}")
+            continue
         if job_id:
             repaired.append(
                 store.update_run(
@@ -429,7 +435,12 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     if time.time() - last < 5:
         return None  # another gh-run may be submitting it right now
     if run.executor == "slurm":
-        ids = SlurmExecutor(warn=warn).find_all_by_name(run.job_name)
+        try:
+            ids = SlurmExecutor(warn=warn).find_all_by_name(run.job_name)
+        except RuntimeFailure as exc:
+            if warn:
+                warn(f"run {run.run_id}'s retry is not confirmed yet: {exc}")
+            return None
         newer = [i for i in ids if i != run.job_id and _job_num(i) > _job_num(run.job_id)]
         if newer:
             return store.update_run(

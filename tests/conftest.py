@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -119,6 +120,24 @@ def dev_cluster() -> Iterator[None]:
         if key.startswith("SLURM"):
             os.environ[key] = value
     yield
+
+
+@pytest.fixture
+def dead_controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """SLURM_CONF naming a controller port nobody listens on: the real squeue fails for real."""
+    if shutil.which("squeue") is None or shutil.which("sbatch") is None:
+        pytest.skip("the SLURM clients (squeue, sbatch) are not installed here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "dead-slurm.conf"
+    conf.write_text(
+        "ClusterName=dead\nSlurmctldHost=localhost(127.0.0.1)\n"
+        f"SlurmctldPort={port}\nMessageTimeout=1\n"
+        "NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=n1 Default=YES\n"
+    )
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    return conf
 
 
 def have_shellcheck() -> bool:

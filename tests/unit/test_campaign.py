@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -248,24 +247,6 @@ def _group_states(store: Store, cid: str) -> list[str]:
 
 def _two_smoke_variants(tmp: Path) -> Path:
     return _campaign(tmp, matrix={"a": {"x": ["workload.env.A=1"], "y": ["workload.env.A=2"]}})
-
-
-@pytest.fixture
-def dead_controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """SLURM_CONF naming a controller port nobody listens on: the real squeue fails for real."""
-    if shutil.which("squeue") is None or shutil.which("sbatch") is None:
-        pytest.skip("the SLURM clients (squeue, sbatch) are not installed here")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = tmp_path / "dead-slurm.conf"
-    conf.write_text(
-        "ClusterName=dead\nSlurmctldHost=localhost(127.0.0.1)\n"
-        f"SlurmctldPort={port}\nMessageTimeout=1\n"
-        "NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=n1 Default=YES\n"
-    )
-    monkeypatch.setenv("SLURM_CONF", str(conf))
-    return conf
 
 
 def test_find_by_name_raises_when_the_controller_cannot_be_asked(dead_controller: Path) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from orchestrator.spec import JobSpec
 from orchestrator.store import INTENT, Run, Store
 
 
-def make_run(run_dir: Path, run_id: str = "r-1", **kw: object) -> Run:
+def make_run(run_dir: Path, run_id: str = "r-1", executor: str = "local", **kw: object) -> Run:
     spec = JobSpec.model_validate(
         {"name": "t", "workload": {"command": "true"}, "artifacts": ["*.txt", "sub/**/*.bin"]}
     )
@@ -28,7 +29,7 @@ def make_run(run_dir: Path, run_id: str = "r-1", **kw: object) -> Run:
         spec_json=spec.model_dump_json(),
         cluster="dev",
         partition="gh",
-        executor="local",
+        executor=executor,
         run_dir=str(run_dir),
         **kw,
     )  # type: ignore[arg-type]
@@ -150,3 +151,20 @@ def test_verify_detects_a_changed_copy(tmp_path: Path) -> None:
     (home / "artifacts" / "r-1" / "artifacts" / "a.txt").write_text("tampered\n")
     problems = artifacts.verify(store, run, home)
     assert problems == ["artifacts/a.txt: size or sha256 differs from the manifest"]
+
+
+def test_an_intent_is_left_alone_while_the_controller_cannot_be_asked(
+    tmp_path: Path, dead_controller: Path
+) -> None:
+    # gh-run died between its intent and sbatch's answer, long ago; now the controller is down.
+    # Not knowing whether the job exists must not turn the run into SUBMIT_FAILED (it may be
+    # running), nor stop `gh-run status` from showing the store.
+    from tests.conftest import run_cli
+
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add_run(make_run(tmp_path, executor="slurm", created_at=time.time() - 600))
+    res = run_cli(["status"], home, env={"SLURM_CONF": str(dead_controller)})
+    assert res.rc == 0, res.text
+    assert "r-1" in res.out and "still an intent" in res.err, res.text
+    assert Store(home).get_run("r-1").state == INTENT
