@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -108,20 +110,31 @@ def test_slurmctld_down_during_wait(dev_cluster, cli, gh_home: Path, stopped) ->
         stderr=subprocess.PIPE,
         text=True,
     )
+    # The daemons stay down until the waiter has said it failed twice (squeue alone takes
+    # ~8 s to give up on a dead controller, so a fixed short outage may never be noticed).
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(waiter.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     try:
-        time.sleep(5.0)
+        assert _until(lambda: any("retry 2," in line for line in lines), 90), "".join(lines)
         devcluster.start("slurmdbd")
         devcluster.start("slurmctld")
-        out, err = waiter.communicate(timeout=240)
+        out = waiter.stdout.read() if waiter.stdout else ""  # type: ignore[union-attr]
+        waiter.wait(timeout=240)
+        reader.join(timeout=10)
     finally:
         if waiter.poll() is None:
             waiter.kill()
+    err = "".join(lines)
     assert waiter.returncode == 0, out + err
     final = Store(gh_home).get_run(run.run_id)
     assert final.state == "COMPLETED" and final.exit_code == 0
-    # The outage was seen and survived: polls failed (retry with backoff) or fell back.
-    # (Other sessions' `ensure_up` may restart slurmctld early on this shared dev cluster.)
-    assert "retry" in err or "falling back to squeue/scontrol" in err, err
+    # The outage was seen and survived: every poll during it failed and was retried with an
+    # exponential backoff (2 s, 4 s, ...), said in one line each.
+    retries = [(int(n), int(s)) for n, s in re.findall(r"retry (\d+), next in (\d+) s", err)]
+    assert retries, err
+    assert [n for n, _ in retries] == list(range(1, len(retries) + 1)), err
+    assert all(s == min(60, 2**n) for n, s in retries), err
     assert "Traceback" not in err
 
 
