@@ -112,12 +112,18 @@ def num(v: float | None) -> str:
 
 
 def delta(v: float | None, base: float | None) -> str:
-    """Change against the baseline: `+12.3` (%), or `×85` / `×1/85` beyond a factor of 10."""
+    """Change against the baseline: `+12.3` (%), or `×85` / `×1/85` beyond a factor of 10, and
+    `×3.0e9` beyond 10,000 (a near-zero baseline, e.g. 8 bytes copied, gives such factors:
+    their size, not their digits, is the news)."""
     if v is None or base is None or base == 0:
         return "-"
     ratio = v / base
+    if ratio >= 1e4:
+        return f"×{ratio:.1e}".replace("e+0", "e").replace("e+", "e")
     if ratio >= 10:
         return f"×{ratio:,.0f}"
+    if 0 < ratio <= 1e-4:
+        return f"×1/{1 / ratio:.1e}".replace("e+0", "e").replace("e+", "e")
     if 0 < ratio <= 0.1:
         return f"×1/{1 / ratio:,.0f}"
     return f"{100 * (ratio - 1):+.1f}"

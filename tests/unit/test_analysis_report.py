@@ -367,3 +367,22 @@ def test_wide_comparison_scrolls_inside_the_page(
     assert box_scroll > box_client  # the table is wider than the window ...
     assert got["overflow"] == "auto"  # ... and scrolls inside its box
     assert page_scroll <= page_client  # the page does not overflow
+
+
+@pytest.mark.parametrize(
+    ("v", "base", "shown"),
+    [
+        (112.3, 100, "+12.3"),
+        (50, 100, "-50.0"),
+        (850, 10, "×85"),
+        (10, 850, "×1/85"),
+        (22.5, 7.5e-9, "×3.0e9"),
+        (7.5e-9, 22.5, "×1/3.0e9"),
+        (1, 0, "-"),
+        (None, 1, "-"),
+    ],
+)
+def test_delta_is_short_and_readable(v: float | None, base: float, shown: str) -> None:
+    from orchestrator.cli.analysis import delta
+
+    assert delta(v, base) == shown
