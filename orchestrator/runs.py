@@ -131,6 +131,19 @@ def write_run_folder(run_dir: Path, rendered: RenderedJob, spec: JobSpec) -> Pat
     return script
 
 
+def check_submit_host(spec: JobSpec, where: str) -> None:
+    """What only the submitting machine can tell, checked before anything is written: a local
+    container image exists (render works without it; submit does not), and every secret named
+    in `workload.secret_env` is set here."""
+    check_image(spec.container, where)
+    missing = [n for n in spec.workload.secret_env if n not in os.environ]
+    if missing:
+        raise UserError(
+            f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
+            "export it before submitting (gh-run passes secrets by name, never by value)"
+        )
+
+
 def submit(
     store: Store,
     prep: Prepared,
@@ -142,17 +155,7 @@ def submit(
     run_id: str | None = None,
 ) -> Run:
     """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
-    # A local container image must exist now (render works without it; submit does not).
-    check_image(
-        prep.spec.container, display_path(prep.spec_path) if prep.spec_path else prep.spec.name
-    )
-    missing = [n for n in prep.spec.workload.secret_env if n not in os.environ]
-    if missing:
-        where = display_path(prep.spec_path) if prep.spec_path else prep.spec.name
-        raise UserError(
-            f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
-            "export it before submitting (gh-run passes secrets by name, never by value)"
-        )
+    check_submit_host(prep.spec, display_path(prep.spec_path) if prep.spec_path else prep.spec.name)
     fixed_id = run_id is not None
     for _ in range(5):
         run_id = run_id if fixed_id and run_id else new_run_id(prep.spec.name)

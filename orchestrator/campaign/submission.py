@@ -29,7 +29,6 @@ from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Campaign, apply_overrides, expand, job_path
 from orchestrator.campaign.results import check_pinned_baseline
 from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
-from orchestrator.container import check_image
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
@@ -129,14 +128,7 @@ def prepare_variants(
         partition_template(cl, part_name, part)
         # What a single submit checks on the submit host, checked here before anything is
         # written or sent (a missing image would otherwise fail every array element).
-        check_image(spec.container, f"{where} (job {yamlio.display_path(base_path)})")
-        missing = [n for n in spec.workload.secret_env if n not in os.environ]
-        if missing:
-            raise UserError(
-                f"{where}: workload.secret_env: {', '.join(missing)} is not set in this "
-                "environment; export it before running the campaign (gh-run passes secrets by "
-                "name, never by value)"
-            )
+        R.check_submit_host(spec, f"{where} (job {yamlio.display_path(base_path)})")
         out.append((v.name, overrides, R.Prepared(spec, base_path, cl, part_name, part)))
     return out
 
