@@ -149,22 +149,33 @@ def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
     return None  # a spec without an offloading knob says nothing: a config file may set it
 
 
+def workload_data(folder: Path, rank: int) -> tuple[Path, dict[str, Any]] | None:
+    """This rank's workload metrics beside a trace (`workload_file`), read: None when there are
+    none, or when the file is not an object, or a `metrics.json` says it is another rank's."""
+    f = workload_file(folder, rank)
+    if f is None:
+        return None
+    data = _read_json(f)
+    if not isinstance(data, dict):
+        return None
+    if f.name == "metrics.json" and "rank" in data and data["rank"] != rank:
+        return None
+    return f, data
+
+
 def offloading_of(folder: Path, rank: int) -> tuple[bool, str] | None:
     """(on, evidence) from the workload's metrics file or the run's spec, None when they are
     absent or silent."""
-    f = workload_file(folder, rank)
-    if f is not None:
-        data = _read_json(f)
-        if isinstance(data, dict) and not (
-            f.name == "metrics.json" and "rank" in data and data["rank"] != rank
-        ):
-            cfg = data.get("config")
-            flag = cfg.get("offload_activations") if isinstance(cfg, dict) else None
-            if isinstance(flag, bool):
-                return flag, f"{f.name}: config.offload_activations = {str(flag).lower()}"
-            moved = _num(data.get("offloaded_bytes_per_step"))
-            if moved is not None:
-                return moved > 0, f"{f.name}: offloaded_bytes_per_step = {moved:.0f}"
+    found = workload_data(folder, rank)
+    if found is not None:
+        f, data = found
+        cfg = data.get("config")
+        flag = cfg.get("offload_activations") if isinstance(cfg, dict) else None
+        if isinstance(flag, bool):
+            return flag, f"{f.name}: config.offload_activations = {str(flag).lower()}"
+        moved = _num(data.get("offloaded_bytes_per_step"))
+        if moved is not None:
+            return moved > 0, f"{f.name}: offloaded_bytes_per_step = {moved:.0f}"
     spec = spec_lock_file(folder)
     return _offloading_in_spec(spec) if spec is not None else None
 
@@ -186,14 +197,10 @@ def _num(v: object) -> float | None:
 def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
     """Add the workload's metrics.json numbers (peak GPU memory, step times, tokens/s) to a
     rank; its peak GPU memory (whole run) replaces the trace's (trace window only)."""
-    f = workload_file(folder, r.rank)
-    if f is None:
+    found = workload_data(folder, r.rank)
+    if found is None:
         return r
-    data = _read_json(f)
-    if not isinstance(data, dict):
-        return r
-    if f.name == "metrics.json" and "rank" in data and data["rank"] != r.rank:
-        return r
+    f, data = found
     peak = _num(data.get("peak_gpu_memory_bytes"))
     steps = _num(data.get("steps"))
     times = data.get("step_times_s")
