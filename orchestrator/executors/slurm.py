@@ -128,6 +128,13 @@ class GhRunWatcher(SlurmInfoWatcher):
         self.fallback_calls = 0
         self._warned = False
 
+    def accounting_unavailable(self, why: str, consequence: str) -> None:
+        """Say once per process that sacct does not answer: tracking and name lookups may
+        each notice it first, and it is one fact."""
+        if self.warn and not self._warned:
+            self.warn(f"accounting (sacct) unavailable: {why}; {consequence}")
+            self._warned = True
+
     def _make_command(self) -> list[str] | None:
         cmd = super()._make_command()
         if cmd is None:
@@ -162,9 +169,7 @@ class GhRunWatcher(SlurmInfoWatcher):
             self.fallback_reason = None
         except (OSError, subprocess.TimeoutExpired) as exc:
             self.fallback_reason = f"accounting (sacct) unavailable: {exc}"
-            if self.warn and not self._warned:
-                self.warn(f"{self.fallback_reason}; falling back to squeue/scontrol")
-                self._warned = True
+            self.accounting_unavailable(str(exc), "falling back to squeue/scontrol")
         # An array's elements come back as 123_4 (or 123_[5-9%2] while pending): known.
         arrays = {k.split("_")[0] for k in info if "_" in k}
         missing = sorted(j for j in pending if j not in info and j not in arrays)
@@ -365,16 +370,12 @@ class SlurmExecutor(Executor):
             acct_error = str(exc)
         if acct_error is None:
             found.update(i for i in res.stdout.split() if i)
-        elif not self.watcher._warned:
-            # The watcher's flag: "accounting is unavailable" is one fact, said once per process
-            # whether name lookups or tracking notice it first.
-            self.watcher._warned = True
-            if self.watcher.warn:
-                self.watcher.warn(
-                    f"accounting (sacct) unavailable: {acct_error}; relying on the controller "
-                    "alone (squeue/scontrol), which forgets jobs that ended more than MinJobAge "
-                    "ago"
-                )
+        else:
+            self.watcher.accounting_unavailable(
+                acct_error,
+                "relying on the controller alone (squeue/scontrol), which forgets jobs that "
+                "ended more than MinJobAge ago",
+            )
         return sorted(found, key=lambda j: [int(x) for x in re.findall(r"\d+", j)])
 
     def find_array_by_name(self, job_name: str) -> str | None:
