@@ -407,6 +407,14 @@ def covered_ns(ms: Sequence[int], me: Sequence[int], lo: int, hi: int) -> int:
     return sum(max(0, min(e, hi) - max(s, lo)) for s, e in zip(ms, me, strict=True))
 
 
+def union_in_span(ms: Sequence[int], me: Sequence[int], lo: int, hi: int) -> int:
+    """A CPU-side union's length as a share of the GPU span sees it: the part inside [lo, hi),
+    so it is never more than the span; with no span (no GPU activity to clip to), all of it."""
+    if hi > lo:
+        return covered_ns(ms, me, lo, hi)
+    return sum(e - s for s, e in zip(ms, me, strict=True))
+
+
 def pct(part: float, whole: float) -> float:
     """part/whole in percent, 0 when whole is 0."""
     return 100.0 * part / whole if whole else 0.0

@@ -449,10 +449,7 @@ def read_kineto(
     is_data = np.fromiter((core.is_data_wait(n) for n in names), dtype=bool, count=len(names))
     dmask = (cat == USER_ANN) & is_data[t.name]
     ds, de = core.merge_intervals(start_ns[dmask].tolist(), end_ns[dmask].tolist())
-    if union.span > 0:
-        data_wait = core.covered_ns(ds, de, union.start, union.end)
-    else:  # no GPU activity to clip to: the whole union
-        data_wait = sum(e - s for s, e in zip(ds, de, strict=True))
+    data_wait = core.union_in_span(ds, de, union.start, union.end)
 
     # CPU threads: union of cpu_op intervals per (pid, tid)
     threads = []
@@ -546,9 +543,7 @@ def read_kineto(
         sync=SyncStats(
             calls=sum(c for c, _ in sync.values()),
             total_ns=sum(tot for _, tot in sync.values()),
-            wall_ns=core.covered_ns(ss, se, union.start, union.end)
-            if union.span > 0
-            else sum(e - s for s, e in zip(ss, se, strict=True)),
+            wall_ns=core.union_in_span(ss, se, union.start, union.end),
             functions=sorted(
                 (FunctionStat(name=n, count=c, total_ns=tot) for n, (c, tot) in sync.items()),
                 key=lambda f: -f.total_ns,

@@ -763,20 +763,11 @@ def _rank_metrics(
     idle = span - u.busy
     # CPU-side waits count once (union) and only inside this device's span, so their share of
     # the span is at most 100 %
-    ds, de = aux.data_ranges
-    if span > 0:
-        data_wait = core.covered_ns(ds, de, u.start, u.end)
-    else:  # no GPU activity to clip to: the whole union
-        data_wait = sum(e - s for s, e in zip(ds, de, strict=True))
+    data_wait = core.union_in_span(*aux.data_ranges, u.start, u.end)
     main_wait = None
     if aux.main_waits is not None:
         main_wait = core.covered_ns(*aux.main_waits, u.start, u.end)
-    ss, se = aux.sync_ranges
-    sync_wall = (
-        core.covered_ns(ss, se, u.start, u.end)
-        if span > 0
-        else sum(e - s for s, e in zip(ss, se, strict=True))
-    )
+    sync_wall = core.union_in_span(*aux.sync_ranges, u.start, u.end)
     return RankMetrics(
         rank=rank,
         devices=[dev] if dev is not None else [],
