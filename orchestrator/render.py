@@ -206,11 +206,16 @@ def directives_for(
     return out
 
 
+def search_path(cluster: Cluster) -> list[Path]:
+    """Where templates are looked up: the cluster's own template dirs first, then gh-run's."""
+    return [*cluster.template_search_path(), TEMPLATES_DIR]
+
+
 def partition_template(cluster: Cluster, part_name: str, part: Partition) -> str:
     """The template a partition's jobs render from, found in the cluster's template dirs
     first; a missing one is the cluster file's error, refused before anything is written."""
     try:
-        return template_name_for(part_name, part, [*cluster.template_search_path(), TEMPLATES_DIR])
+        return template_name_for(part_name, part, search_path(cluster))
     except UserError as exc:
         src = display_path(Path(cluster.source)) if cluster.source else cluster.name
         raise UserError(f"{src}: partitions.{part_name}.template: {exc}") from None
@@ -343,18 +348,18 @@ def render_job(
             f"{spec.resources.tasks_per_node} tasks need srun; use --executor slurm, or ask "
             "for nodes: 1 and ntasks_per_node: 1 to run locally"
         )
-    search_path = [*cluster.template_search_path(), TEMPLATES_DIR]
+    templates = search_path(cluster)
     template = partition_template(cluster, part_name, part)
     ctx = build_context(spec, cluster, part_name, part, run_id, run_dir, launcher)
-    task = render_context(ctx, "sbatch/task.sh.j2", search_path)
+    task = render_context(ctx, "sbatch/task.sh.j2", templates)
     ctx.files.insert(
         0, EmbeddedFile(name="task.sh", content=task if task.endswith("\n") else task + "\n")
     )
     return RenderedJob(
         context=ctx,
         template=template,
-        script=render_context(ctx, template, search_path),
-        search_path=[str(p) for p in search_path],
+        script=render_context(ctx, template, templates),
+        search_path=[str(p) for p in templates],
     )
 
 
