@@ -8,7 +8,12 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
-STATE="$REPO/.devcluster"
+# GH_RUN_DEVCLUSTER_DIR: use that state folder (one cluster shared by several checkouts of the
+# repo, e.g. git worktrees; the ports are fixed, so there can be only one). It is then nobody's
+# own: `up` reuses it and `down` stops it whichever checkout started it.
+STATE="${GH_RUN_DEVCLUSTER_DIR:-$REPO/.devcluster}"
+SHARED_STATE=0
+[[ -n "${GH_RUN_DEVCLUSTER_DIR:-}" ]] && SHARED_STATE=1
 ETC="$STATE/etc"
 LOG="$STATE/log"
 PIDS="$STATE/pids"
@@ -112,13 +117,13 @@ munge_dir() {
 }
 
 init_state() {
-    if [[ -f "$STATE/root" && "$(cat "$STATE/root")" != "$REPO" ]]; then
+    if [[ $SHARED_STATE == 0 && -f "$STATE/root" && "$(cat "$STATE/root")" != "$REPO" ]]; then
         log "stale $STATE belongs to $(cat "$STATE/root"); discarding it (its processes are not touched)"
         find "$STATE" -mindepth 1 -maxdepth 1 ! -name .lock ! -name apt.log -exec rm -rf {} +
     fi
     mkdir -p "$STATE" "$ETC" "$LOG" "$PIDS" "$RUN" "$SPOOL/slurmctld"
     chmod 755 "$STATE"
-    printf '%s\n' "$REPO" >"$STATE/root"
+    [[ $SHARED_STATE == 1 && -f "$STATE/root" ]] || printf '%s\n' "$REPO" >"$STATE/root"
     local m
     m="$(munge_dir)"
     mkdir -p "$m"
@@ -567,7 +572,7 @@ cmd_down() {
         return 0
     }
     take_lock
-    if [[ -f "$STATE/root" && "$(cat "$STATE/root")" != "$REPO" ]]; then
+    if [[ $SHARED_STATE == 0 && -f "$STATE/root" && "$(cat "$STATE/root")" != "$REPO" ]]; then
         log "$STATE belongs to $(cat "$STATE/root"); not touching its processes"
         return 0
     fi

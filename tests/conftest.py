@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -110,6 +111,15 @@ def dev_cluster() -> Iterator[None]:
     """
     from tests import devcluster
 
+    # Two pytest sessions on one machine (two checkouts sharing the cluster) must not stop
+    # daemons under each other's jobs: a session holds the cluster until it ends.
+    devcluster.STATE_DIR.mkdir(parents=True, exist_ok=True)
+    lock = (devcluster.STATE_DIR / "pytest.lock").open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"\nwaiting for another pytest session to release {lock.name}", file=sys.stderr)
+        fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         devcluster.ensure_up()
     except Exception as exc:
@@ -120,6 +130,7 @@ def dev_cluster() -> Iterator[None]:
         if key.startswith("SLURM"):
             os.environ[key] = value
     yield
+    lock.close()
 
 
 @pytest.fixture

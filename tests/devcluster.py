@@ -15,7 +15,8 @@ from typing import Final, Literal, get_args
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 SCRIPT: Final = REPO_ROOT / "scripts" / "devcluster.sh"
-STATE_DIR: Final = REPO_ROOT / ".devcluster"
+# GH_RUN_DEVCLUSTER_DIR: one cluster shared by several checkouts (see scripts/devcluster.sh).
+STATE_DIR: Final = Path(os.environ.get("GH_RUN_DEVCLUSTER_DIR") or REPO_ROOT / ".devcluster")
 SLURM_CONF: Final = STATE_DIR / "etc" / "slurm.conf"
 LOG_DIR: Final = STATE_DIR / "log"
 
