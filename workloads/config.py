@@ -34,6 +34,14 @@ class Config:
     precision: Precision = "bf16"
     fused_adam: bool = False
     lr: float = 1e-4
+    # Unified Memory: RMM's managed-memory pool as torch's CUDA allocator (CUDA only)
+    unified_memory: bool = False
+    um_max_pool_fraction: float | None = None
+    um_host_touch_mb: int = 0
+    # data parallel: DDP over torch.distributed (NCCL on CUDA, gloo on CPU), one process a device
+    ddp: bool = False
+    straggle_rank: int | None = None
+    straggle_ms: float = 0.0
     # run
     steps: int = 10
     device: DeviceKind = "cpu"

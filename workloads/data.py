@@ -16,7 +16,7 @@ import zlib
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 N_SPECIAL = 4
@@ -152,13 +152,19 @@ class SyntheticInstructions(Dataset[dict[str, Tensor]]):
 
 
 def make_loader(
-    dataset: SyntheticInstructions, batch_size: int, num_workers: int, pin_memory: bool
+    dataset: SyntheticInstructions,
+    batch_size: int,
+    num_workers: int,
+    pin_memory: bool,
+    sampler: Sampler[int] | None = None,
 ) -> DataLoader[dict[str, Tensor]]:
-    """In-order batches; `num_workers` > 0 prepares them in worker processes ahead of time."""
+    """In-order batches (of this rank's shard when `sampler` says which items); `num_workers` > 0
+    prepares them in worker processes ahead of time."""
     return DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=False,
+        sampler=sampler,
         drop_last=True,
         num_workers=num_workers,
         pin_memory=pin_memory,

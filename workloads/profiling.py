@@ -10,7 +10,6 @@ them on CPU as well. torch.profiler adds its own `ProfilerStep#N` ranges in the 
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,19 +126,3 @@ class CudaProfilerWindow:
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()  # type: ignore[no-untyped-call]  # untyped in torch
             self.active = False
-
-
-def rank_from_env() -> tuple[int, int, int]:
-    """(rank, local rank, world size) from torchrun's or SLURM's variables; (0, 0, 1) alone."""
-
-    def first(*names: str, default: int) -> int:
-        for name in names:
-            value = os.environ.get(name)
-            if value is not None and value.strip().isdigit():
-                return int(value)
-        return default
-
-    rank = first("RANK", "SLURM_PROCID", default=0)
-    local = first("LOCAL_RANK", "SLURM_LOCALID", default=0)
-    world = first("WORLD_SIZE", "SLURM_NTASKS", default=1)
-    return rank, local, world

@@ -33,14 +33,19 @@ examples:
   # the seed's experiments, one flag each:
   --num-workers 4 | --offload-activations | --activation-checkpointing | --peft lora
   --precision fp32 | --precision fp16 | --fused-adam
+  --unified-memory [--um-host-touch-mb 256]   (RMM managed memory, as on a GH200)
+
+  # data parallel on 2 GPUs, rank 1 a straggler (80 ms of host work a step):
+  torchrun --nproc-per-node 2 -m workloads.sft --ddp --straggle-rank 1 --straggle-ms 80
 
 outputs (in --output, default $GH_RUN_ARTIFACTS or .):
   metrics.json (rank 0; other ranks metrics_rank<N>.json): median step time (s), tokens/s,
   peak GPU memory (bytes; null on CPU), final loss, the config.
   --torch-profile DIR (or $GH_RUN_TORCH_PROFILE): DIR/sft_rank<N>.pt.trace.json.gz, a Kineto
   trace of --profile-steps.
-ranges: step_<N> per step, nested data / forward / backward / optimizer (NVTX on CUDA, and
-  torch.profiler user annotations always). Rank N comes from RANK or SLURM_PROCID.
+ranges: step_<N> per step, nested data / forward / backward / optimizer (and host_snapshot)
+  (NVTX on CUDA, and torch.profiler user annotations always). Rank N comes from RANK or
+  SLURM_PROCID.
 """
 
 
@@ -62,6 +67,13 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
     return value
 
 
@@ -137,6 +149,54 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--fused-adam", action="store_true", help="AdamW(fused=True)")
     k.add_argument("--lr", type=float, default=d.lr, help="%(default)s")
 
+    um = p.add_argument_group("Unified Memory (CUDA; needs the rmm-cu13 package)")
+    um.add_argument(
+        "--unified-memory",
+        action="store_true",
+        help="before torch loads: rmm.reinitialize(pool_allocator=True, managed_memory=True) "
+        "and RMM as torch's allocator (the seed's GH200 experiment); peak memory from RMM's "
+        "statistics",
+    )
+    um.add_argument(
+        "--um-max-pool-fraction",
+        type=_fraction,
+        default=None,
+        metavar="F",
+        help="cap RMM's managed pool at F (0-1] of the GPU's free memory (default: RMM's, no "
+        "cap; oversubscribing managed memory can hang a GPU that is not a GH200)",
+    )
+    um.add_argument(
+        "--um-host-touch-mb",
+        type=_non_negative,
+        default=d.um_host_touch_mb,
+        metavar="MB",
+        help="after each step the CPU copies the first MB MiB of the parameters out of managed "
+        "memory (range host_snapshot): pages migrate to the host and back, page faults in nsys",
+    )
+
+    ddp = p.add_argument_group("data parallel (one process per device, from torchrun or srun)")
+    ddp.add_argument(
+        "--ddp",
+        action="store_true",
+        help="DistributedDataParallel over torch.distributed (NCCL on CUDA, gloo on CPU); rank "
+        "and world size from RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS, rendezvous at "
+        "MASTER_ADDR:MASTER_PORT; each rank reads its own shard",
+    )
+    ddp.add_argument(
+        "--straggle-rank",
+        type=_non_negative,
+        default=None,
+        metavar="R",
+        help="the rank that straggles on purpose (with --straggle-ms)",
+    )
+    ddp.add_argument(
+        "--straggle-ms",
+        type=float,
+        default=d.straggle_ms,
+        metavar="MS",
+        help="extra busy host work per step on --straggle-rank, inside its data phase",
+    )
+
     r = p.add_argument_group("run")
     r.add_argument("--steps", type=_positive, default=d.steps, help="training steps")
     r.add_argument(
@@ -180,7 +240,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_config(argv: Sequence[str] | None = None) -> Config:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    return config_from_args(parser, parser.parse_args(argv))
+
+
+def _check_torch_free(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """The checks that need no torch (made before the Unified-Memory bootstrap loads it)."""
+    if ns.unified_memory and ns.device == "cpu":
+        parser.error("--unified-memory needs a GPU (RMM's managed memory); drop --device cpu")
+    if ns.um_max_pool_fraction is not None and not ns.unified_memory:
+        parser.error("--um-max-pool-fraction needs --unified-memory; add it or drop the cap")
+    if ns.um_host_touch_mb and not ns.unified_memory:
+        parser.error(
+            "--um-host-touch-mb needs --unified-memory (the CPU can only read managed memory)"
+        )
+    if (ns.straggle_rank is None) != (ns.straggle_ms == 0):
+        parser.error("--straggle-rank and --straggle-ms go together; give both or neither")
+    if ns.straggle_ms < 0:
+        parser.error(f"--straggle-ms {ns.straggle_ms}: must be >= 0")
+
+
+def config_from_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Config:
+    _check_torch_free(parser, ns)
     device: DeviceKind = ns.device or ("cuda" if _cuda_available() else "cpu")
     if device == "cuda" and not _cuda_available():
         parser.error("--device cuda: no CUDA device is visible; use --device cpu")
@@ -215,6 +295,12 @@ def parse_config(argv: Sequence[str] | None = None) -> Config:
         precision=ns.precision,
         fused_adam=ns.fused_adam,
         lr=ns.lr,
+        unified_memory=ns.unified_memory,
+        um_max_pool_fraction=ns.um_max_pool_fraction,
+        um_host_touch_mb=ns.um_host_touch_mb,
+        ddp=ns.ddp,
+        straggle_rank=ns.straggle_rank,
+        straggle_ms=ns.straggle_ms,
         steps=ns.steps,
         device=device,
         seed=ns.seed,
@@ -241,7 +327,16 @@ def write_metrics(metrics: dict[str, Any], output: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cfg = parse_config(argv)
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.unified_memory:
+        _check_torch_free(parser, ns)
+        from workloads.ranks import rank_from_env
+        from workloads.um import enable_unified_memory
+
+        # before anything imports torch or touches the GPU, as the seed does
+        enable_unified_memory(rank_from_env()[1], ns.um_max_pool_fraction)
+    cfg = config_from_args(parser, ns)
     from workloads.train import run  # torch loads here, after --help and argument errors
 
     metrics = run(cfg)

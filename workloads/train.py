@@ -13,18 +13,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from workloads import distributed
 from workloads.config import Config
 from workloads.data import SyntheticInstructions, make_loader
+from workloads.distributed import DataParallel, host_work
 from workloads.lora import apply_lora
 from workloads.memory import OffloadActivations, activation_context
 from workloads.model import Decoder, lm_loss
+from workloads.peak import peak_memory
 from workloads.profiling import (
     Annotator,
     CudaProfilerWindow,
     TorchProfileWindow,
-    rank_from_env,
     step_range_name,
 )
+from workloads.ranks import rank_from_env
+from workloads.um import host_snapshot
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -38,7 +42,13 @@ class StepResult:
 class Trainer:
     """Model, optimizer and the per-step forward/backward/optimizer under the run's knobs."""
 
-    def __init__(self, cfg: Config, device: torch.device, annotator: Annotator | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        device: torch.device,
+        annotator: Annotator | None = None,
+        data_parallel: DataParallel | None = None,
+    ):
         self.cfg = cfg
         self.device = device
         self.annotator = annotator or Annotator(nvtx=False)
@@ -50,6 +60,8 @@ class Trainer:
             self.adapters = apply_lora(self.model, cfg.lora_rank, cfg.lora_alpha)
         self.model.activation_checkpointing = cfg.activation_checkpointing
         self.model.train()
+        # what forward/backward run through: DDP over the model (gradients averaged), or it
+        self.train_model = data_parallel.wrap(self.model) if data_parallel else self.model
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             trainable, lr=cfg.lr, fused=True if cfg.fused_adam else None
@@ -72,7 +84,7 @@ class Trainer:
     def forward_loss(self, input_ids: Tensor, labels: Tensor) -> Tensor:
         """Forward and loss, with saved activations where the run keeps them."""
         with self.saved, self.autocast():
-            return lm_loss(self.model(input_ids), labels)
+            return lm_loss(self.train_model(input_ids), labels)
 
     def step(self, input_ids: Tensor, labels: Tensor) -> StepResult:
         ann = self.annotator
@@ -95,6 +107,11 @@ class Trainer:
         scale = self.scaler.get_scale() if self.scaler is not None else None
         return StepResult(loss=loss.item(), grad_scale=scale)  # .item() waits for the GPU
 
+    def parameter_checksum(self) -> float:
+        """Sum of every parameter in float64: equal on every DDP rank when replicas agree."""
+        with torch.no_grad():
+            return float(sum(p.detach().double().sum().item() for p in self.model.parameters()))
+
     def parameter_counts(self) -> tuple[int, int]:
         total = sum(p.numel() for p in self.model.parameters())
         trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -115,14 +132,33 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    data_parallel = distributed.setup(cfg.ddp, rank, world, device)
+    try:
+        return _train(cfg, device, data_parallel, log)
+    finally:
+        data_parallel.close()
+
+
+def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> dict[str, Any]:
+    cuda = device.type == "cuda"
+    rank = dp.rank
     annotator = Annotator(nvtx=cuda)
-    trainer = Trainer(cfg, device, annotator)
+    trainer = Trainer(cfg, device, annotator, dp)
+    shards = dp.world_size if dp.enabled else 1
     dataset = SyntheticInstructions(
-        cfg.steps * cfg.batch_size, cfg.seq_len, cfg.vocab, seed=cfg.seed, item_cost=cfg.item_cost
+        cfg.steps * cfg.batch_size * shards,
+        cfg.seq_len,
+        cfg.vocab,
+        seed=cfg.seed,
+        item_cost=cfg.item_cost,
     )
-    loader = make_loader(dataset, cfg.batch_size, cfg.num_workers, pin_memory=cuda)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
+    loader = make_loader(
+        dataset, cfg.batch_size, cfg.num_workers, pin_memory=cuda, sampler=dp.sampler(dataset)
+    )
+    straggle_ms = cfg.straggle_ms if cfg.straggle_rank == rank else 0.0
+    touch_bytes = cfg.um_host_touch_mb * 2**20
+    peak = peak_memory(cfg, device)
+    peak.reset()
     cuda_window = CudaProfilerWindow(cfg.cuda_profiler_window, cuda)
     trace = TorchProfileWindow(
         cfg.torch_profile, cfg.profile_steps, cuda, rank, profile_memory=cfg.profile_memory
@@ -131,6 +167,7 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
     data_times: list[float] = []
     losses: list[float] = []
     offloaded_bytes: int | None = None
+    snapshot_bytes: int | None = None
     batches = iter(loader)
     with trace:
         for step in range(cfg.steps):
@@ -138,11 +175,19 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
             t0 = time.perf_counter()
             with annotator.range(step_range_name(step)):
                 with annotator.range("data"):
+                    if straggle_ms:
+                        host_work(straggle_ms)
                     batch = next(batches)
                     input_ids = batch["input_ids"].to(device, non_blocking=True)
                     labels = batch["labels"].to(device, non_blocking=True)
                 t_data = time.perf_counter()
                 result = trainer.step(input_ids, labels)
+                if touch_bytes:
+                    with annotator.range("host_snapshot"):
+                        snapshot = host_snapshot(
+                            trainer.model.parameters(), touch_bytes, managed=cfg.unified_memory
+                        )
+                        snapshot_bytes = len(snapshot)
             t_end = time.perf_counter()
             cuda_window.after_step(step)
             trace.step()
@@ -165,7 +210,8 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
         "schema_version": 1,
         "workload": "sft",
         "rank": rank,
-        "world_size": world,
+        "world_size": dp.world_size,
+        "ddp_backend": dp.backend,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
         "torch_version": torch.__version__,
@@ -174,18 +220,20 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
         "median_data_time_s": _median_after_warmup(data_times),
         "tokens_per_step": tokens_per_step,
         "tokens_per_s": tokens_per_step / median_step,
-        "peak_gpu_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
-        "peak_gpu_memory_reserved_bytes": (
-            torch.cuda.max_memory_reserved(device) if cuda else None
-        ),
+        "peak_gpu_memory_bytes": peak.allocated(),
+        "peak_gpu_memory_reserved_bytes": peak.reserved(),
+        "peak_gpu_memory_source": peak.source,
         "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "offloaded_bytes_per_step": offloaded_bytes,
+        "host_snapshot_bytes_per_step": snapshot_bytes,
+        "straggle_ms_per_step": straggle_ms,
         "final_loss": losses[-1],
         "losses": losses,
         "step_times_s": step_times,
         "data_times_s": data_times,
         "parameters": total,
         "trainable_parameters": trainable,
+        "parameter_checksum": trainer.parameter_checksum(),
         "lora_adapters": trainer.adapters,
         "trace_file": trace.path.name if trace.path is not None else None,
         "config": cfg.to_json(),
