@@ -30,8 +30,8 @@
 # spec.lock.yaml, the job's logs), OUTDIR/summary.txt. With PACK_DIR set, after each variant the
 # archive of its group (PACK_GROUPS) is rewritten there, so a run stopped midway still returns what
 # finished. Knobs (environment): PYTHON (python3), DEVICE (cuda), STEPS (10), WINDOW (6:8), UM_WINDOW (0:3),
-# ITEM_COST (28), MODEL_ARGS, VARIANTS, UM_POOL_FRACTION (0.6), HOST_TOUCH_MB (256), PACK_DIR,
-# PACK_GROUPS ("baseline workers4 offload|lora full fp32|lora_um full_um full_um_touch"),
+# ITEM_COST (28), MODEL_ARGS, VARIANTS, UM_POOL_FRACTION (0.6), HOST_TOUCH_MB (64), PACK_DIR,
+# PACK_GROUPS ("baseline workers4 offload|full_um_touch lora_um full_um|lora fp32 full"),
 # GH_RUN_COMMIT (the commit named in env.txt where the tree is no git checkout).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -44,10 +44,11 @@ WINDOW=${WINDOW:-6:8}
 UM_WINDOW=${UM_WINDOW:-0:3}
 ITEM_COST=${ITEM_COST:-28}
 MODEL_ARGS=${MODEL_ARGS:---layers 8 --hidden 2048 --heads 16 --vocab 32000 --seq-len 1024 --batch-size 8}
-VARIANTS=${VARIANTS:-baseline workers4 offload lora full fp32 lora_um full_um full_um_touch}
+VARIANTS=${VARIANTS:-baseline workers4 offload full_um_touch lora_um full_um lora fp32 full}
 UM_POOL_FRACTION=${UM_POOL_FRACTION:-0.6}
-HOST_TOUCH_MB=${HOST_TOUCH_MB:-256}
-GROUPS_SPEC=${PACK_GROUPS:-baseline workers4 offload|lora full fp32|lora_um full_um full_um_touch}
+HOST_TOUCH_MB=${HOST_TOUCH_MB:-64}
+GROUPS_SPEC=${PACK_GROUPS:-baseline workers4 offload|full_um_touch lora_um full_um|lora fp32 full}
+PACK_LIMIT=$((15 * 1024 * 1024)) # the device tool brings back files of up to 16 MiB
 read -ra variants <<<"$VARIANTS"
 export PYTHONUNBUFFERED=1 COLUMNS=160
 export GH_RUN_HOME="$OUTDIR/home" SCRATCH="$OUTDIR/scratch"
@@ -87,8 +88,12 @@ pack() { # the archive of the group that holds variant $1, rewritten from what i
     [[ $g == *" $1 "* ]] || continue
     for v in "${members[@]}"; do [[ -d $OUTDIR/$v ]] && have+=("$v"); done
     mkdir -p "$PACK_DIR"
-    tar -C "$OUTDIR" -cf - "${have[@]}" | xz -6 -T0 >"$PACK_DIR/nsys-group$((i + 1)).tar.xz.tmp" &&
-      mv "$PACK_DIR/nsys-group$((i + 1)).tar.xz.tmp" "$PACK_DIR/nsys-group$((i + 1)).tar.xz"
+    local file="$PACK_DIR/nsys-group$((i + 1)).tar.xz"
+    tar -C "$OUTDIR" -cf - "${have[@]}" | xz -6 -T0 >"$file.tmp"
+    if (($(stat -c %s "$file.tmp") > PACK_LIMIT)); then # the exports can be made again from the reports
+      tar -C "$OUTDIR" --exclude='*.sqlite' -cf - "${have[@]}" | xz -6 -T0 >"$file.tmp"
+    fi
+    mv "$file.tmp" "$file"
   done
 }
 
@@ -104,7 +109,7 @@ rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
   nsys status --environment 2>&1
   echo "== probe: --event-sample=system-wide (the seed's flag)"
   probe=$(mktemp -d)
-  timeout 90 nsys profile --event-sample=system-wide --duration=3 --force-overwrite=true \
+  timeout 40 nsys profile --event-sample=system-wide --duration=3 --force-overwrite=true \
     --output="$probe/probe" sleep 1 2>&1 | tail -n 8
   echo "probe exit: ${PIPESTATUS[0]}"
   rm -rf "$probe"
