@@ -17,11 +17,13 @@
 #   full           full SFT again (the same flags as baseline: a repeat, for the run-to-run spread)
 #   fp32           --precision fp32
 #   lora_um        LoRA on Unified Memory (RMM managed pool as torch's allocator), UM page-fault
-#                  tracing, capture window UM_WINDOW from step 0: pages move on first touch only
-#   full_um        the same for full SFT (first touch of gradients and Adam state in the window)
-#   full_um_touch  full SFT on Unified Memory, window WINDOW (steady state) plus a host snapshot of
-#                  HOST_TOUCH_MB MiB of parameters read by the CPU each step: pages migrate
-#                  device→host and back inside the window
+#                  tracing, and a host snapshot each step: the CPU reads up to HOST_TOUCH_MB MiB of
+#                  the trainable parameters (the adapters, ~4 MB): pages migrate device→host and
+#                  back inside the steady-state window
+#   full_um        the same for full SFT (trainable: every weight, so the whole HOST_TOUCH_MB)
+#   full_um_first  full SFT on Unified Memory without the snapshot, capture window UM_WINDOW from
+#                  step 0: the first touch of activations, gradients and Adam state (in steady
+#                  state, where the model fits, no page moves)
 # The managed pool is capped at UM_POOL_FRACTION of the free GPU memory: never more managed
 # memory than the card has free (no oversubscription on a lent GPU).
 #
@@ -31,8 +33,9 @@
 # archive of its group (PACK_GROUPS) is rewritten there, so a run stopped midway still returns what
 # finished. Knobs (environment): PYTHON (python3), DEVICE (cuda), STEPS (10), WINDOW (6:8), UM_WINDOW (0:3),
 # ITEM_COST (28), MODEL_ARGS, VARIANTS, UM_POOL_FRACTION (0.6), HOST_TOUCH_MB (64), PACK_DIR,
-# PACK_GROUPS ("baseline workers4 offload|full_um_touch lora_um full_um|lora fp32 full"),
-# GH_RUN_COMMIT (the commit named in env.txt where the tree is no git checkout).
+# PACK_GROUPS ("baseline workers4 offload|lora_um full_um|lora fp32|full_um_first full"),
+# GH_RUN_COMMIT (the commit named in env.txt where the tree is no git checkout), PROBE (1: try
+# --event-sample=system-wide once and note what nsys says).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -44,10 +47,10 @@ WINDOW=${WINDOW:-6:8}
 UM_WINDOW=${UM_WINDOW:-0:3}
 ITEM_COST=${ITEM_COST:-28}
 MODEL_ARGS=${MODEL_ARGS:---layers 8 --hidden 2048 --heads 16 --vocab 32000 --seq-len 1024 --batch-size 8}
-VARIANTS=${VARIANTS:-baseline workers4 offload full_um_touch lora_um full_um lora fp32 full}
+VARIANTS=${VARIANTS:-baseline workers4 offload lora_um full_um lora fp32 full_um_first full}
 UM_POOL_FRACTION=${UM_POOL_FRACTION:-0.6}
 HOST_TOUCH_MB=${HOST_TOUCH_MB:-64}
-GROUPS_SPEC=${PACK_GROUPS:-baseline workers4 offload|full_um_touch lora_um full_um|lora fp32 full}
+GROUPS_SPEC=${PACK_GROUPS:-baseline workers4 offload|lora_um full_um|lora fp32|full_um_first full}
 PACK_LIMIT=$((15 * 1024 * 1024)) # the device tool brings back files of up to 16 MiB
 read -ra variants <<<"$VARIANTS"
 export PYTHONUNBUFFERED=1 COLUMNS=160
@@ -55,6 +58,7 @@ export GH_RUN_HOME="$OUTDIR/home" SCRATCH="$OUTDIR/scratch"
 gh() { "$PYTHON" -m orchestrator "$@"; }
 
 UM_FLAGS="--unified-memory --um-max-pool-fraction $UM_POOL_FRACTION"
+TOUCH="--um-host-touch-mb $HOST_TOUCH_MB"
 UM_REPORTS="cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, um_sum"
 UM_REPORTS+=", um_total_sum, um_cpu_page_faults_sum, osrt_sum, nvtx_sum"
 variant_args() { # -> workload flags, then '|' and the capture window
@@ -64,10 +68,9 @@ variant_args() { # -> workload flags, then '|' and the capture window
     offload) echo "--num-workers 0 --precision bf16 --offload-activations|$WINDOW" ;;
     lora) echo "--num-workers 0 --precision bf16 --peft lora|$WINDOW" ;;
     fp32) echo "--num-workers 0 --precision fp32|$WINDOW" ;;
-    lora_um) echo "--num-workers 0 --precision bf16 --peft lora $UM_FLAGS|$UM_WINDOW" ;;
-    full_um) echo "--num-workers 0 --precision bf16 $UM_FLAGS|$UM_WINDOW" ;;
-    full_um_touch)
-      echo "--num-workers 0 --precision bf16 $UM_FLAGS --um-host-touch-mb $HOST_TOUCH_MB|$WINDOW" ;;
+    lora_um) echo "--num-workers 0 --precision bf16 --peft lora $UM_FLAGS $TOUCH|$WINDOW" ;;
+    full_um) echo "--num-workers 0 --precision bf16 $UM_FLAGS $TOUCH|$WINDOW" ;;
+    full_um_first) echo "--num-workers 0 --precision bf16 $UM_FLAGS|$UM_WINDOW" ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }
@@ -89,9 +92,10 @@ pack() { # the archive of the group that holds variant $1, rewritten from what i
     for v in "${members[@]}"; do [[ -d $OUTDIR/$v ]] && have+=("$v"); done
     mkdir -p "$PACK_DIR"
     local file="$PACK_DIR/nsys-group$((i + 1)).tar.xz"
-    tar -C "$OUTDIR" -cf - "${have[@]}" | xz -6 -T0 >"$file.tmp"
+    tar -C "$OUTDIR" --exclude='*.qdstrm' -cf - "${have[@]}" | xz -6 -T0 >"$file.tmp"
     if (($(stat -c %s "$file.tmp") > PACK_LIMIT)); then # the exports can be made again from the reports
-      tar -C "$OUTDIR" --exclude='*.sqlite' -cf - "${have[@]}" | xz -6 -T0 >"$file.tmp"
+      tar -C "$OUTDIR" --exclude='*.qdstrm' --exclude='*.sqlite' -cf - "${have[@]}" |
+        xz -6 -T0 >"$file.tmp"
     fi
     mv "$file.tmp" "$file"
   done
@@ -107,12 +111,14 @@ rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
   nsys --version
   echo "== nsys status --environment"
   nsys status --environment 2>&1
-  echo "== probe: --event-sample=system-wide (the seed's flag)"
-  probe=$(mktemp -d)
-  timeout 40 nsys profile --event-sample=system-wide --duration=3 --force-overwrite=true \
-    --output="$probe/probe" sleep 1 2>&1 | tail -n 8
-  echo "probe exit: ${PIPESTATUS[0]}"
-  rm -rf "$probe"
+  if [[ ${PROBE:-1} == 1 ]]; then
+    echo "== probe: --event-sample=system-wide (the seed's flag)"
+    probe=$(mktemp -d)
+    timeout 40 nsys profile --event-sample=system-wide --duration=3 --force-overwrite=true \
+      --output="$probe/probe" sleep 1 2>&1 | tail -n 8
+    echo "probe exit: ${PIPESTATUS[0]}"
+    rm -rf "$probe"
+  fi
 } >"$OUTDIR/env.txt" 2>&1
 cat "$OUTDIR/env.txt"
 

@@ -170,8 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=d.um_host_touch_mb,
         metavar="MB",
-        help="after each step the CPU copies the first MB MiB of the parameters out of managed "
-        "memory (range host_snapshot): pages migrate to the host and back, page faults in nsys",
+        help="after each step the CPU copies the first MB MiB of the trainable parameters out of "
+        "managed memory (a host-side snapshot, range host_snapshot): pages migrate to the host "
+        "and back to the GPU, with page faults in nsys",
     )
 
     ddp = p.add_argument_group("data parallel (one process per device, from torchrun or srun)")

@@ -107,6 +107,10 @@ class Trainer:
         scale = self.scaler.get_scale() if self.scaler is not None else None
         return StepResult(loss=loss.item(), grad_scale=scale)  # .item() waits for the GPU
 
+    def trainable_parameters(self) -> list[Tensor]:
+        """What the optimizer updates: every weight (full SFT) or the adapters (LoRA)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
     def parameter_checksum(self) -> float:
         """Sum of every parameter in float64: equal on every DDP rank when replicas agree."""
         with torch.no_grad():
@@ -185,7 +189,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
                 if touch_bytes:
                     with annotator.range("host_snapshot"):
                         snapshot = host_snapshot(
-                            trainer.model.parameters(), touch_bytes, managed=cfg.unified_memory
+                            trainer.trainable_parameters(), touch_bytes, managed=cfg.unified_memory
                         )
                         snapshot_bytes = len(snapshot)
             t_end = time.perf_counter()

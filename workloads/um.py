@@ -17,10 +17,10 @@ managed memory than is free can hang the card, pass a cap).
 
 Pages of managed memory move (and nsys records page faults and UM copies) only when touched
 where they do not live: first touch, oversubscription, CPU access. On a GPU where the model fits,
-a steady-state step moves nothing. `host_snapshot` copies the first N bytes of the model's
-parameters to host memory by reading their managed addresses from the CPU, as a host-side
-checkpointer on a GH200 would: the pages migrate to the host (CPU page faults), and the next
-optimizer step faults them back to the GPU.
+a steady-state step moves nothing. `host_snapshot` copies the first N bytes of the trainable
+parameters (all weights for full SFT, the adapters for LoRA) to host memory by reading their
+managed addresses from the CPU, as a host-side checkpointer on a GH200 would: the pages migrate
+to the host (CPU page faults), and the next optimizer step faults them back to the GPU.
 """
 
 from __future__ import annotations
