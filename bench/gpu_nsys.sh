@@ -24,6 +24,7 @@
 #   full_um_first  full SFT on Unified Memory without the snapshot, capture window UM_WINDOW from
 #                  step 0: the first touch of activations, gradients and Adam state (in steady
 #                  state, where the model fits, no page moves)
+#   lora_um_first  the same for LoRA (not in the default VARIANTS)
 # The managed pool is capped at UM_POOL_FRACTION of the free GPU memory: never more managed
 # memory than the card has free (no oversubscription on a lent GPU).
 #
@@ -71,6 +72,7 @@ variant_args() { # -> workload flags, then '|' and the capture window
     lora_um) echo "--num-workers 0 --precision bf16 --peft lora $UM_FLAGS $TOUCH|$WINDOW" ;;
     full_um) echo "--num-workers 0 --precision bf16 $UM_FLAGS $TOUCH|$WINDOW" ;;
     full_um_first) echo "--num-workers 0 --precision bf16 $UM_FLAGS|$UM_WINDOW" ;;
+    lora_um_first) echo "--num-workers 0 --precision bf16 --peft lora $UM_FLAGS|$UM_WINDOW" ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }

@@ -129,16 +129,13 @@ def host_snapshot(tensors: Iterable[Any], limit_bytes: int, managed: bool) -> by
         if not managed:
             raise ValueError("a host snapshot of CUDA tensors needs Unified (managed) memory")
         torch.cuda.synchronize()  # the CPU reads what the GPU last wrote
-    snapshot = bytearray(limit_bytes)
+    total = sum(t.numel() * t.element_size() for t in items)
+    snapshot = bytearray(min(limit_bytes, total))
     taken = 0
     for t in items:
-        if taken >= limit_bytes:
-            break
-        n = min(t.numel() * t.element_size(), limit_bytes - taken)
+        n = min(t.numel() * t.element_size(), len(snapshot) - taken)
         if n <= 0:
             continue
-        dest = (ctypes.c_char * n).from_buffer(snapshot, taken)
-        ctypes.memmove(dest, t.data_ptr(), n)
+        ctypes.memmove((ctypes.c_char * n).from_buffer(snapshot, taken), t.data_ptr(), n)
         taken += n
-    del snapshot[taken:]
     return snapshot
