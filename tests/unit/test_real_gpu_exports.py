@@ -1,0 +1,239 @@
+"""Real recordings of the reference workload on GPUs, read through gh-run's public analysis API.
+
+tests/data/nsys_h100/: `nsys export` files of the seed's variants recorded by Nsight Systems
+2023.4.4 on an H100 through gh-run itself (bench/gpu_nsys.sh); tests/data/ddp_h200/: the workload
+data-parallel on two H200s (bench/gpu_ddp.sh), Kineto traces per rank and nsys reports per rank.
+How each was made: the README.md in each folder. The tests assert the seed's readings where the
+present readers compute them, and pin the table facts a later reader needs (raw SQL on the
+exports, never gh-run's internals); docs/seed-readings.md lists both.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis import RankMetrics, analyze_paths, compare, headline
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+H100 = DATA / "nsys_h100"
+DDP = DATA / "ddp_h200"
+H100_VARIANTS = ("baseline", "workers4", "offload", "lora_um", "full_um", "full_um_first")
+UM_STEADY = ("lora_um", "full_um")
+
+
+def export(variant: str) -> Path:
+    return H100 / variant / f"{variant}.sqlite"
+
+
+def rank0(variant: str) -> RankMetrics:
+    metrics = analyze_paths([export(variant)], label=variant)
+    assert len(metrics.ranks) == 1
+    return metrics.ranks[0]
+
+
+def workload(variant: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((H100 / variant / "metrics.json").read_text())
+    return data
+
+
+def sql(path: Path, query: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return conn.execute(query).fetchall()
+
+
+# --- every export is whole ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", H100_VARIANTS)
+def test_h100_exports_are_small_real_nsys_2023_4_with_their_capture_window(variant: str) -> None:
+    assert export(variant).stat().st_size < 3.5e6
+    metrics = analyze_paths([export(variant)])
+    (source,) = metrics.sources
+    assert source.kind == "nsys-sqlite" and source.tool_version == "2023.4.4.54"
+    r = metrics.ranks[0]
+    assert r.device_name == "NVIDIA H100 80GB HBM3"
+    assert r.activity.kernel_count > 1000 and r.activity.kernel_pct > 0
+    # the capture range is the workload's --cuda-profiler-window: exactly its steps are traced
+    start, end = workload(variant)["config"]["cuda_profiler_window"]  # type: ignore[index]
+    assert r.steps is not None and r.steps.count == end - start
+    assert {"data", "forward", "backward", "optimizer"} <= {n.name for n in r.nvtx}
+
+
+# --- the seed's readings -----------------------------------------------------------------------
+
+
+def test_workers4_has_less_gpu_idle_and_data_wait_than_workers0() -> None:
+    base, w4 = rank0("baseline"), rank0("workers4")
+    assert w4.idle_pct < base.idle_pct / 2
+    assert w4.data_wait_ns / w4.span_ns < base.data_wait_ns / base.span_ns / 10
+    assert w4.idle_gaps.max_ns < base.idle_gaps.max_ns
+    # the same kernels run either way: only the waiting changed
+    assert w4.activity.kernel_count == base.activity.kernel_count
+    table = compare(
+        [analyze_paths([export("baseline")]), analyze_paths([export("workers4")])],
+        labels=["workers 0", "workers 4"],
+    )
+    assert table.rows
+
+
+def test_offload_moves_activations_through_host_copies_and_syncs_more() -> None:
+    base, off = rank0("baseline"), rank0("offload")
+    assert off.activity.memcpy_pct > 10 * base.activity.memcpy_pct
+    by_dir = {c.direction: c for c in off.copies}
+    base_dir = {c.direction: c for c in base.copies}
+    for direction in ("HtoD", "DtoH"):
+        assert by_dir[direction].bytes > 1000 * base_dir[direction].bytes
+    assert off.sync.wall_ns / off.span_ns > base.sync.wall_ns / base.span_ns
+    assert off.offloading is True  # seen in the trace: DtoH in forward, HtoD in backward
+    autograd = {t.name: t for t in off.threads}["pt_autograd_0"]
+    assert autograd.osrt_ns > {t.name: t for t in base.threads}["pt_autograd_0"].osrt_ns
+
+
+def test_offload_lowers_peak_device_memory() -> None:
+    """The workload's own peak (torch's allocator) drops with offloading; so do the device
+    allocations nsys records (memKind 2). gh-run's nsys peak today sums every memory kind,
+    pinned host buffers too (memKind 1), which offloading adds: see docs/seed-readings.md."""
+    assert (
+        workload("offload")["peak_gpu_memory_bytes"]
+        < 0.7
+        * workload("baseline")[  # type: ignore[operator]
+            "peak_gpu_memory_bytes"
+        ]
+    )
+
+    def device_peak(variant: str, kinds: str) -> int:
+        rows = sql(
+            export(variant),
+            "SELECT bytes, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
+            f"WHERE memKind IN ({kinds}) ORDER BY start",
+        )
+        held = peak = 0
+        for nbytes, op in rows:
+            held += int(nbytes) if op == 0 else -int(nbytes)  # type: ignore[call-overload]
+            peak = max(peak, held)
+        return peak
+
+    assert device_peak("offload", "2") < 0.7 * device_peak("baseline", "2")
+    # pinned host memory: the offloaded activations vs the data loader's pinned batches
+    assert device_peak("offload", "1") > 10 * 2**30 and device_peak("baseline", "1") < 2**20
+
+
+@pytest.mark.parametrize("variant", UM_STEADY)
+def test_um_rows_are_read_and_the_um_share_is_as_documented(variant: str) -> None:
+    r = rank0(variant)
+    um = r.unified_memory
+    assert um.cpu_page_faults and um.gpu_page_faults and um.gpu_fault_groups
+    assert um.migrated_htod_bytes > 0 and um.migrated_dtoh_bytes > 0
+    # docs/metrics.md: UM migrations (memcpy kinds 11/12/13) / all memcpys and memsets, by count
+    ((um_copies,),) = sql(
+        export(variant),
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (11,12,13)",
+    )
+    ((copies,),) = sql(export(variant), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    ((memsets,),) = sql(export(variant), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    assert um.migrations == um_copies
+    assert um.share_of_memory_ops_pct == pytest.approx(100 * um_copies / (copies + memsets))  # type: ignore[operator]
+    ((faults,),) = sql(
+        export(variant), "SELECT sum(numberOfPageFaults) FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS"
+    )
+    ((cpu_faults,),) = sql(export(variant), "SELECT count(*) FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS")
+    assert (um.gpu_page_faults, um.cpu_page_faults) == (faults, cpu_faults)
+
+
+def test_um_full_sft_migrates_more_than_lora() -> None:
+    """The seed: LoRA 1.1 % of memory operations are UM, full SFT 9.8 %. Here the host snapshot
+    reads the trainable weights (all of them for full SFT, the adapters for LoRA)."""
+    lora, full = rank0("lora_um").unified_memory, rank0("full_um").unified_memory
+    assert full.share_of_memory_ops_pct > lora.share_of_memory_ops_pct
+    assert full.migrated_htod_bytes > 5 * lora.migrated_htod_bytes
+    assert headline(analyze_paths([export("full_um")]))["um_share_pct"] == pytest.approx(
+        full.share_of_memory_ops_pct
+    )
+
+
+def test_um_first_touch_faults_without_migrating() -> None:
+    """Pages first touched on the GPU fault there but copy nothing: no UM memcpy rows."""
+    um = rank0("full_um_first").unified_memory
+    assert um.gpu_page_faults and um.gpu_page_faults > 10 * (
+        rank0("full_um").unified_memory.gpu_page_faults or 0
+    )
+    assert um.migrations == 0 and um.cpu_page_faults is None  # no CPU faults: table absent
+
+
+def test_um_peak_memory_is_rmms_not_torchs() -> None:
+    for variant in UM_STEADY:
+        data = workload(variant)
+        assert str(data["peak_gpu_memory_source"]).startswith("rmm.statistics")
+        assert 0 < data["peak_gpu_memory_bytes"] < data["peak_gpu_memory_reserved_bytes"]  # type: ignore[operator]
+    # nsys sees RMM's pool as one managed allocation (memKind 4), not what torch used of it
+    ((managed,),) = sql(
+        export("full_um"),
+        "SELECT max(bytes) FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE memKind = 4",
+    )
+    assert managed == workload("full_um")["peak_gpu_memory_reserved_bytes"]
+
+
+# --- data parallel on two H200s ----------------------------------------------------------------
+
+
+def _nccl_share(r: RankMetrics) -> float:
+    nccl = sum(k.total_ns for k in r.top_kernels if k.name.startswith("ncclDevKernel_"))
+    return nccl / r.activity.kernel_ns
+
+
+@pytest.mark.parametrize("run", ["kineto", "kineto_straggler"])
+def test_ddp_kineto_traces_are_per_rank_with_distributed_info_and_nccl(run: str) -> None:
+    metrics = analyze_paths([DDP / run])
+    assert [(s.rank, s.rank_rule) for s in metrics.sources] == [
+        (0, "distributedInfo.rank"),
+        (1, "distributedInfo.rank"),
+    ]
+    assert [r.devices for r in metrics.ranks] == [[0], [1]]
+    for r in metrics.ranks:
+        assert r.device_name == "NVIDIA H200"
+        assert _nccl_share(r) > 0.05
+        assert r.workload is not None and r.workload.median_step_time_s
+
+
+def test_ddp_straggler_shows_in_data_wait_and_in_the_other_ranks_nccl_time() -> None:
+    normal = analyze_paths([DDP / "kineto"]).ranks
+    slow = analyze_paths([DDP / "kineto_straggler"]).ranks
+    # rank 1 does extra host work in its data phase ...
+    assert slow[1].data_wait_ns > 50 * max(slow[0].data_wait_ns, 1)
+    assert normal[1].data_wait_ns < 10 * max(normal[0].data_wait_ns, 1)
+    # ... so rank 0 waits for it inside the gradient all-reduce
+    assert _nccl_share(slow[0]) > 2 * _nccl_share(slow[1])
+    assert _nccl_share(slow[0]) > 2 * _nccl_share(normal[0])
+
+
+def test_ddp_nsys_reports_are_named_per_rank_and_say_their_rank_inside() -> None:
+    metrics = analyze_paths([DDP / "nsys"])
+    assert [(s.rank, s.rank_rule) for s in metrics.sources] == [(0, "file name"), (1, "file name")]
+    for rank in (0, 1):
+        ((env,),) = sql(
+            DDP / "nsys" / f"nsys.rank{rank}.sqlite",
+            "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'",
+        )
+        variables = dict(kv.split("=", 1) for kv in str(env).split(";"))
+        assert (variables["RANK"], variables["WORLD_SIZE"]) == (str(rank), "2")
+    # NCCL marks each collective with NVTX ranges of its own
+    names = {n.name for r in metrics.ranks for n in r.nvtx}
+    assert "ncclAllReduce" in names
+    assert all(r.steps is not None and r.steps.count == 2 for r in metrics.ranks)
+
+
+def test_one_nsys_report_around_torchrun_holds_both_ranks_processes() -> None:
+    path = DDP / "nsys_one_report" / "nsys_one_report.sqlite"
+    contexts = sql(path, "SELECT DISTINCT deviceId, processId FROM TARGET_INFO_CUDA_CONTEXT_INFO")
+    assert len(contexts) == 2 and len({p for _, p in contexts}) == 2
+    # nsys's own environment is the job task's, outside torchrun: it names no worker's rank
+    ((env,),) = sql(
+        path, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"
+    )
+    assert "RANK=0" in str(env).split(";") and "WORLD_SIZE=1" in str(env).split(";")
+    # today's reader sees one rank in it (issue 14: several processes should be several ranks)
+    assert len(analyze_paths([path]).ranks) == 1
