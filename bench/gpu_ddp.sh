@@ -41,17 +41,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 COLUMNS=160
 export GH_RUN_HOME="$OUTDIR/home" SCRATCH="$OUTDIR/scratch"
 gh() { "$PYTHON" -m orchestrator "$@"; }
+# shellcheck source=bench/lib/gpu_jobs.sh
+source bench/lib/gpu_jobs.sh
 TORCHRUN=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC")
 NSYS_FLAGS=("--trace=cuda,cudnn,cublas,osrt,nvtx" --cuda-memory-usage=true --force-overwrite=true)
 if [[ ${NSYS_RANGE:-cudaProfilerApi} == cudaProfilerApi ]]; then
   NSYS_FLAGS+=(--capture-range=cudaProfilerApi --capture-range-end=stop)
 fi
-
-yaml_list() { # words -> a YAML flow list of quoted strings
-  local out="" w
-  for w in "$@"; do out+="${out:+, }'${w//\'/\'\'}'"; done
-  echo "[$out]"
-}
 
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
 {
@@ -98,14 +94,9 @@ for v in "${variants[@]}"; do
   sets+=(--set "workload.command=$PYTHON" --set "workload.args=$(yaml_list "${args[@]}")")
   echo "== $v: torchrun x $NPROC: ${args[*]}"
   t0=$(date +%s)
-  gh submit jobs/canary_ddp.yaml --executor local --wait "${sets[@]}" >"$OUTDIR/$v.submit.txt" 2>&1
-  rc=$?
-  run_dir=$(gh status last --json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)[0]["run"]["run_dir"])')
-  mkdir -p "$OUTDIR/$v"
-  mv "$OUTDIR/$v.submit.txt" "$OUTDIR/$v/submit.txt"
-  if [[ -d $run_dir ]]; then
-    find "$run_dir" -maxdepth 1 -type f -exec cp {} "$OUTDIR/$v/" \;
-    cp "$run_dir"/artifacts/* "$OUTDIR/$v/" 2>/dev/null
+  run_variant jobs/canary_ddp.yaml "$OUTDIR/$v" "${sets[@]}"
+  rc=$RUN_RC
+  if [[ -d $RUN_DIR ]]; then
     for rep in "$OUTDIR/$v"/*.nsys-rep; do
       [[ -e $rep && ! -e ${rep%.nsys-rep}.sqlite ]] || continue
       nsys export --type=sqlite --force-overwrite=true --output="${rep%.nsys-rep}.sqlite" "$rep" \

@@ -57,6 +57,8 @@ read -ra variants <<<"$VARIANTS"
 export PYTHONUNBUFFERED=1 COLUMNS=160
 export GH_RUN_HOME="$OUTDIR/home" SCRATCH="$OUTDIR/scratch"
 gh() { "$PYTHON" -m orchestrator "$@"; }
+# shellcheck source=bench/lib/gpu_jobs.sh
+source bench/lib/gpu_jobs.sh
 
 UM_FLAGS="--unified-memory --um-max-pool-fraction $UM_POOL_FRACTION"
 TOUCH="--um-host-touch-mb $HOST_TOUCH_MB"
@@ -75,12 +77,6 @@ variant_args() { # -> workload flags, then '|' and the capture window
     lora_um_first) echo "--num-workers 0 --precision bf16 --peft lora $UM_FLAGS|$UM_WINDOW" ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
-}
-
-yaml_list() { # words -> a YAML flow list of quoted strings
-  local out="" w
-  for w in "$@"; do out+="${out:+, }'${w//\'/\'\'}'"; done
-  echo "[$out]"
 }
 
 pack() { # the archive of the group that holds variant $1, rewritten from what is done
@@ -141,15 +137,10 @@ for v in "${variants[@]}"; do
   fi
   echo "== $v: window $window, workload ${args[*]}"
   t0=$(date +%s)
-  gh submit jobs/canary_nsys.yaml --executor local --wait "${sets[@]}" >"$OUTDIR/$v.submit.txt" 2>&1
-  rc=$?
-  run_dir=$(gh status last --json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)[0]["run"]["run_dir"])')
-  mkdir -p "$OUTDIR/$v"
-  mv "$OUTDIR/$v.submit.txt" "$OUTDIR/$v/submit.txt"
-  if [[ -d $run_dir ]]; then
-    find "$run_dir" -maxdepth 1 -type f -exec cp {} "$OUTDIR/$v/" \;
-    cp "$run_dir"/artifacts/* "$OUTDIR/$v/" 2>/dev/null
-    gh analyze "$run_dir/artifacts" --json >"$OUTDIR/$v/analysis.json" 2>"$OUTDIR/$v/analysis.err"
+  run_variant jobs/canary_nsys.yaml "$OUTDIR/$v" "${sets[@]}"
+  rc=$RUN_RC
+  if [[ -d $RUN_DIR ]]; then
+    gh analyze "$RUN_DIR/artifacts" --json >"$OUTDIR/$v/analysis.json" 2>"$OUTDIR/$v/analysis.err"
   fi
   echo "   exit $rc in $(($(date +%s) - t0)) s; files: $(find "$OUTDIR/$v" -type f -printf '%f ')"
   tail -n 3 "$OUTDIR/$v/submit.txt"
