@@ -134,6 +134,9 @@ def _environment(search_path: tuple[str, ...]) -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(list(search_path))
     env = jinja2.Environment(
         loader=loader,
+        # Compiling the templates costs more than the rest of `gh-run render`: keep the compiled
+        # code between processes (Jinja's per-user cache folder, keyed by the template's source).
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

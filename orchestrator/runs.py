@@ -1,6 +1,9 @@
 """The life of a run: prepare (load + validate), submit (intent first), refresh, collect.
 
 The CLI calls these; campaigns and tests call them too. Nothing here prints.
+
+Specs, clusters, templates and artifacts (Pydantic, Jinja, YAML) are imported by the functions
+that use them: `gh-run status` and `logs` go through this module too, and must not pay for them.
 """
 
 from __future__ import annotations
@@ -14,27 +17,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import yaml
-
-from orchestrator import artifacts, retry
-from orchestrator.cluster import (
-    Cluster,
-    Partition,
-    find_cluster_file,
-    load_cluster,
-    validate_job,
-)
-from orchestrator.container import check_image
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
-from orchestrator.render import RenderedJob, partition_template, render_job
-from orchestrator.spec import SBATCH_VALUE_RE, JobSpec, load_spec
-from orchestrator.store import INTENT, RETRYING, SUBMIT_FAILED, Run, Store, is_terminal
-from orchestrator.yamlio import display_path
+from orchestrator.store import (
+    INTENT,
+    RETRYING,
+    SUBMIT_FAILED,
+    Run,
+    Store,
+    exit_code_worth_showing,
+    is_terminal,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts import Manifest
+    from orchestrator.cluster import Cluster, Partition
+    from orchestrator.render import RenderedJob
+    from orchestrator.spec import JobSpec
 
 ExecutorKind = Literal["auto", "local", "slurm"]
 
@@ -51,6 +54,11 @@ class Prepared:
 
 
 def prepare(spec_path: Path, overrides: Sequence[str] = (), cluster: str | None = None) -> Prepared:
+    from orchestrator.cluster import find_cluster_file, load_cluster, validate_job
+    from orchestrator.render import partition_template
+    from orchestrator.spec import load_spec
+    from orchestrator.yamlio import display_path
+
     spec = load_spec(spec_path, list(overrides))
     if cluster:
         spec.cluster = cluster
@@ -82,6 +90,8 @@ def runs_root(cluster: Cluster, home: Path) -> Path:
 
 
 def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
+    from orchestrator.spec import SBATCH_VALUE_RE
+
     path = runs_root(cluster, home) / run_id
     if not SBATCH_VALUE_RE.match(str(path)):
         raise UserError(
@@ -104,6 +114,8 @@ def executor_for(run: Run, warn: Warn | None = None) -> Executor:
 
 
 def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -> RenderedJob:
+    from orchestrator.render import render_job
+
     return render_job(
         prep.spec,
         prep.cluster,
@@ -117,6 +129,8 @@ def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -
 
 def write_run_folder(run_dir: Path, rendered: RenderedJob, spec: JobSpec) -> Path:
     """job.sbatch + spec.lock.yaml in a user-only folder; returns the script path."""
+    import yaml
+
     run_dir.mkdir(parents=True, exist_ok=False, mode=0o700)
     os.chmod(run_dir, 0o700)
     (run_dir / "artifacts").mkdir(mode=0o700)
@@ -135,6 +149,8 @@ def check_submit_host(spec: JobSpec, where: str) -> None:
     """What only the submitting machine can tell, checked before anything is written: a local
     container image exists (render works without it; submit does not), and every secret named
     in `workload.secret_env` is set here."""
+    from orchestrator.container import check_image
+
     check_image(spec.container, where)
     missing = [n for n in spec.workload.secret_env if n not in os.environ]
     if missing:
@@ -155,6 +171,8 @@ def submit(
     run_id: str | None = None,
 ) -> Run:
     """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
+    from orchestrator.yamlio import display_path
+
     check_submit_host(prep.spec, display_path(prep.spec_path) if prep.spec_path else prep.spec.name)
     fixed_id = run_id is not None
     for _ in range(5):
@@ -208,6 +226,8 @@ def submit(
 
 
 def spec_of(run: Run) -> JobSpec:
+    from orchestrator.spec import JobSpec
+
     return JobSpec.model_validate_json(run.spec_json)
 
 
@@ -228,7 +248,8 @@ def apply_status(store: Store, run: Run, status: JobStatus) -> Run:
         if status.signal:
             reason = f"killed by signal {status.signal}" + (f"; {reason}" if reason else "")
         fields["reason"] = reason
-        detail = f"exit code {status.exit_code}" if status.exit_code is not None else detail
+        code = exit_code_worth_showing(state, status.exit_code)
+        detail = f"exit code {code}" if code is not None else detail
         if reason:
             detail = f"{detail}; {reason}" if detail else reason
     return store.update_run(run.run_id, event=detail, **fields)
@@ -252,6 +273,8 @@ def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list
 
 def _apply_with_retry(store: Store, run: Run, status: JobStatus, ex: Executor) -> Run:
     """apply_status, then the spec's retry policy (orchestrator/retry.py) for this end state."""
+    from orchestrator import retry
+
     if run.state == RETRYING:
         return run
     policy = spec_of(run).retries
@@ -339,7 +362,9 @@ def resubmit(store: Store, run: Run, detail: str) -> Run:
     )
 
 
-def collect(store: Store, run: Run, home: Path) -> artifacts.Manifest:
+def collect(store: Store, run: Run, home: Path) -> Manifest:
+    from orchestrator import artifacts
+
     if not run.terminal:
         raise UserError(
             f"run {run.run_id} is {run.state}: artifacts are collected once it has ended; "
@@ -475,6 +500,8 @@ def _job_num(job_id: str | None) -> int:
 
 def analysis_inputs(store: Store, home: Path, ref: str) -> list[Path]:
     """The folder holding a run's traces: its collected copy, else its run folder."""
+    from orchestrator import artifacts
+
     try:
         run = store.find_run(ref)
     except UserError:

@@ -8,19 +8,17 @@ be found by its name and repaired (see executors.slurm.repair_intents).
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
-from orchestrator.base import Strict
 from orchestrator.errors import RuntimeFailure, UserError
 
 SCHEMA = """
@@ -144,7 +142,20 @@ def is_terminal(state: str) -> bool:
     return state.split()[0] in TERMINAL
 
 
-class Run(Strict):
+def exit_code_worth_showing(state: str, code: int | None) -> int | None:
+    """The exit code to show for a run in `state`: a 0 says nothing of a job that did not
+    complete (SLURM records 0:15 for a job scancel stopped), so only COMPLETED shows a 0."""
+    if code is None or (code == 0 and state != "COMPLETED"):
+        return None
+    return code
+
+
+# The rows of the store are plain dataclasses, not Pydantic models: they are read back from
+# gh-run's own database (never from user input), and `gh-run status`/`logs` must answer without
+# paying Pydantic's import (several times a bare Python's start-up; see bench/bench_cli.py).
+# Like the contracts, they refuse unknown fields (a TypeError from the constructor).
+@dataclass(kw_only=True)
+class Run:
     run_id: str
     name: str
     job_name: str
@@ -161,7 +172,7 @@ class Run(Strict):
     attempt: int = 0
     campaign_id: str | None = None
     variant: str | None = None
-    created_at: float = Field(default_factory=time.time)
+    created_at: float = field(default_factory=time.time)
     submitted_at: float | None = None
     ended_at: float | None = None
     collected_at: float | None = None
@@ -171,20 +182,30 @@ class Run(Strict):
         return is_terminal(self.state)
 
 
-class Event(Strict):
+@dataclass(kw_only=True)
+class Event:
     run_id: str
     ts: float
     state: str
     detail: str | None
 
 
-class ArtifactRecord(Strict):
+@dataclass(kw_only=True)
+class ArtifactRecord:
     run_id: str
     relpath: str
     size: int
     sha256: str
     source: str
     collected_at: float
+
+
+RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(Run))
+
+
+def as_dict(row: Any) -> dict[str, Any]:
+    """A store record as a plain dict (JSON-ready: the fields are str, int, float or None)."""
+    return dataclasses.asdict(row)
 
 
 def iso(ts: float | None) -> str:
@@ -248,7 +269,7 @@ class Store:
 
     # -- runs -------------------------------------------------------------------------------
     def add_run(self, run: Run, detail: str = "intent written before submission") -> None:
-        data = run.model_dump()
+        data = as_dict(run)
         cols = ", ".join(data)
         marks = ", ".join(f":{k}" for k in data)
         with self.tx() as db:
@@ -262,7 +283,7 @@ class Store:
         """Many intent rows in one transaction (a campaign's plan)."""
         if not runs:
             return
-        data = [r.model_dump() for r in runs]
+        data = [as_dict(r) for r in runs]
         cols = ", ".join(data[0])
         marks = ", ".join(f":{k}" for k in data[0])
         with self.tx() as db:
@@ -274,7 +295,7 @@ class Store:
 
     def update_run(self, run_id: str, *, event: str | None = None, **fields: Any) -> Run:
         """Update fields; when the state changes, an event is recorded in the same transaction."""
-        allowed = set(Run.model_fields) - {"run_id"}
+        allowed = RUN_FIELDS - {"run_id"}
         bad = set(fields) - allowed
         if bad:
             raise ValueError(f"unknown run fields: {sorted(bad)}")
@@ -303,7 +324,7 @@ class Store:
         Two gh-run processes refreshing the same run must not both act on it (e.g. both
         resubmit a retry): the one whose expectation no longer holds gets None.
         """
-        allowed = set(Run.model_fields) - {"run_id"}
+        allowed = RUN_FIELDS - {"run_id"}
         bad = (set(fields) | set(expect)) - allowed
         if bad:
             raise ValueError(f"unknown run fields: {sorted(bad)}")
@@ -389,7 +410,7 @@ class Store:
             db.executemany(
                 "INSERT OR REPLACE INTO artifacts (run_id, relpath, size, sha256, source, "
                 "collected_at) VALUES (:run_id, :relpath, :size, :sha256, :source, :collected_at)",
-                [r.model_dump() for r in records],
+                [as_dict(r) for r in records],
             )
             db.execute("UPDATE runs SET collected_at = ? WHERE run_id = ?", (when, run_id))
             db.execute(
@@ -434,7 +455,7 @@ class Store:
     def dump_run(self, run_id: str) -> dict[str, Any]:
         run = self.get_run(run_id)
         return {
-            "run": json.loads(run.model_dump_json()),
-            "events": [e.model_dump() for e in self.events(run_id)],
-            "artifacts": [a.model_dump() for a in self.artifacts(run_id)],
+            "run": as_dict(run),
+            "events": [as_dict(e) for e in self.events(run_id)],
+            "artifacts": [as_dict(a) for a in self.artifacts(run_id)],
         }

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.base import Strict
 from orchestrator.errors import UserError
-from orchestrator.store import Run, Store
+from orchestrator.store import Run, Store, as_dict
 
 # Campaign states.
 PLANNED = "PLANNED"  # plan in the store, submissions under way
@@ -74,7 +74,7 @@ def write_plan(
     runs: list[Run],
 ) -> None:
     """The whole plan, every run as an INTENT row, in one transaction."""
-    run_rows = [r.model_dump() for r in runs]
+    run_rows = [as_dict(r) for r in runs]
     cols = ", ".join(run_rows[0])
     marks = ", ".join(f":{k}" for k in run_rows[0])
     with store.tx() as db:

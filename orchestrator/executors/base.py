@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import glob
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.base import Strict
 from orchestrator.store import Run
 
 Warn = Callable[[str], None]
 
 
-class JobStatus(Strict):
-    """What the executor knows of one job now."""
+@dataclass(frozen=True, kw_only=True)
+class JobStatus:
+    """What the executor knows of one job now (a plain record, like the store's rows)."""
 
     state: str
     exit_code: int | None = None
@@ -37,8 +39,21 @@ class Executor(ABC):
     @abstractmethod
     def cancel(self, run: Run) -> None: ...
 
-    def log_paths(self, run: Run) -> tuple[Path, Path]:
-        """stdout and stderr of the batch step / rank 0 (submitit's naming)."""
-        folder = Path(run.run_dir)
-        jid = run.job_id or "unknown"
-        return folder / f"{jid}_0_log.out", folder / f"{jid}_0_log.err"
+    def log_stem(self, run: Run) -> str:
+        """What a run's log names start with: the job id (submitit's naming)."""
+        return run.job_id or "unknown"
+
+    def log_paths(self, run: Run, rank: int = 0) -> tuple[Path, Path]:
+        """stdout and stderr of task `rank`; rank 0's also hold the batch step's output."""
+        folder, stem = Path(run.run_dir), self.log_stem(run)
+        return folder / f"{stem}_{rank}_log.out", folder / f"{stem}_{rank}_log.err"
+
+    def ranks_with_logs(self, run: Run) -> list[int]:
+        """The ranks whose stdout log exists in the run folder."""
+        stem = self.log_stem(run)
+        ranks = []
+        for path in Path(run.run_dir).glob(f"{glob.escape(stem)}_*_log.out"):
+            middle = path.name[len(stem) + 1 : -len("_log.out")]
+            if middle.isdigit():
+                ranks.append(int(middle))
+        return sorted(ranks)

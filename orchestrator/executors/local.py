@@ -86,9 +86,9 @@ class LocalExecutor(Executor):
         (folder / "local_pid").write_text(f"{proc.pid}\n")
         return f"local-{proc.pid}"
 
-    def log_paths(self, run: Run) -> tuple[Path, Path]:
-        folder = Path(run.run_dir)
-        return folder / "local_0_log.out", folder / "local_0_log.err"
+    def log_stem(self, run: Run) -> str:
+        # The logs are opened before the supervisor (and so the job id) exists.
+        return "local"
 
     @staticmethod
     def _pid(run: Run) -> int:
@@ -148,11 +148,11 @@ class LocalExecutor(Executor):
             )
         if rc == 0:
             return JobStatus(state="COMPLETED", exit_code=0)
+        # The code and the signal are fields of their own: a reason repeating them would be
+        # shown twice ("exit code 127 (exit code 127)").
         if rc > 128:
-            return JobStatus(
-                state="FAILED", exit_code=rc, signal=rc - 128, reason=f"killed by signal {rc - 128}"
-            )
-        return JobStatus(state="FAILED", exit_code=rc, reason=f"exit code {rc}")
+            return JobStatus(state="FAILED", exit_code=rc, signal=rc - 128)
+        return JobStatus(state="FAILED", exit_code=rc)
 
     def cancel(self, run: Run) -> None:
         """SIGTERM to the supervisor, which stops the whole job (SIGTERM, then SIGKILL after the

@@ -353,7 +353,8 @@ def test_find_by_name_without_accounting_uses_the_controller_and_says_so_once(
 ) -> None:
     """slurmdbd unreachable (a copy of slurm.conf whose AccountingStoragePort nobody listens on:
     the real sacct fails), the controller up: a queued job is still found by its name."""
-    from orchestrator.executors.slurm import SlurmExecutor, TrackedJob
+    from orchestrator.executors.slurm import SlurmExecutor
+    from orchestrator.executors.slurm_watch import TrackedJob
 
     conf = Path(os.environ["SLURM_CONF"])
     broken = tmp_path / "etc"

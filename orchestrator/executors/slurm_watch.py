@@ -1,0 +1,144 @@
+"""submitit's side of the SLURM executor: the batched sacct watcher and the tracked job.
+
+Our watcher asks sacct for more columns (ExitCode, Reason, DerivedExitCode) and, when
+accounting does not answer (slurmdbd down, accounting disabled) or does not know a job yet,
+falls back to one `squeue` call and, for jobs already gone from the queue, `scontrol show job`,
+and says so. Imported only when jobs are tracked (see `slurm.py`).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import submitit
+from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
+
+from orchestrator.errors import RuntimeFailure
+from orchestrator.executors.base import Warn
+from orchestrator.executors.slurm import SLURM_TIMEOUT_S, UNREACHABLE, slurm_env
+
+
+class GhRunWatcher(SlurmInfoWatcher):
+    """submitit's batched sacct watcher, with ExitCode/Reason and a squeue/scontrol fallback."""
+
+    def __init__(self, delay_s: int = 60) -> None:
+        super().__init__(delay_s=delay_s)
+        self.warn: Warn | None = None
+        self.fallback_reason: str | None = None
+        self.fallback_calls = 0
+        self._warned = False
+
+    def accounting_unavailable(self, why: str, consequence: str) -> None:
+        """Say once per process that sacct does not answer: tracking and name lookups may
+        each notice it first, and it is one fact."""
+        if self.warn and not self._warned:
+            self.warn(f"accounting (sacct) unavailable: {why}; {consequence}")
+            self._warned = True
+
+    def _make_command(self) -> list[str] | None:
+        cmd = super()._make_command()
+        if cmd is None:
+            return None
+        # DerivedExitCode: the worst step's code:signal (a task killed by a signal shows there).
+        cmd[2] = "JobID,State,NodeList,ExitCode,Reason,DerivedExitCode"
+        return cmd
+
+    def update(self) -> None:
+        command = self._make_command()
+        if command is None:
+            return
+        self._num_calls += 1
+        pending = {x.split("_")[0] for x in self._registered - self._finished}
+        info: dict[str, dict[str, str]] = {}
+        try:
+            res = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                env=slurm_env(),
+                timeout=SLURM_TIMEOUT_S,
+                check=False,
+            )
+            if res.returncode != 0:
+                raise OSError(
+                    res.stderr.strip().splitlines()[-1]
+                    if res.stderr.strip()
+                    else f"sacct exited {res.returncode}"
+                )
+            info = self.read_info(res.stdout)
+            self.fallback_reason = None
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.fallback_reason = f"accounting (sacct) unavailable: {exc}"
+            self.accounting_unavailable(str(exc), "falling back to squeue/scontrol")
+        # An array's elements come back as 123_4 (or 123_[5-9%2] while pending): known.
+        arrays = {k.split("_")[0] for k in info if "_" in k}
+        missing = sorted(j for j in pending if j not in info and j not in arrays)
+        if missing:
+            info.update(self._fallback(missing))
+        self._info_dict.update(info)
+        self._last_status_check = time.time()
+        for job_id in self._registered - self._finished:
+            if self.is_done(job_id, mode="cache"):
+                self._finished.add(job_id)
+
+    def _fallback(self, job_ids: list[str]) -> dict[str, dict[str, str]]:
+        """squeue for queued/running jobs; scontrol for jobs that just left the queue."""
+        self.fallback_calls += 1
+        out: dict[str, dict[str, str]] = {}
+        try:
+            res = subprocess.run(
+                ["squeue", "-h", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)],
+                capture_output=True,
+                text=True,
+                env=slurm_env(),
+                timeout=SLURM_TIMEOUT_S,
+                check=False,
+            )
+            for line in res.stdout.splitlines():
+                jid, state, nodes, reason = ([*line.split("|"), "", "", "", ""])[:4]
+                row = {"JobID": jid, "State": state, "NodeList": nodes, "Reason": reason}
+                out[jid.strip()] = row
+                if "_[" in jid:  # a pending array range, 123_[2-5%2]: one entry per element
+                    for parts in read_job_id(jid.strip()):
+                        lo, hi = int(parts[1]), int(parts[-1])
+                        out.update({f"{parts[0]}_{i}": row for i in range(lo, hi + 1)})
+        except (OSError, subprocess.TimeoutExpired):
+            return out
+        if res.returncode != 0 and UNREACHABLE.search(res.stderr) and self.fallback_reason:
+            # Neither accounting nor the controller answers: say so; callers retry with backoff.
+            raise RuntimeFailure(
+                f"neither sacct nor squeue can reach SLURM ({' '.join(res.stderr.split())})"
+            )
+        arrays = {k.split("_")[0] for k in out if "_" in k}
+        for jid in job_ids:
+            if jid in out or jid in arrays:
+                continue
+            try:
+                res = subprocess.run(
+                    ["scontrol", "show", "job", "-o", jid],
+                    capture_output=True,
+                    text=True,
+                    env=slurm_env(),
+                    timeout=SLURM_TIMEOUT_S,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
+            if res.returncode == 0 and "JobState" in fields:
+                out[jid] = {
+                    "JobID": jid,
+                    "State": fields["JobState"],
+                    "NodeList": fields.get("NodeList", ""),
+                    "ExitCode": fields.get("ExitCode", ""),
+                    "Reason": fields.get("Reason", ""),
+                }
+        return out
+
+
+class TrackedJob(submitit.SlurmJob):  # type: ignore[type-arg]
+    """A submitit SlurmJob sharing gh-run's watcher (one batched sacct for all jobs)."""
+
+    watcher = GhRunWatcher(delay_s=60)
