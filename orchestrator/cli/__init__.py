@@ -2,37 +2,136 @@
 
 Exit codes: 0 success; 1 runtime failure (cluster, job, disk); 2 bad input (spec, cluster
 file, override, argument). No tracebacks unless --debug.
+
+Commands are registered lazily: `COMMANDS` names every command, the module that defines it
+and the line `gh-run --help` shows for it, and a command's module is imported only when that
+command runs (or shows its own --help). So `gh-run --help` imports no command module, and
+`gh-run status` never imports what `analyze` or `render` need (numpy, Jinja, Pydantic...).
+A new command module `orchestrator/cli/NAME.py` defines `register(app)` (adding its commands
+or a sub-app to the Typer app it is given) and gets one line per command in `COMMANDS`.
+`tests/unit/test_cli_imports.py` checks that the two agree and what each command imports.
+
+Help is click's plain formatter (`rich_markup_mode=None`): Typer's Rich help imports Rich and
+a Markdown parser, three times a bare Python's start-up, for every `--help`.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+import typer.main
+from typer.core import TyperGroup
 
 from orchestrator import __version__
-from orchestrator.cli import jobs
 from orchestrator.cli.state import STATE
 from orchestrator.errors import GhRunError
 
+
+class Entry(NamedTuple):
+    module: str  # orchestrator.cli.<module>, which defines register(app)
+    summary: str  # the command's line in `gh-run --help` (its docstring's first sentence)
+
+
+COMMANDS: dict[str, Entry] = {
+    "render": Entry("jobs", "Print the job script exactly as `submit` would submit it."),
+    "check": Entry("jobs", "Check a job against its partition and the SLURM controller."),
+    "submit": Entry("jobs", "Submit a job; --wait tracks it to the end and collects it."),
+    "status": Entry("jobs", "Show runs and their states (refreshed in one batched query)."),
+    "logs": Entry("jobs", "Print a run's log (stdout of rank 0; --err, --rank N)."),
+    "cancel": Entry("jobs", "Cancel a run (scancel, or a signal to the local job)."),
+    "fetch": Entry("jobs", "Collect a finished run's artifacts (idempotent, verified)."),
+    "wait": Entry("jobs", "Wait for runs to end, then collect their artifacts."),
+    "analyze": Entry("analysis", "Analyse nsys SQLite exports / PyTorch-profiler traces."),
+    "compare": Entry("analysis", "Side-by-side comparison; the first run is the baseline."),
+    "report": Entry("analysis", "Write report.html (self-contained), report.md and report.json."),
+    "schema": Entry(
+        "schema", "Print the JSON Schema of a file kind (for editors: yaml-language-server, IDEs)."
+    ),
+    "partitions": Entry(
+        "partitions",
+        "Partitions of a cluster: what users may request; import a draft from live SLURM.",
+    ),
+    "campaign": Entry(
+        "campaign",
+        "Nightly profiling campaigns: a matrix of one job, as job arrays, compared with the "
+        "last good night.",
+    ),
+}
+
+
+# A click command (typer vendors click; its types are not public).
+Command = Any
+
+
+def load_module(module: str, into: MutableMapping[str, Command]) -> None:
+    """Import orchestrator.cli.<module> and add the click commands its register() defines."""
+    mod = importlib.import_module(f"orchestrator.cli.{module}")
+    sub = typer.Typer(rich_markup_mode=None, add_completion=False)
+    mod.register(sub)
+    for name, cmd in typer.main.get_group(sub).commands.items():
+        into.setdefault(name, cmd)
+
+
+class LazyCommands(MutableMapping[str, Command]):
+    """The root group's commands: every name of COMMANDS, each loaded on first lookup."""
+
+    def __init__(self, loaded: MutableMapping[str, Command]) -> None:
+        self.loaded = loaded
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self.loaded and name in COMMANDS:
+            load_module(COMMANDS[name].module, self.loaded)
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, cmd: Command) -> None:
+        self.loaded[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        del self.loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*COMMANDS, *self.loaded]))
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self.loaded))
+
+
+class LazyGroup(TyperGroup):
+    """The root group: commands from COMMANDS, imported when used; --help lists the summaries
+    without importing any command module."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = LazyCommands(self.commands)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
 app = typer.Typer(
     name="gh-run",
+    cls=LazyGroup,
     help=(
         "Run profiled LLM-training jobs on SLURM clusters of GH200 nodes.\n\n"
-        "Typical use:\n\n"
-        "  gh-run render jobs/smoke.yaml            # print the sbatch script\n\n"
-        "  gh-run submit jobs/smoke.yaml --wait     # submit, track, collect artifacts\n\n"
-        "  gh-run status                            # what ran, and how it ended\n\n"
-        "  gh-run logs last --follow                # the job's output"
+        "\b\n"
+        "Typical use:\n"
+        "  gh-run render jobs/smoke.yaml          print the sbatch script\n"
+        "  gh-run submit jobs/smoke.yaml --wait   submit, track, collect artifacts\n"
+        "  gh-run status                          what ran, and how it ended\n"
+        "  gh-run logs last --follow              the job's output\n\n"
+        "`gh-run COMMAND --help` explains a command."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )
 
 
@@ -49,7 +148,8 @@ def _root(
         typer.Option(
             "--home",
             envvar="GH_RUN_HOME",
-            help="gh-run home: state store and artifact store (default ./.gh-run).",
+            help="gh-run home: state store and artifact store (default: the nearest .gh-run "
+            "folder here or above, else the per-user one in $XDG_DATA_HOME or ~/.local/share).",
         ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
@@ -61,21 +161,14 @@ def _root(
     STATE.debug = debug
 
 
-jobs.register(app)
+def _error(text: str) -> None:
+    """`error: ...` on stderr, in red where stderr is a terminal that takes colours."""
+    from orchestrator.cli.table import paint
 
-# Command groups written in their own modules register themselves when present.
-for _mod in ("analysis", "partitions", "campaign", "schema"):
-    try:
-        _m = __import__(f"orchestrator.cli.{_mod}", fromlist=["register"])
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"orchestrator.cli.{_mod}":
-            raise
-        continue
-    _m.register(app)
+    print(f"{paint('error:', 'bold red', sys.stderr)} {text}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         rc = app(args=argv, standalone_mode=False)
         # Without standalone mode, click returns typer.Exit's code instead of exiting.
@@ -83,15 +176,18 @@ def main(argv: list[str] | None = None) -> None:
     except GhRunError as exc:
         if STATE.debug:
             raise
-        err.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True)
+        _error(exc.message)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        err.print("aborted")
+        print("aborted", file=sys.stderr)
         sys.exit(130)
     except KeyboardInterrupt:
-        err.print("interrupted: runs already submitted keep running; `gh-run status` shows them")
+        print(
+            "interrupted: runs already submitted keep running; `gh-run status` shows them",
+            file=sys.stderr,
+        )
         sys.exit(130)
     except Exception as exc:  # click usage errors carry their own exit code (2)
         # Usage errors (click's, vendored by typer) know how to show themselves; exit 2.
@@ -101,8 +197,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         if STATE.debug:
             raise
-        err.print(
-            f"[bold red]internal error:[/] {type(exc).__name__}: {exc} "
-            "(run again with --debug for the traceback)"
+        print(
+            f"internal error: {type(exc).__name__}: {exc} "
+            "(run again with --debug for the traceback)",
+            file=sys.stderr,
         )
         sys.exit(1)

@@ -11,6 +11,7 @@ that one or two ranks read well at 80 columns.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +19,7 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from orchestrator.analysis import (
@@ -29,7 +31,7 @@ from orchestrator.analysis import (
     headline,
     write_report,
 )
-from orchestrator.analysis.compare import WAIT_FUNCS
+from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.errors import UserError
 
 Resolver = Callable[[str], list[Path]]
@@ -340,6 +342,50 @@ def short_labels(args: list[str]) -> list[str]:
     return args
 
 
+def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table:
+    """The compare table: one row per metric, one column per run (the first is the baseline),
+    then the change of every other run against it (with `deltas`)."""
+    title = f"compare: deltas against {labels[0]}" if deltas else f"compare (baseline {labels[0]})"
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("metric", overflow="fold")
+    t.add_column("unit", no_wrap=True)
+    for lab in labels:
+        t.add_column(lab, justify="right", no_wrap=True)
+    if deltas:
+        for lab in labels[1:]:
+            t.add_column(f"Δ% {lab}" if len(labels) > 2 else "Δ%", justify="right", no_wrap=True)
+    group = None
+    for row in c.rows:
+        if row.group != group:
+            if group is not None:
+                t.add_section()
+            group = row.group
+            t.add_row(f"[bold]{group}[/]", *([""] * (len(t.columns) - 1)))
+        vals = [num(v) for v in row.values]
+        rel = [delta(v, row.values[0]) for v in row.values[1:]] if deltas else []
+        t.add_row(f"  {row.metric}", row.unit, *vals, *rel)
+    return t
+
+
+def column_labels(names: list[str], width: int = 12) -> list[str]:
+    """Column headers for the compared runs: their short names when two of them fit a
+    column, else A, B, C… explained by a legend (a path or a long run id as a header is cut
+    mid-word and pushes the numbers off the screen)."""
+    if len(names) <= 2 and all(len(n) <= width for n in names):
+        return names
+    return [_letters(i) for i in range(len(names))]
+
+
+def _letters(i: int) -> str:
+    """0 → A, 25 → Z, 26 → AA (spreadsheet column names)."""
+    out = ""
+    i += 1
+    while i:
+        i, rem = divmod(i - 1, 26)
+        out = chr(ord("A") + rem) + out
+    return out
+
+
 def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     """Add `analyze`, `compare` and `report` to the gh-run Typer app."""
     res = resolve or _default_resolve
@@ -354,8 +400,10 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         ],
         json_out: Annotated[bool, typer.Option("--json", help="print the Metrics as JSON")] = False,
     ) -> None:
-        """Analyse nsys SQLite exports / PyTorch-profiler traces (a run id: also store its
-        headline numbers in the state store)."""
+        """Analyse nsys SQLite exports / PyTorch-profiler traces.
+
+        A run id is analysed from its artifacts, and its headline numbers are stored
+        in the state store (for campaigns and `compare`)."""
         m = analyze_paths(paths_of(paths), label=" ".join(paths))
         if resolve is None:
             run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
@@ -376,37 +424,39 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         runs: Annotated[list[str], typer.Argument(help="two or more runs (files or folders)")],
         json_out: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
-        """Side-by-side comparison; the first run is the baseline."""
+        """Side-by-side comparison; the first run is the baseline.
+
+        Columns are headed by the runs' short names, or by A, B, C… with a legend when there
+        are more than two or their names are long; a narrow terminal leaves out the Δ%
+        columns before it squeezes a value."""
         if len(runs) < 2:
             raise typer.BadParameter("compare needs at least two runs")
-        labels = short_labels(runs)
+        names = short_labels(runs)
         ms = [analyze_paths(res(r), label=r) for r in runs]
-        c = compare(ms, labels=labels)
+        c = compare(ms, labels=names)
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
             return
-        t = Table(title=f"compare: deltas against {labels[0]}", box=box.SIMPLE_HEAD, pad_edge=False)
-        t.add_column("metric", no_wrap=True, overflow="ellipsis")
-        t.add_column("unit", no_wrap=True)
-        for lab in labels:
-            t.add_column(lab, justify="right", overflow="fold")
-        for lab in labels[1:]:
-            t.add_column(f"Δ% {lab}" if len(labels) > 2 else "Δ%", justify="right")
-        group = None
-        for row in c.rows:
-            if row.group != group:
-                if group is not None:
-                    t.add_section()
-                group = row.group
-                t.add_row(f"[bold]{group}[/]", *([""] * (2 * len(labels))))
-            vals = [num(v) for v in row.values]
-            rel = [delta(v, row.values[0]) for v in row.values[1:]]
-            t.add_row(f"  {row.metric}", row.unit, *vals, *rel)
-        Console().print(t)
+        labels = column_labels(names)
+        # Numbers are never cut: piped output is as wide as the table; in a narrow terminal
+        # the metric names wrap, not the values.
+        console = Console(width=None if sys.stdout.isatty() else 400)
+        if labels != names:  # the legend: each letter, the run's name, and what was given
+            for key, name, arg in zip(labels, names, runs, strict=True):
+                console.print(
+                    f"{key}  {name}" + (f"  ({arg})" if arg != name else ""), markup=False
+                )
+        t = comparison_table(c, labels, deltas=True)
+        natural = Measurement.get(console, console.options.update(max_width=10_000), t).maximum
+        if natural > console.width:
+            # A narrow terminal: the deltas go before any value or metric name is squeezed.
+            t = comparison_table(c, labels, deltas=False)
+            console.print("(Δ% columns left out for the terminal's width: --json shows them)")
+        console.print(t)
         for lab, m in zip(labels, ms, strict=True):
             srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}
             for s in sorted(srcs):
-                Console().print(f"peak GPU memory, {lab}: {s}")
+                console.print(f"peak GPU memory, {lab}: {s}")
 
     @app.command("report")
     def report_cmd(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -9,7 +10,6 @@ from typing import Annotated
 import typer
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from orchestrator import campaign as C
 from orchestrator.campaign import records as db
@@ -19,7 +19,9 @@ from orchestrator.campaign.finish import verdict
 from orchestrator.campaign.model import METRICS, load_campaign
 from orchestrator.campaign.results import check_pinned_baseline, history
 from orchestrator.campaign.submission import prepare_variants, resolve_executor
-from orchestrator.cli.state import STATE, err, out, warn
+from orchestrator.cli import run_view
+from orchestrator.cli.state import STATE, err_console, out, warn
+from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.errors import UserError
 from orchestrator.store import Run, iso
 from orchestrator.yamlio import display_path
@@ -46,7 +48,7 @@ def _progress_loop(cid: str, total: int, timeout: float | None) -> list[Run]:
         MofNCompleteColumn(),
         TextColumn("{task.fields[counts]}"),
         TimeElapsedColumn(),
-        console=err,
+        console=err_console(),
         transient=False,
     )
     task = progress.add_task(cid, total=total, counts="")
@@ -59,7 +61,7 @@ def _progress_loop(cid: str, total: int, timeout: float | None) -> list[Run]:
             counts=" ".join(f"{k} {v}" for k, v in c.items()),
         )
 
-    with Live(progress, console=err, refresh_per_second=4, transient=False):
+    with Live(progress, console=err_console(), refresh_per_second=4, transient=False):
         return tracking.track(store, cid, on_poll=show, warn=warn, timeout=timeout)
 
 
@@ -84,6 +86,8 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
         out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}")
     for v in r.failed:
         out.print(f"  [red]failed[/] {v.variant}: {v.state} (run {v.run_id})")
+        # What `submit --wait` shows of a failed run: its stderr's last lines.
+        run_view.print_stderr_tail(store.get_run(v.run_id), lines=5, indent="    ")
     out.print(f"  report: {outcome.paths['html']}")
     if outcome.notified:
         out.print(f"  notified: {outcome.notified}")
@@ -189,18 +193,24 @@ def status_cmd(cid: IdArg) -> None:
         + ", ".join(f"{g.job_name}={g.job_id or g.state} ({g.size})" for g in groups[:8])
         + (" …" if len(groups) > 8 else "")
     )
-    t = Table()
-    for col in ("variant", "state", "job", "exit", "run"):
-        t.add_column(col)
-    for r in runs:
-        t.add_row(
+    columns = [
+        Column("variant", keep=True),
+        Column("state", keep=True),
+        Column("job", drop=2),
+        Column("exit", right=True, drop=1),
+        Column("run", keep=True),
+    ]
+    rows: list[list[Cell]] = [
+        [
             r.variant or "-",
-            r.state,
+            (r.state, run_view.state_style(r.state)),
             r.job_id or "-",
-            str(r.exit_code) if r.exit_code is not None else "-",
+            run_view.exit_text(r),
             r.run_id,
-        )
-    out.print(t)
+        ]
+        for r in runs
+    ]
+    print_table(columns, rows)
     if rec.report_dir:
         out.print(f"report: {rec.report_dir}/campaign.html")
 
@@ -250,37 +260,67 @@ def unschedule_cmd(name: Annotated[str, typer.Argument(help="Campaign name.")]) 
 
 def list_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many campaigns.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Installed schedules and recent campaigns."""
     store = STATE.store()
     scheds = S.installed(STATE.home)
-    if scheds:
-        t = Table(title="schedules")
-        for col in ("name", "mode", "cron", "tz", "status", "file"):
-            t.add_column(col)
-        for s in scheds:
-            t.add_row(s.name, s.mode, s.cron, s.tz, S.status_of(s), s.file)
-        out.print(t)
-    else:
-        out.print("no schedules installed")
     recs = db.list_campaigns(store, limit=limit)
-    if not recs:
-        out.print("no campaigns yet; try `gh-run campaign run campaigns/canary.yaml --wait`")
+    if as_json:
+        doc = {
+            "schedules": [{**s.model_dump(), "status": S.status_of(s)} for s in scheds],
+            "campaigns": [
+                {
+                    **r.model_dump(exclude={"campaign_json"}),
+                    "variants": len(db.variants_of(store, r.campaign_id)),
+                }
+                for r in recs
+            ],
+        }
+        typer.echo(json.dumps(doc, indent=2))
         return
-    t = Table(title="campaigns")
-    for col in ("campaign", "state", "variants", "regressions", "started", "ended", "baseline"):
-        t.add_column(col)
-    for r in recs:
-        t.add_row(
-            r.campaign_id,
-            r.state,
-            str(len(db.variants_of(store, r.campaign_id))),
-            str(r.regressions) if r.regressions is not None else "-",
-            iso(r.created_at),
-            iso(r.ended_at),
-            r.baseline_id or "-",
+    if scheds:
+        print_table(
+            [
+                Column("name", keep=True),
+                Column("mode", drop=2),
+                Column("cron", drop=3),
+                Column("tz", drop=4),
+                Column("status", keep=True),
+                Column("file", drop=1),
+            ],
+            [[s.name, s.mode, s.cron, s.tz, S.status_of(s), s.file] for s in scheds],
+            title="schedules",
         )
-    out.print(t)
+    else:
+        print("no schedules installed")
+    if not recs:
+        print("no campaigns yet; try `gh-run campaign run campaigns/canary.yaml --wait`")
+        return
+    print_table(
+        [
+            Column("campaign", keep=True),
+            Column("state", keep=True),
+            Column("variants", right=True, drop=3),
+            Column("regressions", right=True, drop=4),
+            Column("started", drop=2),
+            Column("ended", drop=5),
+            Column("baseline", drop=1),
+        ],
+        [
+            [
+                r.campaign_id,
+                (r.state, run_view.state_style(r.state)),
+                str(len(db.variants_of(store, r.campaign_id))),
+                str(r.regressions) if r.regressions is not None else "-",
+                iso(r.created_at),
+                iso(r.ended_at),
+                r.baseline_id or "-",
+            ]
+            for r in recs
+        ],
+        title="campaigns",
+    )
 
 
 def history_cmd(
@@ -301,14 +341,18 @@ def history_cmd(
         raise UserError(f"no campaign named {name!r} in {store.path}; `gh-run campaign list`")
     for m in metrics:
         past = history(store, name, m, nights)
-        t = Table(title=f"{name}: {m}")
-        t.add_column("variant")
-        for rec, _ in past:
-            t.add_column(f"{iso(rec.created_at)[5:16]}\n{rec.state}", justify="right")
+        # One column per night, headed by its date and state; the oldest go first where the
+        # terminal is narrow.
+        columns = [
+            Column("variant", keep=True),
+            *(
+                Column(f"{iso(rec.created_at)[5:16]} {rec.state}", right=True, drop=len(past) - j)
+                for j, (rec, _) in enumerate(past)
+            ),
+        ]
         variants = list(dict.fromkeys(v for _, vals in past for v in vals))
-        for v in variants:
-            t.add_row(v, *(_fmt(vals.get(v)) for _, vals in past))
-        out.print(t)
+        rows = [[v, *(_fmt(vals.get(v)) for _, vals in past)] for v in variants]
+        print_table(columns, rows, title=f"{name}: {m}")
 
 
 def _fmt(value: float | None) -> str:

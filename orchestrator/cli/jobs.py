@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.live import Live
-from rich.table import Table
 
 from orchestrator import runs as R
-from orchestrator.cli.state import STATE, err, out, warn
+from orchestrator.cli import run_view
+from orchestrator.cli.state import STATE, err_console, warn
+from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import RuntimeFailure, UserError
-from orchestrator.executors.slurm import SlurmExecutor
-from orchestrator.store import Run, iso
+from orchestrator.store import Run, Store, iso
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Job spec (YAML), e.g. jobs/smoke.yaml.", show_default=False)
@@ -43,41 +46,10 @@ ExecutorOpt = Annotated[
 ]
 RunArg = Annotated[str, typer.Argument(help="Run id (or unique prefix, job id, or 'last').")]
 
-STATE_STYLE = {
-    "COMPLETED": "green",
-    "RUNNING": "cyan",
-    "PENDING": "yellow",
-    "INTENT": "yellow",
-    "FAILED": "red",
-    "TIMEOUT": "red",
-    "NODE_FAIL": "red",
-    "OUT_OF_MEMORY": "red",
-    "CANCELLED": "magenta",
-    "SUBMIT_FAILED": "red",
-}
-
 
 def _styled(state: str) -> str:
-    return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
-
-
-def _elapsed(run: Run) -> str:
-    if run.submitted_at is None:
-        return "-"
-    end = run.ended_at or time.time()
-    secs = int(end - run.submitted_at)
-    return f"{secs // 3600:d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
-
-
-def _tail(path: Path, lines: int) -> list[str]:
-    if not path.is_file():
-        return []
-    with path.open("rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - 64 * 1024))
-        text = f.read().decode("utf-8", "replace")
-    return text.splitlines()[-lines:]
+    """A state in Rich markup (for the live display of submit --wait)."""
+    return f"[{run_view.state_style(state) or 'white'}]{state}[/]"
 
 
 RunIdOpt = Annotated[
@@ -107,7 +79,9 @@ def render_cmd(
     executor: ExecutorOpt = "auto",
     run_id: RunIdOpt = None,
 ) -> None:
-    """Print the job script exactly as `submit` with the same options would submit it."""
+    """Print the job script exactly as `submit` would submit it.
+
+    With the same options (and --run-id), `submit` writes this very script, byte for byte."""
     prep = R.prepare(spec, set_ or [], cluster)
     rid = _run_id(run_id) or R.new_run_id(prep.spec.name)
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
@@ -119,7 +93,10 @@ def render_cmd(
 
 
 def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) -> None:
-    """Validate against the partition, then ask the real controller (sbatch --test-only)."""
+    """Check a job against its partition and the SLURM controller.
+
+    gh-run's own check of the partition's limits first, then the real controller's verdict
+    (sbatch --test-only) on the script `submit` would send."""
     prep = R.prepare(spec, set_ or [], cluster)
     _check(prep)
 
@@ -128,6 +105,7 @@ def _check(prep: R.Prepared) -> None:
     import tempfile
 
     from orchestrator.container import check_image
+    from orchestrator.executors.slurm import SlurmExecutor
     from orchestrator.yamlio import display_path as _where
 
     check_image(prep.spec.container, _where(prep.spec_path) if prep.spec_path else prep.spec.name)
@@ -138,16 +116,14 @@ def _check(prep: R.Prepared) -> None:
         script = Path(tmp) / "job.sbatch"
         script.write_text(rendered.script)
         ok, text = SlurmExecutor().test_only(script)
-    from rich.markup import escape
-
     from orchestrator.cluster import explain_controller
     from orchestrator.yamlio import display_path
 
     words = explain_controller(ok, text)
     if ok:
-        out.print(
-            f"[green]ok:[/] the SLURM controller accepts {escape(prep.spec.name)} on partition "
-            f"{escape(prep.partition_name)}: {escape(words)} (controller: {escape(text)})"
+        print(
+            f"{paint('ok:', 'green')} the SLURM controller accepts {prep.spec.name} on "
+            f"partition {prep.partition_name}: {words} (controller: {text})"
         )
     else:
         src = display_path(Path(prep.cluster.source)) if prep.cluster.source else "the cluster"
@@ -176,7 +152,12 @@ def submit_cmd(
     ] = None,
     run_id: RunIdOpt = None,
 ) -> None:
-    """Validate, render and submit a job; with --wait, track it and collect its artifacts."""
+    """Submit a job; --wait tracks it to the end and collects it.
+
+    The spec is validated and rendered as `render` shows it. Without --wait gh-run returns
+    once SLURM (or the local executor) has the job; with it, gh-run shows the job's state
+    until it ends, then collects its artifacts. Ctrl-C stops waiting, not the job:
+    `gh-run wait RUN` picks it up again."""
     prep = R.prepare(spec, set_ or [], cluster)
     if check:
         _check(prep)
@@ -185,18 +166,21 @@ def submit_cmd(
     store = STATE.store()
     ex = R.choose_executor(executor, warn=warn)
     run = R.submit(store, prep, ex, STATE.home, run_id=rid)
-    out.print(
-        f"submitted [bold]{run.run_id}[/] as {ex.name} job {run.job_id} "
+    print(
+        f"submitted {paint(run.run_id, 'bold')} as {ex.name} job {run.job_id} "
         f"on {prep.cluster.name}/{prep.partition_name}"
     )
-    out.print(f"  run folder: {run.run_dir}")
+    print(f"  run folder: {run.run_dir}")
     if not wait:
-        out.print(f"  follow it:  gh-run status {run.run_id}   gh-run logs {run.run_id} -f")
+        print(f"  follow it:  gh-run status {run.run_id}   gh-run logs {run.run_id} -f")
         return
     _wait_and_collect([run], timeout)
 
 
 def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
+    from rich.live import Live
+    from rich.table import Table
+
     store = STATE.store()
     start = time.time()
 
@@ -206,24 +190,35 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
             t.add_row(r.run_id, r.job_id or "-", _styled(r.state), f"{int(time.time() - start)} s")
         return t
 
-    with Live(table(runs), console=err, refresh_per_second=4, transient=True) as live:
-        final = R.wait(
-            store, runs, on_poll=lambda c: live.update(table(c)), warn=warn, timeout=timeout
+    try:
+        with Live(table(runs), console=err_console(), refresh_per_second=4, transient=True) as live:
+            final = R.wait(
+                store, runs, on_poll=lambda c: live.update(table(c)), warn=warn, timeout=timeout
+            )
+    except KeyboardInterrupt:
+        ids = " ".join(r.run_id for r in runs)
+        jobs = ", ".join(f"{r.run_id} (job {r.job_id or '-'})" for r in runs)
+        verb = "keeps" if len(runs) == 1 else "keep"
+        print(
+            f"interrupted: stopped waiting; {jobs} {verb} running. `gh-run wait {ids}` waits "
+            "again and collects the artifacts; `gh-run cancel RUN` stops a run",
+            file=sys.stderr,
         )
+        raise typer.Exit(130) from None
     failed = False
     for run in final:
         if not run.terminal:
-            out.print(
+            print(
                 f"{run.run_id}: still {run.state} after {timeout:.0f} s; "
                 f"`gh-run wait {run.run_id}` to keep waiting"
             )
             failed = True
             continue
         manifest = R.collect(store, run, STATE.home) if run.state != "SUBMIT_FAILED" else None
-        _print_end(run)
+        run_view.print_end(run)
         if manifest is not None:
             total = sum(f.size for f in manifest.files)
-            out.print(
+            print(
                 f"  collected {len(manifest.files)} files ({total} bytes, sha256 verified)"
                 f" into {STATE.home / 'artifacts' / run.run_id}"
             )
@@ -234,26 +229,16 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
         raise typer.Exit(1)
 
 
-def _print_end(run: Run) -> None:
-    code = f", exit code {run.exit_code}" if run.exit_code is not None else ""
-    why = f" ({run.reason})" if run.reason else ""
-    out.print(f"{run.run_id}: {_styled(run.state)}{code}{why} after {_elapsed(run)}")
-    if run.state not in ("COMPLETED", "PENDING", "RUNNING"):
-        ex = R.executor_for(run)
-        _, err_path = ex.log_paths(run)
-        lines = _tail(err_path, 10)
-        if lines:
-            out.print(f"  last lines of {err_path}:")
-            for line in lines:
-                out.print(f"    {line}", markup=False)
-
-
 def status_cmd(
     run: Annotated[str | None, typer.Argument(help="A run (default: the latest runs).")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs to list.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Show runs and their states (refreshed from SLURM in one batched query)."""
+    """Show runs and their states (refreshed in one batched query).
+
+    Runs that have not ended are asked about in one batched query per executor (sacct for
+    SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
+    leaves out the less important columns first, never the run id or the state."""
     store = STATE.store()
     R.repair_intents(store, warn=warn)
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
@@ -262,13 +247,45 @@ def status_cmd(
         typer.echo(json.dumps([store.dump_run(r.run_id) for r in runs], indent=2))
         return
     if run:
-        r = runs[0]
-        t = Table(show_header=False, box=None)
-        for k, v in (
+        _print_run(store, runs[0])
+        return
+    if not runs:
+        print(f"no runs yet in {store.path}; try `gh-run submit jobs/smoke.yaml --wait`")
+        return
+    columns = [
+        Column("run", keep=True),
+        Column("state", keep=True),
+        Column("exit", right=True, drop=3),
+        Column("job", drop=4),
+        Column("where", drop=5),
+        Column("submitted", drop=6),
+        Column("elapsed", right=True, drop=2),
+        Column("collected", drop=7),
+    ]
+    rows = [
+        [
+            r.run_id,
+            (r.state, run_view.state_style(r.state)),
+            run_view.exit_text(r),
+            f"{r.executor}:{r.job_id or '-'}",
+            f"{r.cluster}/{r.partition}",
+            iso(r.submitted_at),
+            run_view.elapsed(r),
+            "yes" if r.collected_at else "-",
+        ]
+        for r in runs
+    ]
+    print_table(columns, rows)
+
+
+def _print_run(store: Store, r: Run) -> None:
+    """One run: its fields, its events, and how it ended."""
+    print_fields(
+        [
             ("run", r.run_id),
             ("name", r.name),
-            ("state", _styled(r.state)),
-            ("exit code", str(r.exit_code) if r.exit_code is not None else "-"),
+            ("state", (r.state, run_view.state_style(r.state))),
+            ("exit code", run_view.exit_text(r)),
             ("reason", r.reason or "-"),
             ("job", f"{r.executor} {r.job_id or '-'}"),
             ("attempt", str(r.attempt + 1)),
@@ -276,39 +293,20 @@ def status_cmd(
             ("run folder", r.run_dir),
             ("submitted", iso(r.submitted_at)),
             ("ended", iso(r.ended_at)),
-            ("elapsed", _elapsed(r)),
+            ("elapsed", run_view.elapsed(r)),
             ("collected", iso(r.collected_at)),
-        ):
-            t.add_row(f"[bold]{k}[/]", v)
-        out.print(t)
-        ev = Table(title="events", box=None)
-        ev.add_column("time")
-        ev.add_column("state")
-        ev.add_column("detail")
-        for e in store.events(r.run_id):
-            ev.add_row(iso(e.ts), _styled(e.state), e.detail or "")
-        out.print(ev)
-        if r.terminal and r.state != "COMPLETED":
-            _print_end(r)
-        return
-    if not runs:
-        out.print(f"no runs yet in {store.path}; try `gh-run submit jobs/smoke.yaml --wait`")
-        return
-    t = Table()
-    for col in ("run", "state", "exit", "job", "where", "submitted", "elapsed", "collected"):
-        t.add_column(col)
-    for r in runs:
-        t.add_row(
-            r.run_id,
-            _styled(r.state),
-            str(r.exit_code) if r.exit_code is not None else "-",
-            f"{r.executor}:{r.job_id or '-'}",
-            f"{r.cluster}/{r.partition}",
-            iso(r.submitted_at),
-            _elapsed(r),
-            "yes" if r.collected_at else "-",
-        )
-    out.print(t)
+        ]
+    )
+    print()
+    events: list[list[Cell]] = [
+        [iso(e.ts), (e.state, run_view.state_style(e.state)), e.detail or ""]
+        for e in store.events(r.run_id)
+    ]
+    columns = [Column("time", keep=True), Column("state", keep=True), Column("detail")]
+    print_table(columns, events, title="events")
+    if r.terminal and r.state != "COMPLETED":
+        print()
+        run_view.print_end(r)
 
 
 def logs_cmd(
@@ -317,17 +315,33 @@ def logs_cmd(
         bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
     ] = False,
     stderr: Annotated[bool, typer.Option("--err", help="Show stderr instead of stdout.")] = False,
+    rank: Annotated[
+        int, typer.Option("--rank", "-r", min=0, help="Show the log of this task (rank).")
+    ] = 0,
     tail: Annotated[int, typer.Option("--tail", help="Lines from the end (0 = all).")] = 0,
 ) -> None:
-    """Print a run's log (stdout of the batch step and rank 0; --err for stderr)."""
+    """Print a run's log (stdout of rank 0; --err, --rank N).
+
+    Rank 0's log also holds the batch script's own output. Every task of a multi-node or
+    multi-task job writes its own pair of logs in the run folder; --rank N shows task N's."""
     store = STATE.store()
     r = store.find_run(run)
     ex = R.executor_for(r)
-    path = ex.log_paths(r)[1 if stderr else 0]
+    path = ex.log_paths(r, rank)[1 if stderr else 0]
+    if rank and not path.is_file() and (r.terminal or not follow):
+        have = ex.ranks_with_logs(r)
+        raise UserError(
+            f"--rank {rank}: run {r.run_id} has no log of rank {rank} ({path}); "
+            + (
+                f"it has logs of rank {', '.join(map(str, have))}"
+                if have
+                else "it has no rank logs yet (try --follow)"
+            )
+        )
     pos = 0
     if path.is_file():
         if tail:
-            lines = _tail(path, tail)
+            lines = run_view.tail(path, tail)
             typer.echo("\n".join(lines))
             pos = path.stat().st_size
         else:
@@ -348,7 +362,7 @@ def logs_cmd(
         if r.terminal:
             if path.is_file():
                 _print_from(path, pos)
-            err.print(f"-- {r.run_id} ended: {r.state}")
+            print(f"-- {r.run_id} ended: {r.state}", file=sys.stderr)
             return
         time.sleep(1.0)
 
@@ -367,23 +381,26 @@ def cancel_cmd(run: RunArg) -> None:
     store = STATE.store()
     r = R.refresh(store, [store.find_run(run)], warn=warn)[0]
     if r.terminal:
-        out.print(f"{r.run_id} already ended: {r.state}")
+        print(f"{r.run_id} already ended: {r.state}")
         return
     R.executor_for(r, warn=warn).cancel(r)
     store.update_run(r.run_id, event="cancel requested by user")
-    out.print(
+    print(
         f"cancel sent to {r.run_id} (job {r.job_id}); `gh-run status {r.run_id}` shows "
         "when it has stopped"
     )
 
 
 def fetch_cmd(run: RunArg) -> None:
-    """Collect a finished run's artifacts into the artifact store (idempotent, verified)."""
+    """Collect a finished run's artifacts (idempotent, verified).
+
+    The files are copied into the home's artifact store, each read back and checked against
+    its size and sha256."""
     store = STATE.store()
     r = R.refresh(store, [store.find_run(run)], warn=warn)[0]
     manifest = R.collect(store, r, STATE.home)
     total = sum(f.size for f in manifest.files)
-    out.print(
+    print(
         f"{r.run_id}: {len(manifest.files)} files, {total} bytes, sha256 verified, in "
         f"{STATE.home / 'artifacts' / r.run_id}"
     )
@@ -397,7 +414,9 @@ def wait_cmd(
         float | None, typer.Option(help="Stop waiting after this many seconds.")
     ] = None,
 ) -> None:
-    """Wait for runs to end, then collect their artifacts."""
+    """Wait for runs to end, then collect their artifacts.
+
+    Picks up a run that `submit --wait` stopped waiting for (Ctrl-C, --timeout)."""
     store = STATE.store()
     _wait_and_collect([store.find_run(x) for x in run], timeout)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +10,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.state import out
+from orchestrator.cli.table import Column, print_table
 from orchestrator.cluster import Cluster, Partition, load_cluster
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.yamlio import display_path
@@ -42,28 +44,39 @@ def _or_dash(items: list[str]) -> str:
 
 
 @app.command("list")
-def list_cmd(cluster: ClusterOpt = "dev") -> None:
+def list_cmd(
+    cluster: ClusterOpt = "dev",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Machine-readable output (every field).")
+    ] = False,
+) -> None:
     """One row per partition: the limits a job spec may ask for."""
     cl = load_cluster(cluster)
     src = display_path(Path(cl.source)) if cl.source else cl.name
-    t = Table(title=f"cluster {cl.name} ({src})")
-    for col in (
-        "partition",
-        "arch",
-        "max nodes",
-        "GPUs/node",
-        "CPUs/node",
-        "mem/node",
-        "max time",
-        "default time",
-        "features",
-        "container",
-    ):
-        t.add_column(col)
-    for name, p in cl.partitions.items():
-        label = f"{name} (default)" if name == cl.default_partition else name
-        t.add_row(
-            label,
+    if as_json:
+        doc = {
+            "cluster": cl.name,
+            "source": src,
+            "default_partition": cl.default_partition,
+            "partitions": {n: p.model_dump(mode="json") for n, p in cl.partitions.items()},
+        }
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    columns = [
+        Column("partition", keep=True),
+        Column("arch", drop=4),
+        Column("max nodes", right=True, drop=5),
+        Column("GPUs/node", drop=6),
+        Column("CPUs/node", right=True, drop=3),
+        Column("mem/node", drop=7),
+        Column("max time", drop=8),
+        Column("default time", drop=2),
+        Column("features", drop=1),
+        Column("container", drop=9),
+    ]
+    rows = [
+        [
+            f"{name} (default)" if name == cl.default_partition else name,
             p.arch,
             str(p.max_nodes),
             _gpus(p),
@@ -73,8 +86,10 @@ def list_cmd(cluster: ClusterOpt = "dev") -> None:
             p.default_time,
             _or_dash(p.features),
             p.container.runtime,
-        )
-    out.print(t)
+        ]
+        for name, p in cl.partitions.items()
+    ]
+    print_table(columns, rows, title=f"cluster {cl.name} ({src})")
 
 
 @app.command("show")

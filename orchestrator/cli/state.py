@@ -1,14 +1,21 @@
-"""Process-wide CLI options (set by the root callback) and shared output helpers."""
+"""Process-wide CLI options (set by the root callback) and shared output helpers.
+
+`out` and `err` are Rich consoles made on first use: commands that print through them (submit,
+campaigns, analysis) pay for Rich; `status`, `logs` and `render` never touch them.
+"""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
-from rich.console import Console
-
-from orchestrator.paths import gh_run_home
+from orchestrator.paths import Home, locate_home
 from orchestrator.store import Store
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -16,21 +23,64 @@ class CliState:
     home_override: Path | None = None
     debug: bool = False
     _store: Store | None = None
+    _home: Home | None = None
 
     @property
     def home(self) -> Path:
-        return gh_run_home(self.home_override)
+        found = locate_home(self.home_override)
+        if found != self._home:
+            self._home = found
+            text = found.note()
+            if text:
+                note(text)
+        return found.path
 
     def store(self) -> Store:
-        if self._store is None or self._store.home != self.home:
-            self._store = Store(self.home)
+        home = self.home
+        if self._store is None or self._store.home != home:
+            self._store = Store(home)
         return self._store
 
 
+class _LazyConsole:
+    """A rich Console built (and Rich imported) on first use."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def real(self) -> Console:
+        """The Console itself (for Rich's Live and Progress, which need the object)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
 STATE = CliState()
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = _LazyConsole(highlight=False, soft_wrap=True)
+_err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
+out = cast("Console", _out)
+err = cast("Console", _err)
+
+
+def err_console() -> Console:
+    """The stderr Console as an object (Live displays and progress bars take it)."""
+    return _err.real()
+
+
+def note(message: str) -> None:
+    """A line on stderr that is information, not a warning (dim on a terminal)."""
+    from orchestrator.cli.table import paint
+
+    print(paint(message, "dim", sys.stderr), file=sys.stderr)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {message}")
+    from orchestrator.cli.table import paint
+
+    print(f"{paint('warning:', 'yellow', sys.stderr)} {message}", file=sys.stderr)

@@ -129,6 +129,10 @@ def test_cancel_gives_cancelled(dev_cluster, cli, gh_home: Path) -> None:  # typ
     run = Store(gh_home).get_run(run.run_id)
     assert run.state == "CANCELLED", done.text
     assert not _squeue_names(run.job_name)
+    # SLURM records a cancelled job's exit code as 0 (0:15): it says nothing, so none is shown.
+    assert f"{run.run_id}: CANCELLED" in done.out and "exit code 0" not in done.out, done.out
+    shown = cli("status", run.run_id).out
+    assert "exit code 0" not in shown and "CANCELLED" in shown, shown
 
 
 def test_time_limit_gives_timeout(dev_cluster, cli, gh_home: Path) -> None:  # type: ignore[no-untyped-def]

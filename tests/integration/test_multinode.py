@@ -98,6 +98,10 @@ def test_two_nodes_rendezvous(  # type: ignore[no-untyped-def]
     ranks = {int(m["rank"]): m.groupdict() for m in LINE.finditer(text)}
     world = 2 * per_node
     assert set(ranks) == set(range(world)), text
+    for rank in range(world):  # `logs --rank N` is task N's own log, and only its
+        own = cli("logs", run.run_id, "--rank", str(rank))
+        assert own.rc == 0, own.text
+        assert {int(m["rank"]) for m in LINE.finditer(own.out)} == {rank}, own.out
     hosts = _allocation(run.job_id)
     assert sorted(hosts) == ["gh1", "gh2"], hosts
     first = hosts[0]

@@ -1,0 +1,125 @@
+"""Benchmark: how fast the everyday commands answer (cold start of a fresh process).
+
+Each command runs as a user types it (the `gh-run` console script of this venv) in a
+throw-away home holding 20 ended runs; the baseline is a bare `python -c pass` of the same
+interpreter, measured in the same run and interleaved with the commands, so the ratios hold on
+a busy machine. Printed: the median wall time of each command over --repeat runs and its
+multiple of the baseline, next to the goals of issue 16 (`--help` <= 4x, `status` <= 5x,
+`render` <= 8x).
+
+Python's bytecode cache is on (PYTHONDONTWRITEBYTECODE is dropped), as on a user's machine.
+`render` is measured with `-x local` (what it imports) and with the default `-x auto`, which
+also asks `sinfo` whether a controller answers (a subprocess: its cost is SLURM's, not
+Python's). `check` needs a SLURM controller (`sbatch --test-only`); without one it is left out.
+
+Usage: .venv/bin/python bench/bench_cli.py [--repeat 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+GOALS = {"--help": 4.0, "status": 5.0, "render -x local": 8.0, "render": 8.0}
+
+
+def seed_home(home: Path) -> str:
+    """A home with 20 ended local runs (each with a log); returns the newest run id."""
+    from orchestrator.store import Run, Store
+
+    store = Store(home)
+    now = time.time()
+    rid = ""
+    for i in range(20):
+        rid = f"bench-{i:02d}-20250101-000000-abcdef"
+        run_dir = home / "runs" / rid
+        run_dir.mkdir(parents=True)
+        (run_dir / "local_0_log.out").write_text("".join(f"line {n}\n" for n in range(200)))
+        store.add_run(
+            Run(
+                run_id=rid,
+                name="bench",
+                job_name=f"gh-run-{rid}",
+                spec_path=None,
+                spec_json="{}",
+                cluster="dev",
+                partition="gh",
+                executor="local",
+                run_dir=str(run_dir),
+            )
+        )
+        store.update_run(
+            rid,
+            state="COMPLETED",
+            job_id=f"local-{1000 + i}",
+            exit_code=0,
+            submitted_at=now - 60,
+            ended_at=now,
+            event="exit code 0",
+        )
+    store.close()
+    return rid
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    res = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, check=False)
+    took = time.perf_counter() - t0
+    if res.returncode != 0:
+        sys.exit(f"{' '.join(argv)} exited {res.returncode}:\n{res.stdout!r}\n{res.stderr!r}")
+    return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=15, help="runs of each command (median)")
+    args = ap.parse_args()
+    gh_run = str(Path(sys.executable).parent / "gh-run")
+    with tempfile.TemporaryDirectory(prefix="gh-run-bench-cli-") as tmp:
+        home = Path(tmp) / "home"
+        last = seed_home(home)
+        env = {**os.environ, "GH_RUN_HOME": str(home), "NO_COLOR": "1", "COLUMNS": "120"}
+        # As installed for a user, Python caches compiled modules: a machine that sets
+        # PYTHONDONTWRITEBYTECODE would measure compiling gh-run's sources on every start.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cases: dict[str, list[str]] = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "--help": [gh_run, "--help"],
+            "--version": [gh_run, "--version"],
+            "status": [gh_run, "status"],
+            "status RUN": [gh_run, "status", last],
+            "logs RUN": [gh_run, "logs", last],
+            "render -x local": [gh_run, "render", "jobs/smoke.yaml", "-x", "local"],
+            "render": [gh_run, "render", "jobs/smoke.yaml"],
+        }
+        if shutil.which("sbatch") and shutil.which("sinfo"):
+            ok = subprocess.run(["sinfo", "-h"], capture_output=True, check=False).returncode
+            if ok == 0:
+                cases["check"] = [gh_run, "check", "jobs/smoke.yaml"]
+        times: dict[str, list[float]] = {k: [] for k in cases}
+        for argv in cases.values():  # warm the file cache once
+            timed(argv, env)
+        for _ in range(args.repeat):
+            for name, argv in cases.items():
+                times[name].append(timed(argv, env))
+    base = statistics.median(times["python -c pass"])
+    print(f"{'command':<18} {'median':>9} {'x python':>9} {'goal':>6}")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        goal = GOALS.get(name)
+        mark = "" if goal is None else f"<={goal:.0f}x" + (" ok" if med / base <= goal else " MISS")
+        print(f"{name:<18} {med * 1000:>7.1f}ms {med / base:>8.1f}x {mark:>6}")
+    print(f"({args.repeat} runs each, interleaved; python: {sys.executable})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""How a run's state and end are told: coloured state, elapsed time, the end line with its
+exit code and reason, and the tail of the job's stderr (submit --wait, status RUN, campaigns)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.cli.table import paint
+from orchestrator.store import Run, exit_code_worth_showing
+
+STATE_STYLE = {
+    "COMPLETED": "green",
+    "RUNNING": "cyan",
+    "PENDING": "yellow",
+    "INTENT": "yellow",
+    "FAILED": "red",
+    "TIMEOUT": "red",
+    "NODE_FAIL": "red",
+    "OUT_OF_MEMORY": "red",
+    "CANCELLED": "magenta",
+    "SUBMIT_FAILED": "red",
+}
+
+
+def state_style(state: str) -> str | None:
+    return STATE_STYLE.get(state)
+
+
+def elapsed(run: Run) -> str:
+    if run.submitted_at is None:
+        return "-"
+    end = run.ended_at or time.time()
+    secs = int(end - run.submitted_at)
+    return f"{secs // 3600:d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+
+
+def exit_text(run: Run) -> str:
+    code = exit_code_worth_showing(run.state, run.exit_code)
+    return "-" if code is None else str(code)
+
+
+def tail(path: Path, lines: int) -> list[str]:
+    """The last `lines` lines of a text file (read from its last 64 KiB); [] if absent."""
+    if not path.is_file():
+        return []
+    with path.open("rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - 64 * 1024))
+        text = f.read().decode("utf-8", "replace")
+    return text.splitlines()[-lines:]
+
+
+def end_line(run: Run) -> str:
+    """`RUN: STATE, exit code N (reason) after H:MM:SS`; no exit code where it says nothing."""
+    code = exit_code_worth_showing(run.state, run.exit_code)
+    said = f", exit code {code}" if code is not None else ""
+    why = f" ({run.reason})" if run.reason and run.reason != f"exit code {code}" else ""
+    state = paint(run.state, state_style(run.state))
+    return f"{run.run_id}: {state}{said}{why} after {elapsed(run)}"
+
+
+def print_stderr_tail(run: Run, lines: int = 10, indent: str = "  ") -> None:
+    """The last lines of a run's stderr (rank 0 / the batch step), if it wrote any."""
+    from orchestrator.runs import executor_for
+
+    _, err_path = executor_for(run).log_paths(run)
+    got = tail(err_path, lines)
+    if got:
+        print(f"{indent}last lines of {err_path}:")
+        for line in got:
+            print(f"{indent}  {line}")
+    sys.stdout.flush()
+
+
+def print_end(run: Run, lines: int = 10) -> None:
+    """The end line, and for a run that did not complete the tail of its stderr."""
+    print(end_line(run))
+    if run.state not in ("COMPLETED", "PENDING", "RUNNING"):
+        print_stderr_tail(run, lines)

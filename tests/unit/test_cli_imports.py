@@ -1,0 +1,162 @@
+"""Import discipline of the command line (issue 16): each command imports only what it uses.
+
+Every check runs the real CLI in a fresh interpreter and reads `sys.modules` when the command
+has finished: `--help` imports no command module and none of the heavy libraries; `status` and
+`logs` read the store without Pydantic, Jinja, YAML, Rich, numpy or submitit; `render` and
+`check` (Pydantic, Jinja, YAML: they validate and render) still leave numpy and submitit out.
+Timings are bench/bench_cli.py's business, not this file's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import COMMANDS, load_module
+from orchestrator.store import Run, Store
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = {"numpy", "submitit", "pydantic", "jinja2", "yaml", "rich", "orjson", "markdown_it"}
+# Prints the top-level packages and gh-run modules imported once the command has run.
+PROBE = """
+import json, sys
+from orchestrator.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    pass
+with open(sys.argv[1], "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+
+def modules_after(args: list[str], home: Path, tmp_path: Path, **env: str) -> set[str]:
+    report = tmp_path / "modules.json"
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE, str(report), *args],
+        cwd=REPO,
+        env={**os.environ, "GH_RUN_HOME": str(home), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert report.is_file(), res.stdout + res.stderr
+    return set(json.loads(report.read_text()))
+
+
+def top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.fixture
+def home_with_a_run(tmp_path: Path) -> tuple[Path, str]:
+    """A home with one ended local run that wrote a log (what status/logs read)."""
+    home = tmp_path / "home"
+    store = Store(home)
+    rid = "probe-20250101-000000-abcdef"
+    run_dir = home / "runs" / rid
+    run_dir.mkdir(parents=True)
+    (run_dir / "local_0_log.out").write_text("hello\n")
+    (run_dir / "local_0_log.err").write_text("oops\n")
+    store.add_run(
+        Run(
+            run_id=rid,
+            name="probe",
+            job_name=f"gh-run-{rid}",
+            spec_path=None,
+            spec_json="{}",
+            cluster="dev",
+            partition="gh",
+            executor="local",
+            run_dir=str(run_dir),
+        )
+    )
+    now = time.time()
+    store.update_run(
+        rid, state="FAILED", job_id="local-1", exit_code=3, submitted_at=now - 5, ended_at=now
+    )
+    store.close()
+    return home, rid
+
+
+def test_help_imports_no_command_module_and_no_heavy_library(
+    home_with_a_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, _ = home_with_a_run
+    mods = modules_after(["--help"], home, tmp_path)
+    assert "orchestrator.cli" in mods
+    assert not top(mods) & HEAVY, sorted(top(mods) & HEAVY)
+    loaded = {m for m in mods if m.startswith("orchestrator.cli.")}
+    assert not loaded & {f"orchestrator.cli.{e.module}" for e in COMMANDS.values()}, loaded
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status"],
+        ["status", "RUN"],
+        ["status", "--json"],
+        ["logs", "RUN"],
+        ["logs", "RUN", "--err"],
+    ],
+    ids=["status", "status-run", "status-json", "logs", "logs-err"],
+)
+def test_status_and_logs_read_the_store_without_heavy_libraries(
+    home_with_a_run: tuple[Path, str], tmp_path: Path, args: list[str]
+) -> None:
+    home, rid = home_with_a_run
+    mods = modules_after([rid if a == "RUN" else a for a in args], home, tmp_path)
+    assert "orchestrator.cli.jobs" in mods and "orchestrator.store" in mods
+    assert not top(mods) & HEAVY, sorted(top(mods) & HEAVY)
+
+
+@pytest.mark.parametrize("command", ["render", "check"])
+def test_render_and_check_leave_out_numpy_and_submitit(
+    home_with_a_run: tuple[Path, str], tmp_path: Path, command: str
+) -> None:
+    home, _ = home_with_a_run
+    # An empty slurm.conf: `check` gets the controller's refusal at once (no cluster needed).
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")
+    mods = modules_after(
+        [command, "jobs/smoke.yaml", *(["-x", "local"] if command == "render" else [])],
+        home,
+        tmp_path,
+        SLURM_CONF=str(conf),
+    )
+    assert {"pydantic", "jinja2", "yaml"} <= top(mods)  # it did validate and render
+    assert not top(mods) & {"numpy", "submitit", "orjson", "rich"}, sorted(top(mods) & HEAVY)
+    assert "orchestrator.analysis" not in mods
+
+
+def test_every_registered_command_exists_and_its_summary_is_its_help() -> None:
+    """COMMANDS (what --help lists without importing) agrees with the command modules."""
+    for name, entry in COMMANDS.items():
+        loaded: dict[str, object] = {}
+        load_module(entry.module, loaded)  # type: ignore[arg-type]
+        assert name in loaded, f"{entry.module}.register() defines no command {name!r}"
+        cmd = loaded[name]
+        first = " ".join((cmd.help or "").split("\n\n")[0].split())  # type: ignore[attr-defined]
+        assert first == entry.summary, (name, first, entry.summary)
+
+
+def test_a_mistyped_command_is_refused_with_a_suggestion(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("stauts")
+    assert res.rc == 2
+    assert "No such command 'stauts'" in res.err and "'status'" in res.err
+
+
+def test_help_lists_every_command_with_its_summary(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("--help")
+    assert res.rc == 0
+    for name, entry in COMMANDS.items():
+        line = next((x for x in res.out.splitlines() if x.strip().startswith(name + " ")), "")
+        assert line, (name, res.out)
+        assert entry.summary.split()[0] in line
