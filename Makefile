@@ -1,6 +1,6 @@
 # gh-run: the two commands that do everything on a fresh Debian machine are
-#   make demo   (install, run the smoke job on the embedded default: the local executor)
-#   make test   (install, bring up the real local SLURM test cluster, run the whole suite)
+#   make demo   (install gh-run alone, run the smoke job on the embedded default: the local executor)
+#   make test   (install everything, bring up the real local SLURM test cluster, run the whole suite)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,21 +8,46 @@ BIN := $(VENV)/bin
 # The reference workload's torch: a CPU build is enough here (CI has no GPU).
 TORCH ?= torch==2.13.0
 
-.PHONY: install deps demo test test-unit cluster-up cluster-down cluster-status lint schema bench clean
+# What each entry point installs into $(VENV) (pyproject.toml's extras), so each downloads only
+# what it uses:
+#   install-runtime  gh-run and its runtime dependencies (no torch, no test tools): make demo
+#   workload         + torch, for jobs that run the reference workload (workloads/)
+#   install          + torch and the dev tools (pytest, ruff, mypy, HTA, ...): make test, lint
+RUNTIME := $(VENV)/.installed-runtime
+WORKLOAD := $(VENV)/.installed-workload
+DEV := $(VENV)/.installed
 
-install: $(VENV)/.installed
+.PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
+	cluster-status lint schema bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+install-runtime: $(RUNTIME)
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+workload: $(WORKLOAD)
+
+$(WORKLOAD): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e '.[workload]'
+	touch $@ $(RUNTIME)
+
+install: $(DEV)
+
+$(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e '.[dev,workload]'
-	touch $@
+	touch $@ $(WORKLOAD) $(RUNTIME)
 
 deps:
 	bash scripts/system-deps.sh
 
-demo: install
+demo: install-runtime
 	$(BIN)/gh-run submit jobs/smoke.yaml --executor local --wait
 	$(BIN)/gh-run status --limit 5
 	@echo "--- what the analysis says of two real H100 traces shipped in tests/data (offload vs not):"

@@ -56,6 +56,16 @@ def _window(text: str) -> tuple[int, int]:
     return int(start), int(end)
 
 
+def default_profile_window(steps: int) -> tuple[int, int]:
+    """The Kineto window when --profile-steps is not given: steps 1 and 2 (step 0 warms up
+    caches and allocators), or as much of that as `steps` allows: 1:2 for two steps, 0:1 for
+    one."""
+    start, end = Config.profile_steps
+    if steps <= start:
+        return 0, steps
+    return start, min(end, steps)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -222,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile-steps",
         metavar="START:END",
         type=_window,
-        default=d.profile_steps,
-        help="steps START..END-1 (from 0) for --torch-profile (default 1:3)",
+        default=None,
+        help="steps START..END-1 (from 0) for --torch-profile (default 1:3, after the first "
+        "step's warm-up; with fewer --steps, the window that fits)",
     )
     prof.add_argument(
         "--profile-memory", action="store_true", help="record allocations in the Kineto trace"
@@ -270,8 +281,9 @@ def config_from_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) ->
             f"--hidden {ns.hidden} / --heads {ns.heads}: need an even head size; "
             "pick heads that divide hidden into an even number"
         )
+    profile_steps = ns.profile_steps or default_profile_window(ns.steps)
     for flag, window in (
-        ("--profile-steps", ns.profile_steps),
+        ("--profile-steps", profile_steps),
         ("--cuda-profiler-window", ns.cuda_profiler_window),
     ):
         if window is not None and not 0 <= window[0] < window[1] <= ns.steps:
@@ -307,7 +319,7 @@ def config_from_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) ->
         seed=ns.seed,
         output=output,
         torch_profile=ns.torch_profile or os.environ.get("GH_RUN_TORCH_PROFILE") or None,
-        profile_steps=ns.profile_steps,
+        profile_steps=profile_steps,
         profile_memory=ns.profile_memory,
         cuda_profiler_window=ns.cuda_profiler_window,
     )
@@ -338,7 +350,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # before anything imports torch or touches the GPU, as the seed does
         enable_unified_memory(rank_from_env()[1], ns.um_max_pool_fraction)
     cfg = config_from_args(parser, ns)
-    from workloads.train import run  # torch loads here, after --help and argument errors
+    try:
+        from workloads.train import run  # torch loads here, after --help and argument errors
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        # gh-run itself does not need torch (`make demo` leaves it out): say how to add it.
+        print(
+            f"workloads.sft: torch is not installed for {sys.executable}; `make workload` in "
+            "the gh-run checkout (or `pip install -e '.[workload]'`) installs it",
+            file=sys.stderr,
+        )
+        return 2
 
     metrics = run(cfg)
     path = write_metrics(metrics, cfg.output)

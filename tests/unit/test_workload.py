@@ -102,6 +102,25 @@ def test_bad_profile_window_is_refused(capsys: pytest.CaptureFixture[str]) -> No
     assert "--profile-steps 1:5" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("steps", "window"), [(1, (0, 1)), (2, (1, 2)), (3, (1, 3)), (10, (1, 3))])
+def test_default_profile_window_fits_the_steps(steps: int, window: tuple[int, int]) -> None:
+    """Without --profile-steps the window is 1:3 (after the warm-up step), or what fits."""
+    cfg = parse_config(["--device", "cpu", "--steps", str(steps), "--torch-profile", "/tmp/t"])
+    assert cfg.profile_steps == window
+
+
+def test_a_one_step_profiled_run_traces_that_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    args = ["--device", "cpu", "--steps", "1", "--layers", "1", "--hidden", "32", "--vocab"]
+    args += ["128", "--seq-len", "16", "--batch-size", "1", "--output", str(tmp_path)]
+    assert main([*args, "--torch-profile", str(tmp_path / "trace")]) == 0
+    events = _trace_events(tmp_path / "trace" / "sft_rank0.pt.trace.json.gz")
+    assert "step_0" in {e["name"] for e in events if e.get("cat") == "user_annotation"}
+
+
 def test_output_defaults_to_gh_run_artifacts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GH_RUN_ARTIFACTS", "/tmp/artifacts-here")
     assert parse_config(["--device", "cpu"]).output == "/tmp/artifacts-here"
