@@ -20,7 +20,11 @@ DEV := $(VENV)/.installed
 .PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
 	cluster-status lint schema bench clean
 
+# Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
+	  echo "$(PYTHON) cannot make a venv (no ensurepip): installing python3-venv"; \
+	  apt-get update -q && apt-get install -y -q python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 
 install-runtime: $(RUNTIME)

@@ -111,8 +111,8 @@ def render(
     if left_out:
         out.append(
             paint(
-                f"(left out for the terminal's width: {', '.join(left_out)}; a wider terminal, "
-                "a pipe or --json shows them)",
+                f"(left out for the terminal's width: {', '.join(left_out)}; a wider terminal "
+                "or a pipe shows them)",
                 "dim",
                 stream,
             )

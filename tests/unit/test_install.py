@@ -27,7 +27,8 @@ def make_plan(target: str, tmp_path: Path) -> list[list[str]]:
         text=True,
         check=True,
     )
-    return [shlex.split(line) for line in res.stdout.splitlines() if line.strip()]
+    text = res.stdout.replace("\\\n", " ")  # a recipe line continued with a backslash
+    return [shlex.split(line) for line in text.splitlines() if line.strip()]
 
 
 def pip_installs(plan: list[list[str]]) -> list[list[str]]:

@@ -149,7 +149,7 @@ def test_render_drops_by_priority_and_keeps_kept_columns_whole() -> None:
     assert lines[0].split() == ["run", "state"]
     assert lines[1].split() == ["r" * 20, "FAILED"]
     assert lines[2] == (
-        "(left out for the terminal's width: a, b; a wider terminal, a pipe or --json shows them)"
+        "(left out for the terminal's width: a, b; a wider terminal or a pipe shows them)"
     )
 
 
