@@ -34,39 +34,12 @@ GOALS = {"--help": 4.0, "status": 5.0, "render -x local": 8.0, "render": 8.0}
 
 def seed_home(home: Path) -> str:
     """A home with 20 ended local runs (each with a log); returns the newest run id."""
-    from orchestrator.store import Run, Store
+    from tests.fixtures.store_rows import ended_run
 
-    store = Store(home)
-    now = time.time()
     rid = ""
     for i in range(20):
         rid = f"bench-{i:02d}-20250101-000000-abcdef"
-        run_dir = home / "runs" / rid
-        run_dir.mkdir(parents=True)
-        (run_dir / "local_0_log.out").write_text("".join(f"line {n}\n" for n in range(200)))
-        store.add_run(
-            Run(
-                run_id=rid,
-                name="bench",
-                job_name=f"gh-run-{rid}",
-                spec_path=None,
-                spec_json="{}",
-                cluster="dev",
-                partition="gh",
-                executor="local",
-                run_dir=str(run_dir),
-            )
-        )
-        store.update_run(
-            rid,
-            state="COMPLETED",
-            job_id=f"local-{1000 + i}",
-            exit_code=0,
-            submitted_at=now - 60,
-            ended_at=now,
-            event="exit code 0",
-        )
-    store.close()
+        ended_run(home, rid, log="".join(f"line {n}\n" for n in range(200)))
     return rid
 
 

@@ -13,13 +13,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.cli import COMMANDS, load_module
-from orchestrator.store import Run, Store
+from tests.fixtures.store_rows import ended_run
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = {"numpy", "submitit", "pydantic", "jinja2", "yaml", "rich", "orjson", "markdown_it"}
@@ -59,30 +58,8 @@ def top(modules: set[str]) -> set[str]:
 def home_with_a_run(tmp_path: Path) -> tuple[Path, str]:
     """A home with one ended local run that wrote a log (what status/logs read)."""
     home = tmp_path / "home"
-    store = Store(home)
     rid = "probe-20250101-000000-abcdef"
-    run_dir = home / "runs" / rid
-    run_dir.mkdir(parents=True)
-    (run_dir / "local_0_log.out").write_text("hello\n")
-    (run_dir / "local_0_log.err").write_text("oops\n")
-    store.add_run(
-        Run(
-            run_id=rid,
-            name="probe",
-            job_name=f"gh-run-{rid}",
-            spec_path=None,
-            spec_json="{}",
-            cluster="dev",
-            partition="gh",
-            executor="local",
-            run_dir=str(run_dir),
-        )
-    )
-    now = time.time()
-    store.update_run(
-        rid, state="FAILED", job_id="local-1", exit_code=3, submitted_at=now - 5, ended_at=now
-    )
-    store.close()
+    ended_run(home, rid, state="FAILED", exit_code=3, log="hello\n")
     return home, rid
 
 

@@ -14,51 +14,18 @@ import pty
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from orchestrator.cli.table import Column, render
-from orchestrator.store import Run, Store
+from tests.conftest import CliResult, run_cli
+from tests.fixtures.store_rows import ended_run
 
 REPO = Path(__file__).resolve().parents[2]
 LONG_ID = "a-rather-long-job-name-for-a-sweep-20250101-000000-abcdef"
 
 
-def seed(home: Path, run_id: str = LONG_ID, state: str = "COMPLETED", code: int = 0) -> str:
-    store = Store(home)
-    run_dir = home / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    store.add_run(
-        Run(
-            run_id=run_id,
-            name=run_id.rsplit("-", 3)[0],
-            job_name=f"gh-run-{run_id}",
-            spec_path=None,
-            spec_json="{}",
-            cluster="gh200",
-            partition="gh",
-            executor="local",
-            run_dir=str(run_dir),
-        )
-    )
-    now = time.time()
-    store.update_run(
-        run_id, state=state, job_id="local-4242", exit_code=code, submitted_at=now, ended_at=now
-    )
-    store.close()
-    return run_id
-
-
-def gh_run(args: list[str], home: Path, columns: int = 40) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env={**os.environ, "GH_RUN_HOME": str(home), "COLUMNS": str(columns)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def gh_run(args: list[str], home: Path, columns: int = 40) -> CliResult:
+    return run_cli(args, home, env={"COLUMNS": str(columns)})
 
 
 def on_a_terminal(args: list[str], home: Path, columns: int) -> str:
@@ -94,10 +61,10 @@ def on_a_terminal(args: list[str], home: Path, columns: int) -> str:
 
 def test_piped_status_prints_full_values_in_aligned_columns(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    seed(home)
+    ended_run(home, LONG_ID, cluster="gh200")
     res = gh_run(["status"], home, columns=40)  # a narrow $COLUMNS does not matter to a pipe
-    assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
+    assert res.rc == 0, res.err
+    lines = res.out.splitlines()
     assert lines[0].split() == [
         "run",
         "state",
@@ -110,7 +77,7 @@ def test_piped_status_prints_full_values_in_aligned_columns(tmp_path: Path) -> N
     ]
     row = lines[1].split()
     assert row[:5] == [LONG_ID, "COMPLETED", "0", "local:local-4242", "gh200/gh"]
-    assert "\x1b[" not in res.stdout and "…" not in res.stdout
+    assert "\x1b[" not in res.out and "…" not in res.out
     # Aligned: every column starts where its header does.
     for header in ("state", "job", "where"):
         assert lines[0].index(header) == lines[1].index(row[lines[0].split().index(header)])
@@ -118,7 +85,7 @@ def test_piped_status_prints_full_values_in_aligned_columns(tmp_path: Path) -> N
 
 def test_narrow_terminal_leaves_out_columns_never_the_run_id_or_state(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    seed(home)
+    ended_run(home, LONG_ID, cluster="gh200")
     text = on_a_terminal(["status"], home, columns=72)
     plain = text.replace("\x1b[1m", "").replace("\x1b[0m", "").replace("\x1b[32m", "")
     assert LONG_ID in plain and "COMPLETED" in plain
@@ -155,39 +122,39 @@ def test_render_drops_by_priority_and_keeps_kept_columns_whole() -> None:
 
 def test_status_json_lists_every_run_in_full(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    seed(home)
+    ended_run(home, LONG_ID, cluster="gh200")
     res = gh_run(["status", "--json"], home)
-    doc = json.loads(res.stdout)
+    doc = json.loads(res.out)
     assert [d["run"]["run_id"] for d in doc] == [LONG_ID]
     assert doc[0]["run"]["state"] == "COMPLETED" and doc[0]["events"]
 
 
 def test_partitions_list_json_and_piped_table(tmp_path: Path) -> None:
     res = gh_run(["partitions", "list", "--cluster", "gh200", "--json"], tmp_path / "home")
-    doc = json.loads(res.stdout)
+    doc = json.loads(res.out)
     assert doc["cluster"] == "gh200" and doc["default_partition"] == "gh"
     assert doc["partitions"]["gh"]["cpus_per_node"] == 72
     res = gh_run(["partitions", "list", "--cluster", "gh200"], tmp_path / "home", columns=30)
-    row = next(line for line in res.stdout.splitlines() if line.startswith("gh (default)"))
+    row = next(line for line in res.out.splitlines() if line.startswith("gh (default)"))
     assert "1 (gh200, 96G)" in row and row.split()[-1] == "singularity"
 
 
 def test_campaign_list_json_on_an_empty_home(tmp_path: Path) -> None:
     res = gh_run(["campaign", "list", "--json"], tmp_path / "home")
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == {"schedules": [], "campaigns": []}
+    assert res.rc == 0, res.err
+    assert json.loads(res.out) == {"schedules": [], "campaigns": []}
 
 
 def test_compare_of_many_inputs_uses_letters_and_a_legend(tmp_path: Path) -> None:
     traces = ["baseline", "offload", "lora"]
     res = gh_run(["compare", *(f"tests/data/traces/{t}" for t in traces)], tmp_path / "home")
-    assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
+    assert res.rc == 0, res.err
+    lines = res.out.splitlines()
     for key, name in zip("ABC", traces, strict=True):
         assert f"{key}  {name}  (tests/data/traces/{name})" in lines
     header = next(line for line in lines if line.strip().startswith("metric"))
     assert header.split()[2:5] == ["A", "B", "C"] and "traces" not in header
     # Two short names stay the headers themselves.
     res = gh_run(["compare", "tests/data/traces/baseline", "tests/data/traces/lora"], tmp_path)
-    header = next(line for line in res.stdout.splitlines() if line.strip().startswith("metric"))
+    header = next(line for line in res.out.splitlines() if line.strip().startswith("metric"))
     assert header.split()[2:4] == ["baseline", "lora"]

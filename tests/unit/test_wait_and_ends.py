@@ -25,19 +25,9 @@ SMOKE = str(REPO / "jobs" / "smoke.yaml")
 def test_ctrl_c_during_wait_leaves_the_job_running_and_says_how_to_resume(
     gh_home: Path,
 ) -> None:
+    sleeper = ["submit", SMOKE, "-x", "local", "--wait", "--set", "workload.args=[-c, 'sleep 60']"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "submit",
-            SMOKE,
-            "-x",
-            "local",
-            "--wait",
-            "--set",
-            "workload.args=[-c, 'sleep 60']",
-        ],
+        [sys.executable, "-m", "orchestrator", *sleeper],
         cwd=REPO,
         env={**os.environ, "GH_RUN_HOME": str(gh_home), "NO_COLOR": "1"},
         stdout=subprocess.PIPE,

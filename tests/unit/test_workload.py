@@ -109,18 +109,6 @@ def test_default_profile_window_fits_the_steps(steps: int, window: tuple[int, in
     assert cfg.profile_steps == window
 
 
-def test_a_one_step_profiled_run_traces_that_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for var in ("RANK", "SLURM_PROCID"):
-        monkeypatch.delenv(var, raising=False)
-    args = ["--device", "cpu", "--steps", "1", "--layers", "1", "--hidden", "32", "--vocab"]
-    args += ["128", "--seq-len", "16", "--batch-size", "1", "--output", str(tmp_path)]
-    assert main([*args, "--torch-profile", str(tmp_path / "trace")]) == 0
-    events = _trace_events(tmp_path / "trace" / "sft_rank0.pt.trace.json.gz")
-    assert "step_0" in {e["name"] for e in events if e.get("cat") == "user_annotation"}
-
-
 def test_output_defaults_to_gh_run_artifacts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GH_RUN_ARTIFACTS", "/tmp/artifacts-here")
     assert parse_config(["--device", "cpu"]).output == "/tmp/artifacts-here"
@@ -315,6 +303,14 @@ def test_two_step_cpu_run_writes_metrics_and_kineto_trace(
     events = _trace_events(tmp_path / "trace" / "sft_rank0.pt.trace.json.gz")
     names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
     assert {"step_0", "step_1", *PHASES} <= names
+
+    # One step and no --profile-steps: the default window (1:3) shrinks to what fits (0:1).
+    one = [str(tmp_path / "one") if a == str(tmp_path) else a for a in args[:-2]]
+    one[one.index("--steps") + 1] = "1"
+    one[one.index("--torch-profile") + 1] = str(tmp_path / "one" / "trace")
+    assert main(one) == 0
+    events = _trace_events(tmp_path / "one" / "trace" / "sft_rank0.pt.trace.json.gz")
+    assert "step_0" in {e["name"] for e in events if e.get("cat") == "user_annotation"}
 
 
 def test_ranks_name_their_files_and_knobs_compose(
