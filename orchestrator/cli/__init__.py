@@ -34,7 +34,7 @@ from orchestrator.errors import GhRunError
 
 class Entry(NamedTuple):
     module: str  # orchestrator.cli.<module>, which defines register(app)
-    summary: str  # the command's line in `gh-run --help` (its docstring's first sentence)
+    summary: str  # its line in `gh-run --help`: the first paragraph of the command's help
 
 
 COMMANDS: dict[str, Entry] = {
