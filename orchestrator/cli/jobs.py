@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -244,6 +243,8 @@ def status_cmd(
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
     runs = R.refresh(store, runs, warn=warn)
     if as_json:
+        import json
+
         typer.echo(json.dumps([store.dump_run(r.run_id) for r in runs], indent=2))
         return
     if run:
