@@ -26,6 +26,11 @@
 #   - host-linux-x64/libssh.so.4 is Debian's symlink to a system library: the real file from
 #     bookworm's libssh-4 goes in its place (and libssh.so points at it);
 #   - host-linux-x64/libpfm.so.4 (bookworm's libpfm4) is added: the importer needs it;
+#   - what the programs link beyond glibc, libstdc++ and zlib is copied beside them (their RPATH
+#     is $ORIGIN), from bookworm: libelf.so.1 (2023.4's nsys) into target-linux-x64/; libcrypto,
+#     the Kerberos/GSSAPI libraries, libkeyutils and libcom_err (libssh's) into host-linux-x64/.
+#     A minimal Debian image or a fresh CI machine has none of them; the install checks with ldd
+#     that nothing else comes from the system;
 #   - 2023.4: `nsys stats` imports nsysstats/gpustats from host-linux-x64/python/lib, where Debian
 #     leaves only kernel_helper.py ("No module named 'nsysstats'"): the target's copies go there.
 # Left out, as the CLI never uses them: from host-linux-x64 everything but QdstrmImporter,
@@ -56,8 +61,19 @@ DEFAULT_VERSION="2023.4.4"
 # version -> the Debian suite that carries it (trixie's 2023.4 build runs on bookworm's glibc;
 # sid's does not).
 declare -A SUITE=([2023.4.4]=trixie [2022.4.2]=bookworm)
-# The libraries Debian leaves out of the host package (from bookworm, like the system).
-EXTRA_LIBS=(libssh-4 libpfm4)
+# Libraries the programs link that are not in every base system (a Debian 12 container image has
+# none of them), from bookworm (they need glibc 2.34 at most): copied next to the programs, whose
+# RPATH is $ORIGIN. Package -> the file it provides -> the folder it goes to.
+EXTRA_LIBS=(
+    "libssh-4 libssh.so.4 host" "libpfm4 libpfm.so.4 host" "libelf1 libelf.so.1 target"
+    "libssl3 libcrypto.so.3 host" "libgssapi-krb5-2 libgssapi_krb5.so.2 host"
+    "libkrb5-3 libkrb5.so.3 host" "libk5crypto3 libk5crypto.so.3 host"
+    "libkrb5support0 libkrb5support.so.0 host" "libkeyutils1 libkeyutils.so.1 host"
+    "libcom-err2 libcom_err.so.2 host"
+)
+# What the programs may still take from the system: glibc, the C++ runtime and zlib, which every
+# distribution a GPU cluster runs has.
+BASE_LIBS_RE='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libgcc_s|libstdc\+\+|libz)\.so'
 
 versions=("$@")
 ((${#versions[@]})) || versions=(2023.4.4 2022.4.2)
@@ -139,11 +155,18 @@ prune_cupti() { # TARGET-DIR: keep the newest CUPTI only
 smoke_test() { # DIR VERSION: profile a short program, export it, summarise it
     local dir="$1" v="$2" nsys="$1/target-linux-x64/nsys" out="$STAGE/smoke" report deps
     mkdir -p "$out"
-    deps="$(ldd "$dir/host-linux-x64/QdstrmImporter" 2>&1 || true)"
-    if [[ $deps == *"not found"* ]]; then
-        printf '%s\n' "$deps" >&2
-        papt_die "nsys $v: QdstrmImporter misses libraries (above)"
-    fi
+    local prog outside
+    for prog in target-linux-x64/nsys host-linux-x64/QdstrmImporter; do
+        deps="$(ldd "$dir/$prog" 2>&1 || true)"
+        if [[ $deps == *"not found"* ]]; then
+            printf '%s\n' "$deps" >&2
+            papt_die "nsys $v: $prog misses libraries (above)"
+        fi
+        # Self-contained: beyond the base libraries, everything resolves inside the tree.
+        outside="$(awk -v d="$dir/" '$2 == "=>" && index($3, d) != 1 {print $1}' <<<"$deps" |
+            grep -Ev "$BASE_LIBS_RE" || true)"
+        [[ -z $outside ]] || papt_die "nsys $v: $prog takes $(tr '\n' ' ' <<<"$outside")from the system; add them to EXTRA_LIBS"
+    done
     "$nsys" profile --trace=osrt --sample=none --cpuctxsw=none --force-overwrite=true \
         --output="$out/smoke" /bin/sleep 0.1 >"$out/profile.log" 2>&1 ||
         { cat "$out/profile.log" >&2; papt_die "nsys $v: profiling /bin/sleep failed"; }
@@ -175,8 +198,11 @@ install_version() { # VERSION
     [[ $pkgver == "$v".* ]] ||
         papt_die "Debian $suite non-free offers nsight-systems '${pkgver:-none}', not $v.x; the mirror changed: update SUITE in $0"
     papt_log "nsys $v: downloading nsight-systems and nsight-systems-target $pkgver ($suite non-free, ~190 MB)"
-    local libs=() lib
-    for lib in "${EXTRA_LIBS[@]}"; do libs+=("$lib=$(papt_version "$lib" bookworm)"); done
+    local libs=() lib entry
+    for entry in "${EXTRA_LIBS[@]}"; do
+        lib="${entry%% *}"
+        libs+=("$lib=$(papt_version "$lib" bookworm)")
+    done
     papt_download "nsight-systems=$pkgver" "nsight-systems-target=$pkgver" "${libs[@]}"
 
     STAGE="$(mktemp -d "$PREFIX/nsys/.staging-$v.XXXXXX")"
@@ -191,10 +217,16 @@ install_version() { # VERSION
 
     mkdir -p "$STAGE/libs"
     for lib in "${libs[@]}"; do dpkg-deb -x "$(papt_deb "${lib%%=*}" "${lib#*=}")" "$STAGE/libs"; done
-    rm -f "$tree/host-linux-x64/libssh.so.4" "$tree/host-linux-x64/libssh.so" "$tree/host-linux-x64/libpfm.so.4"
-    cp -L "$STAGE/libs/usr/lib/x86_64-linux-gnu/libssh.so.4" "$tree/host-linux-x64/libssh.so.4"
-    ln -s libssh.so.4 "$tree/host-linux-x64/libssh.so"
-    cp -L "$STAGE/libs/usr/lib/x86_64-linux-gnu/libpfm.so.4" "$tree/host-linux-x64/libpfm.so.4"
+    local soname where file
+    for entry in "${EXTRA_LIBS[@]}"; do
+        read -r lib soname where <<<"$entry"
+        file="$(find "$STAGE/libs" -name "$soname" -print -quit)"
+        [[ -n $file ]] || papt_die "package $lib has no $soname"
+        rm -f "$tree/$where-linux-x64/$soname"
+        cp -L "$file" "$tree/$where-linux-x64/$soname"
+    done
+    # Debian's libssh.so points into the system; the development name follows the copy.
+    ln -sfn libssh.so.4 "$tree/host-linux-x64/libssh.so"
     local py
     mkdir -p "$tree/host-linux-x64/python/lib"
     for py in nsysstats.py gpustats.py; do
