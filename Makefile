@@ -48,8 +48,11 @@ $(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,workload]'
 	touch $@ $(WORKLOAD) $(RUNTIME)
 
+# System packages, then the real nsys (2023.4.4, 2022.4.2), Apptainer 1.4.5 and the test image
+# under $GH_RUN_TOOLS (default /opt/gh-run); each step returns at once when already done.
 deps:
 	bash scripts/system-deps.sh
+	bash scripts/install-tools.sh
 
 demo: install-runtime
 	$(BIN)/gh-run submit jobs/smoke.yaml --executor local --wait

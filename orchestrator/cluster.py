@@ -15,9 +15,11 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
 from orchestrator.base import Strict
+from orchestrator.container import parse_bind
 from orchestrator.envvars import env_dict
 from orchestrator.errors import UserError
 from orchestrator.paths import cluster_search_dirs
+from orchestrator.profile import NsysSetup, NsysSite, check_for_version, nsys_setup
 from orchestrator.spec import JobSpec
 from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
 
@@ -68,6 +70,11 @@ class Partition(Strict):
     )
     env: dict[str, str] = Field(default_factory=dict)
     container: PartitionContainer = Field(default_factory=PartitionContainer)
+    nsys: NsysSite = Field(
+        default_factory=NsysSite,
+        description="The Nsight Systems the nodes have: version, command, and whether it runs "
+        "inside the image or on the host around it.",
+    )
     launcher: Launcher = Field(default_factory=Launcher)
     template: str | None = Field(
         None, description="Template name under partitions/ (default: the partition's name)."
@@ -322,7 +329,37 @@ def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tupl
             f"use one of {', '.join(part.qos)}"
         )
     _check_arch(spec, name, part, spec_src)
+    setup = nsys_setup(spec.profile, part.nsys, name)
+    check_for_version(spec.profile, setup, spec_src)
+    _check_nsys_placement(spec, part, setup, spec_src)
     return name, part
+
+
+def _check_nsys_placement(spec: JobSpec, part: Partition, setup: NsysSetup, spec_src: str) -> None:
+    """nsys on the host traces the container's processes by preloading its libraries into them
+    through the environment (LD_PRELOAD, NVTX_INJECTION64_PATH, QUADD_*) and talking to them
+    through /tmp and shared memory. Measured with Apptainer 1.4.5: with --cleanenv or
+    --containall nothing inside the container is traced (the report holds only the runtime's
+    own process), and without a bind of the nsys installation the preload fails inside."""
+    c = spec.container
+    if spec.profile.tool != "nsys" or setup.placement != "host" or c.runtime == "none":
+        return
+    if c.cleanenv or c.containall:
+        flag = "containall" if c.containall else "cleanenv"
+        raise UserError(
+            f"{spec_src}: container.{flag}: nsys on the host (nsys placement host) cannot trace "
+            f"into a container started with --{flag}: the runtime drops the variables nsys "
+            f"injects itself with; drop {flag}, or set profile.nsys_placement: container"
+        )
+    if setup.path.startswith("/"):
+        binds = [*part.container.binds, *c.binds]
+        inside = [parse_bind(b)[1] for b in binds]
+        if not any(setup.path == d or setup.path.startswith(d.rstrip("/") + "/") for d in inside):
+            raise UserError(
+                f"{spec_src}: container.binds: nsys on the host ({setup.path}) preloads its "
+                "libraries into the container's processes, so its installation must be visible "
+                "at the same path inside; bind its folder (e.g. /opt/nvidia:/opt/nvidia:ro)"
+            )
 
 
 # What an image's name says about its architecture (e.g. nemo-24.05-amd64.sif, ...:arm64).

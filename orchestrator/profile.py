@@ -6,10 +6,22 @@ named `<output>.nsys-rep` for one rank and `<output>.<rank>.nsys-rep` (nsys expa
 `%q{SLURM_PROCID}`) when the job has several ranks. `ranks: [0]` profiles only rank 0; the
 others run the bare command (task.sh picks at run time from SLURM_PROCID).
 
-After the tasks end, in the same job and the same container, each report is exported to SQLite
-(`nsys export --type=sqlite`) and summarised (`nsys stats --format=csv`, one CSV per report in
-`reports`), so analysis needs no nsys on the user's machine. Those steps never delete or
-rewrite the `.nsys-rep`, and their failure is logged, never the job's exit status.
+Which nsys, and where it runs (`NsysSetup`): the job's `profile.nsys_version`, `nsys_path`,
+`nsys_placement` over the partition's `nsys:` (cluster file) over gh-run's defaults (version
+`nsys_versions.DEFAULT_VERSION`, command `nsys`, placement `container`). The version decides
+flag spellings, the trace APIs and the `nsys stats` report names (`nsys_versions`); a spec that
+asks for something the version lacks is refused before anything is written. Placement:
+`container` puts nsys inside the image (`<runtime> exec IMAGE nsys profile ... APP`: the seed's
+NeMo image ships nsys); `host` puts it on the node around the runtime
+(`nsys profile ... <runtime> exec IMAGE APP`: it traces the container's process tree, for images
+without nsys). With `runtime: none` both read the same.
+
+After the tasks end, in the same job (and the same container, for placement container), each
+report is exported to SQLite (`nsys export --type=sqlite`) and summarised (`nsys stats
+--format=csv`, one CSV per report in `reports`), so analysis needs no nsys on the user's
+machine: `post_reports` says what to run, templates/sbatch/nsys_post.sh.j2 runs it. Those steps
+never delete or rewrite the `.nsys-rep`; a missing report, export or CSV (nsys stats exits 0
+even when it wrote none) fails the job loudly, with the reports kept.
 
 `tool: torch` is the PyTorch-profiler path. The contract with torch-profiled workloads: the job
 exports `GH_RUN_TORCH_PROFILE=<run>/artifacts` (workloads.sft takes it as the default of
@@ -21,11 +33,14 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from orchestrator import nsys_versions as nv
 from orchestrator.base import Strict
+from orchestrator.errors import UserError
 
 TraceApi = Literal[
     "cuda",
@@ -59,6 +74,9 @@ _GPU_DEVICES_RE = re.compile(r"^(all|none|cuda-visible|[0-9]+(,[0-9]+)*)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
 _REPORT_RE = re.compile(r"^[a-z][a-z0-9_]*(:[A-Za-z0-9_=.,-]+)?$")
 _FLAG_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*$")
+# An nsys command: a name on the job's PATH or an absolute path, nothing a shell would split.
+_COMMAND_RE = re.compile(r"^(/[A-Za-z0-9_.+@=,/-]+|[A-Za-z0-9_.+-]+)$")
+Placement = Literal["container", "host"]
 
 DEFAULT_TRACE: list[TraceApi] = ["cuda", "nvtx", "osrt"]
 DEFAULT_REPORTS = [
@@ -73,6 +91,66 @@ DEFAULT_REPORTS = [
 
 def _flag(value: bool) -> str:
     return "true" if value else "false"
+
+
+def _nsys_version(v: str | None) -> str | None:
+    if v is None:
+        return None
+    return str(nv.parse_supported(str(v)))
+
+
+def _nsys_command(v: str | None) -> str | None:
+    if v is not None and (not _COMMAND_RE.match(v) or ".." in v.split("/")):
+        raise ValueError(
+            f"{v!r} is not an nsys command; give a name on the job's PATH (nsys) or an "
+            "absolute path such as /opt/nvidia/nsight-systems/bin/nsys"
+        )
+    return v
+
+
+class NsysSite(Strict):
+    """The nsys a partition offers (cluster file: `partitions.<name>.nsys`)."""
+
+    version: str | None = Field(
+        None,
+        description="Its version (YEAR.MINOR, e.g. 2023.4): flag spellings and report names "
+        f"follow it; unset: gh-run renders for {nv.DEFAULT_VERSION} and `check` probes.",
+    )
+    path: str = Field(
+        "nsys",
+        description="The nsys command: a name on the job's PATH or an absolute path (inside "
+        "the image when placement is container).",
+    )
+    placement: Placement = Field(
+        "container",
+        description="container: nsys runs inside the image (images that ship it, like NeMo's); "
+        "host: nsys on the node wraps `<runtime> exec` and traces the container's processes.",
+    )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, v: object) -> object:
+        return _nsys_version(str(v)) if isinstance(v, str | int | float) else v
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return _nsys_command(v) or v
+
+
+@dataclass(frozen=True)
+class NsysSetup:
+    """The nsys a job renders for: which version (and who said so), which command, where."""
+
+    version: nv.NsysVersion
+    version_from: str
+    path: str = "nsys"
+    placement: Placement = "container"
+
+
+DEFAULT_SETUP = NsysSetup(
+    nv.NsysVersion.parse(nv.DEFAULT_VERSION), f"gh-run's default ({nv.DEFAULT_VERSION})"
+)
 
 
 class ProfileSpec(Strict):
@@ -121,6 +199,29 @@ class ProfileSpec(Strict):
         None,
         description="tool torch: append `<flag> <run>/artifacts` to the workload's argv.",
     )
+    nsys_version: str | None = Field(
+        None,
+        description="The nsys version to render for (YEAR.MINOR, e.g. 2022.4); default: the "
+        "partition's nsys.version.",
+    )
+    nsys_path: str | None = Field(
+        None, description="The nsys command (name or absolute path); default: the partition's."
+    )
+    nsys_placement: Placement | None = Field(
+        None,
+        description="container (nsys inside the image) or host (nsys wraps the container); "
+        "default: the partition's nsys.placement.",
+    )
+
+    @field_validator("nsys_version", mode="before")
+    @classmethod
+    def _version(cls, v: object) -> object:
+        return _nsys_version(str(v)) if isinstance(v, str | int | float) else v
+
+    @field_validator("nsys_path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        return _nsys_command(v)
 
     @field_validator("capture_range", mode="before")
     @classmethod
@@ -237,6 +338,58 @@ class ProfileSpec(Strict):
         return self.output or default_name
 
 
+def nsys_setup(spec: ProfileSpec, site: NsysSite | None, partition: str = "") -> NsysSetup:
+    """The job's own choices over the partition's over gh-run's defaults."""
+    site = site or NsysSite()
+    if spec.nsys_version:
+        version, source = spec.nsys_version, "profile.nsys_version"
+    elif site.version:
+        version, source = site.version, f"partition {partition} nsys.version".replace("  ", " ")
+    else:
+        return NsysSetup(
+            DEFAULT_SETUP.version,
+            DEFAULT_SETUP.version_from,
+            spec.nsys_path or site.path,
+            spec.nsys_placement or site.placement,
+        )
+    return NsysSetup(
+        nv.NsysVersion.parse(version),
+        source,
+        spec.nsys_path or site.path,
+        spec.nsys_placement or site.placement,
+    )
+
+
+def version_problems(spec: ProfileSpec, setup: NsysSetup) -> list[str]:
+    """What this spec asks of nsys that `setup.version` lacks, one `field: why; fix` each."""
+    if spec.tool != "nsys":
+        return []
+    v, src = setup.version, setup.version_from
+    out: list[str] = []
+    unknown = nv.unknown_trace_apis(v, list(spec.trace))
+    if unknown:
+        out.append(
+            f"profile.trace: nsys {v} ({src}) cannot trace {', '.join(unknown)}; remove it, or "
+            "set profile.nsys_version if the site's nsys is another"
+        )
+    if spec.gpu_metrics_devices is not None:
+        why = nv.gpu_metrics_problem(v, spec.gpu_metrics_devices)
+        if why:
+            out.append(f"profile.gpu_metrics_devices: {why} ({src}); change the value")
+    for r in spec.reports:
+        if nv.report_name(v, r) is None:
+            known = ", ".join(sorted(nv.known_reports(v)))
+            out.append(f"profile.reports: nsys {v} ({src}) has no report {r!r}; use one of {known}")
+    return out
+
+
+def check_for_version(spec: ProfileSpec, setup: NsysSetup, where: str) -> None:
+    """Refuse (UserError) what the version cannot do, before anything is written."""
+    problems = version_problems(spec, setup)
+    if problems:
+        raise UserError(f"{where}: {problems[0]}")
+
+
 def nsys_output(artifacts_dir: str, base: str, multi_rank: bool) -> str:
     """The --output value: per rank (`%q{SLURM_PROCID}`) when the job has several ranks."""
     return f"{artifacts_dir}/{base}.%q{{SLURM_PROCID}}" if multi_rank else f"{artifacts_dir}/{base}"
@@ -249,11 +402,12 @@ def report_files(artifacts_dir: str, base: str, ranks: list[int] | None) -> list
     return [f"{artifacts_dir}/{base}.{r}" for r in ranks]
 
 
-def profiler_prefix(spec: ProfileSpec, output: str) -> list[str]:
-    """The argv that wraps the workload (empty unless nsys). `output` as from nsys_output."""
+def profiler_prefix(spec: ProfileSpec, output: str, setup: NsysSetup = DEFAULT_SETUP) -> list[str]:
+    """The argv that wraps the workload (empty unless nsys). `output` as from nsys_output;
+    flags are spelled as `setup.version` spells them."""
     if spec.tool != "nsys":
         return []
-    argv = ["nsys", "profile", f"--output={output}"]
+    argv = [setup.path, "profile", f"--output={output}"]
     argv.append(f"--force-overwrite={_flag(spec.force_overwrite)}")
     argv.append(f"--trace={','.join(spec.trace)}")
     if spec.delay is not None:
@@ -270,7 +424,7 @@ def profiler_prefix(spec: ProfileSpec, output: str) -> list[str]:
         ("--event-sample", spec.event_sample),
         ("--sample", spec.sample),
         ("--cpuctxsw", spec.cpuctxsw),
-        ("--gpu-metrics-devices", spec.gpu_metrics_devices),
+        (nv.gpu_metrics_flag(setup.version), spec.gpu_metrics_devices),
     ):
         if choice is not None:
             argv.append(f"{flag}={choice}")
@@ -285,36 +439,84 @@ def profiler_prefix(spec: ProfileSpec, output: str) -> list[str]:
     return argv
 
 
-def post_commands(spec: ProfileSpec, reports: list[str]) -> list[list[str]]:
-    """After the tasks end: per report (path without extension), SQLite export then CSV stats.
+class StatsCsv(Strict):
+    """One CSV `nsys stats` must write: the report (as this version spells it) and its path."""
 
-    Inputs are only read; outputs get their own names (`.sqlite`, `<name>_<report>.csv`).
-    """
+    report: str
+    path: str
+
+
+class PostReport(Strict):
+    """What happens after the tasks to one rank's report (templates/sbatch/nsys_post.sh.j2)."""
+
+    label: str
+    rep: str
+    sqlite: str | None = Field(description="The export's path; None without export_sqlite.")
+    export: list[str] = Field(default_factory=list, description="nsys export argv (or none).")
+    stats: list[str] = Field(default_factory=list, description="nsys stats argv (or none).")
+    export_log: str = Field(description="Where the export's output is kept (beside the report).")
+    stats_log: str = Field(description="Where the stats output is kept (beside the report).")
+    csvs: list[StatsCsv] = Field(default_factory=list)
+
+
+def post_reports(
+    spec: ProfileSpec,
+    reports: list[str],
+    setup: NsysSetup = DEFAULT_SETUP,
+    prefix: list[str] | None = None,
+) -> list[PostReport]:
+    """Per report (path without extension): the SQLite export, then the CSV summaries with the
+    report names `setup.version` knows. `prefix` (the container's exec argv, for placement
+    container) comes before each nsys command. Inputs are only read; outputs get their own
+    names (`.sqlite`, `<name>_<report>.csv`)."""
     if spec.tool != "nsys":
         return []
-    out: list[list[str]] = []
+    out: list[PostReport] = []
     for base in reports:
         rep = f"{base}.nsys-rep"
         source = rep
+        export: list[str] = []
+        sqlite = None
         if spec.export_sqlite:
-            out.append(
-                [
-                    "nsys",
-                    "export",
-                    "--type=sqlite",
-                    f"--output={base}.sqlite",
-                    "--force-overwrite=true",
-                    rep,
-                ]
-            )
-            source = f"{base}.sqlite"
+            sqlite = f"{base}.sqlite"
+            export = [
+                *(prefix or []),
+                setup.path,
+                "export",
+                "--type=sqlite",
+                f"--output={sqlite}",
+                "--force-overwrite=true",
+                rep,
+            ]
+            source = sqlite
+        stats: list[str] = []
+        csvs: list[StatsCsv] = []
         if spec.reports:
-            stats = ["nsys", "stats"]
-            for r in spec.reports:
-                stats.append(f"--report={r}")
+            names = [nv.report_name(setup.version, r) or r for r in spec.reports]
+            stats = [*(prefix or []), setup.path, "stats"]
+            stats += [f"--report={r}" for r in names]
             stats += ["--format=csv", f"--output={base}", "--force-overwrite=true", source]
-            out.append(stats)
+            csvs = [StatsCsv(report=r, path=nv.csv_name(base, r)) for r in names]
+        out.append(
+            PostReport(
+                label=base.rsplit("/", 1)[-1],
+                rep=rep,
+                sqlite=sqlite,
+                export=export,
+                stats=stats,
+                export_log=f"{base}.export.log",
+                stats_log=f"{base}.stats.log",
+                csvs=csvs,
+            )
+        )
     return out
+
+
+def post_commands(
+    spec: ProfileSpec, reports: list[str], setup: NsysSetup = DEFAULT_SETUP
+) -> list[list[str]]:
+    """The nsys commands of `post_reports`, in order (export, then stats, per report)."""
+    return [cmd for r in post_reports(spec, reports, setup) for cmd in (r.export, r.stats) if cmd]
 
 
 # Short and long spellings of `nsys profile` options → ProfileSpec fields (from_nsys_command).
@@ -338,6 +540,7 @@ _OPTIONS: dict[str, str] = {
     "--cuda-um-cpu-page-faults": "cuda_um_cpu_page_faults",
     "--cuda-um-gpu-page-faults": "cuda_um_gpu_page_faults",
     "--gpu-metrics-devices": "gpu_metrics_devices",
+    "--gpu-metrics-device": "gpu_metrics_devices",  # the 2022.4/2023.4 spelling
     "-w": "show_output",
     "--show-output": "show_output",
     "-f": "force_overwrite",

@@ -29,11 +29,20 @@ from orchestrator.container import exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
 from orchestrator.paths import TEMPLATES_DIR
-from orchestrator.profile import nsys_output, post_commands, profiler_prefix, report_files
+from orchestrator.profile import (
+    PostReport,
+    nsys_output,
+    nsys_setup,
+    post_reports,
+    profiler_prefix,
+    report_files,
+)
 from orchestrator.spec import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
 from orchestrator.yamlio import display_path
 
 LauncherKind = Literal["srun", "direct"]
+# The post-processing script of nsys jobs (templates/sbatch/nsys_post.sh.j2), in the run folder.
+NSYS_POST_NAME = "nsys_post.sh"
 
 
 def shell_quote(value: object) -> str:
@@ -113,6 +122,16 @@ class RenderContext(Strict):
     array: list[ArrayEntry] = Field(
         default_factory=list,
         description="Job array: one entry per variant, selected by SLURM_ARRAY_TASK_ID.",
+    )
+    nsys_version: str | None = Field(
+        None, description="profile tool nsys: the version the flags and report names are for."
+    )
+    nsys_placement: str | None = Field(
+        None, description="profile tool nsys: container (inside the image) or host (around it)."
+    )
+    nsys_post: list[PostReport] = Field(
+        default_factory=list,
+        description="profile tool nsys: per report, the export and stats that nsys_post.sh runs.",
     )
 
 
@@ -263,16 +282,18 @@ def build_context(
     if prof.tool == "torch" and prof.torch_profile_flag:
         app = [*app, prof.torch_profile_flag, artifacts_dir]
     report_base = prof.report_base(spec.name)
-    argv = [
-        *container,
-        *profiler_prefix(prof, nsys_output(artifacts_dir, report_base, world > 1)),
-        *app,
-    ]
+    setup = nsys_setup(prof, part.nsys, part_name)
+    profiler = profiler_prefix(prof, nsys_output(artifacts_dir, report_base, world > 1), setup)
+    # nsys inside the image (`runtime exec IMAGE nsys profile APP`) or on the host around the
+    # runtime (`nsys profile runtime exec IMAGE APP`); the same without a container.
+    on_host = setup.placement == "host"
+    argv = [*profiler, *container, *app] if on_host else [*container, *profiler, *app]
     # Rank filtering: when only some ranks are profiled, task.sh picks by SLURM_PROCID.
     profiled = prof.ranks if prof.ranks is not None else list(range(world))
     profile_ranks = profiled if prof.tool == "nsys" and set(profiled) != set(range(world)) else None
     reports = report_files(artifacts_dir, report_base, profiled if world > 1 else None)
-    post = [[*container, *cmd] for cmd in post_commands(prof, reports)]
+    nsys_post = post_reports(prof, reports, setup, [] if on_host else container)
+    post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
     env = {
         "GH_RUN_ID": run_id,
         "GH_RUN_NAME": spec.name,
@@ -312,6 +333,9 @@ def build_context(
         secret_env=list(workload.secret_env),
         forward_usr1=spec.retries.signal_seconds is not None,
         container_env=forwarded_env(spec.container, [*env, *workload.env, *workload.secret_env]),
+        nsys_version=str(setup.version) if prof.tool == "nsys" else None,
+        nsys_placement=setup.placement if prof.tool == "nsys" else None,
+        nsys_post=nsys_post,
     )
 
 
@@ -321,6 +345,7 @@ def render_context(ctx: RenderContext, template: str, search_path: list[Path]) -
         values = ctx.model_dump()
         values["files"] = ctx.files  # objects, so templates can use f.delimiter
         values["array"] = ctx.array
+        values["nsys_post"] = ctx.nsys_post
         return env.get_template(template).render(**values)
     except jinja2.TemplateNotFound as exc:
         raise UserError(
@@ -358,6 +383,12 @@ def render_job(
     ctx.files.insert(
         0, EmbeddedFile(name="task.sh", content=task if task.endswith("\n") else task + "\n")
     )
+    if ctx.nsys_post:
+        post = render_context(ctx, "sbatch/nsys_post.sh.j2", templates)
+        ctx.files.insert(
+            1,
+            EmbeddedFile(name=NSYS_POST_NAME, content=post if post.endswith("\n") else post + "\n"),
+        )
     return RenderedJob(
         context=ctx,
         template=template,

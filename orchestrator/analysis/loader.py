@@ -1,7 +1,9 @@
 """Dispatch of input paths to the readers, and the rank rule.
 
-- `.sqlite` → nsys reader; `.json` / `.json.gz` → Kineto reader; a directory → every such file
-  under it (JSON files only when they hold `traceEvents`, so manifests are skipped).
+- `.sqlite` → nsys reader; `.json` / `.json.gz` → Kineto reader; `.nsys-rep` → exported to
+  SQLite with the local nsys first (`orchestrator.nsys_export`: once, reused); a directory →
+  every such file under it (JSON files only when they hold `traceEvents`, so manifests are
+  skipped; a `.nsys-rep` only when no export of it sits beside it).
 - The workload's `metrics.json` / `metrics_rank<N>.json` beside a Kineto trace is folded into
   that rank (`fold_workload`): peak GPU memory (with its source), step times, tokens/s.
 - Rank: Kineto `distributedInfo.rank`; else the file-name rule (`core.rank_from_name`:
@@ -23,6 +25,7 @@ from typing import Any
 import orjson
 import yaml
 
+from orchestrator import nsys_export
 from orchestrator.analysis import core, kineto, nsys_sqlite
 from orchestrator.analysis.metrics import (
     Metrics,
@@ -33,13 +36,15 @@ from orchestrator.analysis.metrics import (
 )
 from orchestrator.errors import UserError
 
-SUFFIXES = (".sqlite", ".json", ".json.gz")
+SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX)
 
 
 def _kind(path: Path) -> str | None:
     name = path.name.lower()
     if name.endswith(".sqlite"):
         return "nsys"
+    if name.endswith(nsys_export.SUFFIX):
+        return "nsys-rep"
     if name.endswith(".json") or name.endswith(".json.gz"):
         return "kineto"
     return None
@@ -65,19 +70,19 @@ def expand(paths: list[Path]) -> list[Path]:
                 for f in p.rglob("*")
                 if f.is_file()
                 and _kind(f) is not None
-                and (_kind(f) == "nsys" or _looks_like_trace(f))
+                and (_kind(f) == "nsys" or _looks_like_trace(f) or _unexported_report(f))
             )
             if not found:
                 raise UserError(
-                    f"{p}: no .sqlite or PyTorch-profiler .json/.json.gz files in it;"
+                    f"{p}: no .nsys-rep, .sqlite or PyTorch-profiler .json/.json.gz files in it;"
                     " pass a run folder or trace files"
                 )
             out.extend(found)
         elif p.is_file():
             if _kind(p) is None:
                 raise UserError(
-                    f"{p}: unknown file type; pass an nsys export (.sqlite) or a"
-                    " PyTorch-profiler trace (.json or .json.gz)"
+                    f"{p}: unknown file type; pass an nsys report (.nsys-rep) or export"
+                    " (.sqlite), or a PyTorch-profiler trace (.json or .json.gz)"
                 )
             out.append(p)
         else:
@@ -90,6 +95,14 @@ def expand(paths: list[Path]) -> list[Path]:
             seen.add(r)
             uniq.append(f)
     return uniq
+
+
+def _unexported_report(f: Path) -> bool:
+    """A .nsys-rep in a folder counts only without its export beside it (the job's own)."""
+    return (
+        _kind(f) == "nsys-rep"
+        and not f.with_name(f.name[: -len(nsys_export.SUFFIX)] + ".sqlite").is_file()
+    )
 
 
 def workload_file(folder: Path, rank: int) -> Path | None:
@@ -228,7 +241,9 @@ def analyze_paths(paths: list[Path], label: str | None = None) -> Metrics:
     files = expand([Path(p) for p in paths])
     sources: list[Source] = []
     ranks: list[RankMetrics] = []
-    for index, f in enumerate(files):
+    for index, given in enumerate(files):
+        # A report is read through its SQLite export (made here once when the job made none).
+        f = nsys_export.sqlite_for(given) if _kind(given) == "nsys-rep" else given
         by_name = core.rank_from_name(f)
         if _kind(f) == "nsys":
             rank, rule = (by_name, "file name") if by_name is not None else (index, "file order")

@@ -61,6 +61,7 @@ COMMANDS: dict[str, Entry] = {
         "Nightly profiling campaigns: a matrix of one job, as job arrays, compared with the "
         "last good night.",
     ),
+    "doctor": Entry("doctor", "What this machine has for gh-run, or what one job needs here."),
 }
 
 

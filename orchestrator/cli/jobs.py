@@ -107,7 +107,9 @@ def _check(prep: R.Prepared) -> None:
     from orchestrator.executors.slurm import SlurmExecutor
     from orchestrator.yamlio import display_path as _where
 
-    check_image(prep.spec.container, _where(prep.spec_path) if prep.spec_path else prep.spec.name)
+    where = _where(prep.spec_path) if prep.spec_path else prep.spec.name
+    check_image(prep.spec.container, where)
+    _check_nsys(prep, where)
     rid = R.new_run_id(prep.spec.name)
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
     rendered = R.render(prep, rid, run_dir, "srun")
@@ -133,6 +135,32 @@ def _check(prep: R.Prepared) -> None:
             f'(controller: "{text}"); gh-run\'s own check against {src} passed, so ask for less '
             f"in resources, or correct {src} if it promises more than the partition has"
         )
+
+
+def _check_nsys(prep: R.Prepared, where: str) -> None:
+    """Ask the nsys the job will run (on this machine: on the host or inside the image) for its
+    version. Undeclared (rendered for gh-run's default) and of another family: refused, since
+    the flags and report names would be wrong; declared and different: a warning (the nodes
+    may have another nsys than this machine)."""
+    from rich.markup import escape
+
+    from orchestrator import doctor
+
+    if prep.spec.profile.tool != "nsys":
+        return
+    setup, found, how = doctor.nsys_probe(prep.spec, prep.partition, prep.partition_name)
+    rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
+    if found is None:
+        warn(f"nsys: {rendered}; could not ask it here: {how}")
+    elif found.family == setup.version.family:
+        out.print(f"[green]ok:[/] nsys: {escape(rendered)}; {escape(how)} is {found}")
+    elif setup.version_from.startswith("gh-run's default"):
+        raise UserError(
+            f"{where}: profile: the job is {rendered}, but {how} is {found}; "
+            f"{doctor.mismatch_fix(found)}"
+        )
+    else:
+        warn(f"nsys: {rendered}, but {how} is {found}; {doctor.mismatch_fix(found)}")
 
 
 def submit_cmd(

@@ -83,8 +83,10 @@ EOF
 
 # papt_version PKG SUITE: the version SUITE offers (empty when none).
 papt_version() {
+    # awk reads to the end: leaving early would break apt-cache's pipe and, under pipefail,
+    # this function with it.
     apt-cache "${PAPT_OPTS[@]}" madison "$1" 2>/dev/null |
-        awk -F'|' -v s="$2" '$3 ~ ("[ /]" s "[/ ]") {gsub(/ /, "", $2); print $2; exit}'
+        awk -F'|' -v s="$2" '!found && $3 ~ ("[ /]" s "[/ ]") {gsub(/ /, "", $2); print $2; found = 1}'
 }
 
 # papt_download PKG=VERSION...: the .deb files into $PAPT_DIR/debs (already there: kept).

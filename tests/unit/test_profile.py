@@ -12,7 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.cluster import load_cluster, validate_job
+from orchestrator.nsys_versions import NsysVersion
 from orchestrator.profile import (
+    NsysSetup,
     ProfileSpec,
     from_nsys_command,
     nsys_output,
@@ -84,13 +86,18 @@ def test_every_flag_in_long_form() -> None:
         gpu_metrics_devices="all",
         force_overwrite=False,
     )
+    # rendered for gh-run's default nsys (2023.4), which spells the GPU-metrics flag in the
+    # singular: `--gpu-metrics-devices` is an unknown option to it (a real run found that)
     assert profiler_prefix(spec, "/o") == [
         "nsys", "profile", "--output=/o", "--force-overwrite=false", "--trace=cuda,nvtx",
         "--capture-range=nvtx", "--nvtx-capture=train@*", "--capture-range-end=repeat:3",
-        "--sample=process-tree", "--cpuctxsw=system-wide", "--gpu-metrics-devices=all",
+        "--sample=process-tree", "--cpuctxsw=system-wide", "--gpu-metrics-device=all",
         "--cuda-memory-usage=true", "--cuda-um-cpu-page-faults=true",
         "--cuda-um-gpu-page-faults=false",
     ]  # fmt: skip
+    v2024 = NsysSetup(NsysVersion.parse("2024.2"), "test", path="/opt/nsys/bin/nsys")
+    later = profiler_prefix(spec, "/o", v2024)
+    assert later[0] == "/opt/nsys/bin/nsys" and "--gpu-metrics-devices=all" in later
 
 
 def test_not_nsys_means_no_prefix_and_no_post() -> None:
@@ -180,17 +187,19 @@ def test_multi_rank_outputs_per_rank_and_post_per_rank() -> None:
     ctx = r.context
     assert "--output=/runs/r/artifacts/prof.%q{SLURM_PROCID}" in ctx.argv
     assert ctx.profile_ranks is None
-    assert [c[-1] for c in ctx.post if c[1] == "export"] == [
+    assert [r.rep for r in ctx.nsys_post] == [
         "/runs/r/artifacts/prof.0.nsys-rep",
         "/runs/r/artifacts/prof.1.nsys-rep",
     ]
+    assert [r.export[-1] for r in ctx.nsys_post] == [r.rep for r in ctx.nsys_post]
+    assert ctx.post == [["bash", "/runs/r/nsys_post.sh"]]
 
 
 def test_ranks_restrict_profiling_at_run_time(tmp_path: Path) -> None:
     r = _render(_job({"tool": "nsys", "ranks": [1]}, nodes=2))
     assert r.context.profile_ranks == [1]
     assert r.context.plain_argv == ["app", "--x", "1"]
-    assert [c[-1] for c in r.context.post if c[1] == "export"] == ["/runs/r/artifacts/p.1.nsys-rep"]
+    assert [p.rep for p in r.context.nsys_post] == ["/runs/r/artifacts/p.1.nsys-rep"]
     # run task.sh as rank 0 and rank 1 with a stand-in `nsys` on PATH that prints its argv
     task = tmp_path / "task.sh"
     task.write_text(extract_files(r.script)["task.sh"])
@@ -221,13 +230,9 @@ def test_ranks_beyond_the_world_are_refused() -> None:
         _job({"tool": "nsys", "ranks": [0, 2]}, nodes=2)
 
 
-def test_failed_post_processing_keeps_the_report_and_the_exit_status(tmp_path: Path) -> None:
-    """Run the whole script (launcher direct) with a stand-in `nsys` whose profile writes a
-    report and whose export/stats fail, after a workload that exits 4: the report stays, the
-    failures are logged, the job's status is the workload's."""
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    bin_dir = tmp_path / "bin"
+def _stand_in_nsys(bin_dir: Path) -> None:
+    """A STAND-IN `nsys` for the tests below: profile writes a report and runs the app;
+    export and stats fail with exit 3."""
     bin_dir.mkdir()
     nsys = bin_dir / "nsys"
     nsys.write_text(
@@ -238,18 +243,41 @@ def test_failed_post_processing_keeps_the_report_and_the_exit_status(tmp_path: P
         'echo "stand-in nsys $1 fails" >&2; exit 3\n'
     )
     nsys.chmod(0o755)
-    job = _job({"tool": "nsys", "delay": 1}, command="bash", args=["-c", "exit 4"])
-    r = _render(job, str(run_dir), "direct")
+
+
+def _run_script(r: RenderedJob, run_dir: Path, bin_dir: Path) -> subprocess.CompletedProcess[str]:
     (run_dir / "job.sbatch").write_text(r.script)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    res = subprocess.run(
+    # the dev partition puts $GH_RUN_TOOLS/bin first on the PATH: make that the stand-in's
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "GH_RUN_TOOLS": str(bin_dir.parent),
+    }
+    return subprocess.run(
         ["bash", str(run_dir / "job.sbatch")], env=env, capture_output=True, text=True
     )
-    assert res.returncode == 4, res.stderr  # the workload's status, not post-processing's
+
+
+@pytest.mark.parametrize(("workload_exit", "job_exit"), [(4, 4), (0, 1)])
+def test_failed_post_processing_keeps_the_report_and_fails_loudly(
+    tmp_path: Path, workload_exit: int, job_exit: int
+) -> None:
+    """The whole script (launcher direct) with a stand-in `nsys` whose export and stats fail:
+    the report stays, every failure is said, and the job fails: with the workload's status when
+    it failed itself, else with post-processing's."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    _stand_in_nsys(tmp_path / "bin")
+    job = _job({"tool": "nsys", "delay": 1}, command="bash", args=["-c", f"exit {workload_exit}"])
+    res = _run_script(_render(job, str(run_dir), "direct"), run_dir, tmp_path / "bin")
+    assert res.returncode == job_exit, res.stderr
     assert (run_dir / "artifacts" / "p.nsys-rep").read_text() == "report\n"
-    assert "post-processing step 1 failed (exit 3); the reports are kept" in res.stderr
-    assert "post-processing step 2 failed (exit 3)" in res.stderr
-    assert (run_dir / "exit_code").read_text().strip() == "4"
+    assert "post-processing: nsys export failed (exit 3) for " in res.stderr
+    assert "nsys export wrote no " in res.stderr
+    assert "nsys stats wrote no " in res.stderr and "_osrt_sum.csv" in res.stderr
+    assert res.stderr.count("the reports are kept") >= 3
+    assert (run_dir / "exit_code").read_text().strip() == str(job_exit)
+    assert ("the tasks succeeded, but post-processing failed" in res.stderr) == (job_exit == 1)
 
 
 def test_torch_tool_sets_the_contract_and_optional_flag() -> None:

@@ -1,0 +1,274 @@
+"""What this machine has for gh-run (`gh-run doctor`), and what a given job needs that it lacks
+(`gh-run doctor SPEC`); also the nsys probe `gh-run check` uses when a site declares no version.
+
+Everything is asked of the real programs (`--version`, `nsys stats --help-reports`,
+`scontrol show config`), with short timeouts; nothing is installed or changed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from orchestrator import nsys_versions as nv
+from orchestrator import tools
+from orchestrator.base import Strict
+
+if TYPE_CHECKING:
+    from orchestrator.cluster import Partition
+    from orchestrator.profile import NsysSetup
+    from orchestrator.spec import JobSpec
+
+_REPORT_LINE = re.compile(r"^\s{2}([a-z][a-z0-9_]*)(?:\[|\s+--)")
+
+
+class Tool(Strict):
+    """One program: where it is and what it says its version is (None: not found)."""
+
+    name: str
+    path: str | None = None
+    version: str | None = None
+    detail: str | None = None
+
+
+class Nsys(Tool):
+    family: nv.Family | None = None
+    reports: list[str] = Field(default_factory=list, description="nsys stats --help-reports.")
+
+
+class Controller(Strict):
+    answers: bool
+    cluster: str | None = None
+    detail: str
+
+
+class MachineReport(Strict):
+    """`gh-run doctor --json`."""
+
+    tools_prefix: str
+    slurm_clients: list[Tool]
+    controller: Controller
+    nsys: list[Nsys]
+    apptainer: Tool
+    singularity: Tool
+    chromium: Tool
+    cron: Tool
+
+
+class Need(Strict):
+    """One thing a job needs on this machine, and the fix when it is missing."""
+
+    what: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def tool(name: str, version_args: tuple[str, ...] = ("--version",)) -> Tool:
+    path = tools.find(name)
+    if path is None:
+        return Tool(name=name)
+    rc, text = tools.output_of([str(path), *version_args])
+    return Tool(name=name, path=str(path), version=_first_line(text) if rc == 0 else None)
+
+
+def nsys_reports(path: Path) -> list[str]:
+    # It exits 1 after listing them (2022.4 and 2023.4): the list is the answer.
+    _, text = tools.output_of([str(path), "stats", "--help-reports"], timeout=60)
+    return sorted({m.group(1) for line in text.splitlines() if (m := _REPORT_LINE.match(line))})
+
+
+def nsys_tool(path: Path, with_reports: bool = True) -> Nsys:
+    rc, text = tools.output_of([str(path), "--version"])
+    try:
+        version = nv.NsysVersion.parse(text) if rc == 0 else None
+    except ValueError:
+        version = None
+    if version is None:
+        return Nsys(name=path.name, path=str(path), detail=_first_line(text) or f"exit {rc}")
+    return Nsys(
+        name=path.name,
+        path=str(path),
+        version=str(version),
+        family=version.family,
+        reports=nsys_reports(path) if with_reports else [],
+    )
+
+
+def controller() -> Controller:
+    scontrol = tools.find("scontrol")
+    if scontrol is None:
+        return Controller(answers=False, detail="no scontrol: the SLURM clients are not installed")
+    from orchestrator.executors.slurm import slurm_env
+
+    try:
+        res = subprocess.run(
+            [str(scontrol), "show", "config"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=slurm_env(),
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Controller(answers=False, detail=f"scontrol show config: {exc}")
+    if res.returncode != 0:
+        return Controller(
+            answers=False, detail=_first_line(res.stderr or res.stdout) or "no answer"
+        )
+    m = re.search(r"^ClusterName\s*=\s*(\S+)", res.stdout, re.MULTILINE)
+    host = re.search(r"^SlurmctldHost\[0\]\s*=\s*(\S+)", res.stdout, re.MULTILINE)
+    return Controller(
+        answers=True,
+        cluster=m.group(1) if m else None,
+        detail=f"slurmctld {host.group(1) if host else ''}".strip() + " answers",
+    )
+
+
+def machine() -> MachineReport:
+    return MachineReport(
+        tools_prefix=str(tools.tools_prefix()),
+        slurm_clients=[tool(n) for n in ("sbatch", "squeue", "sacct", "scontrol", "srun")],
+        controller=controller(),
+        nsys=[nsys_tool(p) for p in tools.nsys_programs()],
+        apptainer=tool("apptainer"),
+        singularity=tool("singularity"),
+        chromium=tool("chromium"),
+        # cron has no version option: where it is says enough
+        cron=Tool(name="cron", path=str(p)) if (p := tools.find("cron")) else Tool(name="cron"),
+    )
+
+
+# ---------------------------------------------------------------- what a job needs
+
+Where = Literal["host", "container"]
+
+
+def probe_nsys_version(
+    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+) -> tuple[nv.NsysVersion | None, str]:
+    """The version of the job's nsys as this machine runs it: on the host, or inside the image
+    (`<runtime> exec --bind ... IMAGE <path> --version`). (None, why) when it cannot be asked."""
+    if placement == "container" and runtime != "none":
+        prog = tools.find(runtime)
+        if prog is None:
+            return None, f"no {runtime} here to look inside the image"
+        if not image or not Path(image).is_file():
+            return None, f"the image {image} is not on this machine"
+        argv = [str(prog), "exec"]
+        for b in binds:
+            argv += ["--bind", b]
+        argv += [image, path, "--version"]
+        how = f"{runtime} exec {Path(image).name} {path}"
+    else:
+        found = Path(path) if path.startswith("/") else tools.find(path)
+        if found is None or not found.is_file():
+            return None, f"no {path} on this machine"
+        argv = [str(found), "--version"]
+        how = str(found)
+    rc, text = tools.output_of(argv, timeout=60)
+    if rc != 0:
+        return None, f"{how} --version failed: {_first_line(text) or f'exit {rc}'}"
+    try:
+        return nv.NsysVersion.parse(text), how
+    except ValueError:
+        return None, f"{how} --version said {_first_line(text)!r}"
+
+
+def nsys_probe(
+    spec: JobSpec, part: Partition, part_name: str
+) -> tuple[NsysSetup, nv.NsysVersion | None, str]:
+    """The setup the job is rendered for, the version its nsys answers here (None: cannot be
+    asked), and how it was asked (or why not)."""
+    from orchestrator.profile import nsys_setup
+
+    setup = nsys_setup(spec.profile, part.nsys, part_name)
+    binds = [*part.container.binds, *spec.container.binds]
+    found, how = probe_nsys_version(
+        setup.path, setup.placement, spec.container.runtime, spec.container.image, binds
+    )
+    return setup, found, how
+
+
+def nsys_check(spec: JobSpec, part: Partition, part_name: str) -> Need | None:
+    """Is the nsys this job is rendered for the one this machine runs? (None: not an nsys job.)"""
+    if spec.profile.tool != "nsys":
+        return None
+    setup, found, how = nsys_probe(spec, part, part_name)
+    rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
+    if found is None:
+        return Need(
+            what="nsys",
+            ok=False,
+            detail=f"{rendered}; {how}",
+            fix="install it (bash scripts/install-nsys.sh), bind it into the image, or set "
+            "profile.nsys_path",
+        )
+    same = found.family == setup.version.family
+    return Need(
+        what="nsys",
+        ok=same,
+        detail=f"{rendered}; {how} is {found}",
+        fix=None if same else mismatch_fix(found),
+    )
+
+
+def mismatch_fix(found: nv.NsysVersion) -> str:
+    return (
+        f"set profile.nsys_version: {found.year}.{found.minor} (or the partition's "
+        "nsys.version), or point profile.nsys_path at the nsys it was rendered for"
+    )
+
+
+def job_needs(spec: JobSpec, part: Partition, part_name: str, image_where: str) -> list[Need]:
+    """What running this job from this machine needs, each found or not, with the fix."""
+    from orchestrator.container import REMOTE_IMAGE_RE, check_image
+    from orchestrator.errors import UserError
+
+    needs: list[Need] = []
+    sbatch = tools.find("sbatch")
+    ctl = controller() if sbatch else None
+    needs.append(
+        Need(
+            what="SLURM",
+            ok=bool(ctl and ctl.answers),
+            detail=f"sbatch {sbatch}; {ctl.detail}" if sbatch and ctl else "no sbatch here",
+            fix=None
+            if ctl and ctl.answers
+            else "install the SLURM clients and reach the controller, or --executor local",
+        )
+    )
+    c = spec.container
+    if c.runtime != "none":
+        prog = tools.find(c.runtime)
+        needs.append(
+            Need(
+                what=c.runtime,
+                ok=prog is not None,
+                detail=str(prog) if prog else f"no {c.runtime} on PATH or in the tools prefix",
+                fix=None
+                if prog
+                else "install Apptainer (bash scripts/install-apptainer.sh, which also provides "
+                "singularity) or load the site's module",
+            )
+        )
+        if c.image and not REMOTE_IMAGE_RE.match(c.image):
+            try:
+                check_image(c, image_where)
+                needs.append(Need(what="image", ok=True, detail=c.image))
+            except UserError as exc:
+                needs.append(
+                    Need(what="image", ok=False, detail=exc.message, fix="build or copy it there")
+                )
+    found = nsys_check(spec, part, part_name)
+    if found is not None:
+        needs.append(found)
+    return needs

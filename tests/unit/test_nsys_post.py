@@ -1,0 +1,80 @@
+"""The in-job post-processing (nsys_post.sh) with the REAL nsys, run as the local executor runs
+it (the whole rendered script, launcher direct, no container): rendered for the version the
+site has, every report becomes a non-empty CSV; rendered for the wrong version, the real
+`nsys stats` exits 0 but writes no CSV, and the job fails loudly with the report kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator import tools
+from orchestrator.cluster import load_cluster, validate_job
+from orchestrator.render import render_job
+from orchestrator.spec import JobSpec
+
+
+def _nsys(family: str) -> Path:
+    for p in tools.nsys_programs():
+        rc, text = tools.output_of([str(p), "--version"])
+        if rc == 0 and f"version {family}." in text:
+            return p
+    pytest.skip(f"no real nsys {family} here: `make deps` installs it")
+
+
+def _run(
+    tmp_path: Path, declared: str, nsys: Path
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    job = JobSpec.model_validate(
+        {
+            "name": "post",
+            "profile": {
+                "tool": "nsys",
+                "trace": ["osrt"],
+                "sample": "none",  # 2022.4 may hang at the end with sampling (docs/profiling.md)
+                "cpuctxsw": "none",
+                "reports": ["osrt_sum"],
+                "nsys_version": declared,
+                "nsys_path": str(nsys),
+            },
+            "workload": {"command": "python3", "args": ["-c", "import time; time.sleep(0.2)"]},
+        }
+    )
+    cluster = load_cluster("dev")
+    pn, part = validate_job(job, cluster)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    script = render_job(job, cluster, pn, part, "post-test", str(run_dir), "direct").script
+    (run_dir / "job.sbatch").write_text(script)
+    res = subprocess.run(
+        ["bash", str(run_dir / "job.sbatch")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
+    return res, run_dir / "artifacts"
+
+
+def test_rendered_for_the_right_version_every_report_is_a_csv(tmp_path: Path) -> None:
+    res, art = _run(tmp_path, "2022.4", _nsys("2022.4"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    csv = art / "post_osrtsum.csv"  # 2022.4's name for osrt_sum
+    assert csv.stat().st_size > 0 and "Time (%)" in csv.read_text()
+    assert (art / "post.sqlite").stat().st_size > 0
+    assert (art / "post.nsys-rep").stat().st_size > 0
+
+
+def test_rendered_for_the_wrong_version_the_job_fails_and_keeps_the_report(tmp_path: Path) -> None:
+    # the site's nsys is 2022.4, the job says 2023.4: the real nsys stats knows no osrt_sum
+    res, art = _run(tmp_path, "2023.4", _nsys("2022.4"))
+    assert "Report 'osrt_sum' could not be found" in res.stderr  # nsys's own words, exit 0
+    assert res.returncode == 1
+    assert "nsys stats wrote no " in res.stderr and "has no report osrt_sum?" in res.stderr
+    assert "the tasks succeeded, but post-processing failed" in res.stderr
+    assert not (art / "post_osrt_sum.csv").exists()
+    assert (art / "post.nsys-rep").stat().st_size > 0  # kept
+    assert (art / "post.sqlite").stat().st_size > 0
