@@ -330,6 +330,31 @@ def _cuda_pids(db: _Db) -> set[int]:
     return pids
 
 
+def _traced_pids(db: _Db) -> set[int]:
+    """Processes the trace recorded calls of (OS runtime, NVTX, CUDA API, CUDA contexts).
+
+    Real exports name far more than those: with CPU sampling or context-switch tracing,
+    ThreadNames lists every thread of the machine (kernel workers, shells, nsys's own daemons,
+    other users' python3 processes: measured with nsys 2022.4 and 2023.4), so threads and the
+    main thread are looked for among the traced processes only."""
+    pids = _cuda_pids(db)
+    for table, col in (
+        (OSRT, "globalTid"),
+        (NVTX, "globalTid"),
+        (RUNTIME, "globalTid"),
+        (KERNEL, "globalPid"),
+        (MEMCPY, "globalPid"),
+        (MEMSET, "globalPid"),
+    ):
+        if db.has(table, col):
+            pids |= {
+                int(p)
+                for (p,) in db.q(f"SELECT DISTINCT ({col} >> 24) & 16777215 FROM {table}")
+                if p
+            }
+    return pids
+
+
 def _pid_tid(gtid: int) -> tuple[int, int]:
     """(pid, tid) of a serialized nsys GlobalId: `(vmId << 48) | (pid << 24) | tid`."""
     return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
@@ -381,6 +406,9 @@ def _threads(db: _Db, aux: _Aux) -> None:
                 wait_ids.add(int(nid))
     else:
         aux.missing.append(OSRT)
+    traced = _traced_pids(db)
+    if traced:
+        tnames = {g: n for g, n in tnames.items() if _pid_tid(g)[0] in traced}
     found = main_thread(set(tnames) | set(per), tnames, _cuda_pids(db))
     if found is not None:
         gmain, aux.main_rule = found
@@ -766,7 +794,9 @@ def _rank_metrics(
     data_wait = core.union_in_span(*aux.data_ranges, u.start, u.end)
     main_wait = None
     if aux.main_waits is not None:
-        main_wait = core.covered_ns(*aux.main_waits, u.start, u.end)
+        # like the data wait: inside the span, or all of it when the trace has no GPU activity
+        # (a CPU-only real export measured 0 here while its main thread waited 100+ ms)
+        main_wait = core.union_in_span(*aux.main_waits, u.start, u.end)
     sync_wall = core.union_in_span(*aux.sync_ranges, u.start, u.end)
     return RankMetrics(
         rank=rank,
