@@ -67,7 +67,7 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
         for log in sorted(run_dir.glob("*_log.out")) + sorted(run_dir.glob("*_log.err")):
             if log.is_file() and not log.is_symlink():
                 chosen[f"logs/{log.name}"] = log
-        for extra in ("job.sbatch", "spec.lock.yaml", "exit_code", "task.sh"):
+        for extra in ("job.sbatch", "spec.lock.yaml", "exit_code", "task.sh", "nsys_post.sh"):
             p = run_dir / extra
             if p.is_file() and not p.is_symlink():
                 chosen[f"run/{extra}"] = p

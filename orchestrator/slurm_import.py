@@ -35,6 +35,7 @@ NOT_FROM_SLURM: tuple[tuple[str, str], ...] = (
     ("cpu_mem", "CPU memory if separate from GPU memory (e.g. 480G LPDDR5X)"),
     ("os", "the Linux distribution (scontrol reports only the kernel)"),
     ("container", "the container runtime (singularity/apptainer) and default binds"),
+    ("nsys", "the Nsight Systems version and command, inside images or on the host"),
     ("setup", "shell lines every job needs first (module loads, site environment)"),
     ("env", "environment variables every job gets"),
     ("launcher.options", "srun options such as --mpi=pmix or --cpu-bind=cores"),
