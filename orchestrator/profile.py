@@ -344,7 +344,8 @@ def nsys_setup(spec: ProfileSpec, site: NsysSite | None, partition: str = "") ->
     if spec.nsys_version:
         version, source = spec.nsys_version, "profile.nsys_version"
     elif site.version:
-        version, source = site.version, f"partition {partition} nsys.version".replace("  ", " ")
+        where = f"partition {partition}" if partition else "the partition's"
+        version, source = site.version, f"{where} nsys.version"
     else:
         return NsysSetup(
             DEFAULT_SETUP.version,

@@ -272,7 +272,8 @@ def test_failed_post_processing_keeps_the_report_and_fails_loudly(
     res = _run_script(_render(job, str(run_dir), "direct"), run_dir, tmp_path / "bin")
     assert res.returncode == job_exit, res.stderr
     assert (run_dir / "artifacts" / "p.nsys-rep").read_text() == "report\n"
-    assert "post-processing: nsys export failed (exit 3) for " in res.stderr
+    assert "post-processing: nsys export failed (exit 3): see " in res.stderr
+    assert "post-processing: nsys stats failed (exit 3): see " in res.stderr
     assert "nsys export wrote no " in res.stderr
     assert "nsys stats wrote no " in res.stderr and "_osrt_sum.csv" in res.stderr
     assert res.stderr.count("the reports are kept") >= 3
