@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from orchestrator import nsys_versions as nv
 from orchestrator.base import Strict
@@ -93,14 +93,13 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _nsys_version(v: str | None) -> str | None:
-    if v is None:
-        return None
-    return str(nv.parse_supported(str(v)))
+def _nsys_version(v: object) -> object:
+    # YAML reads an unquoted 2023.4 as a number
+    return str(nv.parse_supported(str(v))) if isinstance(v, str | int | float) else v
 
 
-def _nsys_command(v: str | None) -> str | None:
-    if v is not None and (not _COMMAND_RE.match(v) or ".." in v.split("/")):
+def _nsys_command(v: str) -> str:
+    if not _COMMAND_RE.match(v) or ".." in v.split("/"):
         raise ValueError(
             f"{v!r} is not an nsys command; give a name on the job's PATH (nsys) or an "
             "absolute path such as /opt/nvidia/nsight-systems/bin/nsys"
@@ -108,15 +107,20 @@ def _nsys_command(v: str | None) -> str | None:
     return v
 
 
+# The same rules for the partition's nsys and the job's own choice.
+NsysVersionText = Annotated[str, BeforeValidator(_nsys_version)]
+NsysCommand = Annotated[str, AfterValidator(_nsys_command)]
+
+
 class NsysSite(Strict):
     """The nsys a partition offers (cluster file: `partitions.<name>.nsys`)."""
 
-    version: str | None = Field(
+    version: NsysVersionText | None = Field(
         None,
         description="Its version (YEAR.MINOR, e.g. 2023.4): flag spellings and report names "
         f"follow it; unset: gh-run renders for {nv.DEFAULT_VERSION} and `check` probes.",
     )
-    path: str = Field(
+    path: NsysCommand = Field(
         "nsys",
         description="The nsys command: a name on the job's PATH or an absolute path (inside "
         "the image when placement is container).",
@@ -126,16 +130,6 @@ class NsysSite(Strict):
         description="container: nsys runs inside the image (images that ship it, like NeMo's); "
         "host: nsys on the node wraps `<runtime> exec` and traces the container's processes.",
     )
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version(cls, v: object) -> object:
-        return _nsys_version(str(v)) if isinstance(v, str | int | float) else v
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return _nsys_command(v) or v
 
 
 @dataclass(frozen=True)
@@ -199,12 +193,12 @@ class ProfileSpec(Strict):
         None,
         description="tool torch: append `<flag> <run>/artifacts` to the workload's argv.",
     )
-    nsys_version: str | None = Field(
+    nsys_version: NsysVersionText | None = Field(
         None,
         description="The nsys version to render for (YEAR.MINOR, e.g. 2022.4); default: the "
         "partition's nsys.version.",
     )
-    nsys_path: str | None = Field(
+    nsys_path: NsysCommand | None = Field(
         None, description="The nsys command (name or absolute path); default: the partition's."
     )
     nsys_placement: Placement | None = Field(
@@ -212,16 +206,6 @@ class ProfileSpec(Strict):
         description="container (nsys inside the image) or host (nsys wraps the container); "
         "default: the partition's nsys.placement.",
     )
-
-    @field_validator("nsys_version", mode="before")
-    @classmethod
-    def _version(cls, v: object) -> object:
-        return _nsys_version(str(v)) if isinstance(v, str | int | float) else v
-
-    @field_validator("nsys_path")
-    @classmethod
-    def _path(cls, v: str | None) -> str | None:
-        return _nsys_command(v)
 
     @field_validator("capture_range", mode="before")
     @classmethod

@@ -8,7 +8,7 @@
 # No container registry is reachable here, so the image is built from a local root file system
 # (debootstrap --variant=minbase, then `apptainer build IMAGE.sif DIR/`; a def file's %post would
 # need a nested build that fails as root on these machines). Cached: the SIF is rebuilt only when
-# its recipe changes (this script, the workload, the nvtx version), recorded in
+# its recipe changes (the workload, the nvtx version, the suite, RECIPE below), recorded in
 # gh-run-test.sif.recipe; a second run returns at once. Needs root (debootstrap), Apptainer
 # (scripts/install-apptainer.sh), debootstrap and mksquashfs (scripts/system-deps.sh), and pip
 # (the repo's .venv, or python3 -m pip) to fetch the nvtx wheel.
@@ -19,7 +19,6 @@ PAPT_WHO="build-test-image"
 # shellcheck source=scripts/lib/private-apt.sh
 source "$REPO/scripts/lib/private-apt.sh"
 
-PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 IMAGES="$PREFIX/images"
 SIF="$IMAGES/gh-run-test.sif"
 SUITE=bookworm
@@ -33,7 +32,9 @@ for tool in debootstrap mksquashfs; do
     command -v "$tool" >/dev/null || papt_die "$tool is missing; run scripts/system-deps.sh (apt-get install debootstrap squashfs-tools)"
 done
 
-recipe="$( (cat "${BASH_SOURCE[0]}" "$WORKLOAD"; echo "$SUITE $NVTX_VERSION $PY_TAG") | sha256sum | cut -c1-16)"
+# What the image is made of; bump RECIPE when the build steps below change what goes in.
+RECIPE=1
+recipe="$( (cat "$WORKLOAD"; echo "$RECIPE $SUITE $NVTX_VERSION $PY_TAG") | sha256sum | cut -c1-16)"
 mkdir -p "$IMAGES"
 exec 9>"$IMAGES/.build.lock"
 flock 9

@@ -45,7 +45,6 @@ PAPT_WHO="install-apptainer"
 # shellcheck source=scripts/lib/private-apt.sh
 source "$REPO/scripts/lib/private-apt.sh"
 
-PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 VERSION="1.4.5"
 DEST="$PREFIX/apptainer/$VERSION"
 # package suite file-wanted: the libraries that go into lib/ (glibc from trixie: sid's would do as

@@ -56,7 +56,6 @@ PAPT_WHO="install-nsys"
 # shellcheck source=scripts/lib/private-apt.sh
 source "$REPO/scripts/lib/private-apt.sh"
 
-PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 DEFAULT_VERSION="2023.4.4"
 # version -> the Debian suite that carries it (trixie's 2023.4 build runs on bookworm's glibc;
 # sid's does not).

@@ -103,6 +103,18 @@ def cli(gh_home: Path):  # type: ignore[no-untyped-def]
     return _run
 
 
+def real_nsys(family: str) -> Path:
+    """The real nsys of a version family here (`make deps` installs 2023.4 and 2022.4 in the
+    tools prefix); skips with the reason, a failure under `make test`, when there is none."""
+    from orchestrator import tools
+
+    for p in tools.nsys_programs():
+        rc, text = tools.output_of([str(p), "--version"])
+        if rc == 0 and f"version {family}." in text:
+            return p
+    pytest.skip(f"no real nsys {family} here: `make deps` installs it")
+
+
 @pytest.fixture(scope="session")
 def dev_cluster() -> Iterator[None]:
     """The real local SLURM cluster (scripts/devcluster.sh): started, or reused if healthy.

@@ -4,10 +4,14 @@
 # system's own mirror and keyring, its own lists and cache), `apt-get download`, `dpkg-deb`.
 # Nothing is installed by apt or dpkg; /etc/apt and /var/lib/apt are only read.
 #
-# Sourced by scripts/install-nsys.sh and scripts/install-apptainer.sh. One configuration serves
+# Sourced by scripts/install-nsys.sh, install-apptainer.sh and build-test-image.sh, which also
+# take the tools prefix (PREFIX) and the logging helpers from here. One configuration serves
 # both (bookworm, trixie and sid; main and non-free), so when GH_RUN_APT_DIR names an existing
 # folder (scripts/install-tools.sh exports one) the second installer reuses the first's lists.
 PAPT_SUITES="bookworm trixie sid"
+# The tools prefix every installer writes under (docs/profiling.md).
+# shellcheck disable=SC2034  # read by the scripts that source this file
+PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 PAPT_COMPONENTS="main non-free"
 
 papt_log() { printf '[%s] %s\n' "${PAPT_WHO:-install}" "$*" >&2; }

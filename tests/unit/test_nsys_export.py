@@ -12,20 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import tools
-from tests.conftest import run_cli
+from tests.conftest import real_nsys, run_cli
 
 # Just enough PATH to start programs, and no nsys on it (this machine's nsys lives in the
 # tools prefix, which each test points elsewhere or keeps).
 BARE_PATH = "/usr/bin:/bin"
-
-
-def _nsys(family: str) -> Path:
-    for p in tools.nsys_programs():
-        rc, text = tools.output_of([str(p), "--version"])
-        if rc == 0 and f"version {family}." in text:
-            return p
-    pytest.skip(f"no real nsys {family} here: `make deps` installs it")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +25,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("rec")
     res = subprocess.run(
         [
-            str(_nsys("2023.4")),
+            str(real_nsys("2023.4")),
             "profile",
             "--trace=osrt",
             "--sample=none",
@@ -98,7 +89,7 @@ def test_an_nsys_too_old_for_the_report_is_named(report: Path, tmp_path: Path) -
     rep = _alone(report, tmp_path)
     only_old = tmp_path / "old-tools"
     (only_old / "bin").mkdir(parents=True)
-    os.symlink(_nsys("2022.4").resolve(), only_old / "bin" / "nsys-2022.4")
+    os.symlink(real_nsys("2022.4").resolve(), only_old / "bin" / "nsys-2022.4")
     env = {"PATH": BARE_PATH, "GH_RUN_TOOLS": str(only_old)}
     res = run_cli(["analyze", str(rep)], tmp_path / "home", env=env)
     assert res.rc == 1, res.text

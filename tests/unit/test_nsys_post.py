@@ -9,20 +9,10 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from orchestrator import tools
 from orchestrator.cluster import load_cluster, validate_job
 from orchestrator.render import render_job
 from orchestrator.spec import JobSpec
-
-
-def _nsys(family: str) -> Path:
-    for p in tools.nsys_programs():
-        rc, text = tools.output_of([str(p), "--version"])
-        if rc == 0 and f"version {family}." in text:
-            return p
-    pytest.skip(f"no real nsys {family} here: `make deps` installs it")
+from tests.conftest import real_nsys
 
 
 def _run(
@@ -60,7 +50,7 @@ def _run(
 
 
 def test_rendered_for_the_right_version_every_report_is_a_csv(tmp_path: Path) -> None:
-    res, art = _run(tmp_path, "2022.4", _nsys("2022.4"))
+    res, art = _run(tmp_path, "2022.4", real_nsys("2022.4"))
     assert res.returncode == 0, res.stderr[-2000:]
     csv = art / "post_osrtsum.csv"  # 2022.4's name for osrt_sum
     assert csv.stat().st_size > 0 and "Time (%)" in csv.read_text()
@@ -70,7 +60,7 @@ def test_rendered_for_the_right_version_every_report_is_a_csv(tmp_path: Path) ->
 
 def test_rendered_for_the_wrong_version_the_job_fails_and_keeps_the_report(tmp_path: Path) -> None:
     # the site's nsys is 2022.4, the job says 2023.4: the real nsys stats knows no osrt_sum
-    res, art = _run(tmp_path, "2023.4", _nsys("2022.4"))
+    res, art = _run(tmp_path, "2023.4", real_nsys("2022.4"))
     assert "Report 'osrt_sum' could not be found" in res.stderr  # nsys's own words, exit 0
     assert res.returncode == 1
     assert "nsys stats wrote no " in res.stderr and "has no report osrt_sum?" in res.stderr

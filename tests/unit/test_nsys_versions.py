@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import doctor, tools
+from orchestrator import doctor
 from orchestrator import nsys_versions as nv
 from orchestrator.profile import (
     NsysSetup,
@@ -19,6 +19,7 @@ from orchestrator.profile import (
     profiler_prefix,
     version_problems,
 )
+from tests.conftest import real_nsys
 
 V22, V23, V24, V25 = (nv.NsysVersion.parse(t) for t in ("2022.4", "2023.4", "2024.2", "2025.1"))
 
@@ -89,40 +90,28 @@ def test_post_processing_spells_reports_for_the_version() -> None:
 # ---------------------------------------------------------------- the real CLIs
 
 
-def _installed() -> dict[str, Path]:
-    """family -> the installed nsys of that family (make deps installs 2022.4 and 2023.4)."""
-    out: dict[str, Path] = {}
-    for p in tools.nsys_programs():
-        n = doctor.nsys_tool(p, with_reports=False)
-        if n.family and n.family not in out:
-            out[n.family] = p
-    return out
-
-
 @pytest.fixture(scope="module")
-def real_nsys() -> dict[str, Path]:
-    found = _installed()
-    missing = {"2022.4", "2023.4"} - set(found)
-    if missing:
-        pytest.skip(f"no real nsys {', '.join(sorted(missing))} here: `make deps` installs them")
-    return found
+def real_nsys_of() -> dict[str, Path]:
+    return {family: real_nsys(family) for family in ("2022.4", "2023.4")}
 
 
 @pytest.mark.parametrize("family", ["2022.4", "2023.4"])
-def test_report_tables_match_the_real_nsys(real_nsys: dict[str, Path], family: str) -> None:
-    listed = set(doctor.nsys_reports(real_nsys[family]))
+def test_report_tables_match_the_real_nsys(real_nsys_of: dict[str, Path], family: str) -> None:
+    listed = set(doctor.nsys_reports(real_nsys_of[family]))
     assert listed == set(nv.known_reports(nv.NsysVersion.parse(family)))
 
 
 @pytest.mark.parametrize("family", ["2022.4", "2023.4"])
 def test_rendered_gpu_metrics_flag_is_the_one_the_real_nsys_takes(
-    real_nsys: dict[str, Path], family: str, tmp_path: Path
+    real_nsys_of: dict[str, Path], family: str, tmp_path: Path
 ) -> None:
     v = nv.NsysVersion.parse(family)
     spec = ProfileSpec(
         tool="nsys", trace=["osrt"], sample="none", cpuctxsw="none", gpu_metrics_devices="none"
     )
-    argv = profiler_prefix(spec, str(tmp_path / "ok"), NsysSetup(v, "test", str(real_nsys[family])))
+    argv = profiler_prefix(
+        spec, str(tmp_path / "ok"), NsysSetup(v, "test", str(real_nsys_of[family]))
+    )
     res = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert (tmp_path / "ok.nsys-rep").stat().st_size > 0
