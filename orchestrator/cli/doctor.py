@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.state import out
+from orchestrator.cli.table import Cell, Column, paint, print_table
 
 
 def doctor_cmd(
@@ -41,34 +41,25 @@ def doctor_cmd(
         _job(spec, set_ or [], cluster, as_json)
 
 
-def _mark(ok: bool) -> str:
-    return "[green]ok[/]" if ok else "[red]missing[/]"
+def _mark(ok: bool) -> tuple[str, str]:
+    return ("ok", "green") if ok else ("missing", "red")
 
 
 def _machine(as_json: bool) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     from orchestrator import doctor
 
     report = doctor.machine()
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         return
-    t = Table(box=None)
-    for col in ("", "status", "where", "version / detail"):
-        t.add_column(col)
+    rows: list[list[Cell]] = []
     for c in report.slurm_clients:
-        t.add_row(c.name, _mark(c.path is not None), c.path or "-", escape(c.version or "-"))
+        rows.append([c.name, _mark(c.path is not None), c.path or "-", c.version or "-"])
     ctl = report.controller
-    t.add_row(
-        "controller",
-        _mark(ctl.answers),
-        f"cluster {ctl.cluster}" if ctl.cluster else "-",
-        ctl.detail,
-    )
+    where = f"cluster {ctl.cluster}" if ctl.cluster else "-"
+    rows.append(["controller", _mark(ctl.answers), where, ctl.detail])
     if not report.nsys:
-        t.add_row("nsys", _mark(False), "-", "install: bash scripts/install-nsys.sh")
+        rows.append(["nsys", _mark(False), "-", "install: bash scripts/install-nsys.sh"])
     for n in report.nsys:
         detail = (
             f"{n.version} (gh-run family {n.family or 'unsupported'}; {len(n.reports)} "
@@ -76,16 +67,22 @@ def _machine(as_json: bool) -> None:
             if n.version
             else n.detail or "-"
         )
-        t.add_row(n.name, _mark(n.version is not None), n.path or "-", detail)
+        rows.append([n.name, _mark(n.version is not None), n.path or "-", detail])
     for item in (report.apptainer, report.singularity, report.chromium, report.cron):
-        t.add_row(item.name, _mark(item.path is not None), item.path or "-", item.version or "-")
-    out.print(t)
-    out.print(f"tools prefix (scripts/install-tools.sh): {report.tools_prefix}")
+        rows.append(
+            [item.name, _mark(item.path is not None), item.path or "-", item.version or "-"]
+        )
+    columns = [
+        Column("", keep=True),
+        Column("status", keep=True),
+        Column("where", drop=1),
+        Column("version / detail"),
+    ]
+    print_table(columns, rows)
+    print(f"tools prefix (scripts/install-tools.sh): {report.tools_prefix}")
 
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
-    from rich.markup import escape
-
     from orchestrator import doctor
     from orchestrator import runs as R
     from orchestrator.yamlio import display_path
@@ -96,8 +93,9 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
         typer.echo(json.dumps([n.model_dump(mode="json") for n in needs], indent=2))
     else:
         for n in needs:
-            fix = f" [bold]fix:[/] {escape(n.fix)}" if n.fix and not n.ok else ""
-            out.print(f"{_mark(n.ok)} {escape(n.what)}: {escape(n.detail)}{fix}")
+            text, style = _mark(n.ok)
+            fix = f" {paint('fix:', 'bold')} {n.fix}" if n.fix and not n.ok else ""
+            print(f"{paint(text, style)} {n.what}: {n.detail}{fix}")
     if not all(n.ok for n in needs):
         raise typer.Exit(1)
 

@@ -142,8 +142,6 @@ def _check_nsys(prep: R.Prepared, where: str) -> None:
     version. Undeclared (rendered for gh-run's default) and of another family: refused, since
     the flags and report names would be wrong; declared and different: a warning (the nodes
     may have another nsys than this machine)."""
-    from rich.markup import escape
-
     from orchestrator import doctor
 
     if prep.spec.profile.tool != "nsys":
@@ -153,7 +151,7 @@ def _check_nsys(prep: R.Prepared, where: str) -> None:
     if found is None:
         warn(f"nsys: {rendered}; could not ask it here: {how}")
     elif found.family == setup.version.family:
-        out.print(f"[green]ok:[/] nsys: {escape(rendered)}; {escape(how)} is {found}")
+        print(f"{paint('ok:', 'green')} nsys: {rendered}; {how} is {found}")
     elif setup.version_from.startswith("gh-run's default"):
         raise UserError(
             f"{where}: profile: the job is {rendered}, but {how} is {found}; "

@@ -11,7 +11,8 @@ from tests.conftest import run_cli
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_json_names_the_real_tools_and_what_they_know(tmp_path: Path) -> None:
+def test_json_names_the_real_tools_and_what_they_know(tmp_path: Path, dev_cluster: None) -> None:
+    # dev_cluster: Debian's SLURM clients answer --version only with a configuration to read
     res = run_cli(["doctor", "--json"], tmp_path / "home")
     assert res.rc == 0, res.text
     doc = json.loads(res.out)
