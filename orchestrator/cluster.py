@@ -92,7 +92,7 @@ class Partition(Strict):
     @field_validator("template")
     @classmethod
     def _template_name(cls, v: str | None) -> str | None:
-        if v is not None and (not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", v) or ".." in v):
+        if v is not None and (not re.fullmatch(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", v) or ".." in v):
             raise ValueError(
                 f"template {v!r} must be a plain name (letters, digits, '.', '_', '-'); it means "
                 "partitions/<template>.sbatch.j2 in the template dirs"
@@ -117,7 +117,7 @@ class Partition(Strict):
     @classmethod
     def _sbatch_options(cls, v: list[str]) -> list[str]:
         for opt in v:
-            if not re.match(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
+            if not re.fullmatch(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
                 raise ValueError(
                     f"{opt!r} is not an sbatch option sbatch can take in a directive; "
                     "write --option or --option=value with letters, digits and . _ : , @ % + = / -"
@@ -163,7 +163,7 @@ class ClusterDefaults(Strict):
     @field_validator("account", "qos")
     @classmethod
     def _slurm_word(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^[A-Za-z0-9_.-]+$", v):
+        if v is not None and not re.fullmatch(r"^[A-Za-z0-9_.-]+$", v):
             raise ValueError(
                 f"{v!r} is not a SLURM account/QoS name; use letters, digits, '.', '_' and '-'"
             )
@@ -199,7 +199,7 @@ class Cluster(Strict):
     @classmethod
     def _partition_names(cls, v: dict[str, Partition]) -> dict[str, Partition]:
         for key in v:
-            if not re.match(r"^[A-Za-z0-9_.-]+$", key):
+            if not re.fullmatch(r"^[A-Za-z0-9_.-]+$", key):
                 raise ValueError(
                     f"partition name {key!r} is not a SLURM partition name; "
                     "use letters, digits, '.', '_' and '-'"
@@ -235,7 +235,7 @@ def find_cluster_file(name_or_path: str) -> Path:
         if as_path.is_file():
             return as_path
         raise UserError(f"cluster file {name_or_path} does not exist; check the path")
-    if not re.match(r"^[A-Za-z0-9_.-]+$", name_or_path):
+    if not re.fullmatch(r"^[A-Za-z0-9_.-]+$", name_or_path):
         raise UserError(f"cluster {name_or_path!r}: not a valid cluster name")
     searched = cluster_search_dirs()
     for d in searched:

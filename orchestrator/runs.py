@@ -94,7 +94,7 @@ def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
     from orchestrator.spec import SBATCH_VALUE_RE
 
     path = runs_root(cluster, home) / run_id
-    if not SBATCH_VALUE_RE.match(str(path)):
+    if not SBATCH_VALUE_RE.fullmatch(str(path)):
         raise UserError(
             f"run folder {path} has characters sbatch cannot take (spaces?); set GH_RUN_HOME or "
             f"the cluster's paths.runs to a plain path"

@@ -9,6 +9,7 @@ be found by its name and repaired (see executors.slurm.repair_intents).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sqlite3
 import time
@@ -206,6 +207,21 @@ RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(Run))
 def as_dict(row: Any) -> dict[str, Any]:
     """A store record as a plain dict (JSON-ready: the fields are str, int, float or None)."""
     return dataclasses.asdict(row)
+
+
+# SQLite stores a NaN as NULL, which reads back as "no value": a metric that came out NaN
+# would then never be compared, and so never be a regression. It is kept as the text 'NaN'.
+NAN_TEXT = "NaN"
+
+
+def _metric_in(value: float | None) -> float | str | None:
+    return NAN_TEXT if value is not None and math.isnan(value) else value
+
+
+def _metric_out(value: object) -> float | None:
+    if value == NAN_TEXT:
+        return math.nan
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def iso(ts: float | None) -> str:
@@ -429,12 +445,12 @@ class Store:
         with self.tx() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO metrics (run_id, key, value) VALUES (?, ?, ?)",
-                [(run_id, k, v) for k, v in values.items()],
+                [(run_id, k, _metric_in(v)) for k, v in values.items()],
             )
 
     def metrics(self, run_id: str) -> dict[str, float | None]:
         rows = self._db.execute("SELECT key, value FROM metrics WHERE run_id = ?", (run_id,))
-        return {r["key"]: r["value"] for r in rows}
+        return {r["key"]: _metric_out(r["value"]) for r in rows}
 
     def rows(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
         """A read query as plain dicts (the campaign tables are read through this)."""
@@ -449,7 +465,7 @@ class Store:
             for r in self._db.execute(
                 f"SELECT run_id, key, value FROM metrics WHERE run_id IN ({marks})", chunk
             ):
-                out[r["run_id"]][r["key"]] = r["value"]
+                out[r["run_id"]][r["key"]] = _metric_out(r["value"])
         return out
 
     def dump_run(self, run_id: str) -> dict[str, Any]:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import re
 
+# Matched whole (fullmatch): `$` alone would accept a trailing newline.
 _TIME = re.compile(
-    r"^(?:(?P<d>\d+)-(?P<dh>\d{1,2})(?::(?P<dm>\d{1,2})(?::(?P<ds>\d{1,2}))?)?"
+    r"(?:(?P<d>\d+)-(?P<dh>\d{1,2})(?::(?P<dm>\d{1,2})(?::(?P<ds>\d{1,2}))?)?"
     r"|(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})"
     r"|(?P<m2>\d+):(?P<s2>\d{1,2})"
-    r"|(?P<m3>\d+))$"
+    r"|(?P<m3>\d+))"
 )
-_MEM = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
+_MEM = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]?)(?:i?B)?", re.IGNORECASE)
 _MEM_FACTOR_MIB = {"K": 1 / 1024, "M": 1.0, "": 1.0, "G": 1024.0, "T": 1024.0 * 1024.0}
 
 
 def parse_time(text: str | int) -> int:
     """SLURM time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) → seconds."""
     raw = str(text).strip()
-    m = _TIME.match(raw)
+    m = _TIME.fullmatch(raw)
     if not m:
         raise ValueError(
             f"{raw!r} is not a SLURM time; write HH:MM:SS (e.g. 00:30:00) or D-HH:MM:SS"
@@ -43,7 +44,7 @@ def format_time(seconds: int) -> str:
 def parse_mem_mib(text: str | int) -> int:
     """Memory (`16G`, `512M`, `480GB`, a bare number = MiB as in sbatch) → MiB."""
     raw = str(text).strip()
-    m = _MEM.match(raw)
+    m = _MEM.fullmatch(raw)
     if not m:
         raise ValueError(f"{raw!r} is not a memory size; write e.g. 16G or 512M")
     mib = float(m.group("n")) * _MEM_FACTOR_MIB[m.group("u").upper()]

@@ -69,7 +69,7 @@ def fire_argv(file: Path, home: Path, slurm_script: Path | None = None) -> list[
 def _job_env() -> dict[str, str]:
     """What the fired campaign needs from this environment (cron starts with almost nothing)."""
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    for key in ("SLURM_CONF", "GH_RUN_CLUSTERS", "SCRATCH"):
+    for key in ("SLURM_CONF", "GH_RUN_CLUSTERS", "SCRATCH", "GH_RUN_MAX_VARIANTS"):
         if os.environ.get(key):
             env[key] = os.environ[key]
     return env
@@ -157,7 +157,7 @@ def render_launcher(campaign: Campaign, file: Path, home: Path, script: Path) ->
         partition = spec.partition or cl.default_partition
     log_dir = registry_dir(home)
     for value in (partition, sched.launcher_time, str(log_dir)):
-        if not SBATCH_VALUE_RE.match(value):
+        if not SBATCH_VALUE_RE.fullmatch(value):
             raise UserError(
                 f"{file}: schedule: {value!r} cannot go into an #SBATCH line; use letters, "
                 "digits and . _ : , @ % + = / -"

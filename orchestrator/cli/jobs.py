@@ -63,7 +63,7 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,150}$")
 
 
 def _run_id(value: str | None) -> str | None:
-    if value is not None and (not RUN_ID_RE.match(value) or ".." in value):
+    if value is not None and (not RUN_ID_RE.fullmatch(value) or ".." in value):
         raise UserError(
             f"--run-id: {value!r} is not a run id; use letters, digits, '.', '_' and '-' "
             "(starting with a letter or digit, no '..'), e.g. smoke-try1"
