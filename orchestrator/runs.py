@@ -174,6 +174,7 @@ def submit(
     """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
     from orchestrator.yamlio import display_path
 
+    store.require_writable()
     check_submit_host(prep.spec, display_path(prep.spec_path) if prep.spec_path else prep.spec.name)
     fixed_id = run_id is not None
     for _ in range(5):
@@ -187,6 +188,14 @@ def submit(
             # Two submissions in the same second drew the same id: draw again.
             if fixed_id:
                 raise UserError(f"run {run_id} already exists; choose another run id") from None
+        except OSError as exc:
+            import shutil  # only on this failure path: status's start-up imports this module
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise RuntimeFailure(
+                f"cannot write the run folder {run_dir}: {exc.strerror}; free space there (or "
+                "make it writable) and submit again"
+            ) from None
     else:
         raise RuntimeFailure(f"could not find a free run id under {runs_root(prep.cluster, home)}")
     assert run_id is not None
@@ -422,10 +431,17 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
         if fixed is not None:
             repaired.append(fixed)
     for run in store.list_runs(states={INTENT}):
-        if run.executor != "slurm" or time.time() - run.created_at < 5:
+        if time.time() - run.created_at < 5:
             continue
         if run.campaign_id:
             continue  # a campaign's job array carries the group's name: `campaign resume` repairs
+        if run.executor == "local":
+            fixed = _repair_local_intent(store, run)
+            if fixed is not None:
+                repaired.append(fixed)
+            continue
+        if run.executor != "slurm":
+            continue
 
         ex = SlurmExecutor(warn=warn)
         try:
@@ -458,6 +474,34 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
     return repaired
 
 
+# A local job's supervisor records its own pid as its first act, so a local intent with no
+# `local_pid` after this long never started.
+LOCAL_START_S = 30.0
+
+
+def _repair_local_intent(store: Store, run: Run) -> Run | None:
+    """A local INTENT row: gh-run died between starting the supervisor and recording its id.
+    The run folder says whether the job started (`local_pid`); `poll` then follows it."""
+    job_id = LocalExecutor.started_job(run)
+    if job_id:
+        return store.update_run(
+            run.run_id,
+            job_id=job_id,
+            state="PENDING",
+            submitted_at=run.created_at,
+            event=f"repaired: found local job {job_id} in the run folder {run.run_dir}",
+        )
+    if time.time() - run.created_at < LOCAL_START_S:
+        return None
+    return store.update_run(
+        run.run_id,
+        state=SUBMIT_FAILED,
+        ended_at=time.time(),
+        reason="the local job never started (no supervisor recorded in its run folder)",
+        event="repaired: never started",
+    )
+
+
 def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     """A RETRYING row: gh-run died between claiming a retry and sbatch's answer."""
     last = store.events(run.run_id)[-1].ts if store.events(run.run_id) else run.created_at
@@ -481,6 +525,19 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
                 exit_code=None,
                 reason=None,
                 event=f"repaired: found the retry's job {newer[-1]} by its name {run.job_name}",
+            )
+    if run.executor == "local":
+        started = LocalExecutor.started_job(run)
+        if started and started != run.job_id:
+            return store.update_run(
+                run.run_id,
+                job_id=started,
+                state="PENDING",
+                submitted_at=last,
+                ended_at=None,
+                exit_code=None,
+                reason=None,
+                event=f"repaired: found the retry's local job {started} in its run folder",
             )
     if time.time() - last < 120:
         return None

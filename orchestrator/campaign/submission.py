@@ -160,6 +160,7 @@ def plan(
     `prepared`: what `prepare_variants` returned, when the caller checked before opening the
     store (with `extra_overrides` already in it).
     """
+    store.require_writable()
     if prepared is None:
         prepared = prepare_variants(campaign, file, extra_overrides, store.home)
     cid = new_campaign_id(campaign.name)

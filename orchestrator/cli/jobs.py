@@ -239,9 +239,14 @@ def status_cmd(
     SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
     leaves out the less important columns first, never the run id or the state."""
     store = STATE.store()
-    R.repair_intents(store, warn=warn)
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
-    runs = R.refresh(store, runs, warn=warn)
+    if store.readonly:
+        # Refreshing records what the scheduler says; a home that cannot be written still
+        # shows what was recorded.
+        warn(f"{store.path} cannot be written: showing the recorded states, not refreshed")
+    else:
+        R.repair_intents(store, warn=warn)
+        runs = R.refresh(store, [store.get_run(r.run_id) for r in runs], warn=warn)
     if as_json:
         import json
 
@@ -380,10 +385,19 @@ def _print_from(path: Path, pos: int) -> int:
 def cancel_cmd(run: RunArg) -> None:
     """Cancel a run (scancel, or a signal to the local job)."""
     store = STATE.store()
-    r = R.refresh(store, [store.find_run(run)], warn=warn)[0]
+    r = store.find_run(run)
+    if not r.job_id:
+        R.repair_intents(store, warn=warn)  # a submission interrupted before its id was kept
+    r = R.refresh(store, [store.get_run(r.run_id)], warn=warn)[0]
     if r.terminal:
         print(f"{r.run_id} already ended: {r.state}")
         return
+    if not r.job_id:
+        raise RuntimeFailure(
+            f"run {r.run_id} has no job id yet ({r.state}: its submission was interrupted "
+            "and is not confirmed), so nothing was cancelled; run `gh-run status "
+            f"{r.run_id}` (it finds the job or marks it never submitted), then cancel again"
+        )
     R.executor_for(r, warn=warn).cancel(r)
     store.update_run(r.run_id, event="cancel requested by user")
     print(
