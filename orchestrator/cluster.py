@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
+from orchestrator.artifacts import SizeLimits
 from orchestrator.base import Strict
 from orchestrator.envvars import env_dict
 from orchestrator.errors import UserError
@@ -183,6 +184,16 @@ class Cluster(Strict):
         default_factory=list, description="Admin template folders, searched before gh-run's."
     )
     defaults: ClusterDefaults = Field(default_factory=ClusterDefaults)
+    artifacts: SizeLimits = Field(
+        default_factory=SizeLimits,
+        description="How much a run may bring back into the artifact store (per file, per run).",
+    )
+    local_fallback: bool = Field(
+        False,
+        description="Whether `--executor auto` may run this cluster's jobs with bash on the "
+        "submitting machine when no SLURM controller answers (true for a test cluster, never "
+        "for a site whose submit hosts are shared login nodes).",
+    )
     partitions: dict[str, Partition] = Field(..., min_length=1)
     # The file this cluster came from (set by load_cluster; never read from YAML).
     _source: str | None = PrivateAttr(default=None)

@@ -33,7 +33,7 @@ from orchestrator.store import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.artifacts import Manifest
+    from orchestrator.artifacts import Manifest, SizeLimits
     from orchestrator.cluster import Cluster, Partition
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
@@ -372,7 +372,27 @@ def resubmit(store: Store, run: Run, detail: str) -> Run:
     )
 
 
-def collect(store: Store, run: Run, home: Path) -> Manifest:
+def site_limits(run: Run, warn: Warn | None = None) -> SizeLimits:
+    """The artifact size limits of the run's cluster file (the defaults when it cannot be
+    read any more: it may have moved since the run was submitted)."""
+    from orchestrator.artifacts import SizeLimits
+    from orchestrator.cluster import load_cluster
+
+    try:
+        return load_cluster(spec_of(run).cluster).artifacts
+    except GhRunError as exc:
+        if warn:
+            warn(f"run {run.run_id}: default artifact limits apply ({exc})")
+        return SizeLimits()
+
+
+def collect(
+    store: Store,
+    run: Run,
+    home: Path,
+    limits: SizeLimits | None = None,
+    warn: Warn | None = None,
+) -> Manifest:
     from orchestrator import artifacts
 
     if not run.terminal:
@@ -382,7 +402,7 @@ def collect(store: Store, run: Run, home: Path) -> Manifest:
         )
     if run.state == SUBMIT_FAILED:
         raise UserError(f"run {run.run_id} was never submitted: it has no artifacts")
-    return artifacts.collect(store, run, spec_of(run), home)
+    return artifacts.collect(store, run, spec_of(run), home, limits or site_limits(run, warn))
 
 
 def wait(

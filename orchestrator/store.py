@@ -258,19 +258,27 @@ def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:
         ref.close()
 
 
-R = TypeVar("R", Run, Event, ArtifactRecord)
+T = TypeVar("T")
 
-_KNOWN: dict[type, frozenset[str]] = {
-    Run: RUN_FIELDS,
-    Event: frozenset(f.name for f in dataclasses.fields(Event)),
-    ArtifactRecord: frozenset(f.name for f in dataclasses.fields(ArtifactRecord)),
-}
+_KNOWN: dict[type, frozenset[str]] = {}
 
 
-def record(model: type[R], row: sqlite3.Row | Mapping[str, Any]) -> R:
+def _known_fields(model: type) -> frozenset[str]:
+    """The field names of a record type: a dataclass (the store's rows) or a Pydantic model
+    (the campaign records), told apart without importing Pydantic."""
+    known = _KNOWN.get(model)
+    if known is None:
+        names = getattr(model, "model_fields", None)
+        if names is None:
+            names = [f.name for f in dataclasses.fields(model)]
+        known = _KNOWN[model] = frozenset(names)
+    return known
+
+
+def record(model: type[T], row: sqlite3.Row | Mapping[str, Any]) -> T:
     """A row as a record, read by column name: columns this gh-run does not know are left out
     (a column added by another version must not make every command fail)."""
-    known = _KNOWN[model]
+    known = _known_fields(model)
     return model(**{k: row[k] for k in row.keys() if k in known})  # noqa: SIM118
 
 

@@ -54,3 +54,23 @@ def parse_mem_mib(text: str | int) -> int:
 def format_mem(mib: int) -> str:
     """MiB → the shortest exact sbatch form (`16G`, `1500M`)."""
     return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
+
+
+_SIZE_FACTOR = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """A size in bytes (`10G`, `512M`, `1T`, `4096`; binary units, a bare number is bytes)."""
+    raw = str(text).strip()
+    m = _MEM.fullmatch(raw)
+    if not m or float(m.group("n")) <= 0:
+        raise ValueError(f"{raw!r} is not a size; write e.g. 10G or 512M")
+    return int(float(m.group("n")) * _SIZE_FACTOR[m.group("u").upper()])
+
+
+def format_size(n: int) -> str:
+    """Bytes → the shortest exact form (`10G`, `1536M`, `4097`)."""
+    for unit in ("T", "G", "M", "K"):
+        if n % _SIZE_FACTOR[unit] == 0:
+            return f"{n // _SIZE_FACTOR[unit]}{unit}"
+    return str(n)

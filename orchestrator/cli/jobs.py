@@ -20,6 +20,8 @@ from orchestrator.store import Run, Store, iso
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from orchestrator.artifacts import Manifest, SizeLimits
+
 SpecArg = Annotated[
     Path, typer.Argument(help="Job spec (YAML), e.g. jobs/smoke.yaml.", show_default=False)
 ]
@@ -221,8 +223,7 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
                 f"  collected {len(manifest.files)} files ({total} bytes, sha256 verified)"
                 f" into {STATE.home / 'artifacts' / run.run_id}"
             )
-            for name in manifest.refused:
-                warn(f"refused {name}: a link or a path outside the run's artifacts folder")
+            _warn_refused(manifest)
         failed |= run.state != "COMPLETED"
     if failed:
         raise typer.Exit(1)
@@ -406,21 +407,70 @@ def cancel_cmd(run: RunArg) -> None:
     )
 
 
-def fetch_cmd(run: RunArg) -> None:
+def _warn_refused(manifest: Manifest) -> None:
+    for refusal in manifest.refused:
+        warn(f"not collected: {refusal.path}: {refusal.reason}")
+
+
+MaxFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-file-size",
+        metavar="SIZE",
+        help="Leave files larger than this uncollected, e.g. 10G (default: the cluster file's "
+        "artifacts.max_file_size, else 32G).",
+    ),
+]
+MaxRunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-run-size",
+        metavar="SIZE",
+        help="Collect at most this much of the run, e.g. 100G (default: the cluster file's "
+        "artifacts.max_run_size, else 128G).",
+    ),
+]
+
+
+def _limits(run: Run, max_file: str | None, max_run: str | None) -> SizeLimits:
+    from orchestrator.artifacts import SizeLimits
+
+    site = R.site_limits(run, warn)
+    given = {"max_file_size": max_file, "max_run_size": max_run}
+    try:
+        return site.model_copy(
+            update={
+                k: SizeLimits.model_validate({k: v}).model_dump()[k]
+                for k, v in given.items()
+                if v is not None
+            }
+        )
+    except ValueError:
+        flag = "--max-file-size" if max_file is not None else "--max-run-size"
+        raise UserError(f"{flag}: not a size; write it like 10G or 512M") from None
+
+
+def fetch_cmd(
+    run: RunArg,
+    max_file_size: MaxFileOpt = None,
+    max_run_size: MaxRunOpt = None,
+) -> None:
     """Collect a finished run's artifacts (idempotent, verified).
 
     The files are copied into the home's artifact store, each read back and checked against
-    its size and sha256."""
+    its size and sha256. Files over --max-file-size, or past --max-run-size for the run, are
+    listed and left where they are."""
     store = STATE.store()
-    r = R.refresh(store, [store.find_run(run)], warn=warn)[0]
-    manifest = R.collect(store, r, STATE.home)
+    found = store.find_run(run)
+    limits = _limits(found, max_file_size, max_run_size)  # a bad flag is refused before any write
+    r = R.refresh(store, [found], warn=warn)[0]
+    manifest = R.collect(store, r, STATE.home, limits)
     total = sum(f.size for f in manifest.files)
     print(
         f"{r.run_id}: {len(manifest.files)} files, {total} bytes, sha256 verified, in "
         f"{STATE.home / 'artifacts' / r.run_id}"
     )
-    for name in manifest.refused:
-        warn(f"refused {name}: a link or a path outside the run's artifacts folder")
+    _warn_refused(manifest)
 
 
 def wait_cmd(
