@@ -102,9 +102,39 @@ def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
     return path
 
 
-def choose_executor(kind: ExecutorKind, warn: Warn | None = None) -> Executor:
+def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str:
+    """What `--executor auto` means for jobs of these clusters: slurm when a controller
+    answers; else local, but only where every cluster file allows it (`local_fallback`), since
+    without it a job meant for GPU nodes would run with bash on the submit host, often a shared
+    login node. `render_only`: print what submit would send (an srun script), never refuse."""
+    if slurm_reachable():
+        return "slurm"
+    barred = [c for c in clusters if not c.local_fallback]
+    if not barred:
+        return "local"
+    if render_only:
+        return "slurm"
+    c = barred[0]
+    src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
+    raise UserError(
+        f"{src}: local_fallback: no SLURM controller answers on this machine, and cluster "
+        f"{c.name} does not let --executor auto run its jobs here; submit from a {c.name} login "
+        "node (where `sinfo` answers), or pass --executor local to run it on this machine anyway"
+    )
+
+
+def choose_executor(
+    kind: ExecutorKind,
+    warn: Warn | None = None,
+    cluster: Cluster | None = None,
+    render_only: bool = False,
+) -> Executor:
     if kind == "auto":
-        kind = "slurm" if slurm_reachable() else "local"
+        kind = (
+            "slurm"
+            if auto_executor([cluster] if cluster else [], render_only) == "slurm"
+            else "local"
+        )
     return SlurmExecutor(warn=warn) if kind == "slurm" else LocalExecutor()
 
 

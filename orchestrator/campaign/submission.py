@@ -332,11 +332,12 @@ def _time_limit(script: Path) -> str | None:
     return None
 
 
-def resolve_executor(kind: str) -> str:
+def resolve_executor(kind: str, prepared: PreparedVariants | None = None) -> str:
+    """`auto` → slurm when a controller answers, else local where the variants' cluster files
+    allow it (`runs.auto_executor`)."""
     if kind == "auto":
-        from orchestrator.executors.slurm import slurm_reachable
-
-        return "slurm" if slurm_reachable() else "local"
+        clusters = {id(p.cluster): p.cluster for _, _, p in prepared or []}
+        return R.auto_executor(list(clusters.values()))
     return kind
 
 

@@ -130,10 +130,10 @@ def run_cmd(
     kind = executor or campaign.executor
     if kind not in ("slurm", "local", "auto"):
         raise UserError(f"--executor {kind!r}: use slurm, local or auto")
-    kind = resolve_executor(kind)
     # Bad input changes nothing: expand and check every variant before the store is opened.
     t0 = time.perf_counter()
     prepared = prepare_variants(campaign, file, set_ or [], STATE.home, max_variants)
+    kind = resolve_executor(kind, prepared)
     store = STATE.store()
     cid = C.plan(store, campaign, file, STATE.home, kind, prepared=prepared)
     groups = db.groups_of(store, cid)

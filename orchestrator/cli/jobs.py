@@ -88,7 +88,7 @@ def render_cmd(
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script.
-    ex = R.choose_executor(executor, warn=warn)
+    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
     rendered = R.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
@@ -164,8 +164,8 @@ def submit_cmd(
         _check(prep)
         return
     rid = _run_id(run_id)
+    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster)
     store = STATE.store()
-    ex = R.choose_executor(executor, warn=warn)
     run = R.submit(store, prep, ex, STATE.home, run_id=rid)
     print(
         f"submitted {paint(run.run_id, 'bold')} as {ex.name} job {run.job_id} "
