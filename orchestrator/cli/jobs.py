@@ -15,6 +15,7 @@ from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.escape import plain
 from orchestrator.store import Run, Store, iso
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ def _print_run(store: Store, r: Run) -> None:
             ("name", r.name),
             ("state", (r.state, run_view.state_style(r.state))),
             ("exit code", run_view.exit_text(r)),
-            ("reason", r.reason or "-"),
+            ("reason", plain(r.reason or "-")),
             ("job", f"{r.executor} {r.job_id or '-'}"),
             ("attempt", str(r.attempt + 1)),
             ("where", f"{r.cluster}/{r.partition}"),
@@ -306,7 +307,7 @@ def _print_run(store: Store, r: Run) -> None:
     )
     print()
     events: list[list[Cell]] = [
-        [iso(e.ts), (e.state, run_view.state_style(e.state)), e.detail or ""]
+        [iso(e.ts), (e.state, run_view.state_style(e.state)), plain(e.detail or "")]
         for e in store.events(r.run_id)
     ]
     columns = [Column("time", keep=True), Column("state", keep=True), Column("detail")]
