@@ -367,7 +367,8 @@ class Store:
                 shutil.copyfile(src, copy.with_name(copy.name + suffix))
         self._db = sqlite3.connect(copy, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._version()
+        if self._version() < SCHEMA_VERSION:
+            self._migrate()  # the snapshot only: an old or absent store reads like a current one
         self._db.execute("PRAGMA query_only = ON")
         self.readonly = True
 
