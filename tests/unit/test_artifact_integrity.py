@@ -247,3 +247,12 @@ def test_concurrent_fetches_of_one_run(tmp_path: Path, gh_home: Path) -> None:
         assert _copy(gh_home, name).read_bytes() == data
     assert {a.relpath for a in store.artifacts(run.run_id)} >= {f"artifacts/{n}" for n in files}
     assert not list((gh_home / "artifacts").rglob("*.partial"))
+
+
+def test_limits_are_inclusive() -> None:
+    """A file exactly at a limit is collected; one byte more is not (a `make mutate` survivor)."""
+    limits = artifacts.SizeLimits(max_file_size="1M", max_run_size="2M")
+    assert limits.check(MiB, 0) is None
+    assert limits.check(MiB + 1, 0) is not None
+    assert limits.check(MiB, MiB) is None
+    assert limits.check(MiB, MiB + 1) is not None

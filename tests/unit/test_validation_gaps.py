@@ -221,3 +221,17 @@ def _record(cid: str, campaign: Campaign, created: float) -> Any:
         state=db.SUBMITTED,
         created_at=created,
     )
+
+
+def test_threshold_messages_and_small_bases() -> None:
+    """Survivors of `make mutate`: what the message says, and a base between 0 and 1."""
+    assert Threshold(increase_pct=5).crossed(0.6, 0.5) == "+20.0% (limit +5%)"
+    assert Threshold(decrease_pct=5).crossed(0.4, 0.5) == "-20.0% (limit -5%)"
+    assert Threshold(increase_points=3).crossed(55.0, 50.0) == "+5.00 points (limit +3)"
+    assert Threshold(decrease_points=3).crossed(45.0, 50.0) == "-5.00 points (limit -3)"
+
+
+def test_booleans_are_quoted_as_words() -> None:
+    from orchestrator.render import shell_quote
+
+    assert (shell_quote(True), shell_quote(False)) == ("true", "false")
