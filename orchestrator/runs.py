@@ -557,6 +557,7 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     last = store.events(run.run_id)[-1].ts if store.events(run.run_id) else run.created_at
     if time.time() - last < 5:
         return None  # another gh-run may be submitting it right now
+    found: tuple[str, str] | None = None  # (the retry's job id, where it was found)
     if run.executor == "slurm":
         try:
             ids = SlurmExecutor(warn=warn).find_all_by_name(run.job_name)
@@ -566,29 +567,22 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
             return None
         newer = [i for i in ids if i != run.job_id and _job_num(i) > _job_num(run.job_id)]
         if newer:
-            return store.update_run(
-                run.run_id,
-                job_id=newer[-1],
-                state="PENDING",
-                submitted_at=last,
-                ended_at=None,
-                exit_code=None,
-                reason=None,
-                event=f"repaired: found the retry's job {newer[-1]} by its name {run.job_name}",
-            )
-    if run.executor == "local":
+            found = (newer[-1], f"by its name {run.job_name}")
+    elif run.executor == "local":
         started = LocalExecutor.started_job(run)
         if started and started != run.job_id:
-            return store.update_run(
-                run.run_id,
-                job_id=started,
-                state="PENDING",
-                submitted_at=last,
-                ended_at=None,
-                exit_code=None,
-                reason=None,
-                event=f"repaired: found the retry's local job {started} in its run folder",
-            )
+            found = (started, "in its run folder")
+    if found is not None:
+        return store.update_run(
+            run.run_id,
+            job_id=found[0],
+            state="PENDING",
+            submitted_at=last,
+            ended_at=None,
+            exit_code=None,
+            reason=None,
+            event=f"repaired: found the retry's job {found[0]} {found[1]}",
+        )
     if time.time() - last < 120:
         return None
     return store.update_run(

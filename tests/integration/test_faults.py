@@ -509,22 +509,11 @@ def test_interrupted_collection_never_marked_collected(
     )
 
 
-def test_disk_full_at_destination(gh_home: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a small tmpfs (a real full file system)")
+def test_disk_full_at_destination(gh_home: Path, tmp_path: Path, cli, tmpfs) -> None:  # type: ignore[no-untyped-def]
     _store, run = _finished_local_run(gh_home, tmp_path, 3 << 20)
     src = Path(run.run_dir) / "artifacts" / "blob.bin"
     before = artifacts.sha256_of(src)
-    target = gh_home / "artifacts"
-    target.mkdir(mode=0o700, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    target = tmpfs(gh_home / "artifacts", "1m")
     try:
         res = cli("fetch", run.run_id)
         assert res.rc == 1, res.text

@@ -6,15 +6,11 @@ claims a cancel it did not send). Real processes, real signals, a real full tmpf
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from orchestrator import runs
 from orchestrator.executors.local import LocalExecutor
@@ -85,30 +81,10 @@ def test_time_limit_stops_setsid_children(gh_home: Path, tmp_path: Path) -> None
     assert not [p for p in pids if _alive(p)], f"ran past the time limit: {pids}"
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A real file system that fills up: a 2 MiB tmpfs (root only)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a small tmpfs (a real full file system)")
-    target = tmp_path / "small"
-    target.mkdir()
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
-        yield target
-    finally:
-        subprocess.run(["umount", "-l", str(target)], check=False)
-
-
 def test_disk_filling_at_the_end_keeps_a_finished_job_completed(
-    gh_home: Path, tmp_path: Path, small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+    gh_home: Path, tmp_path: Path, tmpfs: Callable[[Path, str], Path]
 ) -> None:
+    small_tmpfs = tmpfs(tmp_path / "small", "2m")
     cluster = tmp_path / "clusters" / "full.yaml"
     cluster.parent.mkdir()
     text = (REPO / "clusters" / "dev.yaml").read_text()

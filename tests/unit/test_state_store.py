@@ -9,7 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -170,10 +170,9 @@ def test_status_works_on_a_read_only_home(
 
 
 def test_a_full_home_is_one_sentence(
-    gh_home: Path, tmp_path: Path, root_mounts: list[Path]
+    gh_home: Path, tmp_path: Path, tmpfs: Callable[[Path, str], Path]
 ) -> None:
-    gh_home.mkdir(mode=0o700)
-    _mount(root_mounts, "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(gh_home))
+    tmpfs(gh_home, "1m")
     Store(gh_home).close()
     (gh_home / "filler").write_bytes(b"")
     with (gh_home / "filler").open("ab") as f, pytest.raises(OSError):
