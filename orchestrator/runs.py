@@ -114,6 +114,8 @@ def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str
         return "local"
     if render_only:
         return "slurm"
+    from orchestrator.yamlio import display_path
+
     c = barred[0]
     src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
     raise UserError(

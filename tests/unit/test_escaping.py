@@ -12,8 +12,10 @@ from markdown_it import MarkdownIt
 
 from orchestrator.analysis import analyze_paths, write_report
 from orchestrator.escape import markdown, markup, plain
+from orchestrator.store import Store
 from tests.conftest import run_cli
 from tests.fixtures.kineto_builder import KinetoBuilder
+from tests.fixtures.store_rows import ended_run
 
 HOSTILE = [
     "[/x]",
@@ -57,6 +59,24 @@ def test_analyze_prints_hostile_names_as_text(tmp_path: Path, gh_home: Path) -> 
     assert "\\x1b[31mred" in out  # shown, as text
     res = run_cli(["compare", str(trace), str(trace)], gh_home, env=env)
     assert res.rc == 0, res.text
+
+
+def test_status_shows_control_characters_as_escapes(gh_home: Path) -> None:
+    """`status` prints without Rich; a reason or an event detail (they quote job output and
+    file names) still never sends a control sequence to the terminal."""
+    ended_run(gh_home, "hostile-20260101-000000-abcdef", state="FAILED", exit_code=3)
+    store = Store(gh_home)
+    store.update_run(
+        "hostile-20260101-000000-abcdef",
+        reason="\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07 \x1b[2J",
+        event="detail \x1b]0;pwned\x07 \u202eevil",
+    )
+    store.close()
+    res = run_cli(["status", "hostile-20260101-000000-abcdef"], gh_home)
+    assert res.rc == 0, res.text
+    assert "\x1b" not in res.text and "\x07" not in res.text and "\u202e" not in res.text
+    assert "\\x1b]8;;https://evil.example/" in res.out  # shown, as text
+    assert "\\x1b]0;pwned" in res.out and "\\u202eevil" in res.out
 
 
 @pytest.fixture
