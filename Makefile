@@ -18,7 +18,7 @@ WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
 .PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
-	cluster-status lint schema bench clean
+	cluster-status lint schema bench mutate clean
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
@@ -81,6 +81,15 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy orchestrator workloads
+
+# Mutation testing of the pure core (units, quoting, escaping, interval unions, thresholds,
+# artifact integrity): [tool.mutmut] in pyproject.toml. Slow (tens of minutes on 2 cores) and not
+# part of CI; `.venv/bin/mutmut results` lists the survivors, `mutmut show NAME` one of them.
+mutate: install
+	$(BIN)/pip install -q -e '.[mutate]'
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 || true
+	$(BIN)/mutmut results
 
 # Regenerate docs/schema/*.json from the models (tests fail when they are stale).
 schema: install

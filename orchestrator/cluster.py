@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
+from orchestrator.artifacts import SizeLimits
 from orchestrator.base import Strict
 from orchestrator.container import parse_bind
 from orchestrator.envvars import env_dict
@@ -99,7 +100,7 @@ class Partition(Strict):
     @field_validator("template")
     @classmethod
     def _template_name(cls, v: str | None) -> str | None:
-        if v is not None and (not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", v) or ".." in v):
+        if v is not None and (not re.fullmatch(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", v) or ".." in v):
             raise ValueError(
                 f"template {v!r} must be a plain name (letters, digits, '.', '_', '-'); it means "
                 "partitions/<template>.sbatch.j2 in the template dirs"
@@ -124,7 +125,7 @@ class Partition(Strict):
     @classmethod
     def _sbatch_options(cls, v: list[str]) -> list[str]:
         for opt in v:
-            if not re.match(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
+            if not re.fullmatch(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
                 raise ValueError(
                     f"{opt!r} is not an sbatch option sbatch can take in a directive; "
                     "write --option or --option=value with letters, digits and . _ : , @ % + = / -"
@@ -170,7 +171,7 @@ class ClusterDefaults(Strict):
     @field_validator("account", "qos")
     @classmethod
     def _slurm_word(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^[A-Za-z0-9_.-]+$", v):
+        if v is not None and not re.fullmatch(r"^[A-Za-z0-9_.-]+$", v):
             raise ValueError(
                 f"{v!r} is not a SLURM account/QoS name; use letters, digits, '.', '_' and '-'"
             )
@@ -190,6 +191,16 @@ class Cluster(Strict):
         default_factory=list, description="Admin template folders, searched before gh-run's."
     )
     defaults: ClusterDefaults = Field(default_factory=ClusterDefaults)
+    artifacts: SizeLimits = Field(
+        default_factory=SizeLimits,
+        description="How much a run may bring back into the artifact store (per file, per run).",
+    )
+    local_fallback: bool = Field(
+        False,
+        description="Whether `--executor auto` may run this cluster's jobs with bash on the "
+        "submitting machine when no SLURM controller answers (true for a test cluster, never "
+        "for a site whose submit hosts are shared login nodes).",
+    )
     partitions: dict[str, Partition] = Field(..., min_length=1)
     # The file this cluster came from (set by load_cluster; never read from YAML).
     _source: str | None = PrivateAttr(default=None)
@@ -206,7 +217,7 @@ class Cluster(Strict):
     @classmethod
     def _partition_names(cls, v: dict[str, Partition]) -> dict[str, Partition]:
         for key in v:
-            if not re.match(r"^[A-Za-z0-9_.-]+$", key):
+            if not re.fullmatch(r"^[A-Za-z0-9_.-]+$", key):
                 raise ValueError(
                     f"partition name {key!r} is not a SLURM partition name; "
                     "use letters, digits, '.', '_' and '-'"
@@ -242,7 +253,7 @@ def find_cluster_file(name_or_path: str) -> Path:
         if as_path.is_file():
             return as_path
         raise UserError(f"cluster file {name_or_path} does not exist; check the path")
-    if not re.match(r"^[A-Za-z0-9_.-]+$", name_or_path):
+    if not re.fullmatch(r"^[A-Za-z0-9_.-]+$", name_or_path):
         raise UserError(f"cluster {name_or_path!r}: not a valid cluster name")
     searched = cluster_search_dirs()
     for d in searched:

@@ -18,7 +18,7 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def check_env_name(name: object) -> str:
-    if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
         raise ValueError(
             f"environment variable name {name!r} is not valid; "
             "use letters, digits and _ and do not start with a digit"
@@ -68,7 +68,7 @@ class ProcessEnv(Strict):
     @classmethod
     def _secret_names(cls, v: list[str]) -> list[str]:
         for name in v:
-            if not ENV_NAME_RE.match(name):
+            if not ENV_NAME_RE.fullmatch(name):
                 raise ValueError(
                     f"{name!r} is not an environment variable name; list only names "
                     "(letters, digits, _), never the secret values themselves"

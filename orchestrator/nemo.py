@@ -152,7 +152,7 @@ def hydra_value(value: object) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
     value = str(value)
-    if _UNQUOTED_RE.match(value) and not _NOT_A_STRING_RE.match(value):
+    if _UNQUOTED_RE.fullmatch(value) and not _NOT_A_STRING_RE.fullmatch(value):
         return value
     return hydra_quote(value)
 
@@ -239,7 +239,7 @@ class NemoWorkload(ProcessEnv):
     @classmethod
     def _worker_keys(cls, v: list[str]) -> list[str]:
         for key in v:
-            if not KEY_RE.match(key) or _PREFIX_RE.match(key):
+            if not KEY_RE.fullmatch(key) or _PREFIX_RE.match(key):
                 raise ValueError(
                     f"{key!r} is not a dotted Hydra key such as model.data.num_workers"
                 )
@@ -254,7 +254,7 @@ class NemoWorkload(ProcessEnv):
         out: dict[str, HydraValue] = {}
         seen: dict[str, str] = {}
         for key, value in flat:
-            if not KEY_RE.match(key):
+            if not KEY_RE.fullmatch(key):
                 raise ValueError(
                     f"override key {key!r} is not a Hydra key; write dotted names such as "
                     "model.data.num_workers, with + (add), ++ (add or override) or ~ (delete) "

@@ -220,7 +220,7 @@ class ProfileSpec(Strict):
     @field_validator("capture_range_end")
     @classmethod
     def _capture_range_end(cls, v: str | None) -> str | None:
-        if v is not None and not _CAPTURE_RANGE_END_RE.match(v):
+        if v is not None and not _CAPTURE_RANGE_END_RE.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not an nsys --capture-range-end value; use none, stop, "
                 "stop-shutdown, repeat[:N] or repeat-shutdown:N"
@@ -234,7 +234,7 @@ class ProfileSpec(Strict):
             v = str(v)
         if isinstance(v, list):
             v = ",".join(str(x) for x in v)
-        if isinstance(v, str) and not _GPU_DEVICES_RE.match(v):
+        if isinstance(v, str) and not _GPU_DEVICES_RE.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not an nsys --gpu-metrics-devices value; use all, none, "
                 "cuda-visible or GPU indices such as 0,1"
@@ -255,7 +255,7 @@ class ProfileSpec(Strict):
     @field_validator("output")
     @classmethod
     def _output(cls, v: str | None) -> str | None:
-        if v is not None and not _NAME_RE.match(v):
+        if v is not None and not _NAME_RE.fullmatch(v):
             raise ValueError(
                 f"{v!r} must be a plain file name (letters, digits, '.', '_', '-'); reports are "
                 "always written into the run's artifacts folder"
@@ -279,7 +279,7 @@ class ProfileSpec(Strict):
     @classmethod
     def _reports(cls, v: list[str]) -> list[str]:
         for r in v:
-            if not _REPORT_RE.match(r):
+            if not _REPORT_RE.fullmatch(r):
                 raise ValueError(
                     f"{r!r} is not an nsys stats report name (e.g. cuda_gpu_kern_sum, um_sum)"
                 )
@@ -295,7 +295,7 @@ class ProfileSpec(Strict):
     @field_validator("torch_profile_flag")
     @classmethod
     def _torch_flag(cls, v: str | None) -> str | None:
-        if v is not None and not _FLAG_RE.match(v):
+        if v is not None and not _FLAG_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a command-line flag; write e.g. --torch-profile")
         return v
 

@@ -171,7 +171,7 @@ def _directive(option: str, value: object | None = None) -> str:
         return option
     text = str(value)
     pattern = CONSTRAINT_RE if option == "--constraint" else SBATCH_VALUE_RE
-    if not pattern.match(text):
+    if not pattern.fullmatch(text):
         raise UserError(
             f"sbatch option {option}: value {text!r} has characters sbatch cannot take in a "
             "directive; use letters, digits and . _ : , @ % + = / -"

@@ -33,7 +33,7 @@ from orchestrator.store import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.artifacts import Manifest
+    from orchestrator.artifacts import Manifest, SizeLimits
     from orchestrator.cluster import Cluster, Partition
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
@@ -94,7 +94,7 @@ def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
     from orchestrator.spec import SBATCH_VALUE_RE
 
     path = runs_root(cluster, home) / run_id
-    if not SBATCH_VALUE_RE.match(str(path)):
+    if not SBATCH_VALUE_RE.fullmatch(str(path)):
         raise UserError(
             f"run folder {path} has characters sbatch cannot take (spaces?); set GH_RUN_HOME or "
             f"the cluster's paths.runs to a plain path"
@@ -102,9 +102,41 @@ def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
     return path
 
 
-def choose_executor(kind: ExecutorKind, warn: Warn | None = None) -> Executor:
+def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str:
+    """What `--executor auto` means for jobs of these clusters: slurm when a controller
+    answers; else local, but only where every cluster file allows it (`local_fallback`), since
+    without it a job meant for GPU nodes would run with bash on the submit host, often a shared
+    login node. `render_only`: print what submit would send (an srun script), never refuse."""
+    if slurm_reachable():
+        return "slurm"
+    barred = [c for c in clusters if not c.local_fallback]
+    if not barred:
+        return "local"
+    if render_only:
+        return "slurm"
+    from orchestrator.yamlio import display_path
+
+    c = barred[0]
+    src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
+    raise UserError(
+        f"{src}: local_fallback: no SLURM controller answers on this machine, and cluster "
+        f"{c.name} does not let --executor auto run its jobs here; submit from a {c.name} login "
+        "node (where `sinfo` answers), or pass --executor local to run it on this machine anyway"
+    )
+
+
+def choose_executor(
+    kind: ExecutorKind,
+    warn: Warn | None = None,
+    cluster: Cluster | None = None,
+    render_only: bool = False,
+) -> Executor:
     if kind == "auto":
-        kind = "slurm" if slurm_reachable() else "local"
+        kind = (
+            "slurm"
+            if auto_executor([cluster] if cluster else [], render_only) == "slurm"
+            else "local"
+        )
     return SlurmExecutor(warn=warn) if kind == "slurm" else LocalExecutor()
 
 
@@ -174,6 +206,7 @@ def submit(
     """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
     from orchestrator.yamlio import display_path
 
+    store.require_writable()
     check_submit_host(prep.spec, display_path(prep.spec_path) if prep.spec_path else prep.spec.name)
     fixed_id = run_id is not None
     for _ in range(5):
@@ -187,6 +220,14 @@ def submit(
             # Two submissions in the same second drew the same id: draw again.
             if fixed_id:
                 raise UserError(f"run {run_id} already exists; choose another run id") from None
+        except OSError as exc:
+            import shutil  # only on this failure path: status's start-up imports this module
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise RuntimeFailure(
+                f"cannot write the run folder {run_dir}: {exc.strerror}; free space there (or "
+                "make it writable) and submit again"
+            ) from None
     else:
         raise RuntimeFailure(f"could not find a free run id under {runs_root(prep.cluster, home)}")
     assert run_id is not None
@@ -363,7 +404,27 @@ def resubmit(store: Store, run: Run, detail: str) -> Run:
     )
 
 
-def collect(store: Store, run: Run, home: Path) -> Manifest:
+def site_limits(run: Run, warn: Warn | None = None) -> SizeLimits:
+    """The artifact size limits of the run's cluster file (the defaults when it cannot be
+    read any more: it may have moved since the run was submitted)."""
+    from orchestrator.artifacts import SizeLimits
+    from orchestrator.cluster import load_cluster
+
+    try:
+        return load_cluster(spec_of(run).cluster).artifacts
+    except GhRunError as exc:
+        if warn:
+            warn(f"run {run.run_id}: default artifact limits apply ({exc})")
+        return SizeLimits()
+
+
+def collect(
+    store: Store,
+    run: Run,
+    home: Path,
+    limits: SizeLimits | None = None,
+    warn: Warn | None = None,
+) -> Manifest:
     from orchestrator import artifacts
 
     if not run.terminal:
@@ -373,7 +434,7 @@ def collect(store: Store, run: Run, home: Path) -> Manifest:
         )
     if run.state == SUBMIT_FAILED:
         raise UserError(f"run {run.run_id} was never submitted: it has no artifacts")
-    return artifacts.collect(store, run, spec_of(run), home)
+    return artifacts.collect(store, run, spec_of(run), home, limits or site_limits(run, warn))
 
 
 def wait(
@@ -422,10 +483,17 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
         if fixed is not None:
             repaired.append(fixed)
     for run in store.list_runs(states={INTENT}):
-        if run.executor != "slurm" or time.time() - run.created_at < 5:
+        if time.time() - run.created_at < 5:
             continue
         if run.campaign_id:
             continue  # a campaign's job array carries the group's name: `campaign resume` repairs
+        if run.executor == "local":
+            fixed = _repair_local_intent(store, run)
+            if fixed is not None:
+                repaired.append(fixed)
+            continue
+        if run.executor != "slurm":
+            continue
 
         ex = SlurmExecutor(warn=warn)
         try:
@@ -458,11 +526,40 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
     return repaired
 
 
+# A local job's supervisor records its own pid as its first act, so a local intent with no
+# `local_pid` after this long never started.
+LOCAL_START_S = 30.0
+
+
+def _repair_local_intent(store: Store, run: Run) -> Run | None:
+    """A local INTENT row: gh-run died between starting the supervisor and recording its id.
+    The run folder says whether the job started (`local_pid`); `poll` then follows it."""
+    job_id = LocalExecutor.started_job(run)
+    if job_id:
+        return store.update_run(
+            run.run_id,
+            job_id=job_id,
+            state="PENDING",
+            submitted_at=run.created_at,
+            event=f"repaired: found local job {job_id} in the run folder {run.run_dir}",
+        )
+    if time.time() - run.created_at < LOCAL_START_S:
+        return None
+    return store.update_run(
+        run.run_id,
+        state=SUBMIT_FAILED,
+        ended_at=time.time(),
+        reason="the local job never started (no supervisor recorded in its run folder)",
+        event="repaired: never started",
+    )
+
+
 def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     """A RETRYING row: gh-run died between claiming a retry and sbatch's answer."""
     last = store.events(run.run_id)[-1].ts if store.events(run.run_id) else run.created_at
     if time.time() - last < 5:
         return None  # another gh-run may be submitting it right now
+    found: tuple[str, str] | None = None  # (the retry's job id, where it was found)
     if run.executor == "slurm":
         try:
             ids = SlurmExecutor(warn=warn).find_all_by_name(run.job_name)
@@ -472,16 +569,22 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
             return None
         newer = [i for i in ids if i != run.job_id and _job_num(i) > _job_num(run.job_id)]
         if newer:
-            return store.update_run(
-                run.run_id,
-                job_id=newer[-1],
-                state="PENDING",
-                submitted_at=last,
-                ended_at=None,
-                exit_code=None,
-                reason=None,
-                event=f"repaired: found the retry's job {newer[-1]} by its name {run.job_name}",
-            )
+            found = (newer[-1], f"by its name {run.job_name}")
+    elif run.executor == "local":
+        started = LocalExecutor.started_job(run)
+        if started and started != run.job_id:
+            found = (started, "in its run folder")
+    if found is not None:
+        return store.update_run(
+            run.run_id,
+            job_id=found[0],
+            state="PENDING",
+            submitted_at=last,
+            ended_at=None,
+            exit_code=None,
+            reason=None,
+            event=f"repaired: found the retry's job {found[0]} {found[1]}",
+        )
     if time.time() - last < 120:
         return None
     return store.update_run(

@@ -31,7 +31,7 @@ SLURM_STATES = Literal["NODE_FAIL", "PREEMPTED", "TIMEOUT", "FAILED", "OUT_OF_ME
 
 
 def _check_name(value: str) -> str:
-    if not NAME_RE.match(value):
+    if not NAME_RE.fullmatch(value):
         raise ValueError(
             "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit; "
             "rename it, e.g. sft-lora-1"
@@ -40,7 +40,7 @@ def _check_name(value: str) -> str:
 
 
 def _sbatch_safe(value: str, what: str) -> str:
-    if not SBATCH_VALUE_RE.match(value):
+    if not SBATCH_VALUE_RE.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} has characters sbatch cannot take in a directive; "
             "use letters, digits and . _ : , @ % + = / -"
@@ -93,7 +93,7 @@ class Resources(Strict):
     @field_validator("constraint")
     @classmethod
     def _constraint(cls, v: str | None) -> str | None:
-        if v is not None and not CONSTRAINT_RE.match(v):
+        if v is not None and not CONSTRAINT_RE.fullmatch(v):
             raise ValueError(
                 f"constraint {v!r} has characters sbatch cannot take in a directive; use "
                 "feature names joined by & | , with optional [ ] ( ) * !"

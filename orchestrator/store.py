@@ -8,18 +8,21 @@ be found by its name and repaired (see executors.slurm.repair_intents).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -138,6 +141,11 @@ ACTIVE = {
 RETRYING = "RETRYING"
 
 
+def _is_readonly(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "readonly" in text or "read-only" in text or "unable to open database file" in text
+
+
 def is_terminal(state: str) -> bool:
     return state.split()[0] in TERMINAL
 
@@ -208,31 +216,213 @@ def as_dict(row: Any) -> dict[str, Any]:
     return dataclasses.asdict(row)
 
 
+# SQLite stores a NaN as NULL, which reads back as "no value": a metric that came out NaN
+# would then never be compared, and so never be a regression. It is kept as the text 'NaN'.
+NAN_TEXT = "NaN"
+
+
+def _metric_in(value: float | None) -> float | str | None:
+    return NAN_TEXT if value is not None and math.isnan(value) else value
+
+
+def _metric_out(value: object) -> float | None:
+    if value == NAN_TEXT:
+        return math.nan
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
 def iso(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+# The store's schema version (PRAGMA user_version). 0 is a store written before versions
+# were kept (its tables are those of version 1). A store newer than this gh-run is refused;
+# an older one is migrated forward when opened for writing.
+SCHEMA_VERSION = 1
+
+
+def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:
+    """table → column → (declared type, default) of the current SCHEMA."""
+    ref = sqlite3.connect(":memory:")
+    try:
+        ref.executescript(SCHEMA)
+        tables = [r[0] for r in ref.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {
+            t: {c[1]: (c[2], c[4]) for c in ref.execute(f"PRAGMA table_info({t})")}
+            for t in tables
+            if not t.startswith("sqlite_")
+        }
+    finally:
+        ref.close()
+
+
+T = TypeVar("T")
+
+_KNOWN: dict[type, frozenset[str]] = {}
+
+
+def _known_fields(model: type) -> frozenset[str]:
+    """The field names of a record type: a dataclass (the store's rows) or a Pydantic model
+    (the campaign records), told apart without importing Pydantic."""
+    known = _KNOWN.get(model)
+    if known is None:
+        names = getattr(model, "model_fields", None)
+        if names is None:
+            names = [f.name for f in dataclasses.fields(model)]
+        known = _KNOWN[model] = frozenset(names)
+    return known
+
+
+def record(model: type[T], row: sqlite3.Row | Mapping[str, Any]) -> T:
+    """A row as a record, read by column name: columns this gh-run does not know are left out
+    (a column added by another version must not make every command fail)."""
+    known = _known_fields(model)
+    return model(**{k: row[k] for k in row.keys() if k in known})  # noqa: SIM118
+
+
 class Store:
-    """Thread- and process-safe enough for many gh-run processes on one file (WAL + busy wait)."""
+    """Thread- and process-safe enough for many gh-run processes on one file (WAL + busy wait).
+
+    Every SQLite failure a user can meet (a corrupt file, a read-only or full home, a store of
+    a newer gh-run) becomes one sentence naming the file and the fix. A home that cannot be
+    written is opened read-only (`readonly`): reading commands work, writing ones say why not.
+    """
 
     def __init__(self, home: Path) -> None:
         self.home = home
         self.path = home / "state.db"
+        self.readonly = False
         try:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except FileExistsError:
+            raise UserError(
+                f"the gh-run home {home} is a file, not a folder; point --home (or GH_RUN_HOME) "
+                "at a folder"
+            ) from None
         except OSError as exc:
-            raise RuntimeFailure(f"cannot create the gh-run home {home}: {exc.strerror}") from None
+            if not (exc.errno in (errno.EROFS, errno.EACCES) and self.path.is_file()):
+                raise RuntimeFailure(
+                    f"cannot create the gh-run home {home}: {exc.strerror}; point --home (or "
+                    "GH_RUN_HOME) at a folder you can write"
+                ) from None
         fresh = not self.path.exists()
-        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        if fresh:
-            os.chmod(self.path, 0o600)
+        writable = os.access(home, os.W_OK) and (fresh or os.access(self.path, os.W_OK))
+        with self._guard():
+            if not writable:
+                self._open_readonly()
+                return
+            try:
+                self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+                self._db.row_factory = sqlite3.Row
+                version = self._version()
+                if fresh:
+                    os.chmod(self.path, 0o600)
+                self._use_wal()
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                if version < SCHEMA_VERSION or fresh:
+                    self._migrate()
+            except sqlite3.OperationalError as exc:
+                if fresh or not _is_readonly(exc):
+                    raise
+                self._open_readonly()
+
+    def require_writable(self) -> None:
+        """Refuse, before anything is written anywhere, a command that must record in a home
+        that cannot be written."""
+        if self.readonly:
+            raise UserError(
+                f"{self.path}: the gh-run home cannot be written (read-only); run where the "
+                "home is writable, or give another home with --home"
+            )
+
+    def _version(self) -> int:
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            self._db.close()
+            raise UserError(
+                f"{self.path}: this state store was written by a newer gh-run (schema {version}; "
+                f"this gh-run reads schema {SCHEMA_VERSION} and older); use that newer gh-run, "
+                "or give this one another home with --home"
+            )
+        return version
+
+    def _open_readonly(self) -> None:
+        """A home this process cannot write (a read-only file system, or someone else's): read
+        a private snapshot of the store. SQLite cannot read a WAL file in place without writing
+        beside it (its shared-memory index), so the file and its WAL are copied to a temporary
+        folder and read there; nothing in the home is touched."""
+        import shutil  # only here: status's start-up imports this module
+        import tempfile
+
+        with contextlib.suppress(Exception):
+            self._db.close()
+        self._snapshot = tempfile.TemporaryDirectory(prefix="gh-run-readonly-")
+        copy = Path(self._snapshot.name) / "state.db"
+        for suffix in ("", "-wal"):
+            src = self.path.with_name(self.path.name + suffix)
+            if src.is_file():
+                shutil.copyfile(src, copy.with_name(copy.name + suffix))
+        self._db = sqlite3.connect(copy, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._use_wal()
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+        if self._version() < SCHEMA_VERSION:
+            self._migrate()  # the snapshot only: an old or absent store reads like a current one
+        self._db.execute("PRAGMA query_only = ON")
+        self.readonly = True
+
+    def _migrate(self) -> None:
+        """Bring the file to SCHEMA_VERSION in one transaction: create what is missing (tables,
+        indexes, columns added since the file was written), then record the version."""
+        with self.tx() as db:
+            if int(db.execute("PRAGMA user_version").fetchone()[0]) >= SCHEMA_VERSION:
+                return  # another process migrated it while this one waited for the lock
+            statements = [x.strip() for x in SCHEMA.split(";") if x.strip()]
+            for statement in statements:  # tables first: an index may name an added column
+                if statement.startswith("CREATE TABLE"):
+                    db.execute(statement)
+            for table, columns in _reference_columns().items():
+                have = {c[1] for c in db.execute(f"PRAGMA table_info({table})")}
+                for name, (decl, default) in columns.items():
+                    if name not in have:
+                        extra = f" DEFAULT {default}" if default is not None else ""
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}{extra}")
+            for statement in statements:
+                if not statement.startswith("CREATE TABLE"):
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """SQLite's failures in the words of the user's situation (file named, fix given)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise self._explain(exc) from None
+
+    def _explain(self, exc: sqlite3.DatabaseError) -> GhRunError:
+        text = str(exc)
+        if _is_readonly(exc):
+            return UserError(
+                f"{self.path}: the gh-run home cannot be written ({text}); run where the home "
+                "is writable, or give another home with --home (reading commands such as "
+                "`gh-run status` still work here)"
+            )
+        if "disk is full" in text or "disk I/O error" in text:
+            return RuntimeFailure(
+                f"{self.path}: the disk holding the gh-run home is full or failing ({text}); "
+                "free space there and run the command again"
+            )
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+            return RuntimeFailure(
+                f"{self.path}: the state store stayed locked by another gh-run for 60 s; "
+                "wait for it to finish and run the command again"
+            )
+        return RuntimeFailure(
+            f"{self.path}: not a readable gh-run state store ({text}); move it aside (mv "
+            f"{self.path} {self.path}.broken) and run again, or give another home with --home"
+        )
 
     def _use_wal(self) -> None:
         """Switch the file to WAL once; the mode is persistent, so later opens only read it.
@@ -255,17 +445,30 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
+    def _q(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
+        """A read query's rows, with SQLite's failures explained."""
+        with self._guard():
+            return self._db.execute(sql, args).fetchall()
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE so concurrent writers queue, never interleave."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        self.require_writable()
+        with self._guard():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    raise
 
     # -- runs -------------------------------------------------------------------------------
     def add_run(self, run: Run, detail: str = "intent written before submission") -> None:
@@ -344,30 +547,28 @@ class Store:
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> Run:
-        row = self._db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
+        rows = self._q("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
             raise UserError(f"no run {run_id!r} in {self.path}; `gh-run status` lists the runs")
-        return Run(**dict(row))
+        return record(Run, rows[0])
 
     def find_run(self, ref: str) -> Run:
         """A run by id, unique id prefix, job id, or `last`."""
         if ref == "last":
-            row = self._db.execute(
-                "SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1"
-            ).fetchone()
-            if row is None:
+            last = self._q("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1")
+            if not last:
                 raise UserError(f"no runs yet in {self.path}; submit one with `gh-run submit`")
-            return Run(**dict(row))
-        rows = self._db.execute(
+            return record(Run, last[0])
+        rows = self._q(
             "SELECT * FROM runs WHERE run_id = ? OR job_id = ? OR run_id LIKE ? ESCAPE '\\' "
             "ORDER BY created_at DESC",
             (ref, ref, ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
-        ).fetchall()
+        )
         exact = [r for r in rows if r["run_id"] == ref or r["job_id"] == ref]
         if len(exact) == 1:
-            return Run(**dict(exact[0]))
+            return record(Run, exact[0])
         if len(rows) == 1:
-            return Run(**dict(rows[0]))
+            return record(Run, rows[0])
         if not rows:
             raise UserError(f"no run matches {ref!r}; `gh-run status` lists the runs")
         raise UserError(
@@ -396,13 +597,13 @@ class Store:
         sql += " ORDER BY created_at DESC, rowid DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [Run(**dict(r)) for r in self._db.execute(sql, args).fetchall()]
+        return [record(Run, r) for r in self._q(sql, args)]
 
     def events(self, run_id: str) -> list[Event]:
-        rows = self._db.execute(
+        rows = self._q(
             "SELECT run_id, ts, state, detail FROM events WHERE run_id = ? ORDER BY id", (run_id,)
-        ).fetchall()
-        return [Event(**dict(r)) for r in rows]
+        )
+        return [record(Event, r) for r in rows]
 
     # -- artifacts and metrics --------------------------------------------------------------
     def record_artifacts(self, run_id: str, records: list[ArtifactRecord], when: float) -> None:
@@ -420,25 +621,23 @@ class Store:
             )
 
     def artifacts(self, run_id: str) -> list[ArtifactRecord]:
-        rows = self._db.execute(
-            "SELECT * FROM artifacts WHERE run_id = ? ORDER BY relpath", (run_id,)
-        ).fetchall()
-        return [ArtifactRecord(**dict(r)) for r in rows]
+        rows = self._q("SELECT * FROM artifacts WHERE run_id = ? ORDER BY relpath", (run_id,))
+        return [record(ArtifactRecord, r) for r in rows]
 
     def put_metrics(self, run_id: str, values: dict[str, float | None]) -> None:
         with self.tx() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO metrics (run_id, key, value) VALUES (?, ?, ?)",
-                [(run_id, k, v) for k, v in values.items()],
+                [(run_id, k, _metric_in(v)) for k, v in values.items()],
             )
 
     def metrics(self, run_id: str) -> dict[str, float | None]:
-        rows = self._db.execute("SELECT key, value FROM metrics WHERE run_id = ?", (run_id,))
-        return {r["key"]: r["value"] for r in rows}
+        rows = self._q("SELECT key, value FROM metrics WHERE run_id = ?", (run_id,))
+        return {r["key"]: _metric_out(r["value"]) for r in rows}
 
     def rows(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
         """A read query as plain dicts (the campaign tables are read through this)."""
-        return [dict(r) for r in self._db.execute(sql, args).fetchall()]
+        return [dict(r) for r in self._q(sql, args)]
 
     def metrics_of(self, run_ids: list[str]) -> dict[str, dict[str, float | None]]:
         """Metrics of many runs in one query: run_id → {key: value}."""
@@ -446,10 +645,10 @@ class Store:
         for i in range(0, len(run_ids), 500):
             chunk = run_ids[i : i + 500]
             marks = ", ".join("?" * len(chunk))
-            for r in self._db.execute(
+            for r in self._q(
                 f"SELECT run_id, key, value FROM metrics WHERE run_id IN ({marks})", chunk
             ):
-                out[r["run_id"]][r["key"]] = r["value"]
+                out[r["run_id"]][r["key"]] = _metric_out(r["value"])
         return out
 
     def dump_run(self, run_id: str) -> dict[str, Any]:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import re
 
+# Matched whole (fullmatch): `$` alone would accept a trailing newline.
 _TIME = re.compile(
-    r"^(?:(?P<d>\d+)-(?P<dh>\d{1,2})(?::(?P<dm>\d{1,2})(?::(?P<ds>\d{1,2}))?)?"
+    r"(?:(?P<d>\d+)-(?P<dh>\d{1,2})(?::(?P<dm>\d{1,2})(?::(?P<ds>\d{1,2}))?)?"
     r"|(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})"
     r"|(?P<m2>\d+):(?P<s2>\d{1,2})"
-    r"|(?P<m3>\d+))$"
+    r"|(?P<m3>\d+))"
 )
-_MEM = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
+_MEM = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]?)(?:i?B)?", re.IGNORECASE)
 _MEM_FACTOR_MIB = {"K": 1 / 1024, "M": 1.0, "": 1.0, "G": 1024.0, "T": 1024.0 * 1024.0}
 
 
 def parse_time(text: str | int) -> int:
     """SLURM time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) → seconds."""
     raw = str(text).strip()
-    m = _TIME.match(raw)
+    m = _TIME.fullmatch(raw)
     if not m:
         raise ValueError(
             f"{raw!r} is not a SLURM time; write HH:MM:SS (e.g. 00:30:00) or D-HH:MM:SS"
@@ -43,7 +44,7 @@ def format_time(seconds: int) -> str:
 def parse_mem_mib(text: str | int) -> int:
     """Memory (`16G`, `512M`, `480GB`, a bare number = MiB as in sbatch) → MiB."""
     raw = str(text).strip()
-    m = _MEM.match(raw)
+    m = _MEM.fullmatch(raw)
     if not m:
         raise ValueError(f"{raw!r} is not a memory size; write e.g. 16G or 512M")
     mib = float(m.group("n")) * _MEM_FACTOR_MIB[m.group("u").upper()]
@@ -53,3 +54,23 @@ def parse_mem_mib(text: str | int) -> int:
 def format_mem(mib: int) -> str:
     """MiB → the shortest exact sbatch form (`16G`, `1500M`)."""
     return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
+
+
+_SIZE_FACTOR = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """A size in bytes (`10G`, `512M`, `1T`, `4096`; binary units, a bare number is bytes)."""
+    raw = str(text).strip()
+    m = _MEM.fullmatch(raw)
+    if not m or float(m.group("n")) <= 0:
+        raise ValueError(f"{raw!r} is not a size; write e.g. 10G or 512M")
+    return int(float(m.group("n")) * _SIZE_FACTOR[m.group("u").upper()])
+
+
+def format_size(n: int) -> str:
+    """Bytes → the shortest exact form (`10G`, `1536M`, `4097`)."""
+    for unit in ("T", "G", "M", "K"):
+        if n % _SIZE_FACTOR[unit] == 0:
+            return f"{n // _SIZE_FACTOR[unit]}{unit}"
+    return str(n)

@@ -51,7 +51,34 @@ class Located:
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (YAML silently keeps the last one)."""
+    """SafeLoader that refuses duplicate keys (YAML silently keeps the last one) and reads
+    `1:30` and `1:00:00` as the text written, not as YAML 1.1's base-60 numbers (90 and 3600):
+    such values are SLURM times (1 min 30 s; 1 h), and SLURM reads a bare number as minutes."""
+
+
+# YAML 1.1's int and float rules without their sexagesimal (base 60) forms; every other form
+# (decimal, octal, hex, binary, exponents, .inf, .nan) is read as before.
+_INT = re.compile(
+    r"""^(?:[-+]?0b[0-1_]+
+    |[-+]?0[0-7_]+
+    |[-+]?(?:0|[1-9][0-9_]*)
+    |[-+]?0x[0-9a-fA-F_]+)$""",
+    re.X,
+)
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_Loader.yaml_implicit_resolvers = {
+    first: [
+        (tag, {"tag:yaml.org,2002:int": _INT, "tag:yaml.org,2002:float": _FLOAT}.get(tag, rx))
+        for tag, rx in rules
+    ]
+    for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -90,6 +117,67 @@ def _walk(node: yaml.Node, path: Path_, src: str, out: dict[Path_, tuple[str, in
     return count
 
 
+def count_nodes(node: yaml.Node, limit: int = MAX_NODES) -> int:
+    """Nodes of a composed document, each alias counted as often as it is used (what building
+    the data would cost); stops counting past `limit`."""
+    count, todo = 0, [node]
+    while todo and count <= limit:
+        current = todo.pop()
+        count += 1
+        if isinstance(current, yaml.MappingNode):
+            for k, v in current.value:
+                todo += (k, v)
+        elif isinstance(current, yaml.SequenceNode):
+            todo += current.value
+    return count
+
+
+def _compose(text: str) -> tuple[yaml.Node | None, _Loader]:
+    loader = _Loader(text)
+    try:
+        return loader.get_single_node(), loader
+    except BaseException:
+        loader.dispose()
+        raise
+
+
+def _construct(loader: _Loader, node: yaml.Node | None) -> Any:
+    try:
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def parse_value(text: str, where: str) -> Any:
+    """One YAML value given on its own (a `--set` value, a campaign's override string), read
+    with the same loader and the same limits as whole files. Text that is not valid YAML is
+    taken as the text itself (`--set name=a: b`); too many values is refused."""
+    if not text.strip():
+        return ""
+    if len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
+        raise UserError(
+            f"{where}: the value is larger than {MAX_FILE_BYTES // 1024} KiB; give a shorter value"
+        )
+    try:
+        node, loader = _compose(text)
+    except yaml.YAMLError:
+        return text
+    except RecursionError:
+        raise UserError(f"{where}: the value is nested too deeply; flatten it") from None
+    if node is not None and count_nodes(node) > MAX_NODES:
+        loader.dispose()
+        raise UserError(
+            f"{where}: the value expands to more than {MAX_NODES} values (aliases?); "
+            "write the value out plainly"
+        )
+    try:
+        return _construct(loader, node)
+    except yaml.YAMLError:
+        return text
+    except RecursionError:
+        raise UserError(f"{where}: the value is nested too deeply; flatten it") from None
+
+
 def display_path(path: Path) -> str:
     """The path as the user would type it: relative to the working directory when inside it."""
     try:
@@ -106,14 +194,15 @@ def parse_text(text: str, src: str) -> Located:
             "lines); check that this is the file you meant"
         )
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        node, loader = _compose(text)
         where: dict[Path_, tuple[str, int | None]] = {}
         if node is not None and _walk(node, (), src, where) > MAX_NODES:
+            loader.dispose()
             raise UserError(
                 f"{src}: the YAML expands to more than {MAX_NODES} values (aliases?); "
                 "write the spec out plainly"
             )
-        data = yaml.load(text, Loader=_Loader)
+        data = _construct(loader, node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
@@ -225,10 +314,7 @@ def apply_overrides(doc: Located, overrides: Iterable[str]) -> Located:
                 f"--set {raw!r}: expected KEY=VALUE with a dotted key; "
                 "write it like --set resources.nodes=2"
             )
-        try:
-            value = yaml.load(value_text, Loader=_Loader) if value_text.strip() else ""
-        except yaml.YAMLError:
-            value = value_text
+        value = parse_value(value_text, f"--set {key}")
         parts: list[str | int] = [int(p) if p.isdigit() else p for p in key.split(".")]
         if any(p == "" for p in parts):
             raise UserError(f"--set {raw!r}: the key has an empty part; write it like a.b.c")
@@ -379,7 +465,7 @@ def _dotted(path: Path_) -> str:
         if isinstance(p, int):
             out += f".{p}" if out else str(p)
         else:
-            text = p if _FIELD_LIKE.match(p) else repr(p)
+            text = p if _FIELD_LIKE.fullmatch(p) else repr(p)
             out += f".{text}" if out else text
     return out
 
@@ -402,6 +488,7 @@ _EXPECTED: dict[str, tuple[str, str]] = {
     "int_from_float": ("a whole number", "write a whole number such as 2"),
     "float_type": ("a number", "write a number such as 5 or 2.5"),
     "float_parsing": ("a number", "write a number such as 5 or 2.5"),
+    "finite_number": ("a finite number", "write a number such as 5 or 2.5 (not .inf or .nan)"),
     "bool_type": ("true or false", "write true or false"),
     "bool_parsing": ("true or false", "write true or false"),
     "list_type": ("a list", "write a YAML list such as [a, b]"),

@@ -8,7 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,3 +165,29 @@ def dead_controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def have_shellcheck() -> bool:
     return shutil.which("shellcheck") is not None
+
+
+@pytest.fixture
+def tmpfs() -> Iterator[Callable[[Path, str], Path]]:
+    """mount(target, size): a real, small tmpfs mounted at `target` (created if need be) for
+    the test, unmounted afterwards: a file system that really fills up. Root only."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a small tmpfs (a real full file system)")
+    mounted: list[Path] = []
+
+    def mount(target: Path, size: str) -> Path:
+        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        res = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if res.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in reversed(mounted):
+        subprocess.run(["umount", "-l", str(target)], check=False)

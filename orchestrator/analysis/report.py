@@ -18,6 +18,7 @@ from markupsafe import Markup
 from orchestrator.analysis.advice import Advice, advise
 from orchestrator.analysis.compare import Comparison, compare
 from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.escape import markdown, plain
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "report"
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
@@ -31,12 +32,16 @@ def _env() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # Control and bidi characters of trace text are shown as escapes, not embedded raw.
+        finalize=lambda v: plain(v) if type(v) is str else v,
     )
     env.filters["ms"] = lambda ns: f"{(ns or 0) / 1e6:,.3f}"
     env.filters["s"] = lambda ns: f"{(ns or 0) / 1e9:,.3f}"
     env.filters["pct"] = lambda v: f"{v:.2f}"
     env.filters["gib"] = lambda b: "n/a" if b is None else f"{b / 2**30:,.2f}"
     env.filters["num"] = lambda v: "n/a" if v is None else f"{v:,.3f}".rstrip("0").rstrip(".")
+    # Trace text in report.md: Markdown-escaped, then HTML-escaped by autoescape.
+    env.filters["md"] = lambda v: markdown(str(v))
     return env
 
 
@@ -112,7 +117,7 @@ def svg_top_kernels(r: RankMetrics, n: int = 10) -> Markup:
     for i, k in enumerate(ks):
         y = 10 + 20 * i
         name = k.name if len(k.name) <= 55 else k.name[:52] + "..."
-        parts.append(f'<text x="4" y="{y + 12}" font-size="10">{xml_escape(name)}</text>')
+        parts.append(f'<text x="4" y="{y + 12}" font-size="10">{xml_escape(plain(name))}</text>')
         parts.append(
             f'<rect class="bar" x="{left}" y="{y}" width="{pw * k.share_pct / 100:.1f}"'
             f' height="14" fill="#1f77b4"/>'

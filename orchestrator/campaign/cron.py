@@ -59,6 +59,13 @@ class CronExpr:
 
     @classmethod
     def parse(cls, text: str) -> CronExpr:
+        # The expression becomes the start of a crontab line: a line break (or any control
+        # character) inside it would make a second line of the user's table.
+        if not all(c.isprintable() or c == "\t" for c in text):
+            raise ValueError(
+                f"{text!r} holds a line break or a control character; write the five fields on "
+                "one line, e.g. '0 2 * * *'"
+            )
         parts = text.split()
         if len(parts) != 5:
             raise ValueError(

@@ -8,6 +8,8 @@ applied to the base job spec, in order: the campaign's own `set`, then each axis
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -15,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from orchestrator import yamlio
@@ -23,7 +24,7 @@ from orchestrator.base import Strict
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.errors import UserError
 from orchestrator.spec import NAME_RE
-from orchestrator.units import parse_time
+from orchestrator.units import format_time, parse_time
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,30}$")
 # What submission.new_campaign_id makes: NAME-YYYYMMDD-HHMMSS-xxxx.
@@ -61,7 +62,7 @@ def _check_override(item: str) -> str:
 
 
 def _check_name(v: str) -> str:
-    if not NAME_RE.match(v):
+    if not NAME_RE.fullmatch(v):
         raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'; rename it, e.g. nightly-1")
     return v
 
@@ -96,10 +97,7 @@ def apply_overrides(doc: yamlio.Located, overrides: Iterable[str]) -> yamlio.Loc
                 )
         if not isinstance(node, list):
             raise UserError(f"{raw!r}: {key[:-1]} is not a list; use = to replace it")
-        try:
-            value = yaml.safe_load(value_text) if value_text.strip() else []
-        except yaml.YAMLError:
-            value = value_text
+        value = yamlio.parse_value(value_text, f"--set {key}") if value_text.strip() else []
         items = value if isinstance(value, list) else [value]
         node.extend(
             str(x) if isinstance(x, int | float) and not isinstance(x, bool) else x for x in items
@@ -112,10 +110,11 @@ class Threshold(Strict):
     relative (step time +5%); point thresholds are absolute for metrics that are percentages
     (GPU idle +3 points)."""
 
-    increase_pct: float | None = Field(None, gt=0)
-    decrease_pct: float | None = Field(None, gt=0)
-    increase_points: float | None = Field(None, gt=0)
-    decrease_points: float | None = Field(None, gt=0)
+    # `.inf` would switch the check off without a word, `.nan` too (no comparison is true).
+    increase_pct: float | None = Field(None, gt=0, allow_inf_nan=False)
+    decrease_pct: float | None = Field(None, gt=0, allow_inf_nan=False)
+    increase_points: float | None = Field(None, gt=0, allow_inf_nan=False)
+    decrease_points: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one(self) -> Threshold:
@@ -173,7 +172,7 @@ class Schedule(Strict):
     @classmethod
     def _cron(cls, v: str) -> str:
         CronExpr.parse(v)
-        return v
+        return " ".join(v.split())
 
     @field_validator("tz")
     @classmethod
@@ -186,12 +185,18 @@ class Schedule(Strict):
             ) from None
         return v
 
-    @field_validator("launcher_time")
+    @field_validator("launcher_time", mode="before")
     @classmethod
-    def _time(cls, v: str) -> str:
-        if parse_time(v) <= 0:
+    def _time(cls, v: object) -> object:
+        # `launcher_time: 90` is 90 minutes, as SLURM reads a bare number.
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)
+        if not isinstance(v, str):
+            return v
+        seconds = parse_time(v)
+        if seconds <= 0:
             raise ValueError("must be longer than zero; give a time such as 00:30:00")
-        return v
+        return format_time(seconds)
 
 
 class Baseline(Strict):
@@ -204,7 +209,7 @@ class Baseline(Strict):
     @field_validator("campaign_id")
     @classmethod
     def _id(cls, v: str | None) -> str | None:
-        if v is not None and not CAMPAIGN_ID_RE.match(v):
+        if v is not None and not CAMPAIGN_ID_RE.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not a campaign id; copy one from `gh-run campaign list` "
                 "(NAME-YYYYMMDD-HHMMSS-xxxx)"
@@ -274,14 +279,14 @@ class Campaign(Strict):
     @classmethod
     def _matrix_items(cls, v: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
         for axis, values in v.items():
-            if not LABEL_RE.match(axis):
+            if not LABEL_RE.fullmatch(axis):
                 raise ValueError(
                     f"axis name {axis!r} is not 1-31 letters, digits, '.', '_' or '-'; rename it"
                 )
             if not values:
                 raise ValueError(f"axis {axis!r} has no values; give at least one")
             for label, items in values.items():
-                if not LABEL_RE.match(label):
+                if not LABEL_RE.fullmatch(label):
                     raise ValueError(
                         f"{axis}: value label {label!r} is not 1-31 letters, digits, '.', '_' "
                         "or '-'; rename it"
@@ -330,8 +335,55 @@ class VariantPlan:
     overrides: tuple[str, ...]
 
 
-def expand(campaign: Campaign, src: str = "campaign") -> list[VariantPlan]:
-    """Matrix (minus excludes) plus explicit includes, each with a unique, valid name."""
+# How many variants a campaign may expand to unless told otherwise (`--max-variants N` or
+# GH_RUN_MAX_VARIANTS): ten nights' worth of a large matrix, far below what would exhaust the
+# login node that expands it (each variant is a validated spec, a run folder and a store row).
+DEFAULT_MAX_VARIANTS = 10_000
+MAX_VARIANTS_ENV = "GH_RUN_MAX_VARIANTS"
+
+
+def max_variants_default() -> int:
+    text = os.environ.get(MAX_VARIANTS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_VARIANTS
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(
+            f"{MAX_VARIANTS_ENV}={text!r}: not a positive whole number; set it to a number "
+            f"such as {DEFAULT_MAX_VARIANTS} or unset it"
+        )
+    return int(text)
+
+
+def variant_count(campaign: Campaign) -> tuple[int, str]:
+    """How many variants the campaign can have, from the axis sizes alone (matrix points
+    before `exclude`, plus the includes), and the product written out (`3 x 4 + 1`)."""
+    sizes = [len(values) for values in campaign.matrix.values()]
+    points = math.prod(sizes) if sizes else 0
+    shown = " x ".join(map(str, sizes)) if sizes else "0"
+    if campaign.include:
+        shown += f" + {len(campaign.include)}"
+    return points + len(campaign.include), shown
+
+
+def check_size(campaign: Campaign, src: str, limit: int | None = None) -> int:
+    """Refuse, before anything is expanded, a campaign larger than the limit."""
+    limit = max_variants_default() if limit is None else limit
+    total, shown = variant_count(campaign)
+    if total > limit:
+        raise UserError(
+            f"{src}: matrix: {shown} = {total} variants is more than the limit of {limit}; "
+            "remove axis values, or raise the limit with --max-variants "
+            f"(or {MAX_VARIANTS_ENV}) if you mean it"
+        )
+    return total
+
+
+def expand(
+    campaign: Campaign, src: str = "campaign", max_variants: int | None = None
+) -> list[VariantPlan]:
+    """Matrix (minus excludes) plus explicit includes, each with a unique, valid name.
+    The size is checked against the limit from the axes first (`check_size`)."""
+    check_size(campaign, src, max_variants)
     out: list[VariantPlan] = []
     axes = list(campaign.matrix.items())
     if axes:
@@ -352,7 +404,7 @@ def expand(campaign: Campaign, src: str = "campaign") -> list[VariantPlan]:
         out.append(VariantPlan(ex_v.name, (), tuple(campaign.set) + tuple(ex_v.set)))
     seen: set[str] = set()
     for v in out:
-        if not NAME_RE.match(v.name):
+        if not NAME_RE.fullmatch(v.name):
             raise UserError(
                 f"{src}: variant_name: {v.name!r} is not a valid name (letters, digits, . _ -); "
                 "change variant_name or the value labels"

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.base import Strict
 from orchestrator.errors import UserError
-from orchestrator.store import Run, Store, as_dict
+from orchestrator.store import Run, Store, as_dict, record
 
 # Campaign states.
 PLANNED = "PLANNED"  # plan in the store, submissions under way
@@ -109,7 +109,7 @@ def get_group(store: Store, campaign_id: str, group_index: int) -> GroupRecord:
         "SELECT * FROM campaign_groups WHERE campaign_id = ? AND group_index = ?",
         (campaign_id, group_index),
     )
-    return GroupRecord(**rows[0])
+    return record(GroupRecord, rows[0])
 
 
 def claim_group(store: Store, group: GroupRecord) -> bool:
@@ -223,7 +223,7 @@ def get_campaign(store: Store, ref: str) -> CampaignRecord:
         raise UserError(f"no campaign {ref!r} in {store.path}; `gh-run campaign list` lists them")
     if len(rows) > 1:
         raise UserError(f"{ref!r} matches {len(rows)} campaigns; give more of the campaign id")
-    return CampaignRecord(**rows[0])
+    return record(CampaignRecord, rows[0])
 
 
 def list_campaigns(store: Store, name: str | None = None, limit: int = 50) -> list[CampaignRecord]:
@@ -233,14 +233,14 @@ def list_campaigns(store: Store, name: str | None = None, limit: int = 50) -> li
         )
     else:
         rows = store.rows("SELECT * FROM campaigns ORDER BY created_at DESC LIMIT ?", (limit,))
-    return [CampaignRecord(**r) for r in rows]
+    return [record(CampaignRecord, r) for r in rows]
 
 
 def groups_of(store: Store, campaign_id: str) -> list[GroupRecord]:
     rows = store.rows(
         "SELECT * FROM campaign_groups WHERE campaign_id = ? ORDER BY group_index", (campaign_id,)
     )
-    return [GroupRecord(**r) for r in rows]
+    return [record(GroupRecord, r) for r in rows]
 
 
 def variants_of(store: Store, campaign_id: str) -> list[VariantRecord]:
@@ -248,7 +248,7 @@ def variants_of(store: Store, campaign_id: str) -> list[VariantRecord]:
         "SELECT * FROM campaign_variants WHERE campaign_id = ? ORDER BY group_index, array_index",
         (campaign_id,),
     )
-    return [VariantRecord(**r) for r in rows]
+    return [record(VariantRecord, r) for r in rows]
 
 
 def runs_of(store: Store, campaign_id: str) -> dict[str, Run]:
@@ -261,5 +261,5 @@ def runs_of(store: Store, campaign_id: str) -> dict[str, Run]:
     out: dict[str, Run] = {}
     for row in rows:
         name = row.pop("v_name")
-        out[name] = Run(**row)
+        out[name] = record(Run, row)
     return out

@@ -4,6 +4,7 @@ compare each variant with the same variant of the baseline campaign."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from pydantic import Field
@@ -203,7 +204,13 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
         for key, th in campaign.thresholds.items():
             value, base = mine.get(key), theirs.get(key)
             change = why = None
-            if value is not None and base is not None:
+            if value is not None and math.isnan(value):
+                # A metric that came out NaN cannot pass a threshold: it is reported as a
+                # regression, never waved through as "no change".
+                why = change = "NaN (not a number): cannot be compared with the baseline"
+            elif value is not None and base is not None and math.isnan(base):
+                change = "the baseline's value is NaN: not compared"
+            elif value is not None and base is not None:
                 why = th.crossed(value, base)
                 change = why or (f"{(value / base - 1) * 100:+.1f}%" if base else None)
             findings.append(

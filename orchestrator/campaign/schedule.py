@@ -8,6 +8,7 @@ remembers what was installed, for `list` and `unschedule`.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -29,6 +30,8 @@ from orchestrator.render import make_environment
 from orchestrator.spec import SBATCH_VALUE_RE
 
 MARK = "# gh-run-campaign:"
+# What `crontab -l` says, alone, when the user has no table (Debian's cron, cronie, vixie).
+NO_CRONTAB = re.compile(r"no crontab for [^\s]+")
 Mode = Literal["cron", "slurm"]
 
 
@@ -69,7 +72,7 @@ def fire_argv(file: Path, home: Path, slurm_script: Path | None = None) -> list[
 def _job_env() -> dict[str, str]:
     """What the fired campaign needs from this environment (cron starts with almost nothing)."""
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    for key in ("SLURM_CONF", "GH_RUN_CLUSTERS", "SCRATCH"):
+    for key in ("SLURM_CONF", "GH_RUN_CLUSTERS", "SCRATCH", "GH_RUN_MAX_VARIANTS"):
         if os.environ.get(key):
             env[key] = os.environ[key]
     return env
@@ -89,9 +92,17 @@ def _crontab() -> list[str]:
             "cron) or schedule with --mode slurm"
         )
     res = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        return []  # "no crontab for user"
-    return res.stdout.splitlines()
+    if res.returncode == 0:
+        return res.stdout.splitlines()
+    if NO_CRONTAB.fullmatch(res.stderr.strip()):
+        return []
+    # Anything else (an unreadable spool, a cron that is not allowed here, ...) is not "empty":
+    # writing a table now would delete the user's entries.
+    why = res.stderr.strip().replace("\n", " ") or f"exit status {res.returncode}"
+    raise RuntimeFailure(
+        f"`crontab -l` failed ({why}), so your crontab cannot be read and was left as it was; "
+        "fix what crontab says (or schedule with --mode slurm) and run the command again"
+    )
 
 
 def _write_crontab(lines: list[str]) -> None:
@@ -157,7 +168,7 @@ def render_launcher(campaign: Campaign, file: Path, home: Path, script: Path) ->
         partition = spec.partition or cl.default_partition
     log_dir = registry_dir(home)
     for value in (partition, sched.launcher_time, str(log_dir)):
-        if not SBATCH_VALUE_RE.match(value):
+        if not SBATCH_VALUE_RE.fullmatch(value):
             raise UserError(
                 f"{file}: schedule: {value!r} cannot go into an #SBATCH line; use letters, "
                 "digits and . _ : , @ % + = / -"

@@ -26,7 +26,13 @@ from typing import TypeVar
 from orchestrator import runs as R
 from orchestrator import yamlio
 from orchestrator.campaign import records as db
-from orchestrator.campaign.model import Campaign, apply_overrides, expand, job_path
+from orchestrator.campaign.model import (
+    Campaign,
+    apply_overrides,
+    check_size,
+    expand,
+    job_path,
+)
 from orchestrator.campaign.results import check_pinned_baseline
 from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
 from orchestrator.errors import GhRunError, UserError
@@ -94,19 +100,24 @@ PreparedVariants = list[tuple[str, tuple[str, ...], R.Prepared]]
 
 
 def prepare_variants(
-    campaign: Campaign, file: Path, extra: Sequence[str], home: Path
+    campaign: Campaign,
+    file: Path,
+    extra: Sequence[str],
+    home: Path,
+    max_variants: int | None = None,
 ) -> PreparedVariants:
     """Everything checkable before the state store is opened, so bad input writes nothing:
     every variant's JobSpec validated against its partition (the base file read once), and a
     pinned baseline that must exist in the gh-run home's store."""
     src = yamlio.display_path(file)
+    check_size(campaign, src, max_variants)  # from the axes, before anything is expanded
     # A wrong pinned baseline would otherwise surface only after every job ran.
     check_pinned_baseline(home, campaign, src)
     base_path = job_path(file, campaign)
     base = yamlio.read_file(base_path)
     clusters: dict[str, Cluster] = {}
     out = []
-    for v in expand(campaign, src):
+    for v in expand(campaign, src, max_variants):
         overrides = (*v.overrides, *extra)
         doc = copy.deepcopy(base)
         try:
@@ -149,6 +160,7 @@ def plan(
     `prepared`: what `prepare_variants` returned, when the caller checked before opening the
     store (with `extra_overrides` already in it).
     """
+    store.require_writable()
     if prepared is None:
         prepared = prepare_variants(campaign, file, extra_overrides, store.home)
     cid = new_campaign_id(campaign.name)
@@ -320,11 +332,12 @@ def _time_limit(script: Path) -> str | None:
     return None
 
 
-def resolve_executor(kind: str) -> str:
+def resolve_executor(kind: str, prepared: PreparedVariants | None = None) -> str:
+    """`auto` → slurm when a controller answers, else local where the variants' cluster files
+    allow it (`runs.auto_executor`)."""
     if kind == "auto":
-        from orchestrator.executors.slurm import slurm_reachable
-
-        return "slurm" if slurm_reachable() else "local"
+        clusters = {id(p.cluster): p.cluster for _, _, p in prepared or []}
+        return R.auto_executor(list(clusters.values()))
     return kind
 
 

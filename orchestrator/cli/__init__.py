@@ -198,8 +198,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         if STATE.debug:
             raise
+        from orchestrator.escape import plain
+
         print(
-            f"internal error: {type(exc).__name__}: {exc} "
+            f"internal error: {type(exc).__name__}: {plain(str(exc))} "
             "(run again with --debug for the traceback)",
             file=sys.stderr,
         )

@@ -33,6 +33,7 @@ from orchestrator.analysis import (
 )
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.errors import UserError
+from orchestrator.escape import markup, plain, term
 
 Resolver = Callable[[str], list[Path]]
 
@@ -287,7 +288,7 @@ def _rank_header(r: RankMetrics, m: Metrics) -> str:
 
 
 def print_metrics(m: Metrics, console: Console) -> None:
-    t = Table(title=m.label or "analysis", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=term(m.label or "analysis"), box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("metric", no_wrap=True, overflow="ellipsis")
     for r in m.ranks:
         t.add_column(_rank_header(r, m), justify="right", overflow="fold")
@@ -295,13 +296,13 @@ def print_metrics(m: Metrics, console: Console) -> None:
         if not rows:
             continue
         t.add_row(f"[bold]{group}[/]", *([""] * len(m.ranks)))
-        for label, get in rows:
-            t.add_row(f"  {label}", *(get(r) for r in m.ranks))
+        for label, get in rows:  # labels and values may hold trace text (thread names)
+            t.add_row(term(f"  {label}"), *(term(get(r)) for r in m.ranks))
         t.add_section()
     console.print(t)
     for r in m.ranks:
         if r.peak_gpu_memory_source:
-            console.print(f"peak GPU memory, rank {r.rank}: {r.peak_gpu_memory_source}")
+            console.print(f"peak GPU memory, rank {r.rank}: {markup(r.peak_gpu_memory_source)}")
     for r in m.ranks:
         if r.top_kernels:
             k = Table(title=f"top kernels, rank {r.rank}", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -311,10 +312,12 @@ def print_metrics(m: Metrics, console: Console) -> None:
             for col in ("count", "total", "share"):
                 k.add_column(col, justify="right", no_wrap=True)
             for ks in r.top_kernels[:8]:
-                k.add_row(ks.name, count(ks.count), dur(ks.total_ns), pct(ks.share_pct))
+                k.add_row(term(ks.name), count(ks.count), dur(ks.total_ns), pct(ks.share_pct))
             console.print(k)
     for a in advise(m):
-        console.print(f"[bold yellow]advice[/] {a.rule}: {a.message}; knob: {a.knob}")
+        console.print(
+            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}"
+        )
 
 
 def short_labels(args: list[str]) -> list[str]:
@@ -346,14 +349,15 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
     """The compare table: one row per metric, one column per run (the first is the baseline),
     then the change of every other run against it (with `deltas`)."""
     title = f"compare: deltas against {labels[0]}" if deltas else f"compare (baseline {labels[0]})"
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=term(title), box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("metric", overflow="fold")
     t.add_column("unit", no_wrap=True)
     for lab in labels:
-        t.add_column(lab, justify="right", no_wrap=True)
+        t.add_column(term(lab), justify="right", no_wrap=True)
     if deltas:
         for lab in labels[1:]:
-            t.add_column(f"Δ% {lab}" if len(labels) > 2 else "Δ%", justify="right", no_wrap=True)
+            header = f"Δ% {lab}" if len(labels) > 2 else "Δ%"
+            t.add_column(term(header), justify="right", no_wrap=True)
     group = None
     for row in c.rows:
         if row.group != group:
@@ -363,7 +367,7 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
             t.add_row(f"[bold]{group}[/]", *([""] * (len(t.columns) - 1)))
         vals = [num(v) for v in row.values]
         rel = [delta(v, row.values[0]) for v in row.values[1:]] if deltas else []
-        t.add_row(f"  {row.metric}", row.unit, *vals, *rel)
+        t.add_row(term(f"  {row.metric}"), term(row.unit), *vals, *rel)
     return t
 
 
@@ -444,7 +448,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if labels != names:  # the legend: each letter, the run's name, and what was given
             for key, name, arg in zip(labels, names, runs, strict=True):
                 console.print(
-                    f"{key}  {name}" + (f"  ({arg})" if arg != name else ""), markup=False
+                    plain(f"{key}  {name}" + (f"  ({arg})" if arg != name else "")), markup=False
                 )
         t = comparison_table(c, labels, deltas=True)
         natural = Measurement.get(console, console.options.update(max_width=10_000), t).maximum
@@ -456,7 +460,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         for lab, m in zip(labels, ms, strict=True):
             srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}
             for s in sorted(srcs):
-                console.print(f"peak GPU memory, {lab}: {s}")
+                console.print(f"peak GPU memory, {markup(lab)}: {markup(s)}")
 
     @app.command("report")
     def report_cmd(

@@ -111,6 +111,15 @@ def run_cmd(
     timeout: Annotated[
         float | None, typer.Option(help="Stop waiting after this many seconds.")
     ] = None,
+    max_variants: Annotated[
+        int | None,
+        typer.Option(
+            "--max-variants",
+            min=1,
+            help="Refuse a campaign with more variants than this (default 10000, or "
+            "$GH_RUN_MAX_VARIANTS); counted from the matrix axes before anything is expanded.",
+        ),
+    ] = None,
 ) -> None:
     """Expand, plan (in the store first), submit as job arrays; with --wait, run to a report.
 
@@ -121,10 +130,10 @@ def run_cmd(
     kind = executor or campaign.executor
     if kind not in ("slurm", "local", "auto"):
         raise UserError(f"--executor {kind!r}: use slurm, local or auto")
-    kind = resolve_executor(kind)
     # Bad input changes nothing: expand and check every variant before the store is opened.
     t0 = time.perf_counter()
-    prepared = prepare_variants(campaign, file, set_ or [], STATE.home)
+    prepared = prepare_variants(campaign, file, set_ or [], STATE.home, max_variants)
+    kind = resolve_executor(kind, prepared)
     store = STATE.store()
     cid = C.plan(store, campaign, file, STATE.home, kind, prepared=prepared)
     groups = db.groups_of(store, cid)

@@ -15,10 +15,13 @@ from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.escape import plain
 from orchestrator.store import Run, Store, iso
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from orchestrator.artifacts import Manifest, SizeLimits
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Job spec (YAML), e.g. jobs/smoke.yaml.", show_default=False)
@@ -63,7 +66,7 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,150}$")
 
 
 def _run_id(value: str | None) -> str | None:
-    if value is not None and (not RUN_ID_RE.match(value) or ".." in value):
+    if value is not None and (not RUN_ID_RE.fullmatch(value) or ".." in value):
         raise UserError(
             f"--run-id: {value!r} is not a run id; use letters, digits, '.', '_' and '-' "
             "(starting with a letter or digit, no '..'), e.g. smoke-try1"
@@ -86,7 +89,7 @@ def render_cmd(
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script.
-    ex = R.choose_executor(executor, warn=warn)
+    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
     rendered = R.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
@@ -188,8 +191,8 @@ def submit_cmd(
         _check(prep)
         return
     rid = _run_id(run_id)
+    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster)
     store = STATE.store()
-    ex = R.choose_executor(executor, warn=warn)
     run = R.submit(store, prep, ex, STATE.home, run_id=rid)
     print(
         f"submitted {paint(run.run_id, 'bold')} as {ex.name} job {run.job_id} "
@@ -247,8 +250,7 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
                 f"  collected {len(manifest.files)} files ({total} bytes, sha256 verified)"
                 f" into {STATE.home / 'artifacts' / run.run_id}"
             )
-            for name in manifest.refused:
-                warn(f"refused {name}: a link or a path outside the run's artifacts folder")
+            _warn_refused(manifest)
         failed |= run.state != "COMPLETED"
     if failed:
         raise typer.Exit(1)
@@ -265,9 +267,14 @@ def status_cmd(
     SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
     leaves out the less important columns first, never the run id or the state."""
     store = STATE.store()
-    R.repair_intents(store, warn=warn)
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
-    runs = R.refresh(store, runs, warn=warn)
+    if store.readonly:
+        # Refreshing records what the scheduler says; a home that cannot be written still
+        # shows what was recorded.
+        warn(f"{store.path} cannot be written: showing the recorded states, not refreshed")
+    else:
+        R.repair_intents(store, warn=warn)
+        runs = R.refresh(store, [store.get_run(r.run_id) for r in runs], warn=warn)
     if as_json:
         import json
 
@@ -313,7 +320,7 @@ def _print_run(store: Store, r: Run) -> None:
             ("name", r.name),
             ("state", (r.state, run_view.state_style(r.state))),
             ("exit code", run_view.exit_text(r)),
-            ("reason", r.reason or "-"),
+            ("reason", plain(r.reason or "-")),
             ("job", f"{r.executor} {r.job_id or '-'}"),
             ("attempt", str(r.attempt + 1)),
             ("where", f"{r.cluster}/{r.partition}"),
@@ -326,7 +333,7 @@ def _print_run(store: Store, r: Run) -> None:
     )
     print()
     events: list[list[Cell]] = [
-        [iso(e.ts), (e.state, run_view.state_style(e.state)), e.detail or ""]
+        [iso(e.ts), (e.state, run_view.state_style(e.state)), plain(e.detail or "")]
         for e in store.events(r.run_id)
     ]
     columns = [Column("time", keep=True), Column("state", keep=True), Column("detail")]
@@ -406,10 +413,19 @@ def _print_from(path: Path, pos: int) -> int:
 def cancel_cmd(run: RunArg) -> None:
     """Cancel a run (scancel, or a signal to the local job)."""
     store = STATE.store()
-    r = R.refresh(store, [store.find_run(run)], warn=warn)[0]
+    r = store.find_run(run)
+    if not r.job_id:
+        R.repair_intents(store, warn=warn)  # a submission interrupted before its id was kept
+    r = R.refresh(store, [store.get_run(r.run_id)], warn=warn)[0]
     if r.terminal:
         print(f"{r.run_id} already ended: {r.state}")
         return
+    if not r.job_id:
+        raise RuntimeFailure(
+            f"run {r.run_id} has no job id yet ({r.state}: its submission was interrupted "
+            "and is not confirmed), so nothing was cancelled; run `gh-run status "
+            f"{r.run_id}` (it finds the job or marks it never submitted), then cancel again"
+        )
     R.executor_for(r, warn=warn).cancel(r)
     store.update_run(r.run_id, event="cancel requested by user")
     print(
@@ -418,21 +434,70 @@ def cancel_cmd(run: RunArg) -> None:
     )
 
 
-def fetch_cmd(run: RunArg) -> None:
+def _warn_refused(manifest: Manifest) -> None:
+    for refusal in manifest.refused:
+        warn(f"not collected: {refusal.path}: {refusal.reason}")
+
+
+MaxFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-file-size",
+        metavar="SIZE",
+        help="Leave files larger than this uncollected, e.g. 10G (default: the cluster file's "
+        "artifacts.max_file_size, else 32G).",
+    ),
+]
+MaxRunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-run-size",
+        metavar="SIZE",
+        help="Collect at most this much of the run, e.g. 100G (default: the cluster file's "
+        "artifacts.max_run_size, else 128G).",
+    ),
+]
+
+
+def _limits(run: Run, max_file: str | None, max_run: str | None) -> SizeLimits:
+    from orchestrator.artifacts import SizeLimits
+
+    site = R.site_limits(run, warn)
+    given = {"max_file_size": max_file, "max_run_size": max_run}
+    try:
+        return site.model_copy(
+            update={
+                k: SizeLimits.model_validate({k: v}).model_dump()[k]
+                for k, v in given.items()
+                if v is not None
+            }
+        )
+    except ValueError:
+        flag = "--max-file-size" if max_file is not None else "--max-run-size"
+        raise UserError(f"{flag}: not a size; write it like 10G or 512M") from None
+
+
+def fetch_cmd(
+    run: RunArg,
+    max_file_size: MaxFileOpt = None,
+    max_run_size: MaxRunOpt = None,
+) -> None:
     """Collect a finished run's artifacts (idempotent, verified).
 
     The files are copied into the home's artifact store, each read back and checked against
-    its size and sha256."""
+    its size and sha256. Files over --max-file-size, or past --max-run-size for the run, are
+    listed and left where they are."""
     store = STATE.store()
-    r = R.refresh(store, [store.find_run(run)], warn=warn)[0]
-    manifest = R.collect(store, r, STATE.home)
+    found = store.find_run(run)
+    limits = _limits(found, max_file_size, max_run_size)  # a bad flag is refused before any write
+    r = R.refresh(store, [found], warn=warn)[0]
+    manifest = R.collect(store, r, STATE.home, limits)
     total = sum(f.size for f in manifest.files)
     print(
         f"{r.run_id}: {len(manifest.files)} files, {total} bytes, sha256 verified, in "
         f"{STATE.home / 'artifacts' / r.run_id}"
     )
-    for name in manifest.refused:
-        warn(f"refused {name}: a link or a path outside the run's artifacts folder")
+    _warn_refused(manifest)
 
 
 def wait_cmd(

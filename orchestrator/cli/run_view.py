@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from orchestrator.cli.table import paint
+from orchestrator.escape import plain
 from orchestrator.store import Run, exit_code_worth_showing
 
 STATE_STYLE = {
@@ -57,7 +58,7 @@ def end_line(run: Run) -> str:
     """`RUN: STATE, exit code N (reason) after H:MM:SS`; no exit code where it says nothing."""
     code = exit_code_worth_showing(run.state, run.exit_code)
     said = f", exit code {code}" if code is not None else ""
-    why = f" ({run.reason})" if run.reason and run.reason != f"exit code {code}" else ""
+    why = f" ({plain(run.reason)})" if run.reason and run.reason != f"exit code {code}" else ""
     state = paint(run.state, state_style(run.state))
     return f"{run.run_id}: {state}{said}{why} after {elapsed(run)}"
 

@@ -82,5 +82,8 @@ def note(message: str) -> None:
 
 def warn(message: str) -> None:
     from orchestrator.cli.table import paint
+    from orchestrator.escape import plain
 
-    print(f"{paint('warning:', 'yellow', sys.stderr)} {message}", file=sys.stderr)
+    # Messages carry file names, job output and trace text: control characters are shown as
+    # escapes, never sent to the terminal.
+    print(f"{paint('warning:', 'yellow', sys.stderr)} {plain(message)}", file=sys.stderr)

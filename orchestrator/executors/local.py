@@ -1,23 +1,32 @@
 """The local executor: the very script SLURM would run, started with bash on this machine.
 
 A supervisor (`supervise`, started as `python -c ...`, detached from gh-run in a session of its
-own) starts the job script in a new session too, so that every process of the job can be found
-again: its process group, and on Linux every process of its session (which also catches
-workloads that make process groups of their own, such as a nested `timeout` or `set -m`).
-The supervisor stops the whole job as SLURM does, with SIGTERM and then SIGKILL after a grace,
-in three cases: the time limit is reached, gh-run cancels the run (SIGTERM to the supervisor),
-or the script ends and leaves processes behind. Only when no process of the job is left does
-it write `local_exit`: the script's exit status, and `time-limit` when the limit stopped it.
-So a local run turns terminal only once its job is gone, and its state is known after gh-run
-has exited. A command's own exit status 124 or 137 is its own, never taken for a time limit.
+own) makes itself a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`) and then starts the
+job script. Every process the job starts stays below the supervisor, whatever it does: a child
+that calls `setsid`, makes a process group of its own, or double-forks to become a daemon is
+re-parented to the supervisor, not to init. So the job is the supervisor's process tree (read
+from /proc), and the supervisor stops all of it as SLURM does, with SIGTERM and then SIGKILL
+after a grace, in three cases: the time limit is reached, gh-run cancels the run (SIGTERM to the
+supervisor), or the script ends and leaves processes behind. Only when no process of the job is
+left does it write `local_exit`: the script's exit status, and `time-limit` when the limit
+stopped it. So a local run turns terminal only once its job is gone, and its state is known
+after gh-run has exited. A command's own exit status 124 or 137 is its own, never taken for a
+time limit. (Without /proc or prctl, outside Linux, the job's session and process group stand
+in for the tree.)
 
-Files in the run folder: `local_pid` (the supervisor; the job id is `local-<pid>`), `local_job`
-(the job's session and process-group id), `local_exit`, and `local_cancelled` (gh-run's cancel).
+The end is recorded even when the job has filled the disk: `local_exit.reserved` is written
+(and its space allocated) before the job starts, and the end status overwrites it in place and
+renames it to `local_exit`, which needs no new space.
+
+Files in the run folder: `local_pid` (the supervisor, written by the supervisor itself; the job
+id is `local-<pid>`), `local_job` (the job script's pid, also its session and process group),
+`local_exit`, and `local_cancelled` (gh-run's cancel).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -35,7 +44,10 @@ from orchestrator.units import parse_time
 GRACE_SECONDS = 10.0
 TIME_LIMIT = "time-limit"
 STOPPED = "stopped"
-_FILES = ("local_exit", "local_cancelled", "local_job", "local_pid")
+_FILES = ("local_exit", "local_exit.reserved", "local_cancelled", "local_job", "local_pid")
+RESERVED = "local_exit.reserved"
+RESERVED_BYTES = 64
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 # The supervisor's whole program: arguments arrive as argv; nothing from a spec is part of it.
 _SUPERVISOR_MAIN = (
     "import sys; sys.path[0] = sys.argv.pop(1); "
@@ -86,6 +98,16 @@ class LocalExecutor(Executor):
         (folder / "local_pid").write_text(f"{proc.pid}\n")
         return f"local-{proc.pid}"
 
+    @staticmethod
+    def started_job(run: Run) -> str | None:
+        """The job id of the run's supervisor as its run folder records it (`local_pid`, which
+        the supervisor writes itself), or None when no supervisor has started there."""
+        try:
+            text = (Path(run.run_dir) / "local_pid").read_text().strip()
+        except OSError:
+            return None
+        return f"local-{text}" if text.isdigit() else None
+
     def log_stem(self, run: Run) -> str:
         # The logs are opened before the supervisor (and so the job id) exists.
         return "local"
@@ -115,15 +137,15 @@ class LocalExecutor(Executor):
         out: dict[str, JobStatus] = {}
         for run in runs:
             folder = Path(run.run_dir)
-            exit_file = folder / "local_exit"
-            if exit_file.is_file():
-                out[run.run_id] = self._status_from_exit(exit_file.read_text(), folder)
+            ended = _exit_text(folder)
+            if ended is not None:
+                out[run.run_id] = self._status_from_exit(ended, folder)
                 continue
             pid = self._pid(run)
             if pid > 0 and self._alive(pid):
                 out[run.run_id] = JobStatus(state="RUNNING")
-            elif exit_file.is_file():
-                out[run.run_id] = self._status_from_exit(exit_file.read_text(), folder)
+            elif (ended := _exit_text(folder)) is not None:
+                out[run.run_id] = self._status_from_exit(ended, folder)
             elif (folder / "local_cancelled").exists():
                 out[run.run_id] = JobStatus(state="CANCELLED", reason="cancelled by gh-run")
             else:
@@ -181,19 +203,13 @@ def _session_of(pid: int) -> int:
         return -1
 
 
-def job_processes(sid: int) -> list[int]:
-    """The job's live processes (zombies excluded): on Linux every process of its session or
-    process group, read from /proc; elsewhere [sid] while its process group has a member."""
+def _proc_table() -> dict[int, tuple[int, int, int, str]] | None:
+    """pid → (ppid, process group, session, state) of every process, from /proc (None without
+    /proc)."""
     proc = Path("/proc")
     if not proc.is_dir():
-        try:
-            os.killpg(sid, 0)
-        except ProcessLookupError:
-            return []
-        except PermissionError:
-            pass
-        return [sid]
-    found: list[int] = []
+        return None
+    table: dict[int, tuple[int, int, int, str]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -203,11 +219,43 @@ def job_processes(sid: int) -> list[int]:
             continue
         # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) < 4 or fields[0] in ("Z", "X"):
-            continue
-        if sid in (int(fields[2]), int(fields[3])):
-            found.append(int(entry.name))
+        if len(fields) >= 4:
+            table[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[3]), fields[0])
+    return table
+
+
+def tree_processes(root: int) -> list[int]:
+    """The live processes below `root` (zombies excluded), from /proc."""
+    table = _proc_table() or {}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if table[pid][3] not in ("Z", "X"):
+            found.append(pid)
     return found
+
+
+def job_processes(sid: int) -> list[int]:
+    """The live processes of session or process group `sid` (zombies excluded), from /proc;
+    elsewhere [sid] while its process group has a member."""
+    table = _proc_table()
+    if table is None:
+        try:
+            os.killpg(sid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [sid]
+    return [
+        pid
+        for pid, (_, pgrp, session, state) in table.items()
+        if state not in ("Z", "X") and sid in (pgrp, session)
+    ]
 
 
 def signal_job(sid: int, sig: int) -> None:
@@ -219,11 +267,40 @@ def signal_job(sid: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
+def _become_subreaper() -> bool:
+    """Make orphaned descendants this process's children (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _reap_orphans(keep: int) -> None:
+    """Collect the exit status of orphans re-parented here (not the job script's: its status
+    is read by Popen)."""
+    me = os.getpid()
+    for pid, (ppid, _, _, state) in (_proc_table() or {}).items():
+        if ppid == me and pid != keep and state == "Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
 def supervise(argv: list[str]) -> int:
     """The supervisor (its own process; see the module docstring). argv: time limit (seconds),
     grace (seconds), script, stdout log, stderr log, run folder."""
     limit, grace = float(argv[0]), float(argv[1])
     script, out, err, folder = argv[2], argv[3], argv[4], Path(argv[5])
+    subreaper = _become_subreaper()
+    # Who this is, before anything else: gh-run may die before it records the job id.
+    _write_atomic(folder / "local_pid", f"{os.getpid()}\n")
+    reserved = folder / RESERVED
+    fd = os.open(reserved, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, b" " * RESERVED_BYTES)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     # Signals wake the select() below through this pipe, so none is missed between checks.
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
@@ -247,7 +324,20 @@ def supervise(argv: list[str]) -> int:
             stderr=ferr,
             start_new_session=True,
         )
-    _write_atomic(folder / "local_job", f"{job.pid}\n")
+    with contextlib.suppress(OSError):  # only cancel's fallback reads it
+        _write_atomic(folder / "local_job", f"{job.pid}\n")
+
+    def left() -> list[int]:
+        _reap_orphans(job.pid)
+        if subreaper:
+            return [p for p in tree_processes(os.getpid()) if p != job.pid or job.poll() is None]
+        return job_processes(job.pid)
+
+    def stop(sig: int) -> None:
+        signal_job(job.pid, sig)
+        for pid in left() if subreaper else []:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
     how = ""
     deadline = time.monotonic() + limit
@@ -255,19 +345,19 @@ def supervise(argv: list[str]) -> int:
         if asked:
             how = STOPPED
             break
-        left = deadline - time.monotonic()
-        if left <= 0:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             how = TIME_LIMIT
             break
-        nap(left)
+        nap(remaining)
 
     def gone() -> bool:
-        return job.poll() is not None and not job_processes(job.pid)
+        return job.poll() is not None and not left()
 
     if how or not gone():
         # The limit, a cancel, or processes the script left behind: TERM, then KILL.
-        signal_job(job.pid, signal.SIGTERM)
-        signal_job(job.pid, signal.SIGCONT)
+        stop(signal.SIGTERM)
+        stop(signal.SIGCONT)
         until = time.monotonic() + grace
         while not gone() and time.monotonic() < until:
             nap(0.1)
@@ -275,12 +365,39 @@ def supervise(argv: list[str]) -> int:
         # then the end is recorded anyway after a while (ps shows what remains).
         until = time.monotonic() + 3 * grace + 10
         while not gone() and time.monotonic() < until:
-            signal_job(job.pid, signal.SIGKILL)
+            stop(signal.SIGKILL)
             nap(0.1)
     rc = job.wait()
+    _reap_orphans(job.pid)
     status = 128 - rc if rc < 0 else rc
-    _write_atomic(folder / "local_exit", f"{status} {how}".rstrip() + "\n")
+    _record_exit(folder, f"{status} {how}".rstrip() + "\n")
     return 0
+
+
+def _record_exit(folder: Path, text: str) -> None:
+    """Overwrite the reserved file in place (its space is allocated) and rename it: this needs
+    no free space, so a job that filled the disk still gets its end recorded."""
+    data = text.encode().ljust(RESERVED_BYTES)[:RESERVED_BYTES]
+    fd = os.open(folder / RESERVED, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(folder / RESERVED, folder / "local_exit")
+
+
+def _exit_text(folder: Path) -> str | None:
+    """The supervisor's end record: `local_exit`, or the reserved file already overwritten
+    when renaming it failed."""
+    for name in ("local_exit", RESERVED):
+        try:
+            text = (folder / name).read_text()
+        except OSError:
+            continue
+        if text.strip():
+            return text
+    return None
 
 
 def _write_atomic(path: Path, text: str) -> None:

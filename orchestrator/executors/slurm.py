@@ -149,7 +149,7 @@ class SlurmExecutor(Executor):
                 "spec (resources/partition) to fit the partition"
             )
         job_id = res.stdout.strip().split(";")[0]
-        if not re.match(r"^\d+(_\d+)?$", job_id):
+        if not re.fullmatch(r"^\d+(_\d+)?$", job_id):
             raise RuntimeFailure(f"sbatch answered {res.stdout.strip()!r}, not a job id")
         return job_id
 

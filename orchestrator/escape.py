@@ -1,0 +1,59 @@
+"""Text from traces (kernel, NVTX and thread names, device names, file names) escaped for the
+medium it is shown in. Such text is data written by whoever ran the job: it must never become
+terminal control sequences, Rich console markup (`[/x]` crashes a table, `[link=...]` makes a
+live link) or Markdown (`![x](https://...)` embeds a remote image in report.md). HTML goes
+through Jinja's autoescape (templates/report/*.html.j2).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+# Rich is imported by the functions that make Rich objects: `plain` serves `status` and `logs`,
+# which print without Rich and must not pay for its import.
+
+# Format characters that reorder or hide text (bidi overrides and isolates, zero-width joiners
+# stay visible as what they are).
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co"}
+
+
+def _visible(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def plain(text: str) -> str:
+    """Control and invisible format characters (ESC, CR, BEL, U+202E, U+2028, ...) written
+    out as `\\x1b`-style escapes, so they reach no terminal or document raw."""
+    return "".join(_visible(c) if unicodedata.category(c) in _HIDDEN else c for c in text)
+
+
+def term(text: str) -> Text:
+    """A Rich renderable that is never read as markup."""
+    from rich.text import Text
+
+    return Text(plain(text))
+
+
+def markup(text: str) -> str:
+    """For an f-string that is printed as Rich markup: the text escaped."""
+    from rich.markup import escape
+
+    return escape(plain(text))
+
+
+# CommonMark's backslash-escapable ASCII punctuation, minus what HTML escaping (Jinja's
+# autoescape, which the Markdown template also has) already turns into entities.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~=^])")
+
+
+def markdown(text: str) -> str:
+    """Text that Markdown shows as written: one line, every punctuation mark that could start
+    emphasis, a link, an image, code, a heading or a table cell backslash-escaped."""
+    one_line = plain(text.replace("\r\n", " ").replace("\n", " "))
+    return _MD_SPECIAL.sub(r"\\\1", one_line)

@@ -1,0 +1,76 @@
+"""Issue 15, class 3: `--executor auto` falls back to the local executor only where the cluster
+file allows it (`local_fallback`: the dev cluster yes, gh200 no). With no controller answering
+(a real SLURM client pointed at a port nobody listens on), a cluster that does not allow it is
+refused in one sentence naming the file, the field and the fix; nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator import yamlio
+from orchestrator.cluster import Cluster
+from tests.conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _site(tmp: Path, allow: bool | None) -> Path:
+    """The dev cluster's file, with local_fallback as given (None: the key left out)."""
+    text = (REPO / "clusters" / "dev.yaml").read_text().replace("local_fallback: true\n", "")
+    if allow is not None:
+        text += f"local_fallback: {'true' if allow else 'false'}\n"
+    path = tmp / "site.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_cluster_files() -> None:
+    def load(name: str) -> Cluster:
+        return yamlio.to_model(yamlio.read_file(REPO / "clusters" / name), Cluster)
+
+    assert load("dev.yaml").local_fallback is True
+    assert load("gh200.yaml").local_fallback is False
+    assert Cluster.model_fields["local_fallback"].default is False
+
+
+def test_auto_refuses_where_the_cluster_does_not_allow_local(
+    tmp_path: Path, gh_home: Path, dead_controller: Path
+) -> None:
+    env = {"SLURM_CONF": str(dead_controller)}
+    for allow in (None, False):
+        site = _site(tmp_path, allow)
+        res = run_cli(["submit", "jobs/smoke.yaml", "--cluster", str(site)], gh_home, env=env)
+        assert res.rc == 2, res.text
+        [line] = res.err.strip().splitlines()
+        assert "site.yaml: local_fallback: no SLURM controller answers" in line
+        assert "--executor local" in line and "login node" in line
+        assert not gh_home.exists(), "a refused submission wrote into the home"
+    # The same for a campaign whose job names such a cluster.
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        (REPO / "jobs" / "smoke.yaml").read_text().replace("cluster: dev", f"cluster: {site}")
+    )
+    camp = tmp_path / "camp.yaml"
+    camp.write_text(f"name: c\njob: {job}\ninclude: [{{name: a}}]\n")
+    res = run_cli(["campaign", "run", str(camp)], gh_home, env=env)
+    assert res.rc == 2 and "local_fallback" in res.err, res.text
+    assert not gh_home.exists()
+    # render prints what submit would send to SLURM: the srun launcher, no refusal.
+    res = run_cli(["render", "jobs/smoke.yaml", "--cluster", str(site)], gh_home, env=env)
+    assert res.rc == 0 and "srun " in res.out, res.text
+    # An explicit --executor local is the user's choice.
+    res = run_cli(
+        ["submit", "jobs/smoke.yaml", "--cluster", str(site), "-x", "local", "--wait"],
+        gh_home,
+        env=env,
+    )
+    assert res.rc == 0, res.text
+
+
+def test_auto_falls_back_where_the_cluster_allows_it(
+    tmp_path: Path, gh_home: Path, dead_controller: Path
+) -> None:
+    site = _site(tmp_path, True)
+    env = {"SLURM_CONF": str(dead_controller)}
+    res = run_cli(["submit", "jobs/smoke.yaml", "--cluster", str(site), "--wait"], gh_home, env=env)
+    assert res.rc == 0 and "as local job" in res.out, res.text
