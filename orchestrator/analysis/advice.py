@@ -18,6 +18,11 @@ Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time
   → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
 - sync-overhead: CUDA sync API time >= 10 % of the span → remove per-step host syncs.
+- low-overlap: communication kernels >= 10 % of the kernel-type time and computation overlaps
+  < 50 % of the communication time (HTA's comm/comp overlap) → overlap gradient reduction with
+  backward (DDP buckets, NeMo `overlap_grad_sync`).
+- straggler: the cross-rank view names a rank that starts its collectives last (or has the
+  slowest steps) → look at that rank's host work, GPU and node.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ FP32_PCT = 10.0
 UM_OPS_PCT = 5.0
 UM_TIME_PCT = 10.0
 SYNC_PCT = 10.0
+COMM_SHARE_PCT = 10.0
+LOW_OVERLAP_PCT = 50.0
 
 
 class Advice(Strict):
@@ -166,9 +173,60 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 message=f"rank {r.rank}: CUDA sync calls take {sync_pct:.1f}% of the span",
             )
         )
+    comm = sum(v for k, v in r.kernel_types.items() if "COMMUNICATION" in k)
+    overlap = r.comm_comp_overlap_pct
+    if overlap is not None and comm >= COMM_SHARE_PCT and overlap < LOW_OVERLAP_PCT:
+        out.append(
+            Advice(
+                rule="low-overlap",
+                rank=r.rank,
+                cause=(
+                    "communication kernels mostly run while no computation does: the GPU waits"
+                    " for gradients (or parameters) to be exchanged"
+                ),
+                knob=(
+                    "overlap the reduction with backward: NeMo/Megatron"
+                    " model.optim.overlap_grad_sync=True (and overlap_param_sync=True), DDP"
+                    " bucket_cap_mb (smaller buckets start earlier), FSDP backward_prefetch"
+                ),
+                evidence={
+                    "comm_comp_overlap_pct": overlap,
+                    "communication_pct_of_kernel_time": comm,
+                },
+                message=(
+                    f"rank {r.rank}: communication kernels are {comm:.1f}% of the GPU kernel time"
+                    f" and only {overlap:.1f}% of their time overlaps computation"
+                ),
+            )
+        )
     return out
 
 
+def _straggler(metrics: Metrics) -> list[Advice]:
+    s = metrics.cross_rank.straggler
+    if s is None:
+        return []
+    return [
+        Advice(
+            rule="straggler",
+            rank=s.rank,
+            cause=(
+                f"{s.entry} reaches the collectives late and every other rank waits for it"
+                if s.rule == "starts collectives last"
+                else f"{s.entry}'s steps take longer than the other ranks'"
+            ),
+            knob=(
+                f"look at {s.entry}: its host work before the collectives (data loading,"
+                " logging, checkpoint I/O, garbage collection), its GPU (clocks, thermal"
+                " throttling, errors) and its node (other processes, CPU binding); balance the"
+                " inputs across ranks (sequence-length bucketing)"
+            ),
+            evidence=s.evidence,
+            message=s.message,
+        )
+    ]
+
+
 def advise(metrics: Metrics) -> list[Advice]:
-    """Every rule that fires on any rank."""
-    return [a for r in metrics.ranks for a in _rules(r)]
+    """Every rule that fires on any rank, then the cross-rank rules."""
+    return [a for r in metrics.ranks for a in _rules(r)] + _straggler(metrics)
