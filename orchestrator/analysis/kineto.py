@@ -17,12 +17,10 @@ What is read (trace event format, `ph: "X"` complete events, `ts`/`dur` in micro
 Parsing is bounded (`tracetext`): the text streams through in batches of whole events, each
 parsed into numpy columns, so memory follows the number of events (about 70 bytes each while
 reading, then the timeline's columns), never the size of the text. Two batch parsers:
-- `_scan_batch`: the layout libkineto writes (one event per `{ ... }` block, fixed key order,
-  see `_X_EVENT`) read with one regex pass; only the `args` of GPU and CUDA-API events are looked
-  at. It checks itself: the complete events it matched, the `stream` and `correlation`
-  arguments it read, and the `thread_name` records must equal the count of those keys in the
-  batch, else the batch goes to
-- `_generic_batch`: orjson into Python objects, one loop, for any other layout (traces
+- `_scan_batch`: the layout libkineto writes, read by numpy over the bytes
+  (`kineto_layout.parse`: fields at fixed literals, numbers digit by digit, timestamps straight
+  to nanoseconds); it checks itself and gives the batch up when anything differs, to
+- `_generic_events`: orjson into Python objects, one loop, for any other layout (traces
   rewritten by other tools, `json.dumps` output, PyTorch <= 1.9).
 Both give identical columns on the same events (tests check it on the real traces).
 """
@@ -38,8 +36,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from orchestrator.analysis import kineto_layout, tracetext
 from orchestrator.analysis import timeline as T
-from orchestrator.analysis import tracetext
 from orchestrator.errors import UserError
 
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")
@@ -69,7 +67,7 @@ _ARG_CODES = (KERNEL, MEMCPY, MEMSET, CUDA_RT, CUDA_DRV)  # events whose args ar
 _ARG_KEYS = ("stream", "correlation", "device", "bytes")
 NONE = T.NONE  # "absent" in the integer columns
 _COLS = ("cat", "name", "pid", "tid", "ts", "dur", "stream", "corr", "device", "nbytes")
-_DTYPES = (np.int8, np.int32, np.int64, np.int64, np.float64, np.float64) + (np.int64,) * 4
+_DTYPES = (np.int8, np.int32) + (np.int64,) * 8
 
 
 @dataclass
@@ -82,7 +80,7 @@ class KinetoTrace:
     name: Any  # int32 ids into names
     pid: Any  # int64, NONE when not an integer
     tid: Any
-    ts: Any  # float64 microseconds
+    ts: Any  # int64 nanoseconds (the trace's microseconds, exact to its three decimals)
     dur: Any
     stream: Any  # int64, NONE when absent
     corr: Any
@@ -200,7 +198,20 @@ def _generic_events(b: _Builder, events: Iterable[Any]) -> None:
         corr.append(_nint(args.get("correlation")))
         device.append(_nint(args.get("device")))
         nbytes.append(_int(args.get("bytes")) or 0)
-    b.add(tuple(np.asarray(c, dtype=t) for c, t in zip(out, _DTYPES, strict=True)))
+    floats = {4, 5}  # ts, dur: microseconds as parsed, to nanoseconds
+    b.add(
+        tuple(
+            _us_to_ns(np.asarray(c, dtype=np.float64)) if i in floats else np.asarray(c, dtype=t)
+            for i, (c, t) in enumerate(zip(out, _DTYPES, strict=True))
+        )
+    )
+
+
+def _us_to_ns(us: Any) -> Any:
+    """Microseconds (floats) to integer nanoseconds: whole part exact, fraction rounded, so a
+    value written with three decimals comes back exactly (as the layout parser reads it)."""
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
 
 
 def from_json(data: dict[str, Any]) -> KinetoTrace:
@@ -212,113 +223,25 @@ def from_json(data: dict[str, Any]) -> KinetoTrace:
 
 
 # ---- the layout scan
-_X_EVENT = re.compile(
-    rb'\{\n    "ph": "X", "cat": "(?:([^"]*)", "name": "([^"]*)", "pid": (-?\d+), "tid": (-?\d+),'
-    rb'\n    "ts": ([-+0-9.eE]+), "dur": ([-+0-9.eE]+)(?:,\n    "args": \{([^}]*)\})?\n  \}'
-    rb'|Trace", "ts")'
-)  # the second branch: libkineto's `Trace` span events (other key order), never used
-_ARG = re.compile(rb'"(stream|correlation|device|bytes)": (-?\d+)(?![\d.eE])')
-_ARG_ONE = {
-    k: re.compile(rb'"' + k.encode() + rb'": (-?\d+)(?![\d.eE])') for k in _ARG_KEYS
-}  # fmt: skip
-_THREAD = re.compile(rb'"name": "thread_name"')
-_MEMORY = re.compile(rb'"name": "\[memory\]"')
-
-
-def _str(b: bytes) -> str:
-    return str(orjson.loads(b'"' + b + b'"')) if b"\\" in b else b.decode()
-
-
-def _object_at(raw: bytes, pos: int) -> Any:
-    """The event object (libkineto layout: `\\n  {` ... `\\n  }`) around position pos."""
-    s = raw.rfind(b"\n  {", 0, pos)
-    e = raw.find(b"\n  }", pos)
-    return orjson.loads(raw[s + 3 : e + 4])
-
-
-def _numbers(values: tuple[bytes, ...], dtype: Any) -> Any:
-    """Decimal numbers (as bytes) → a numpy array, parsed in C."""
-    if not values:
-        return np.zeros(0, dtype=dtype)
-    return np.fromstring(b",".join(values), dtype=dtype, sep=",")
-
-
 def _scan_batch(b: _Builder, raw: bytes) -> bool:
-    """Columns of a batch in libkineto's layout; False (nothing added) when the batch is not
-    in that layout exactly."""
-    rows = _X_EVENT.findall(raw)
-    if len(rows) != raw.count(b'"ph": "X"'):
-        return False  # a complete event in another layout
-    rows = [r for r in rows if r[4]]
-    n = len(rows)
-    if n:
-        cats_b, names_b, pid_b, tid_b, ts_b, dur_b, args_b = zip(*rows, strict=True)
-    else:
-        cats_b = names_b = pid_b = tid_b = ts_b = dur_b = args_b = ()
-    del rows
-    get = _CATS_B.get
-    cat = np.fromiter((get(c, OTHER) for c in cats_b), dtype=np.int8, count=n)
-    cols = _args_columns(cat, args_b)
+    """Columns of a batch in libkineto's layout (`kineto_layout.parse`); False (nothing added)
+    when the batch is not in that layout exactly."""
+    cols = kineto_layout.parse(raw, b.ids, _ARG_CATS, _CATS_B)
     if cols is None:
         return False
-    thread_names: dict[tuple[int, int], str] = {}
-    records = 0
-    for m in _THREAD.finditer(raw):
-        ev = _object_at(raw, m.start())
-        args = ev.get("args")
-        if ev.get("ph") == "M" and isinstance(args, dict) and "name" in args:
-            thread_names[(_nint(ev.get("pid")), _nint(ev.get("tid")))] = str(args["name"])
-            records += 1
-    if records != raw.count(b'"name": "thread_name"'):
+    threads = kineto_layout.thread_names(raw)
+    if threads is None or threads[1] != raw.count(b'"name": "thread_name"'):
         return False
-    for m in _MEMORY.finditer(raw):
-        ev = _object_at(raw, m.start())
-        if ev.get("ph") == "i" and isinstance(ev.get("args"), dict):
-            b.memory(ev["args"])
-    b.thread_names.update(thread_names)
-    ids = b.ids
-    local: dict[bytes, int] = {}
-    for nb in dict.fromkeys(names_b):
-        local[nb] = ids.setdefault(_str(nb), len(ids))
-    name = np.fromiter(map(local.__getitem__, names_b), dtype=np.int32, count=n)
-    b.add(
-        (
-            cat, name, _numbers(pid_b, np.int64), _numbers(tid_b, np.int64),
-            _numbers(ts_b, np.float64), _numbers(dur_b, np.float64),
-            cols["stream"], cols["correlation"], cols["device"], cols["bytes"],
-        )
-    )  # fmt: skip
+    b.thread_names.update(threads[0])
+    peak = kineto_layout.memory_peak(raw)
+    if peak is not None and (b.peak is None or peak > b.peak):
+        b.peak = peak
+    b.add(tuple(cols[k] for k in ("cat", "name", "pid", "tid", "ts", "dur", "stream",
+                                  "correlation", "device", "bytes")))  # fmt: skip
     return True
 
 
-def _args_columns(cat: Any, args_b: tuple[bytes, ...]) -> dict[str, Any] | None:
-    """stream / correlation / device / bytes of the events whose args are read."""
-    n = cat.size
-    cols: dict[str, Any] = {
-        "stream": np.full(n, NONE, dtype=np.int64),
-        "correlation": np.full(n, NONE, dtype=np.int64),
-        "device": np.full(n, NONE, dtype=np.int64),
-        "bytes": np.zeros(n, dtype=np.int64),
-    }
-    for codes in (GPU_CODES, (CUDA_RT, CUDA_DRV)):
-        idx = np.flatnonzero(np.isin(cat, codes))
-        if idx.size == 0:
-            continue
-        joined = b"\n".join([args_b[i] for i in idx.tolist()])
-        for key in _ARG_KEYS:
-            vals = _ARG_ONE[key].findall(joined)
-            if len(vals) == idx.size:  # one per event: aligned with idx
-                cols[key][idx] = _numbers(tuple(vals), np.int64)
-            elif vals:  # some events lack the key: one event at a time
-                for i in idx.tolist():
-                    for k, v in _ARG.findall(args_b[i]):
-                        if k.decode() == key:
-                            cols[key][i] = int(v)
-    # HTA counts any event with a stream; the correlation of any CPU event matters to it
-    rest = b"\n".join([args_b[i] for i in np.flatnonzero(~np.isin(cat, _ARG_CODES)).tolist()])
-    if b'"stream": ' in rest or b'"correlation": ' in rest:
-        return None
-    return cols
+_ARG_CATS = set(_ARG_CODES)
 
 
 def scan(raw: bytes) -> KinetoTrace | None:
@@ -446,8 +369,8 @@ def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
     """The trace's columns as a `RankTimeline` (the raw columns are released as it goes)."""
     names = t.names
     cat = t.cat
-    start = np.rint(t.ts * 1000).astype(np.int64)
-    end = np.rint((t.ts + t.dur) * 1000).astype(np.int64)
+    start = t.ts
+    end = t.ts + t.dur
     t.ts = t.dur = None
     real = cat != TRACE
     # HTA rounds only traces with fractional microseconds (a no-op on whole ones)

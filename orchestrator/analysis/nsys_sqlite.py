@@ -391,7 +391,7 @@ class _Reader:
             idx = np.concatenate([np.arange(r.start, r.stop) for r in keep])
             gpu = gpu.take(idx)
             pid = pid[idx] if pid is not None else None
-        return gpu, pid
+        return gpu, _pid_tid(pid)[0] if pid is not None else None
 
     def _opt(self, table: str, *cols: str) -> list[str]:
         return [c for c in cols if c in self.db.cols(table)]

@@ -34,6 +34,9 @@ import numpy as np
 from orchestrator.errors import UserError
 
 CHUNK_BYTES = 16 << 20
+# one event (or the white space between two) larger than this is refused: the splitter would
+# have to hold it whole
+MAX_EVENT_BYTES = 256 << 20
 # batches for the generic (orjson) path stay small: orjson's objects take ~11x their text
 GENERIC_BATCH_BYTES = 4 << 20
 DEFAULT_MAX_TRACE = 8 << 30
@@ -152,6 +155,8 @@ def _kineto_split(buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
             if cut > 0:
                 yield Piece("events", buf[: cut + 4])
                 buf = buf[cut + 5 :]
+            elif len(buf) > 4 * CHUNK_BYTES:  # no boundary of this layout: read it generically
+                raise LayoutError("no event boundary of libkineto's layout in 64 MiB")
         nxt = next(it, None)
         if nxt is None:
             raise LayoutError("no end of the traceEvents array in libkineto's layout")
@@ -240,6 +245,10 @@ class Structure:
                 if start is None:
                     head += pending
                     pending = b""
+                    if len(head) > MAX_EVENT_BYTES:
+                        raise LayoutError(
+                            f"more than {MAX_EVENT_BYTES >> 20} MiB before the events"
+                        )
                     continue
                 head += pending[: start + 1]
                 yield Piece("head", bytes(head))
@@ -263,6 +272,10 @@ class Structure:
                 pending = b""
                 continue
             pending = pending[cut:]
+            if not pending.strip(b", \t\r\n"):
+                pending = b""  # only white space between events: nothing to keep
+            elif len(pending) > MAX_EVENT_BYTES:
+                raise LayoutError(f"an event of more than {MAX_EVENT_BYTES >> 20} MiB")
         if self.phase == "head":
             raise LayoutError("no traceEvents array")
         if self.phase == "events":
