@@ -505,7 +505,9 @@ def headline(m: Metrics) -> dict[str, float | None]:
     time); um_share_pct (UM migrations / memory operations); idle_gaps (sum),
     idle_gaps_per_s, idle_gap_p90_us; step_time_median_s (workload metrics.json of the slowest
     rank, else the traced steps' p50); tokens_per_s (sum); peak_gpu_memory_bytes (max);
-    htod_bytes, dtoh_bytes (sums); sync_s, cpu_op_s, osrt_s (sums); fp32_gemm_pct."""
+    htod_bytes, dtoh_bytes (sums); sync_s, cpu_op_s, osrt_s (sums); fp32_gemm_pct;
+    comm_share_pct (HTA kernel types with communication, all ranks), comm_comp_overlap_pct,
+    collective_start_skew_us (median over matched collectives; None with one rank)."""
     a = m.aggregate
     rs = m.ranks
     if not rs:
@@ -535,4 +537,15 @@ def headline(m: Metrics) -> dict[str, float | None]:
         "cpu_op_s": a.cpu_op_ns / 1e9,
         "osrt_s": a.osrt_ns / 1e9,
         "fp32_gemm_pct": _mean([r.fp32_gemm_pct for r in rs]),
+        "comm_share_pct": (
+            sum(v for k, v in a.kernel_types.items() if "COMMUNICATION" in k)
+            if a.kernel_types
+            else None
+        ),
+        "comm_comp_overlap_pct": a.comm_comp_overlap_pct_mean,
+        "collective_start_skew_us": (
+            m.cross_rank.collective_start_skew.median_ns / 1e3
+            if m.cross_rank.collective_start_skew
+            else None
+        ),
     }
