@@ -90,10 +90,3 @@ def gpu_time(rows: T.GpuTable) -> GpuTime:
         memset_pct=core.pct(totals["memset"], total),
     )
     return GpuTime(union=union, activity=activity, groups=groups, every_row=every)
-
-
-def class_of_rows(names_cls: Any, rows: T.GpuTable) -> Any:
-    """HTA kernel type code per row, from the per-name codes."""
-    if rows.size == 0:
-        return np.zeros(0, dtype=np.int8)
-    return names_cls[rows.name]

@@ -108,10 +108,6 @@ def data_wait(tl: T.RankTimeline, lo: int, hi: int) -> int:
     return core.union_in_span(ms, me, lo, hi)
 
 
-def _thread_key_arrays(h: T.HostTable, m: Any) -> tuple[Any, Any]:
-    return h.pid[m], h.tid[m]
-
-
 def threads(tl: T.RankTimeline) -> list[ThreadStat]:
     """Listed threads (`RankTimeline.threads`) and every thread with OS-runtime calls or CPU
     operators: OS-runtime time and calls by function, union of CPU-operator time."""

@@ -145,18 +145,6 @@ HOST_COLUMNS = ("start", "end", "pid", "tid", "kind", "name")
 HOST_DTYPES = (I64, I64, I64, I64, np.int8, np.int32)
 
 
-def concat_gpu(parts: list[GpuTable]) -> GpuTable:
-    """One table from several, column by column (the parts are released as it goes)."""
-    if not parts:
-        return GpuTable.empty()
-    cols = []
-    for c, t in zip(GPU_COLUMNS, GPU_DTYPES, strict=True):
-        cols.append(np.concatenate([getattr(p, c) for p in parts]).astype(t, copy=False))
-        for p in parts:
-            setattr(p, c, None)
-    return GpuTable(*cols)
-
-
 def concat_host(parts: list[HostTable]) -> HostTable:
     if not parts:
         return HostTable.empty()

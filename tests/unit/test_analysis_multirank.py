@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.analysis import advise, analyze_paths
 from orchestrator.analysis.metrics import Metrics, RankMetrics
@@ -260,3 +262,54 @@ def test_two_processes_in_one_nsys_report_are_two_ranks(tmp_path: Path) -> None:
     assert r2.comm_comp_overlap_pct == 0.0
     sk = m.cross_rank.collective_start_skew
     assert sk is not None and sk.matched == 3 and sk.median_ns == 10_000
+
+
+# ---- the sweeps against brute force ------------------------------------------------------------
+def _view(events: list[tuple[int, int, int]]) -> Any:
+    import numpy as np
+
+    from orchestrator.analysis.breakdown import HtaView
+
+    events = sorted(events)
+    return HtaView(
+        start=np.array([s for s, _, _ in events], dtype=np.int64),
+        end=np.array([e for _, e, _ in events], dtype=np.int64),
+        cls=np.array([c for _, _, c in events], dtype=np.int8),
+        stream=np.zeros(len(events), dtype=np.int64),
+        launch=np.full(len(events), -1, dtype=np.int64),
+        kernel_cat=np.ones(len(events), dtype=bool),
+        unit_ns=1,
+        basis="",
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 300), st.integers(0, 40), st.sampled_from([0, 1, 2, 3])),
+        min_size=1,
+        max_size=40,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_kernel_types_and_overlap_equal_a_per_nanosecond_count(
+    raw: list[tuple[int, int, int]],
+) -> None:
+    from orchestrator.analysis import breakdown, communication
+
+    events = [(s, s + d, c) for s, d, c in raw]
+    v = _view(events)
+    names = {2: "COMPUTATION", 0: "COMMUNICATION", 1: "MEMORY"}
+    want: dict[str, int] = {}
+    comm = both = 0
+    for t in range(0, 341):
+        running = {c for s, e, c in events if s <= t < e and c in names}
+        if running:
+            key = " overlapping ".join(
+                names[c] for c in (2, 0, 1) if c in running
+            )  # HTA's order: COMPUTATION, COMMUNICATION, MEMORY
+            want[key] = want.get(key, 0) + 1
+        comm += 0 in running
+        both += {0, 2} <= running
+    assert breakdown.kernel_types(v) == dict(sorted(want.items(), key=lambda kv: -kv[1]))
+    got = communication.comm_comp_overlap_pct(v)
+    assert got == (pytest.approx(100 * both / comm) if comm else None)
