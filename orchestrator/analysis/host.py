@@ -159,7 +159,7 @@ def threads(tl: T.RankTimeline) -> list[ThreadStat]:
 def _thread_groups(pid: Any, tid: Any) -> tuple[list[tuple[int, int]], Any]:
     """Distinct (pid, tid) pairs and each row's index into them."""
     if pid.size and int(pid.min()) >= 0 and int(tid.min()) >= 0 and int(tid.max()) < 1 << 31:
-        keys, inv = np.unique((pid << 31) | tid, return_inverse=True)
+        keys, inv = np.unique((pid.astype(np.int64) << 31) | tid, return_inverse=True)
         return [(k >> 31, k & ((1 << 31) - 1)) for k in keys.tolist()], inv.reshape(-1)
     pairs, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
     return [(int(p), int(t)) for p, t in pairs.tolist()], inv.reshape(-1)

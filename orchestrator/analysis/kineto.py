@@ -15,7 +15,7 @@ What is read (trace event format, `ph: "X"` complete events, `ts`/`dur` in micro
 - rank: `distributedInfo.rank` (`trace_rank`); the loader applies the file-name rules otherwise.
 
 Parsing is bounded (`tracetext`): the text streams through in batches of whole events, each
-parsed into numpy columns, so memory follows the number of events (about 70 bytes each while
+parsed into numpy columns, so memory follows the number of events (about 55 bytes each while
 reading, then the timeline's columns), never the size of the text. Two batch parsers:
 - `_scan_batch`: the layout libkineto writes, read by numpy over the bytes
   (`kineto_layout.parse`: fields at fixed literals, numbers digit by digit, timestamps straight
@@ -67,7 +67,10 @@ _ARG_CODES = (KERNEL, MEMCPY, MEMSET, CUDA_RT, CUDA_DRV)  # events whose args ar
 _ARG_KEYS = ("stream", "correlation", "device", "bytes")
 NONE = T.NONE  # "absent" in the integer columns
 _COLS = ("cat", "name", "pid", "tid", "ts", "dur", "stream", "corr", "device", "nbytes")
-_DTYPES = (np.int8, np.int32) + (np.int64,) * 8
+# cat, name, pid, tid, ts, dur, stream, corr, device, nbytes: the narrowest types their values
+# need (pid / tid / stream / device fit 32 bits; ids and times do not always)
+_DTYPES = (np.int8, np.int32, np.int32, np.int32, np.int64, np.int64, np.int32, np.int64,
+           np.int32, np.int64)  # fmt: skip
 
 
 @dataclass
@@ -126,7 +129,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
-        self.parts: list[tuple[Any, ...]] = []
+        self.parts: list[list[Any]] = []
         self.thread_names: dict[tuple[int, int], str] = {}
         self.peak: int | None = None
         self.scanned = 0
@@ -134,7 +137,7 @@ class _Builder:
 
     def add(self, cols: tuple[Any, ...]) -> None:
         if cols[0].size:
-            self.parts.append(cols)
+            self.parts.append([c.astype(t, copy=False) for c, t in zip(cols, _DTYPES, strict=True)])
 
     def memory(self, args: dict[str, Any]) -> None:
         if _int(args.get("Device Type")) == 1:
@@ -145,8 +148,10 @@ class _Builder:
     def finish(self, meta: dict[str, Any]) -> KinetoTrace:
         cols = []
         for i, dt in enumerate(_DTYPES):
-            cols.append(np.concatenate([p[i] for p in self.parts]).astype(dt, copy=False)
-                        if self.parts else np.zeros(0, dtype=dt))  # fmt: skip
+            cols.append(np.concatenate([p[i] for p in self.parts]) if self.parts
+                        else np.zeros(0, dtype=dt))  # fmt: skip
+            for p in self.parts:  # release each column of the batches once it is joined
+                p[i] = None
         self.parts.clear()
         if self.generic and self.scanned:
             parser = (
@@ -294,8 +299,8 @@ def _load(path: Path, ceiling: int, layout: str) -> KinetoTrace:
             head += piece.text
         elif piece.kind == "tail":
             tail += piece.text
-            if len(tail) > tracetext.CHUNK_BYTES * 4:
-                raise _not_a_trace(path, "more than 64 MiB of text after the traceEvents list")
+            if len(tail) > tracetext.MAX_EVENT_BYTES:
+                raise _not_a_trace(path, "too much text after the traceEvents list")
         else:
             _events(b, piece.text, path, layout)
     try:
@@ -411,12 +416,14 @@ def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
     gname = t.name[gi]
     copy = np.where(kind == T.MEMCPY, direction[gname] if names else 0, T.COPY_NONE)
     device = np.where(t.device[gi] != NONE, t.device[gi], np.where(t.pid[gi] != NONE, t.pid[gi], 0))
+    del rc, rs, order, last, api
     gpu = T.GpuTable(
         start=start[gi], end=end[gi], device=device.astype(np.int32), stream=t.stream[gi],
         kind=kind, name=gname, corr=gcorr, launch=launch, nbytes=t.nbytes[gi],
         copy=copy.astype(np.int8),
     )  # fmt: skip
     del gi, gcorr, launch, gname, device, kind, copy
+    t.stream = t.corr = t.device = t.nbytes = None  # the host table needs none of them
 
     hi = np.flatnonzero(is_host)
     hcat = cat[hi]
@@ -429,6 +436,8 @@ def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
     host = T.HostTable(
         start=start[hi], end=end[hi], pid=t.pid[hi], tid=t.tid[hi], kind=hkind, name=hname
     )
+    del start, end, cat, real, is_gpu, is_host, gpu_cat, host_cat, on_stream
+    t.cat = t.name = t.pid = t.tid = None
     # threads with CPU operators, named by the trace's metadata
     ops = host.kind == T.CPU_OP
     keys = {

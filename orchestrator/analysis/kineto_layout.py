@@ -298,7 +298,7 @@ def parse(
     args_hi = _next(newlines, args_lo)
     if not _at(a, args_hi, _ARGS_END).all():
         return None
-    quotes = _quotes_in(a, args_lo, args_hi)
+    quotes = _quotes_in(quotes, args_lo, args_hi)
     owner = np.flatnonzero(with_args)  # event index of each args block
     head4 = _word4(a, quotes + 1)
     for key, default in (("stream", -1), ("correlation", -1), ("device", -1), ("bytes", 0)):
@@ -321,15 +321,15 @@ def parse(
 _KEYS = ("cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "device", "bytes")
 
 
-def _quotes_in(a: Any, lo: Any, hi: Any) -> Any:
-    """Positions of the quotes inside the ranges [lo, hi) (sorted, disjoint)."""
-    span = int((hi - lo).sum())
-    if span == 0:
+def _quotes_in(quotes: Any, lo: Any, hi: Any) -> Any:
+    """The quote positions inside the ranges [lo, hi) (sorted, disjoint)."""
+    if lo.size == 0:
         return np.zeros(0, dtype=np.int64)
-    # the bytes of the ranges, gathered: one index per byte of the args lines
-    lens = hi - lo
-    idx = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(span)
-    return idx[a[idx] == ord('"')]
+    first = np.searchsorted(quotes, lo)
+    count = np.searchsorted(quotes, hi) - first
+    total = int(count.sum())
+    idx = np.arange(total, dtype=np.int64) + np.repeat(first - (np.cumsum(count) - count), count)
+    return quotes[idx]
 
 
 def _intern(ids: dict[Any, int], b: bytes) -> int:

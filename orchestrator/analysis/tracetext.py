@@ -33,7 +33,7 @@ import numpy as np
 
 from orchestrator.errors import UserError
 
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 8 << 20
 # one event (or the white space between two) larger than this is refused: the splitter would
 # have to hold it whole
 MAX_EVENT_BYTES = 256 << 20
@@ -155,7 +155,7 @@ def _kineto_split(buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
             if cut > 0:
                 yield Piece("events", buf[: cut + 4])
                 buf = buf[cut + 5 :]
-            elif len(buf) > 4 * CHUNK_BYTES:  # no boundary of this layout: read it generically
+            elif len(buf) > 8 * CHUNK_BYTES:  # no boundary of this layout: read it generically
                 raise LayoutError("no event boundary of libkineto's layout in 64 MiB")
         nxt = next(it, None)
         if nxt is None:
