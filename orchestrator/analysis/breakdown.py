@@ -99,7 +99,15 @@ def hta_view(tl: T.RankTimeline, rows: T.GpuTable, names_cls: Any) -> HtaView:
             known = rows.corr != T.NONE
             keep &= np.where(known, (rows.launch != T.NONE) & (launch_t < last), start_t < last)
             basis = "GPU events launched before the last ProfilerStep (HTA rules)"
-    sel = rows if bool(keep.all()) else rows.take(keep)
+    if bool(keep.all()):
+        sel = rows
+    else:  # only the columns HTA's view needs
+        sel = T.GpuTable(
+            start=rows.start[keep], end=rows.end[keep], device=rows.device[:0],
+            stream=rows.stream[keep], kind=rows.kind[keep], name=rows.name[keep],
+            corr=rows.corr[:0], launch=rows.launch[keep], nbytes=rows.nbytes[:0],
+            copy=rows.copy[:0],
+        )  # fmt: skip
     if clock.rounds:
         s, e = _up(sel.start, unit), sel.end // unit
         launch = np.where(sel.launch != T.NONE, _up(sel.launch, unit), T.NONE)
