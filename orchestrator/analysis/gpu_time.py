@@ -28,7 +28,9 @@ def sort_gpu(gpu: T.GpuTable, by_device: bool) -> T.GpuTable:
         order = order[np.argsort(key, kind="stable")]  # radix sort of small keys
     del dev
     for c in T.GPU_COLUMNS:
-        setattr(gpu, c, getattr(gpu, c)[order])
+        col = getattr(gpu, c)
+        if not T.is_constant(col):
+            setattr(gpu, c, col[order])
     return gpu
 
 

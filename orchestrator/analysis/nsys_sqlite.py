@@ -423,6 +423,7 @@ class _Reader:
             del rc, rs
             ok = (gc >= 0) & (gc <= hi)
             gpu.launch = np.where(ok, table[np.where(ok, gc, 0)], T.NONE)
+            self._drop_corr(gpu)
             return
         order = np.argsort(rc, kind="stable")
         rc = rc[order]
@@ -435,6 +436,13 @@ class _Reader:
         np.minimum(j, rc.size - 1, out=j)
         hit = (rc[j] == gc) & (gpu.corr != T.NONE)
         gpu.launch = np.where(hit, rs[j], T.NONE)
+        self._drop_corr(gpu)
+
+    @staticmethod
+    def _drop_corr(gpu: T.GpuTable) -> None:
+        """Once launches are known nothing reads nsys correlation ids (HTA's last-step filter is
+        for Kineto traces): a constant column in their place saves 8 bytes a row."""
+        gpu.corr = T.constant(T.NONE, gpu.size, np.int64)
 
     def _runtime_cols(self, by_pid: bool) -> list[str]:
         """Runtime columns for the launch times: start and correlationId (and globalTid, to

@@ -99,8 +99,25 @@ class GpuTable:
         return int(self.start.size)
 
     def take(self, sel: Any) -> GpuTable:
-        """The rows selected by a mask or index array."""
-        return GpuTable(*(getattr(self, c)[sel] for c in GPU_COLUMNS))
+        """The rows selected by a mask or index array (a constant column stays constant)."""
+        return GpuTable(*(_take(getattr(self, c), sel) for c in GPU_COLUMNS))
+
+
+def constant(value: int, n: int, dtype: Any) -> Any:
+    """A read-only column of n equal values that takes no memory (a reader that has no use for
+    a column, e.g. nsys correlation ids once launches are known, keeps it this way)."""
+    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
+
+
+def is_constant(col: Any) -> bool:
+    return bool(col.ndim == 1 and col.strides == (0,))
+
+
+def _take(col: Any, sel: Any) -> Any:
+    if is_constant(col):  # as many rows as the selection picks, still no memory
+        n = np.broadcast_to(np.False_, col.shape)[sel].size
+        return constant(int(col[0]) if col.size else 0, n, col.dtype)
+    return col[sel]
 
 
 GPU_COLUMNS = (
@@ -115,7 +132,7 @@ GPU_COLUMNS = (
     "nbytes",
     "copy",
 )
-GPU_DTYPES = (I64, I64, np.int32, I64, np.int8, np.int32, I64, I64, I64, np.int8)
+GPU_DTYPES = (I64, I64, np.int32, np.int32, np.int8, np.int32, I64, I64, I64, np.int8)
 
 
 @dataclass
