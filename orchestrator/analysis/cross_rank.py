@@ -12,9 +12,10 @@ copy of the kernel lasts longer). HTA's straggler analysis uses the same signal 
 dominant collective, normalised per iteration). Start times of different nodes are only as
 comparable as their clocks.
 
-Straggler rule: the entry that starts last in at least `LATE_SHARE` of the matched collectives,
-by a median margin of at least `LATE_MIN_NS` and `LATE_MIN_STEP_SHARE` of the median step time;
-without collectives, the entry whose median step time is at least `SLOW_STEP` times the median
+Straggler rule: the entry that starts last in at least `LATE_SHARE` of the matched collectives
+and whose lateness (its start - the median start of the others) at the worst collective of a
+step is at least `LATE_MIN_NS` and `LATE_MIN_STEP_SHARE` of the median step; without
+collectives, the entry whose median step time is at least `SLOW_STEP` times the median
 over entries.
 """
 
@@ -206,6 +207,7 @@ def view(rs: list[RankMetrics], cross: list[CrossRankInput]) -> CrossRank:
     out = CrossRank(entries=len(rs), metrics=spreads(rs, names))
     steps = [_step_table(c) for c in cross]
     step_ns: float | None = None
+    n_steps = 1
     if all(steps):
         common = set(steps[0])
         for t in steps[1:]:
@@ -217,11 +219,12 @@ def view(rs: list[RankMetrics], cross: list[CrossRankInput]) -> CrossRank:
                 durs, names, f"durations of the {len(keys)} steps present on every rank"
             )
             step_ns = float(np.median(durs))
+            n_steps = len(keys)
     found = _collective_matrix(cross, steps)
     if found is not None:
         starts, ends, how = found
         out.collective_start_skew = _skew(starts, names, how)
-        out.straggler = _late_straggler(rs, names, starts, ends, step_ns)
+        out.straggler = _late_straggler(rs, names, starts, ends, step_ns, n_steps)
     elif out.step_time_skew is not None:
         out.straggler = _slow_straggler(rs, names, steps)
     if found is None and any(c.collectives.start.size for c in cross):
@@ -230,7 +233,12 @@ def view(rs: list[RankMetrics], cross: list[CrossRankInput]) -> CrossRank:
 
 
 def _late_straggler(
-    rs: list[RankMetrics], names: list[str], starts: Any, ends: Any, step_ns: float | None
+    rs: list[RankMetrics],
+    names: list[str],
+    starts: Any,
+    ends: Any,
+    step_ns: float | None,
+    n_steps: int,
 ) -> Straggler | None:
     n_coll, n = starts.shape
     latest = starts.argmax(axis=1)
@@ -244,13 +252,18 @@ def _late_straggler(
     others = np.delete(starts, cand, axis=1)
     late = starts[:, cand] - np.median(others, axis=1)
     late_med = float(np.median(late))
+    # how late it is at the worst collective of a step (often the step's first: later ones
+    # queue behind it on the communication stream): the mean of the n_steps largest lateness
+    k = max(1, min(n_steps, late.size))
+    per_step = float(np.sort(late.clip(min=0))[-k:].mean())
     need = max(LATE_MIN_NS, LATE_MIN_STEP_SHARE * step_ns if step_ns else 0)
-    if share < LATE_SHARE or late_med < need:
+    if share < LATE_SHARE or per_step < need:
         return None
     dur = ends - starts
     own = float(np.median(dur[:, cand]))
     rest = float(np.median(np.delete(dur, cand, axis=1)))
     r = rs[cand]
+    step = f" ({100 * per_step / step_ns:.1f}% of the median step)" if step_ns else ""
     return Straggler(
         rank=r.rank,
         entry=names[cand],
@@ -258,15 +271,17 @@ def _late_straggler(
         evidence={
             "late_in_pct_of_collectives": 100.0 * share,
             "matched_collectives": float(n_coll),
+            "late_us_per_step": per_step / 1e3,
             "median_late_us": late_med / 1e3,
+            "max_late_us": float(late.max()) / 1e3,
             "median_start_skew_us": float(np.median(spread)) / 1e3,
             "collective_us_on_straggler": own / 1e3,
             "collective_us_on_others": rest / 1e3,
         },
         message=(
             f"{names[cand]} starts its collectives last in {100 * share:.0f}% of"
-            f" {n_coll} matched collectives, {late_med / 1e3:,.0f} µs after the others"
-            f" (median); the others spend {rest / 1e3:,.0f} µs in each collective against"
+            f" {n_coll} matched collectives, up to {per_step / 1e3:,.0f} µs late per step{step};"
+            f" the others spend {rest / 1e3:,.0f} µs in each collective against"
             f" {own / 1e3:,.0f} µs on {names[cand]}: they wait for it"
         ),
     )

@@ -549,6 +549,19 @@ class _Reader:
                 out.setdefault((int(p), int(t)), strs.get(nid, ""))
         return out
 
+    def _context_devices(self) -> dict[int, int]:
+        """Process -> its first device, from TARGET_INFO_CUDA_CONTEXT_INFO."""
+        table = "TARGET_INFO_CUDA_CONTEXT_INFO"
+        if not self.db.has(table, "processId", "deviceId"):
+            return {}
+        return {
+            int(p): int(d)
+            for p, d in self.db.q(
+                f"SELECT processId, min(deviceId) FROM {table} GROUP BY processId"
+            )
+            if isinstance(p, int) and isinstance(d, int) and p
+        }
+
     def _cuda_pids(self) -> set[int]:
         """Processes that own CUDA contexts or streams (TARGET_INFO tables)."""
         pids: set[int] = set()
@@ -633,7 +646,12 @@ class _Reader:
                 rt = dict(zip(rt_cols, rt_fut.result(), strict=True)) if rt_fut else {}
             finally:
                 pool.shutdown()
-            pids = _ranked_pids(gpu_pid, gpu)
+            pids = _ranked_pids(gpu_pid, gpu, self._context_devices())
+            if len(pids) > 1 and gpu_pid is None:
+                if gpu.size:  # GPU rows without their process: one rank after all
+                    pids = pids[:1]
+                else:
+                    gpu_pid = np.zeros(0, dtype=np.int64)
             multi = len(pids) > 1
             self._launches(gpu, gpu_pid if multi else None, rt)
             del rt
@@ -688,16 +706,16 @@ class _Reader:
         return _split(base, gpu_pid, pids, cpu_faults, gpu_faults)
 
 
-def _ranked_pids(gpu_pid: Any, gpu: T.GpuTable) -> list[int]:
-    """Processes with GPU work ordered by their first device, then pid: the ranks of a file."""
-    if gpu_pid is None or gpu_pid.size == 0:
-        return []
-    lo, hi = int(gpu_pid.min()), int(gpu_pid.max())
-    if lo == hi:
-        return [lo]
-    found: dict[int, int] = {}
-    for p in np.unique(gpu_pid).tolist():
-        found[int(p)] = int(gpu.device[gpu_pid == p].min())
+def _ranked_pids(gpu_pid: Any, gpu: T.GpuTable, contexts: dict[int, int]) -> list[int]:
+    """Processes with GPU work or a CUDA context on a device, ordered by their first device,
+    then pid: the ranks of a file (a report that stopped before any kernel still names the
+    processes of each GPU in TARGET_INFO_CUDA_CONTEXT_INFO)."""
+    found: dict[int, int] = dict(contexts)
+    if gpu_pid is not None and gpu_pid.size:
+        lo, hi = int(gpu_pid.min()), int(gpu_pid.max())
+        for p in [lo] if lo == hi else np.unique(gpu_pid).tolist():
+            dev = int(gpu.device[gpu_pid == p].min()) if lo != hi else int(gpu.device.min())
+            found[int(p)] = min(found.get(int(p), dev), dev)
     return sorted(found, key=lambda p: (found[p], p))
 
 
