@@ -313,3 +313,18 @@ def test_kernel_types_and_overlap_equal_a_per_nanosecond_count(
     assert breakdown.kernel_types(v) == dict(sorted(want.items(), key=lambda kv: -kv[1]))
     got = communication.comm_comp_overlap_pct(v)
     assert got == (pytest.approx(100 * both / comm) if comm else None)
+
+
+DDP_H200 = Path(__file__).resolve().parents[1] / "data" / "ddp_h200"
+
+
+@pytest.mark.parametrize("run", ["kineto", "kineto_straggler"])
+def test_real_two_gpu_ddp_traces_against_hta(run: str) -> None:
+    """The real DDP traces of two H200s (tests/data/ddp_h200): every breakdown as HTA's."""
+    files = {r: DDP_H200 / run / f"sft_rank{r}.pt.trace.json.gz" for r in (0, 1)}
+    if not all(f.exists() for f in files.values()):
+        pytest.skip("tests/data/ddp_h200 absent")
+    m = analyze_paths(list(files.values()))
+    assert [r.rank for r in m.ranks] == [0, 1]
+    assert all(r.comm_comp_overlap_pct is not None for r in m.ranks)
+    assert_like_hta(m, hta(files))
