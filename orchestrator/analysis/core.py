@@ -467,9 +467,10 @@ _RANK_WORD = re.compile(r"(?i)(?:rank|procid|proc)[_\-.]?(\d+)")
 # `_r3`: a lone r before the number, between separators
 _RANK_R = re.compile(r"(?i)(?:^|[._\-])r(\d+)(?=[._\-]|$)")
 # gh-run's per-rank names (`-o name.%q{SLURM_PROCID}` gives sft.3.nsys-rep): a short number
-# after the last separator; a longer one is a timestamp (PyTorch's default
-# `<worker>.<epoch_ms>.pt.trace.json`) or a job id, never a rank
-_RANK_SUFFIX = re.compile(r"[._\-](\d{1,4})$")
+# after a last `.`; a longer one is a timestamp (PyTorch's default
+# `<worker>.<epoch_ms>.pt.trace.json`), and one after `_` or `-` as likely a job id
+# (`sft_42.sqlite`, `slurm-1234.json`): neither is a rank
+_RANK_SUFFIX = re.compile(r"\.(\d{1,4})$")
 _STRIP = (".gz", ".json", ".sqlite", ".nsys-rep", ".trace", ".pt")
 
 
@@ -478,10 +479,11 @@ def rank_from_name(path: Path) -> int | None:
 
     Rules, first match wins: `rank<N>` / `procid<N>` / `proc<N>` anywhere (`sft_rank3.sqlite`,
     `rank-3.json`); `r<N>` between separators (`sft_r3.json`); a number of at most four digits
-    after the last `.`, `_` or `-` once known suffixes are stripped (`sft.3.sqlite`: what
-    `-o name.%q{SLURM_PROCID}` gives). Never a longer number: `host.1623143089861.pt.trace.json`
-    (PyTorch's default name ends in a timestamp) and `sft_4242817.sqlite` (a job id) say
-    nothing about the rank."""
+    after the last `.` once known suffixes are stripped (`sft.3.sqlite`: what
+    `-o name.%q{SLURM_PROCID}` gives). Never a longer number nor one after `_` or `-`:
+    `host.1623143089861.pt.trace.json` (PyTorch's default name ends in a timestamp),
+    `worker0.1623143089861.pt.trace.json`, `sft_4242817.sqlite` and `sft_42.sqlite` (job ids)
+    say nothing about the rank."""
     name = path.name
     m = _RANK_WORD.search(name)
     if m:

@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape as xml_escape
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from orchestrator.analysis.advice import Advice, advise
+from orchestrator.analysis.advice import Advice, advise, fold
 from orchestrator.analysis.compare import Comparison, compare
 from orchestrator.analysis.metrics import Metrics, RankMetrics
 
@@ -219,11 +219,14 @@ def write_report(
     runs = []
     for i, m in enumerate(metrics_list):
         label = m.label or f"run {i}"
+        fired = advise(m)
         runs.append(
             {
                 "label": label,
                 "m": m,
-                "advice": advise(m),
+                "advice": fired,
+                # what the pages show: a rule that fires alike on many ranks is one entry
+                "shown_advice": fold(fired, len(m.ranks)),
                 "fold": len(m.ranks) > FOLD_RANKS,
                 "labels": {id(r): _entry_label(r, m.ranks) for r in m.ranks},
                 "plots": {

@@ -14,6 +14,7 @@ view (collective-start and step-time skew, the straggler) and the advice.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,7 @@ from orchestrator.analysis import (
     tracetext,
     write_report,
 )
+from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.errors import UserError
 
@@ -543,14 +545,35 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
         console.print(f"peak GPU memory: {peak}")
     _print_top_kernels(m, console, wide)
     _print_cross_rank(m, console)
-    for r in m.ranks:
-        for note in r.notes:
-            console.print(f"note: {_rank_header(r, m)}: {note}")
-    for src in m.sources:
-        for note in [*src.notes, *([src.rank_note] if src.rank_note else [])]:
-            console.print(f"note: {src.path}: {note}")
-    for a in advise(m):
+    rank_notes = [(_rank_header(r, m), n) for r in m.ranks for n in r.notes]
+    src_notes = [
+        (src.path, n)
+        for src in m.sources
+        for n in [*src.notes, *([src.rank_note] if src.rank_note else [])]
+    ]
+    for line in [*fold_notes(rank_notes, "entries"), *fold_notes(src_notes, "inputs")]:
+        console.print(f"note: {line}", markup=False)
+    for a in fold(advise(m), len(m.ranks)):
         console.print(f"[bold yellow]advice[/] {a.rule}: {a.message}; knob: {a.knob}")
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def fold_notes(notes: list[tuple[str, str]], what: str) -> list[str]:
+    """`who: note` lines; a note that many entries carry alike (the same words, other numbers)
+    is one line, with the first as the example (64 ranks would print 64 copies)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for who, note in notes:
+        groups.setdefault(_DIGITS.sub("#", note), []).append((who, note))
+    out = []
+    for same in groups.values():
+        if len(same) <= FOLD_OVER:
+            out += [f"{who}: {note}" for who, note in same]
+        else:
+            who, note = same[0]
+            out.append(f"{len(same)} {what} alike (--json has each), e.g. {who}: {note}")
+    return out
 
 
 def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:

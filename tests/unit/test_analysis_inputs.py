@@ -288,9 +288,13 @@ def test_spec_lock_is_read_from_the_trace_s_own_run_folder_only(tmp_path: Path) 
         ("worker_r1.1623143089861.pt.trace.json", 1),
         # PyTorch's default `<worker>.<epoch_ms>.pt.trace.json`: a timestamp, never a rank
         ("gpu-node-7_12345.1623143089861.pt.trace.json", None),
+        ("worker0.1623143089861.pt.trace.json", None),
+        ("worker1.1623143089862.pt.trace.json.gz", None),
         ("host.1623143089861.pt.trace.json.gz", None),
         # job ids
         ("sft_4242817.sqlite", None),
+        ("sft_42.sqlite", None),
+        ("slurm-1234.json", None),
         ("slurm-12345678.json", None),
         # gh-run's own per-rank names
         ("sft.12.nsys-rep", 12),

@@ -328,3 +328,17 @@ def test_real_two_gpu_ddp_traces_against_hta(run: str) -> None:
     assert [r.rank for r in m.ranks] == [0, 1]
     assert all(r.comm_comp_overlap_pct is not None for r in m.ranks)
     assert_like_hta(m, hta(files))
+
+
+def test_advice_on_the_real_straggler_points_at_it() -> None:
+    """Rank 0 of the real straggler run has low overlap only because it waits for rank 1 inside
+    the all-reduces: the advice says so and names the straggler first; the normal run names
+    no straggler and no rank waits for one."""
+    slow = advise(analyze_paths([DDP_H200 / "kineto_straggler"]))
+    (strag,) = [a for a in slow if a.rule == "straggler"]
+    assert strag.rank == 1 and strag.evidence["late_in_pct_of_collectives"] > 90
+    (low,) = [a for a in slow if a.rule == "low-overlap"]
+    assert low.rank == 0 and low.evidence["straggler_rank"] == 1
+    assert "waiting for rank 1" in low.message and low.knob.startswith("fix the straggler")
+    normal = advise(analyze_paths([DDP_H200 / "kineto"]))
+    assert not [a for a in normal if a.rule == "straggler" or "straggler_rank" in a.evidence]

@@ -504,7 +504,7 @@ def test_bad_inputs_are_user_errors(tmp_path: Path) -> None:
         ("sft.3.sqlite", 3),
         ("sft_rank12.sqlite", 12),
         ("trace_procid-2.json.gz", 2),
-        ("host_7.pt.trace.json", 7),
+        ("host_7.pt.trace.json", None),  # `_7`: as likely a job id as a rank
         ("sft_llama2_7B.sqlite", None),
         ("saxpy-mpi-cuda_perlmutter0.sqlite", None),
     ],
