@@ -1,19 +1,27 @@
-"""Benchmark of `gh-run analyze` (wall time, peak RSS) and of gh-run vs Holistic Trace Analysis.
+"""Benchmarks of `gh-run analyze`: wall time, CPU time and peak memory; gh-run against HTA.
 
-1. Runs `python -m orchestrator.analysis analyze FILE --json` as a subprocess on an nsys-schema
-   SQLite file (default bench/out/long.sqlite, made by bench/gen_nsys.py) --cli-runs times and
-   prints, per run, its wall time, CPU time (user + system, all threads: what a busy 2-core
-   machine has to find) and peak RSS (`getrusage(RUSAGE_CHILDREN)`), then the median wall and
-   CPU time. Goal: <= 10 s, <= 1 GiB.
-2. On the same Kineto traces (default tests/data/traces/*/sft_rank0.pt.trace.json.gz), times
-   gh-run's `analyze_paths` and HTA's `TraceAnalysis(...)` + `get_temporal_breakdown` in this
-   one process (both include parsing; best of --repeat runs each) and prints the ratio.
-   Goal: gh-run >= 5x faster.
+Every case runs `python -m orchestrator.analysis analyze ... --json` as a subprocess and prints,
+per run, its wall time, CPU time (user + system of the process and its workers: what a busy
+2-core machine has to find) and peak RSS: of the largest process (`getrusage(RUSAGE_CHILDREN)`)
+and, where worker processes read several files at once, of the whole process tree (sampled every
+20 ms with psutil). Nothing here asserts a timing; ratios compare runs of the same invocation.
 
-Prints figures only; nothing here asserts a timing.
+1. `--sqlite FILE` (default bench/out/long.sqlite, made by bench/gen_nsys.py: 5 M kernels, 1 M
+   copies): this tree, and with `--baseline DIR` (a checkout of an earlier gh-run, e.g.
+   `git archive main | tar -x -C DIR`) the same command run from there, interleaved, so both
+   meet the same machine load; medians and the ratio.
+2. `--ddp DIR` (bench/gen_kineto.py: N ranks of a data-parallel job): the multi-rank case.
+   Goal for 8 ranks x 500 k kernels on this 2-core machine: <= 15 s, <= 1.5 GiB.
+3. `--hta-ddp DIR`: the whole process of `gh-run analyze DIR --json` against a Python process
+   that runs HTA on the same traces (TraceAnalysis + temporal, kernel-type, comm/comp overlap
+   and idle-time breakdowns of every rank: what gh-run computes for them). Goal: >= 5x.
+4. `--big FILE ...`: peak RSS of one large trace (plain and gzipped; the bounded reader's goal:
+   a 1.5 GiB-uncompressed trace never over 1 GiB RSS).
+5. `--traces GLOB` (default the real H100 traces): gh-run's `analyze_paths` and HTA's
+   `TraceAnalysis` + `get_temporal_breakdown`, in this process, per trace.
 
-    .venv/bin/python bench/bench_analyze.py [--sqlite FILE] [--cli-runs N] [--traces GLOB]
-        [--repeat N]
+    .venv/bin/python bench/bench_analyze.py [--sqlite FILE] [--baseline DIR] [--cli-runs N]
+        [--ddp DIR] [--hta-ddp DIR] [--big FILE ...] [--traces GLOB] [--repeat N] [--skip ...]
 """
 
 from __future__ import annotations
@@ -21,45 +29,191 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+HTA_SCRIPT = """
+import glob, logging, os, re, sys, warnings
+logging.disable(logging.WARNING)
+warnings.simplefilter("ignore")
+from hta.trace_analysis import TraceAnalysis
+d = sys.argv[1]
+files = {}
+for f in glob.glob(os.path.join(d, "*.json*")):
+    m = re.search(r"rank(\\d+)", os.path.basename(f))
+    if m:
+        files[int(m.group(1))] = f
+ta = TraceAnalysis(trace_files=files, trace_dir=d)
+ta.get_temporal_breakdown(visualize=False)
+ta.get_gpu_kernel_breakdown(visualize=False)
+ta.get_comm_comp_overlap(visualize=False)
+ta.get_idle_time_breakdown(ranks=sorted(files), visualize=False)
+"""
 
-def bench_cli(sqlite: Path, runs: int) -> None:
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    rss_mib: float  # largest process
+    tree_mib: float | None  # whole tree, sampled
+    ok: bool
+    err: str
+
+
+def _tree_rss(pid: int, stop: threading.Event, out: list[float]) -> None:
+    try:
+        import psutil
+    except ImportError:
+        return
+    peak = 0.0
+    try:
+        proc = psutil.Process(pid)
+        while not stop.is_set():
+            try:
+                total = proc.memory_info().rss + sum(
+                    c.memory_info().rss for c in proc.children(recursive=True)
+                )
+            except psutil.Error:
+                break
+            peak = max(peak, total)
+            stop.wait(0.02)
+    except psutil.Error:
+        pass
+    out.append(peak / 2**20)
+
+
+def run(cmd: list[str], cwd: Path) -> Run:
+    """One subprocess: wall, CPU and peak RSS (`wait4`: the process and its waited-for
+    workers), and the whole tree's RSS sampled while it runs."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stop = threading.Event()
+    sampled: list[float] = []
+    watcher = threading.Thread(target=_tree_rss, args=(proc.pid, stop, sampled), daemon=True)
+    watcher.start()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    stop.set()
+    watcher.join()
+    return Run(
+        wall=wall,
+        cpu=usage.ru_utime + usage.ru_stime,
+        rss_mib=usage.ru_maxrss / 1024,
+        tree_mib=sampled[0] if sampled else None,
+        ok=proc.returncode == 0,
+        err=err.decode(errors="replace")[-300:],
+    )
+
+
+def _show(label: str, r: Run) -> str:
+    tree = f", tree {r.tree_mib:.0f} MiB" if r.tree_mib is not None else ""
+    status = "ok" if r.ok else f"FAILED: {r.err!r}"
+    return (
+        f"  {label}: wall {r.wall:.2f} s, CPU {r.cpu:.2f} s, peak RSS {r.rss_mib:.0f} MiB{tree}"
+        f" [{status}]"
+    )
+
+
+def analyze_cmd(path: Path) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.analysis", "analyze", str(path), "--json"]
+
+
+def bench_sqlite(sqlite: Path, runs: int, baseline: Path | None) -> None:
     if not sqlite.exists():
         print(f"{sqlite}: absent; make it with: .venv/bin/python bench/gen_nsys.py {sqlite}")
         return
-    cmd = [sys.executable, "-m", "orchestrator.analysis", "analyze", str(sqlite), "--json"]
     size = sqlite.stat().st_size / 2**20
-    walls, cpus = [], []
+    print(f"1. gh-run analyze {sqlite.name} ({size:.0f} MiB), {runs} interleaved runs each")
+    trees = {"this tree": ROOT}
+    if baseline is not None:
+        trees = {"baseline": baseline, "this tree": ROOT}
+    got: dict[str, list[Run]] = {k: [] for k in trees}
     for i in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        rss_mib = after.ru_maxrss / 1024  # the largest child so far
-        walls.append(wall)
-        cpus.append(cpu)
-        status = "ok" if done.returncode == 0 else f"FAILED rc={done.returncode}: {done.stderr!r}"
-        print(
-            f"gh-run analyze {sqlite.name} ({size:.0f} MiB) run {i + 1}/{runs}: wall {wall:.2f} s,"
-            f" CPU {cpu:.2f} s, peak RSS {rss_mib:.0f} MiB [{status}]"
+        for label, tree in trees.items():
+            r = run(analyze_cmd(sqlite), tree)
+            got[label].append(r)
+            print(_show(f"{label} run {i + 1}", r))
+    med = {}
+    for label, rs in got.items():
+        med[label] = (
+            statistics.median(r.wall for r in rs),
+            statistics.median(r.cpu for r in rs),
+            max(r.rss_mib for r in rs),
         )
+        w, c, m = med[label]
+        print(f"  {label}: median wall {w:.2f} s, median CPU {c:.2f} s, peak RSS {m:.0f} MiB")
+    if baseline is not None:
+        (bw, bc, bm), (aw, ac, am) = med["baseline"], med["this tree"]
+        print(
+            f"  this tree / baseline: wall x{aw / bw:.2f}, CPU x{ac / bc:.2f},"
+            f" peak RSS x{am / bm:.2f} (on {os.cpu_count()} CPUs, same load for both)"
+        )
+
+
+def bench_ddp(folder: Path, runs: int) -> None:
+    files = sorted(folder.glob("*.json*"))
+    if not files:
+        print(f"{folder}: no traces; make them with: .venv/bin/python bench/gen_kineto.py {folder}")
+        return
+    size = sum(f.stat().st_size for f in files) / 2**20
+    print(f"2. gh-run analyze {folder} ({len(files)} ranks, {size:.0f} MiB)")
+    rs = []
+    for i in range(runs):
+        r = run(analyze_cmd(folder), ROOT)
+        rs.append(r)
+        print(_show(f"run {i + 1}", r))
+    trees = [r.tree_mib for r in rs if r.tree_mib is not None]
+    tree = f", whole tree {max(trees):.0f} MiB" if trees else ""
     print(
-        f"gh-run analyze {sqlite.name}: median wall {statistics.median(walls):.2f} s,"
-        f" median CPU {statistics.median(cpus):.2f} s over {runs} runs on {os.cpu_count()} CPUs"
-        " (goal <= 10 s, <= 1024 MiB)"
+        f"  median wall {statistics.median(r.wall for r in rs):.2f} s, median CPU"
+        f" {statistics.median(r.cpu for r in rs):.2f} s, largest process"
+        f" {max(r.rss_mib for r in rs):.0f} MiB{tree} (goal for 8 x 500 k kernels: <= 15 s,"
+        " <= 1536 MiB)"
     )
+
+
+def bench_hta_ddp(folder: Path) -> None:
+    files = sorted(folder.glob("*.json*"))
+    try:
+        import hta
+
+        del hta
+    except ImportError:
+        print("HolisticTraceAnalysis not installed: pip install HolisticTraceAnalysis==0.5.0")
+        return
+    if not files:
+        print(f"{folder}: no traces; make them with bench/gen_kineto.py")
+        return
+    size = sum(f.stat().st_size for f in files) / 2**20
+    print(f"3. whole process, same traces ({len(files)} ranks, {size:.0f} MiB): gh-run vs HTA")
+    gh = run(analyze_cmd(folder), ROOT)
+    print(_show("gh-run analyze --json", gh))
+    hta = run([sys.executable, "-c", HTA_SCRIPT, str(folder)], ROOT)
+    print(_show("HTA (4 analyses)", hta))
+    if gh.ok and hta.ok:
+        print(f"  gh-run is {hta.wall / gh.wall:.1f}x faster (wall), {hta.cpu / gh.cpu:.1f}x (CPU)")
+
+
+def bench_big(paths: list[Path]) -> None:
+    for p in paths:
+        if not p.exists():
+            print(f"{p}: absent")
+            continue
+        print(f"4. one large trace: {p.name} ({p.stat().st_size / 2**20:.0f} MiB on disk)")
+        print(_show("gh-run analyze --json", run(analyze_cmd(p), ROOT)))
 
 
 def bench_hta(traces: list[Path], repeat: int) -> None:
@@ -71,13 +225,10 @@ def bench_hta(traces: list[Path], repeat: int) -> None:
         print("HolisticTraceAnalysis not installed: pip install HolisticTraceAnalysis")
         return
     print(
-        "Kineto traces, same files, same process, best of"
-        f" {repeat} each, both sides timed from the file path to the result:\n"
-        "  gh-run = analyze_paths([file]): read + gunzip + parse (layout scan, orjson fallback)"
-        " + every metric\n    (temporal, union, gaps, kernels, copies, ranges, steps, threads,"
-        " sync, timeline) + pydantic Metrics + metrics.json fold;\n"
-        "  HTA    = TraceAnalysis(trace_files={0: file}) (read + gunzip + json parse + DataFrame)"
-        " + get_temporal_breakdown(visualize=False)."
+        "5. real Kineto traces, same process, best of"
+        f" {repeat} each, both sides from the file path to the result:\n"
+        "  gh-run = analyze_paths([file]) (read, parse, every metric, pydantic Metrics);\n"
+        "  HTA    = TraceAnalysis(trace_files={0: file}) + get_temporal_breakdown(visualize=False)."
     )
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
@@ -104,20 +255,36 @@ def bench_hta(traces: list[Path], repeat: int) -> None:
         )
     if traces:
         print(
-            f"gh-run vs HTA on {len(traces)} traces: {tot_gh:.2f} s vs {tot_hta:.2f} s,"
-            f" ratio {tot_hta / tot_gh:.2f}x (goal >= 5x)"
+            f"  gh-run vs HTA on {len(traces)} traces: {tot_gh:.2f} s vs {tot_hta:.2f} s,"
+            f" ratio {tot_hta / tot_gh:.2f}x"
         )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sqlite", type=Path, default=ROOT / "bench/out/long.sqlite")
+    ap.add_argument("--baseline", type=Path, default=None, help="an earlier gh-run checkout")
     ap.add_argument("--cli-runs", type=int, default=3)
+    ap.add_argument("--ddp", type=Path, default=ROOT / "bench/out/ddp8")
+    ap.add_argument("--ddp-runs", type=int, default=2)
+    ap.add_argument("--hta-ddp", type=Path, default=ROOT / "bench/out/ddp8-small")
+    ap.add_argument("--big", type=Path, nargs="*", default=[])
     ap.add_argument("--traces", default="tests/data/traces/*/*.pt.trace.json*")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--skip", nargs="*", default=[], choices=["sqlite", "ddp", "hta-ddp", "big", "traces"]
+    )
     args = ap.parse_args()
-    bench_cli(args.sqlite, args.cli_runs)
-    bench_hta(sorted(ROOT.glob(args.traces)), args.repeat)
+    if "sqlite" not in args.skip:
+        bench_sqlite(args.sqlite, args.cli_runs, args.baseline)
+    if "ddp" not in args.skip:
+        bench_ddp(args.ddp, args.ddp_runs)
+    if "hta-ddp" not in args.skip:
+        bench_hta_ddp(args.hta_ddp)
+    if "big" not in args.skip and args.big:
+        bench_big(args.big)
+    if "traces" not in args.skip:
+        bench_hta(sorted(ROOT.glob(args.traces)), args.repeat)
     return 0
 
 

@@ -1,8 +1,11 @@
-"""Analysis: nsys SQLite exports and PyTorch-profiler (Kineto) traces → Metrics → comparisons,
-advice and reports.
+"""Analysis: nsys SQLite exports and PyTorch-profiler (Kineto) traces → one timeline per rank
+(`timeline.RankTimeline`) → Metrics (per rank, aggregate, across ranks) → comparisons, advice
+and reports (docs/metrics.md).
 
 Public API:
-- `analyze_paths(paths, label=None) -> Metrics`
+- `analyze_paths(paths, label=None, *, max_trace_bytes=None, jobs=None) -> Metrics`
+- `kineto.read_timeline(path)`, `nsys_sqlite.read_timelines(path)` -> timelines;
+  `rank_metrics.compute(timeline)` -> the metrics of one
 - `compare(metrics_list, labels=None) -> Comparison`
 - `advise(metrics) -> list[Advice]`
 - `headline(metrics) -> dict[str, float | None]` (flat numbers for the store / campaigns)

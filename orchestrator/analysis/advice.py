@@ -18,6 +18,13 @@ Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time
   → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
 - sync-overhead: CUDA sync API time >= 10 % of the span → remove per-step host syncs.
+- low-overlap: communication kernels >= 10 % of the kernel-type time and computation overlaps
+  < 50 % of the communication time (HTA's comm/comp overlap) → overlap gradient reduction with
+  backward (DDP buckets, NeMo `overlap_grad_sync`); on a rank that waits for a named straggler
+  (it starts its collectives last) the communication time is mostly that wait: the advice says so
+  and points at the straggler first.
+- straggler: the cross-rank view names a rank that starts its collectives last (or has the
+  slowest steps) → look at that rank's host work, GPU and node.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ FP32_PCT = 10.0
 UM_OPS_PCT = 5.0
 UM_TIME_PCT = 10.0
 SYNC_PCT = 10.0
+COMM_SHARE_PCT = 10.0
+LOW_OVERLAP_PCT = 50.0
 
 
 class Advice(Strict):
@@ -43,6 +52,83 @@ class Advice(Strict):
     knob: str
     evidence: dict[str, float]
     message: str
+
+
+class AdviceGroup(Strict):
+    """One rule that fired alike on many ranks, for reading (`fold`): the ranks, the range of
+    each piece of evidence over them, and one of them as the example."""
+
+    rule: str
+    ranks: list[int]
+    of: int  # entries analysed
+    cause: str
+    knob: str
+    evidence_range: dict[str, tuple[float, float]]
+    example: Advice
+    message: str
+
+
+FOLD_OVER = 3  # a rule that fires on more ranks than this is one line for all of them
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """`0-36, 38-63`: sorted ranks as runs of consecutive numbers."""
+    out: list[str] = []
+    rs = sorted(set(ranks))
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if v == int(v) else f"{v:.1f}"
+
+
+def fold(advice: list[Advice], entries: int, over: int = FOLD_OVER) -> list[Advice | AdviceGroup]:
+    """The advice to show: a rule that fires with the same cause and knob on more than `over`
+    ranks becomes one `AdviceGroup` (in the place of its first rank); the rest stay as they are.
+    `advise` keeps every rank's advice (JSON); 64 ranks then read as a few lines."""
+    groups: dict[tuple[str, str, str], list[Advice]] = {}
+    for a in advice:
+        groups.setdefault((a.rule, a.cause, a.knob), []).append(a)
+    out: list[Advice | AdviceGroup] = []
+    for a in advice:
+        same = groups[(a.rule, a.cause, a.knob)]
+        if len(same) <= over:
+            out.append(a)
+            continue
+        if a is not same[0]:
+            continue
+        keys = [k for k in a.evidence if all(k in b.evidence for b in same)]
+        ranges = {
+            k: (min(b.evidence[k] for b in same), max(b.evidence[k] for b in same)) for k in keys
+        }
+        shown = ", ".join(
+            f"{k} {_num(lo)}" if lo == hi else f"{k} {_num(lo)}-{_num(hi)}"
+            for k, (lo, hi) in ranges.items()
+        )
+        ranks = [b.rank for b in same]
+        out.append(
+            AdviceGroup(
+                rule=a.rule,
+                ranks=ranks,
+                of=entries,
+                cause=a.cause,
+                knob=a.knob,
+                evidence_range=ranges,
+                example=a,
+                message=(
+                    f"ranks {rank_ranges(ranks)} ({len(same)} of {entries}): {shown}; e.g."
+                    f" {a.message}"
+                ),
+            )
+        )
+    return out
 
 
 def _rules(r: RankMetrics) -> list[Advice]:
@@ -166,9 +252,83 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 message=f"rank {r.rank}: CUDA sync calls take {sync_pct:.1f}% of the span",
             )
         )
+    comm = sum(v for k, v in r.kernel_types.items() if "COMMUNICATION" in k)
+    overlap = r.comm_comp_overlap_pct
+    if overlap is not None and comm >= COMM_SHARE_PCT and overlap < LOW_OVERLAP_PCT:
+        out.append(
+            Advice(
+                rule="low-overlap",
+                rank=r.rank,
+                cause=(
+                    "communication kernels mostly run while no computation does: the GPU waits"
+                    " for gradients (or parameters) to be exchanged"
+                ),
+                knob=(
+                    "overlap the reduction with backward: NeMo/Megatron"
+                    " model.optim.overlap_grad_sync=True (and overlap_param_sync=True), DDP"
+                    " bucket_cap_mb (smaller buckets start earlier), FSDP backward_prefetch"
+                ),
+                evidence={
+                    "comm_comp_overlap_pct": overlap,
+                    "communication_pct_of_kernel_time": comm,
+                },
+                message=(
+                    f"rank {r.rank}: communication kernels are {comm:.1f}% of the GPU kernel time"
+                    f" and only {overlap:.1f}% of their time overlaps computation"
+                ),
+            )
+        )
     return out
 
 
+def _straggler(metrics: Metrics) -> list[Advice]:
+    s = metrics.cross_rank.straggler
+    if s is None:
+        return []
+    return [
+        Advice(
+            rule="straggler",
+            rank=s.rank,
+            cause=(
+                f"{s.entry} reaches the collectives late and every other rank waits for it"
+                if s.rule == "starts collectives last"
+                else f"{s.entry}'s steps take longer than the other ranks'"
+            ),
+            knob=(
+                f"look at {s.entry}: its host work before the collectives (data loading,"
+                " logging, checkpoint I/O, garbage collection), its GPU (clocks, thermal"
+                " throttling, errors) and its node (other processes, CPU binding); balance the"
+                " inputs across ranks (sequence-length bucketing)"
+            ),
+            evidence=s.evidence,
+            message=s.message,
+        )
+    ]
+
+
+def _waiting(a: Advice, metrics: Metrics) -> Advice:
+    """A low-overlap rank that waits for a straggler: most of its communication time is the
+    wait, which no overlap setting removes, so the advice points at the straggler first."""
+    s = metrics.cross_rank.straggler
+    if a.rule != "low-overlap" or s is None or s.rule != "starts collectives last":
+        return a
+    if a.rank == s.rank:
+        return a
+    return a.model_copy(
+        update={
+            "cause": (
+                f"communication kernels run long and alone because they wait for {s.entry}"
+                " (the straggler) to join the collectives"
+            ),
+            "knob": f"fix the straggler ({s.entry}) first, then: {a.knob}",
+            "evidence": {**a.evidence, "straggler_rank": float(s.rank)},
+            "message": f"{a.message}; much of it is waiting for {s.entry}, the straggler",
+        }
+    )
+
+
 def advise(metrics: Metrics) -> list[Advice]:
-    """Every rule that fires on any rank."""
-    return [a for r in metrics.ranks for a in _rules(r)]
+    """Every rule that fires on any rank, then the cross-rank rules. Low overlap on a rank that
+    waits for a straggler is said to be waiting (`_waiting`)."""
+    per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r)]
+    return per_rank + _straggler(metrics)

@@ -2,9 +2,10 @@
 
 Rows are grouped like the seed's "with vs without offloading" table: GPU time, kernel
 continuity (idle gaps), GPU memory, memory traffic, CPU activity, sync overhead, steps,
-kernels. Per-rank numbers are averaged over ranks (the `Aggregate` means); counts and bytes are
-summed. delta_abs = value - baseline; delta_rel_pct = 100 * delta_abs / |baseline| (None when
-the baseline is 0 or a value is missing).
+communication (HTA's kernel types, overlap and idle breakdown; the cross-rank skews), kernels.
+Per-rank numbers are averaged over ranks (the `Aggregate` means); counts and bytes are summed.
+delta_abs = value - baseline; delta_rel_pct = 100 * delta_abs / |baseline| (None when the
+baseline is 0 or a value is missing).
 """
 
 from __future__ import annotations
@@ -141,6 +142,40 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
     ),
     ("Steps", "step time median (workload)", "s", lambda m: m.aggregate.workload_step_median_s),
     ("Steps", "throughput (workload)", "tok/s", lambda m: m.aggregate.tokens_per_s),
+    (
+        "Communication",
+        "communication share of kernel time (HTA)",
+        "%",
+        lambda m: (
+            sum(v for k, v in m.aggregate.kernel_types.items() if "COMMUNICATION" in k)
+            if m.aggregate.kernel_types
+            else None
+        ),
+    ),
+    (
+        "Communication",
+        "comm/comp overlap (HTA)",
+        "%",
+        lambda m: m.aggregate.comm_comp_overlap_pct_mean,
+    ),
+    (
+        "Communication",
+        "idle: host wait share (HTA)",
+        "%",
+        _per_rank(lambda r: r.idle_breakdown.host_wait_pct if r.idle_breakdown else None),
+    ),
+    (
+        "Communication",
+        "collective start skew, median",
+        "us",
+        lambda m: s.median_ns / 1e3 if (s := m.cross_rank.collective_start_skew) else None,
+    ),
+    (
+        "Communication",
+        "step time skew, median",
+        "us",
+        lambda m: s.median_ns / 1e3 if (s := m.cross_rank.step_time_skew) else None,
+    ),
     ("Kernels", "kernels", "count", lambda m: float(m.aggregate.kernels)),
     ("Kernels", "fp32 GEMM share of kernel time", "%", _per_rank(lambda r: r.fp32_gemm_pct)),
 ]

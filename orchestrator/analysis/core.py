@@ -56,6 +56,18 @@ def is_compute(name: str) -> bool:
     return hta_kernel_type(name) == "COMPUTATION"
 
 
+# HTA's KernelType enum values, the codes of `hta_type_codes`
+COMMUNICATION, MEMORY, COMPUTATION, OTHER = 0, 1, 2, 3
+HTA_TYPES = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
+
+
+def hta_type_codes(names: Sequence[str]) -> Any:
+    """int8 array: the HTA kernel type code of each name (COMMUNICATION ... OTHER)."""
+    return np.fromiter(
+        (HTA_TYPES.index(hta_kernel_type(n)) for n in names), dtype=np.int8, count=len(names)
+    )
+
+
 # GEMM precision. A kernel name tells the math instruction or, failing that, the data types;
 # the instruction decides, because one framework name says nothing about it: cuBLAS's
 # `sm80_xmma_gemm_f32f32_..._ffma` kernels are xmma-framework GEMMs that run on CUDA-core FFMA.
@@ -450,17 +462,28 @@ def step_stats(ranges: Iterable[tuple[str, int, int]]) -> StepStats | None:
 
 
 # ---- rank from file names
+# explicit rank words anywhere: sft_rank12, rank-3, trace_procid-2, proc5
 _RANK_WORD = re.compile(r"(?i)(?:rank|procid|proc)[_\-.]?(\d+)")
-_RANK_SUFFIX = re.compile(r"[._\-](\d+)$")
+# `_r3`: a lone r before the number, between separators
+_RANK_R = re.compile(r"(?i)(?:^|[._\-])r(\d+)(?=[._\-]|$)")
+# gh-run's per-rank names (`-o name.%q{SLURM_PROCID}` gives sft.3.nsys-rep): a short number
+# after a last `.`; a longer one is a timestamp (PyTorch's default
+# `<worker>.<epoch_ms>.pt.trace.json`), and one after `_` or `-` as likely a job id
+# (`sft_42.sqlite`, `slurm-1234.json`): neither is a rank
+_RANK_SUFFIX = re.compile(r"\.(\d{1,4})$")
 _STRIP = (".gz", ".json", ".sqlite", ".nsys-rep", ".trace", ".pt")
 
 
 def rank_from_name(path: Path) -> int | None:
     """Rank encoded in a file name, or None.
 
-    Rule: first `rank<N>` / `procid<N>` / `proc<N>` anywhere in the name (`sft_rank3.sqlite`);
-    otherwise a number after a final `.`, `_` or `-` of the stem once known suffixes are
-    stripped (`sft.3.sqlite`, `sft_3.json.gz`: what `-o name.%q{SLURM_PROCID}` gives)."""
+    Rules, first match wins: `rank<N>` / `procid<N>` / `proc<N>` anywhere (`sft_rank3.sqlite`,
+    `rank-3.json`); `r<N>` between separators (`sft_r3.json`); a number of at most four digits
+    after the last `.` once known suffixes are stripped (`sft.3.sqlite`: what
+    `-o name.%q{SLURM_PROCID}` gives). Never a longer number nor one after `_` or `-`:
+    `host.1623143089861.pt.trace.json` (PyTorch's default name ends in a timestamp),
+    `worker0.1623143089861.pt.trace.json`, `sft_4242817.sqlite` and `sft_42.sqlite` (job ids)
+    say nothing about the rank."""
     name = path.name
     m = _RANK_WORD.search(name)
     if m:
@@ -473,7 +496,7 @@ def rank_from_name(path: Path) -> int | None:
             if stem.lower().endswith(suf):
                 stem = stem[: -len(suf)]
                 changed = True
-    m = _RANK_SUFFIX.search(stem)
+    m = _RANK_R.search(stem) or _RANK_SUFFIX.search(stem)
     return int(m.group(1)) if m else None
 
 
@@ -503,6 +526,70 @@ def union_arrays(starts: Any, ends: Any, compute: Any) -> UnionResult:
     res.gap_starts = array("q", gs.astype(np.int64).tobytes())
     res.gap_ends = array("q", ge.astype(np.int64).tobytes())
     return res
+
+
+def small_groups(keys: Any) -> tuple[Any, Any]:
+    """(distinct keys, each row's index into them), like `np.unique(..., return_inverse=True)`
+    but linear (a bincount and a lookup table) when the keys are small non-negative integers
+    (streams, devices, string ids)."""
+    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 1 << 24:
+        present = np.flatnonzero(np.bincount(keys))
+        lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        lookup[present] = np.arange(present.size)
+        return present, lookup[keys]
+    keys_u, inv = np.unique(keys, return_inverse=True)
+    return keys_u, inv.reshape(-1)
+
+
+def groups_sorted(s: Any, e: Any) -> tuple[Any, Any]:
+    """Merged intervals of rows sorted by start (HTA's `merge_kernel_intervals`: a row opens a
+    new group when it starts after the running maximum of the previous rows' ends, so touching
+    rows merge; a group spans (its first start, its max end))."""
+    if s.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def union_of_sorted(s: Any, e: Any) -> UnionResult:
+    """`UnionResult` (span, busy, gaps) of rows already sorted by start."""
+    return union_from_groups(*groups_sorted(s, e), int(s.size))
+
+
+def union_from_groups(g0: Any, g1: Any, rows: int) -> UnionResult:
+    """`UnionResult` of merged intervals (`groups_sorted`): the gaps lie between them."""
+    res = UnionResult()
+    if g0.size == 0:
+        return res
+    res.start = int(g0[0])
+    res.end = int(g1[-1])
+    res.busy = int((g1 - g0).sum())
+    res.rows = rows
+    res.gap_starts = array("q", g1[:-1].astype(np.int64).tobytes())
+    res.gap_ends = array("q", g0[1:].astype(np.int64).tobytes())
+    return res
+
+
+def intersect(a0: Any, a1: Any, b0: Any, b1: Any) -> tuple[Any, Any]:
+    """The intersection of two unions of disjoint intervals sorted by start, as disjoint
+    intervals sorted by start. Linear: each list's bounds are one sorted run, and a stable sort
+    (timsort) of two runs is a merge."""
+    if a0.size == 0 or b0.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    t = np.concatenate([np.column_stack([a0, a1]).ravel(), np.column_stack([b0, b1]).ravel()])
+    d = np.tile(np.array([1, -1], dtype=np.int8), a0.size + b0.size)
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    running = np.cumsum(d[order], dtype=np.int8)
+    del order, d
+    idx = np.flatnonzero(running == 2)  # both inside from t[idx] to the next bound
+    c0, c1 = t[idx], t[idx + 1]
+    keep = c1 > c0
+    return c0[keep], c1[keep]
 
 
 def _merge_sorted(s: Any, e: Any) -> tuple[Any, Any, int]:

@@ -1,24 +1,32 @@
-"""Dispatch of input paths to the readers, and the rank rule.
+"""Input paths → timelines (the readers) → metrics (`rank_metrics`) → one `Metrics`, with the
+cross-rank view.
 
-- `.sqlite` → nsys reader; `.json` / `.json.gz` → Kineto reader; `.nsys-rep` → exported to
-  SQLite with the local nsys first (`orchestrator.nsys_export`: once, reused); a directory →
-  every such file under it (JSON files only when they hold `traceEvents`, so manifests are
-  skipped; a `.nsys-rep` only when no export of it sits beside it).
+- `.sqlite` → nsys reader (one timeline per process with GPU work); `.json` / `.json.gz` →
+  Kineto reader; `.nsys-rep` → exported to SQLite with the local nsys first
+  (`orchestrator.nsys_export`: once, reused); a directory → every such file under it (JSON files
+  only when they hold `traceEvents`, so manifests are skipped; a `.nsys-rep` only when no export
+  of it sits beside it).
+- Ranks: `ranks.assign` (the trace first, then an explicit file-name pattern, else input order).
+- Several files are read in parallel worker processes (one per CPU, at most `MAX_JOBS`) when
+  they are large enough to pay for it (`PARALLEL_BYTES`); the metrics come back, the timelines
+  stay in the workers.
 - The workload's `metrics.json` / `metrics_rank<N>.json` beside a Kineto trace is folded into
   that rank (`fold_workload`): peak GPU memory (with its source), step times, tokens/s.
-- Rank: Kineto `distributedInfo.rank`; else the file-name rule (`core.rank_from_name`:
-  `rank3`, `.3.sqlite`, `_3.json.gz`); else the file's position among the inputs.
 - Activation offloading on or off (`fold_offloading`, every reader): the workload's metrics.json
   (`config.offload_activations`, `offloaded_bytes_per_step`), else the run's `spec.lock.yaml`
   (`workload.cpu_offloading_layers`, a `cpu_offloading` Hydra override, or
-  `--offload-activations` in a command's args) found beside the trace or in up to
-  SPEC_LEVELS folders above it (also as `run/spec.lock.yaml`, the collected layout); else
-  what the reader saw in the trace.
+  `--offload-activations` in a command's args), read only from the trace's own run folder
+  (`spec_lock_file`); else what the trace shows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +34,7 @@ import orjson
 import yaml
 
 from orchestrator import nsys_export
-from orchestrator.analysis import core, kineto, nsys_sqlite
+from orchestrator.analysis import cross_rank, kineto, nsys_sqlite, rank_metrics, ranks, tracetext
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -115,9 +123,6 @@ def workload_file(folder: Path, rank: int) -> Path | None:
     return common if common.is_file() else None
 
 
-SPEC_LEVELS = 3  # artifacts/<rank folder>/trace → the run folder holding spec.lock.yaml
-
-
 def _read_json(f: Path) -> Any:
     try:
         return orjson.loads(f.read_bytes())
@@ -128,12 +133,19 @@ def _read_json(f: Path) -> Any:
 
 
 def spec_lock_file(folder: Path) -> Path | None:
-    """The run's spec.lock.yaml: in the trace's folder or up to SPEC_LEVELS folders above it,
-    directly or as `run/spec.lock.yaml` (how `gh-run fetch` stores it beside `artifacts/`)."""
-    for d in [folder, *folder.parents][: SPEC_LEVELS + 1]:
-        for f in (d / "spec.lock.yaml", d / "run" / "spec.lock.yaml"):
-            if f.is_file():
-                return f
+    """The spec.lock.yaml of the run the trace belongs to, from two places only: the trace's own
+    folder, and the run folder gh-run made around it (the parent of the nearest `artifacts`
+    folder above the trace, holding `spec.lock.yaml`, or `run/spec.lock.yaml` where
+    `gh-run fetch` stored it). Never a folder further up: a spec there belongs to something
+    else."""
+    candidates = [folder / "spec.lock.yaml"]
+    for d in [folder, *folder.parents]:
+        if d.name == "artifacts":
+            candidates += [d.parent / "spec.lock.yaml", d.parent / "run" / "spec.lock.yaml"]
+            break
+    for f in candidates:
+        if f.is_file():
+            return f
     return None
 
 
@@ -236,31 +248,133 @@ def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
     return r.model_copy(update=update)
 
 
-def analyze_paths(paths: list[Path], label: str | None = None) -> Metrics:
-    """Analyse nsys SQLite exports and/or Kineto traces into one Metrics."""
-    files = expand([Path(p) for p in paths])
+MAX_JOBS = 8
+PARALLEL_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
+
+
+@dataclass
+class FileResult:
+    """What one input gives: its source record (rank fields set later), the claims of its
+    ranks, and per rank the metrics of its entries and the cross-rank inputs."""
+
+    source: Source
+    claims: list[ranks.Claim]
+    entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
+
+
+def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
+    """Read one input and compute its metrics (runs in a worker process for parallel reads)."""
+    if _kind(path) == "nsys":
+        tls = nsys_sqlite.read_timelines(path)
+    else:
+        tls = [kineto.read_timeline(path, max_trace_bytes)]
+    first = tls[0]
+    claims = []
+    for tl in tls:
+        by_trace: tuple[int, str] | None = None
+        if first.source.kind == "kineto-json":
+            r = kineto.trace_rank_of(tl.meta)
+            by_trace = (r, "distributedInfo.rank") if r is not None else None
+        elif tl.rank_rule:
+            by_trace = (tl.rank, tl.rank_rule)
+        claims.append(ranks.Claim(path, by_trace, tl.process_index, tl.processes))
+    entries = []
+    for tl in tls:
+        entries.append(rank_metrics.compute(tl))
+    src = first.source
+    source = Source(
+        path=src.path,
+        kind="nsys-sqlite" if src.kind == "nsys-sqlite" else "kineto-json",
+        tool_version=src.tool_version,
+        rank=0,
+        rank_rule="",
+        missing=src.missing,
+        notes=list(first.notes),
+    )
+    return FileResult(source, claims, entries)
+
+
+def _jobs(files: list[Path], jobs: int | None) -> int:
+    if jobs is not None:
+        return max(1, jobs)
+    if len(files) < 2:
+        return 1
+    size = 0
+    for f in files:
+        with contextlib.suppress(OSError):
+            size += f.stat().st_size
+    if size < PARALLEL_BYTES:
+        return 1
+    return max(1, min(len(files), os.cpu_count() or 1, MAX_JOBS))
+
+
+def _read_all(files: list[Path], max_trace_bytes: int | None, jobs: int) -> list[FileResult]:
+    if jobs <= 1:
+        return [analyze_file(f, max_trace_bytes) for f in files]
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(analyze_file, f, max_trace_bytes) for f in files]
+        return [f.result() for f in futures]
+
+
+def analyze_paths(
+    paths: list[Path],
+    label: str | None = None,
+    *,
+    max_trace_bytes: int | None = None,
+    jobs: int | None = None,
+) -> Metrics:
+    """Analyse nsys SQLite exports and/or Kineto traces into one Metrics.
+
+    `max_trace_bytes`: the ceiling on a Kineto trace's (uncompressed) text (default: see
+    `tracetext.max_trace_bytes`); `jobs`: worker processes (default: by size and CPUs)."""
+    # A report is read through its SQLite export (made here once when the job made none).
+    files = [
+        nsys_export.sqlite_for(f) if _kind(f) == "nsys-rep" else f
+        for f in expand([Path(p) for p in paths])
+    ]
+    ceiling = tracetext.max_trace_bytes(max_trace_bytes)
+    results = _read_all(files, ceiling, _jobs(files, jobs))
+    claims = [c for res in results for c in res.claims]
+    assigned = iter(ranks.assign(claims))
     sources: list[Source] = []
-    ranks: list[RankMetrics] = []
-    for index, given in enumerate(files):
-        # A report is read through its SQLite export (made here once when the job made none).
-        f = nsys_export.sqlite_for(given) if _kind(given) == "nsys-rep" else given
-        by_name = core.rank_from_name(f)
-        if _kind(f) == "nsys":
-            rank, rule = (by_name, "file name") if by_name is not None else (index, "file order")
-            src, rms = nsys_sqlite.read_nsys(f, rank, rule)
-        else:
-            trace = kineto.load_trace(f)
-            by_info = kineto.trace_rank(trace)
-            if by_info is not None:
-                rank, rule = by_info, "distributedInfo.rank"
-            elif by_name is not None:
-                rank, rule = by_name, "file name"
-            else:
-                rank, rule = index, "file order"
-            src, rms = kineto.read_kineto(f, rank, rule, trace)
-            rms = [fold_workload(r, f.parent) for r in rms]
-        rms = [fold_offloading(r, f.parent) for r in rms]
-        sources.append(src)
-        ranks.extend(rms)
-    ranks.sort(key=lambda r: (r.rank, r.devices))
-    return Metrics(label=label, sources=sources, ranks=ranks, aggregate=aggregate(ranks))
+    out: list[RankMetrics] = []
+    cross: list[rank_metrics.CrossRankInput] = []
+    for f, res in zip(files, results, strict=True):
+        file_ranks = []
+        rules = []
+        notes = []
+        for rms, crs in res.entries:
+            a = next(assigned)
+            file_ranks.append(a.rank)
+            rules.append(a.rule)
+            if a.note:
+                notes.append(a.note)
+            for r, c in zip(rms, crs, strict=True):
+                r = r.model_copy(update={"rank": a.rank})
+                c.rank = a.rank
+                if res.source.kind == "kineto-json":
+                    r = fold_workload(r, f.parent)
+                out.append(fold_offloading(r, f.parent))
+                cross.append(c)
+        sources.append(
+            res.source.model_copy(
+                update={
+                    "rank": file_ranks[0],
+                    "rank_rule": rules[0],
+                    "ranks": file_ranks if len(file_ranks) > 1 else [],
+                    "rank_note": "; ".join(notes) if notes else None,
+                }
+            )
+        )
+    order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
+    out = [out[i] for i in order]
+    cross = [cross[i] for i in order]
+    return Metrics(
+        label=label,
+        sources=sources,
+        ranks=out,
+        aggregate=aggregate(out),
+        cross_rank=cross_rank.view(out, cross),
+    )

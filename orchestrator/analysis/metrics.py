@@ -70,14 +70,18 @@ SCHEMA = "gh-run.metrics/1"
 
 
 class Source(Strict):
-    """One input file and how its rank was found."""
+    """One input file and how its rank (or ranks: one per process of an nsys export that ran
+    GPU work) was found."""
 
     path: str
     kind: Literal["nsys-sqlite", "kineto-json"]
     tool_version: str | None = None
     rank: int
     rank_rule: str
+    ranks: list[int] = []
+    rank_note: str | None = None
     missing: list[str] = []
+    notes: list[str] = []
 
 
 class Bucket(Strict):
@@ -112,6 +116,9 @@ class Temporal(Strict):
     compute_pct: float = 0.0
     non_compute_pct: float = 0.0
     basis: str = ""
+    # events that HTA's rounding (start up, end down to whole microseconds) turned inside out
+    # (end before start: sub-microsecond events within one microsecond), counted as empty
+    clamped_events: int = 0
 
 
 class Activity(Strict):
@@ -228,6 +235,35 @@ class Timeline(Strict):
     busy_fraction: list[float] = []
 
 
+class StreamIdle(Strict):
+    """Idle time of one GPU stream by cause (HTA's get_idle_time_breakdown)."""
+
+    stream: int
+    host_wait_ns: int = 0
+    kernel_wait_ns: int = 0
+    other_ns: int = 0
+
+
+class IdleBreakdown(Strict):
+    """HTA's `get_idle_time_breakdown`: the gaps between consecutive kernels, memcpys and
+    memsets of each stream, by cause. host wait: the next one was launched after the previous
+    one ended (the CPU did not enqueue work fast enough); kernel wait: a gap shorter than
+    `kernel_wait_threshold_ns` (launch overhead of back-to-back work); other: the rest (e.g. a
+    stream waiting for an event of another stream). Percentages are of the summed idle time of
+    all streams. `clamped_gaps`: gaps where two events of one stream overlap (negative; HTA
+    subtracts them), counted as zero."""
+
+    host_wait_ns: int = 0
+    kernel_wait_ns: int = 0
+    other_ns: int = 0
+    host_wait_pct: float = 0.0
+    kernel_wait_pct: float = 0.0
+    other_pct: float = 0.0
+    kernel_wait_threshold_ns: int = 30_000
+    clamped_gaps: int = 0
+    streams: list[StreamIdle] = []
+
+
 class WorkloadReport(Strict):
     """Numbers the workload measured itself (its metrics.json), beside the trace."""
 
@@ -246,6 +282,7 @@ class RankMetrics(Strict):
     devices: list[int]
     device_name: str | None = None
     source: str
+    pid: int | None = None
     span_start_ns: int = 0
     span_end_ns: int = 0
     span_ns: int = 0
@@ -255,6 +292,14 @@ class RankMetrics(Strict):
     idle_pct: float = 0.0
     idle_gaps: GapStats = GapStats()
     temporal: Temporal = Temporal()
+    # HTA kernel types (get_gpu_kernel_breakdown, memory kernels included): percent of the time
+    # GPU events of any type ran, per type and overlap of types, named as HTA names them
+    kernel_types: dict[str, float] = {}
+    kernel_types_ns: dict[str, int] = {}
+    # HTA get_comm_comp_overlap: share of communication time overlapped by computation; None
+    # without communication kernels
+    comm_comp_overlap_pct: float | None = None
+    idle_breakdown: IdleBreakdown | None = None
     activity: Activity = Activity()
     copies: list[CopyDirection] = []
     unified_memory: UnifiedMemory = UnifiedMemory()
@@ -276,6 +321,7 @@ class RankMetrics(Strict):
     peak_gpu_memory_source: str | None = None
     workload: WorkloadReport | None = None
     timeline: Timeline = Timeline()
+    notes: list[str] = []
 
 
 class Aggregate(Strict):
@@ -290,6 +336,9 @@ class Aggregate(Strict):
     temporal_idle_pct_mean: float = 0.0
     temporal_compute_pct_mean: float = 0.0
     temporal_non_compute_pct_mean: float = 0.0
+    # HTA kernel types over all ranks: summed time per type / summed time of all types
+    kernel_types: dict[str, float] = {}
+    comm_comp_overlap_pct_mean: float | None = None
     kernel_pct_mean: float = 0.0
     memcpy_pct_mean: float = 0.0
     kernels: int = 0
@@ -306,14 +355,65 @@ class Aggregate(Strict):
     peak_gpu_memory_bytes: int | None = None
 
 
+class RankSpread(Strict):
+    """One metric across ranks: min / median / max, and the rank with the worst value."""
+
+    metric: str
+    unit: str
+    min: float
+    median: float
+    max: float
+    min_rank: str
+    max_rank: str
+    worst_rank: str
+    # "higher" or "lower": which direction is worse for this metric
+    worse: str
+
+
+class SkewStats(Strict):
+    """Spread of an event across ranks (max start - min start, or longest - shortest step),
+    over the events matched on every rank."""
+
+    matched: int = 0
+    median_ns: float = 0.0
+    p90_ns: float = 0.0
+    max_ns: int = 0
+    # the rank that was last (collectives) or slowest (steps), and how often
+    latest_rank: str | None = None
+    latest_share_pct: float = 0.0
+    how: str = ""
+
+
+class Straggler(Strict):
+    """The rank that most likely holds the others back, with the evidence."""
+
+    rank: int
+    entry: str
+    rule: str
+    evidence: dict[str, float]
+    message: str
+
+
+class CrossRank(Strict):
+    """The cross-rank view: spreads per metric, step-time and collective-start skew, straggler."""
+
+    entries: int = 0
+    metrics: list[RankSpread] = []
+    step_time_skew: SkewStats | None = None
+    collective_start_skew: SkewStats | None = None
+    straggler: Straggler | None = None
+    notes: list[str] = []
+
+
 class Metrics(Strict):
-    """Top level: sources, per-rank metrics and the aggregate."""
+    """Top level: sources, per-rank metrics, the aggregate and the cross-rank view."""
 
     format: str = SCHEMA
     label: str | None = None
     sources: list[Source]
     ranks: list[RankMetrics]
     aggregate: Aggregate
+    cross_rank: CrossRank = CrossRank()
 
 
 def _mean(values: list[float]) -> float:
@@ -337,6 +437,7 @@ def aggregate(ranks: list[RankMetrics]) -> Aggregate:
         for c in r.copies:
             if c.direction in bytes_by:
                 bytes_by[c.direction] += c.bytes
+    overlaps = [r.comm_comp_overlap_pct for r in ranks if r.comm_comp_overlap_pct is not None]
     return Aggregate(
         ranks=len(ranks),
         span_ns=max(r.span_ns for r in ranks),
@@ -347,6 +448,8 @@ def aggregate(ranks: list[RankMetrics]) -> Aggregate:
         temporal_idle_pct_mean=_mean([r.temporal.idle_pct for r in ranks]),
         temporal_compute_pct_mean=_mean([r.temporal.compute_pct for r in ranks]),
         temporal_non_compute_pct_mean=_mean([r.temporal.non_compute_pct for r in ranks]),
+        kernel_types=kernel_type_shares(ranks),
+        comm_comp_overlap_pct_mean=_mean(overlaps) if overlaps else None,
         kernel_pct_mean=_mean([r.activity.kernel_pct for r in ranks]),
         memcpy_pct_mean=_mean([r.activity.memcpy_pct for r in ranks]),
         kernels=sum(r.activity.kernel_count for r in ranks),
@@ -364,6 +467,19 @@ def aggregate(ranks: list[RankMetrics]) -> Aggregate:
         cpu_op_ns=sum(t.cpu_op_ns for r in ranks for t in r.threads),
         peak_gpu_memory_bytes=max(peaks) if peaks else None,
     )
+
+
+def kernel_type_shares(ranks: list[RankMetrics]) -> dict[str, float]:
+    """HTA's kernel-type percentages over ranks: summed time per type / summed time of all
+    types (largest first)."""
+    tot: dict[str, int] = {}
+    for r in ranks:
+        for k, v in r.kernel_types_ns.items():
+            tot[k] = tot.get(k, 0) + v
+    whole = sum(tot.values())
+    if not whole:
+        return {}
+    return {k: 100.0 * v / whole for k, v in sorted(tot.items(), key=lambda kv: -kv[1]) if v}
 
 
 def _p50_step_s(ranks: list[RankMetrics]) -> float | None:
@@ -389,7 +505,9 @@ def headline(m: Metrics) -> dict[str, float | None]:
     time); um_share_pct (UM migrations / memory operations); idle_gaps (sum),
     idle_gaps_per_s, idle_gap_p90_us; step_time_median_s (workload metrics.json of the slowest
     rank, else the traced steps' p50); tokens_per_s (sum); peak_gpu_memory_bytes (max);
-    htod_bytes, dtoh_bytes (sums); sync_s, cpu_op_s, osrt_s (sums); fp32_gemm_pct."""
+    htod_bytes, dtoh_bytes (sums); sync_s, cpu_op_s, osrt_s (sums); fp32_gemm_pct;
+    comm_share_pct (HTA kernel types with communication, all ranks), comm_comp_overlap_pct,
+    collective_start_skew_us (median over matched collectives; None with one rank)."""
     a = m.aggregate
     rs = m.ranks
     if not rs:
@@ -419,4 +537,15 @@ def headline(m: Metrics) -> dict[str, float | None]:
         "cpu_op_s": a.cpu_op_ns / 1e9,
         "osrt_s": a.osrt_ns / 1e9,
         "fp32_gemm_pct": _mean([r.fp32_gemm_pct for r in rs]),
+        "comm_share_pct": (
+            sum(v for k, v in a.kernel_types.items() if "COMMUNICATION" in k)
+            if a.kernel_types
+            else None
+        ),
+        "comm_comp_overlap_pct": a.comm_comp_overlap_pct_mean,
+        "collective_start_skew_us": (
+            m.cross_rank.collective_start_skew.median_ns / 1e3
+            if m.cross_rank.collective_start_skew
+            else None
+        ),
     }

@@ -2,7 +2,12 @@
 network), Markdown and JSON with the same numbers. Templates: templates/report/.
 
 Plots: GPU busy fraction over time (per rank), time breakdown bars (HTA compute / non-compute /
-idle per rank), top kernels (share of kernel time), step-time distribution (histogram).
+idle per rank), HTA kernel types per rank (stacked bars, overlap categories included), top
+kernels (share of kernel time), step-time distribution (histogram).
+
+Many ranks: the cross-rank view (min / median / max per metric with the worst rank named, the
+skews, the straggler) comes first; the per-rank table and each rank's details are folded
+(`<details>`) beyond `FOLD_RANKS` entries.
 Every string from a trace is escaped (Jinja autoescape; SVG text through `xml_escape`).
 """
 
@@ -15,7 +20,7 @@ from xml.sax.saxutils import escape as xml_escape
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from orchestrator.analysis.advice import Advice, advise
+from orchestrator.analysis.advice import Advice, advise, fold
 from orchestrator.analysis.compare import Comparison, compare
 from orchestrator.analysis.metrics import Metrics, RankMetrics
 from orchestrator.escape import markdown, plain
@@ -23,6 +28,17 @@ from orchestrator.escape import markdown, plain
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "report"
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 W, H = 720, 220
+FOLD_RANKS = 8  # beyond this many entries the per-rank parts of a report are folded
+# HTA kernel types: computation green, communication blue, memory orange, overlaps in between
+TYPE_COLORS = {
+    "COMPUTATION": "#2ca02c",
+    "COMMUNICATION": "#1f77b4",
+    "MEMORY": "#ff7f0e",
+    "COMPUTATION overlapping COMMUNICATION": "#17becf",
+    "COMPUTATION overlapping MEMORY": "#bcbd22",
+    "COMMUNICATION overlapping MEMORY": "#9467bd",
+    "COMPUTATION overlapping COMMUNICATION overlapping MEMORY": "#7f7f7f",
+}
 
 
 def _env() -> Environment:
@@ -108,6 +124,50 @@ def svg_breakdown(ranks: list[RankMetrics]) -> Markup:
     return _svg("".join(parts), "Time breakdown (HTA)", height=height)
 
 
+def _entry_label(r: RankMetrics, ranks: list[RankMetrics]) -> str:
+    multi = sum(1 for x in ranks if x.rank == r.rank) > 1
+    return f"rank {r.rank} dev {','.join(map(str, r.devices))}" if multi else f"rank {r.rank}"
+
+
+def svg_kernel_types(m: Metrics) -> Markup:
+    """Stacked bars: HTA kernel types (percent of the time GPU kernels ran) of all ranks
+    together, then of each rank; compact rows when there are many ranks."""
+    rows: list[tuple[str, dict[str, float]]] = [("all ranks", m.aggregate.kernel_types)]
+    rows += [(_entry_label(r, m.ranks), r.kernel_types) for r in m.ranks if r.kernel_types]
+    if len(rows) == 2:  # one rank: its bar is the aggregate
+        rows = rows[1:]
+    bar = 14 if len(rows) <= 16 else 7
+    step = bar + (6 if len(rows) <= 16 else 2)
+    types = [t for t in TYPE_COLORS if any(t in kt for _, kt in rows)]
+    legend_rows = (len(types) + 1) // 2
+    top = 8 + 14 * legend_rows
+    height = top + step * max(1, len(rows)) + 6
+    left, pw = 110, W - 130
+    parts = []
+    for k, t in enumerate(types):
+        lx, ly = 4 + 360 * (k % 2), 4 + 14 * (k // 2)
+        parts.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{TYPE_COLORS[t]}"/>')
+        parts.append(f'<text x="{lx + 14}" y="{ly + 9}" font-size="10">{xml_escape(t)}</text>')
+    for i, (label, kt) in enumerate(rows):
+        y = top + step * i
+        x = float(left)
+        for t in types:
+            w = pw * max(0.0, kt.get(t, 0.0)) / 100
+            if w > 0:
+                parts.append(
+                    f'<rect class="bar" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}"'
+                    f' fill="{TYPE_COLORS[t]}"><title>{xml_escape(label)}: {xml_escape(t)}'
+                    f" {kt.get(t, 0.0):.1f}%</title></rect>"
+                )
+            x += w
+        if bar >= 10 or i == 0 or i == len(rows) - 1:
+            parts.append(
+                f'<text x="4" y="{y + bar - 2}" font-size="{min(10, bar + 2)}">'
+                f"{xml_escape(label)}</text>"
+            )
+    return _svg("".join(parts), "Kernel types (HTA)", height=height)
+
+
 def svg_top_kernels(r: RankMetrics, n: int = 10) -> Markup:
     """Horizontal bars: share of kernel time of the top kernels of one rank."""
     ks = r.top_kernels[:n]
@@ -164,14 +224,20 @@ def write_report(
     runs = []
     for i, m in enumerate(metrics_list):
         label = m.label or f"run {i}"
+        fired = advise(m)
         runs.append(
             {
                 "label": label,
                 "m": m,
-                "advice": advise(m),
+                "advice": fired,
+                # what the pages show: a rule that fires alike on many ranks is one entry
+                "shown_advice": fold(fired, len(m.ranks)),
+                "fold": len(m.ranks) > FOLD_RANKS,
+                "labels": {id(r): _entry_label(r, m.ranks) for r in m.ranks},
                 "plots": {
                     "timeline": svg_busy_timeline(m.ranks),
                     "breakdown": svg_breakdown(m.ranks),
+                    "kernel_types": svg_kernel_types(m) if m.aggregate.kernel_types else None,
                     "kernels": [svg_top_kernels(r) for r in m.ranks if r.top_kernels],
                     "steps": [svg_step_hist(r) for r in m.ranks if r.steps],
                 },

@@ -5,16 +5,20 @@ Arguments are trace files, folders, or run ids of the state store (resolved thro
 tests or other front ends. `analyze` of a run id also stores the run's headline numbers
 (`orchestrator.analysis.headline`) with `store.put_metrics`.
 
-Terminal layout: one row per metric, one column per rank (and device), values with units, so
-that one or two ranks read well at 80 columns.
+Terminal layout: one row per metric, values with units. Up to `RANK_COLUMNS` entries (ranks,
+or devices of a rank): one column per entry and, from two on, the worst one named; more: one
+column each for the min, median and max over the entries, formatted like the entry they come
+from, and the worst entry named (`--per-rank` shows every entry instead). Then the cross-rank
+view (collective-start and step-time skew, the straggler) and the advice.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich import box
@@ -29,13 +33,26 @@ from orchestrator.analysis import (
     analyze_paths,
     compare,
     headline,
+    tracetext,
     write_report,
 )
+from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 
 Resolver = Callable[[str], list[Path]]
+MaxTraceSize = Annotated[
+    str | None,
+    typer.Option(
+        "--max-trace-size",
+        metavar="SIZE",
+        help=(
+            "refuse a trace whose (uncompressed) text is larger, e.g. 16GiB; default"
+            f" ${tracetext.MAX_TRACE_ENV} or {tracetext.DEFAULT_MAX_TRACE >> 30}GiB"
+        ),
+    ),
+]
 
 
 def _run_id(arg: str) -> str | None:
@@ -132,7 +149,17 @@ def delta(v: float | None, base: float | None) -> str:
     return f"{100 * (ratio - 1):+.1f}"
 
 
-Row = tuple[str, Callable[[RankMetrics], str]]
+class Row(NamedTuple):
+    """One metric: its label, how a rank's value reads, and (for numbers) the value and which
+    direction is worse ("higher" / "lower"), for the summary columns and the worst rank."""
+
+    label: str
+    show: Callable[[RankMetrics], str]
+    value: Callable[[RankMetrics], float | None] | None = None
+    worse: str | None = None
+
+
+RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
 
 
 def _copy(direction: str) -> Callable[[RankMetrics], str]:
@@ -180,6 +207,38 @@ def _workload_step(r: RankMetrics) -> str:
     return dur(s * 1e9) if s is not None else "-"
 
 
+def _pct_of(ns: Callable[[RankMetrics], int | None]) -> Callable[[RankMetrics], float | None]:
+    def get(r: RankMetrics) -> float | None:
+        v = ns(r)
+        return 100.0 * v / r.span_ns if v is not None and r.span_ns else None
+
+    return get
+
+
+# short names of HTA's kernel types for the terminal (the JSON keeps HTA's)
+_TYPE_SHORT = {"COMPUTATION": "comp", "COMMUNICATION": "comm", "MEMORY": "mem"}
+
+
+def type_label(name: str) -> str:
+    """`COMPUTATION overlapping COMMUNICATION` → `comp + comm`."""
+    return " + ".join(_TYPE_SHORT.get(p, p.lower()) for p in name.split(" overlapping "))
+
+
+def _kernel_type(name: str) -> Row:
+    def value(r: RankMetrics) -> float | None:
+        return r.kernel_types.get(name, 0.0) if r.kernel_types else None
+
+    return Row(f"{type_label(name)}", lambda r: pct(value(r)), value)
+
+
+def _idle_part(part: str) -> Row:
+    def value(r: RankMetrics) -> float | None:
+        ib = r.idle_breakdown
+        return float(getattr(ib, f"{part}_pct")) if ib is not None else None
+
+    return Row(f"idle: {part.replace('_', ' ')}", lambda r: pct(value(r)), value, "higher")
+
+
 def metric_groups(m: Metrics) -> list[tuple[str, list[Row]]]:
     """The rows of the `analyze` table, grouped; each row formats one rank's value."""
     directions = sorted({c.direction for r in m.ranks for c in r.copies})
@@ -195,90 +254,224 @@ def metric_groups(m: Metrics) -> list[tuple[str, list[Row]]]:
         for r in m.ranks
     )
     um: list[Row] = [
-        ("UM share of memory ops", lambda r: pct(r.unified_memory.share_of_memory_ops_pct)),
-        ("UM share of memory time", lambda r: pct(r.unified_memory.share_of_memory_time_pct)),
+        Row(
+            "UM share of memory ops",
+            lambda r: pct(r.unified_memory.share_of_memory_ops_pct),
+            lambda r: r.unified_memory.share_of_memory_ops_pct,
+            "higher",
+        ),
+        Row(
+            "UM share of memory time",
+            lambda r: pct(r.unified_memory.share_of_memory_time_pct),
+            lambda r: r.unified_memory.share_of_memory_time_pct,
+            "higher",
+        ),
     ]
     if um_traced:
         um = [
-            ("CPU page faults", lambda r: count(r.unified_memory.cpu_page_faults)),
-            ("GPU page faults", lambda r: count(r.unified_memory.gpu_page_faults)),
-            ("migrated HtoD", lambda r: size(r.unified_memory.migrated_htod_bytes)),
-            ("migrated DtoH", lambda r: size(r.unified_memory.migrated_dtoh_bytes)),
+            Row("CPU page faults", lambda r: count(r.unified_memory.cpu_page_faults),
+                lambda r: r.unified_memory.cpu_page_faults, "higher"),
+            Row("GPU page faults", lambda r: count(r.unified_memory.gpu_page_faults),
+                lambda r: r.unified_memory.gpu_page_faults, "higher"),
+            Row("migrated HtoD", lambda r: size(r.unified_memory.migrated_htod_bytes),
+                lambda r: r.unified_memory.migrated_htod_bytes, "higher"),
+            Row("migrated DtoH", lambda r: size(r.unified_memory.migrated_dtoh_bytes),
+                lambda r: r.unified_memory.migrated_dtoh_bytes, "higher"),
             *um,
+        ]  # fmt: skip
+    types: dict[str, float] = {}
+    for r in m.ranks:
+        for k, v in r.kernel_types.items():
+            types[k] = types.get(k, 0.0) + v
+    kernel_types = [_kernel_type(k) for k in sorted(types, key=lambda k: -types[k])]
+    has_comm = any(r.comm_comp_overlap_pct is not None for r in m.ranks)
+    comm_rows = (
+        [
+            Row(
+                "comm/comp overlap",
+                lambda r: pct(r.comm_comp_overlap_pct),
+                lambda r: r.comm_comp_overlap_pct,
+                "lower",
+            )
         ]
+        if has_comm
+        else []
+    )
+    idle_rows = (
+        [_idle_part("host_wait"), _idle_part("kernel_wait"), _idle_part("other")]
+        if any(r.idle_breakdown is not None for r in m.ranks)
+        else []
+    )
     return [
         (
             "GPU time",
             [
-                ("device", lambda r: r.device_name or "-"),
-                ("span", lambda r: dur(r.span_ns)),
-                ("busy", lambda r: pct(r.busy_pct)),
-                ("idle", lambda r: pct(r.idle_pct)),
-                ("idle gaps", lambda r: count(r.idle_gaps.count)),
-                ("gap mean", lambda r: dur(r.idle_gaps.mean_ns)),
-                ("gap p50 / p90", lambda r: _two(r.idle_gaps.p50_ns, r.idle_gaps.p90_ns)),
-                ("gap max", lambda r: dur(r.idle_gaps.max_ns)),
+                Row("device", lambda r: r.device_name or "-"),
+                Row("span", lambda r: dur(r.span_ns), lambda r: r.span_ns, "higher"),
+                Row("busy", lambda r: pct(r.busy_pct), lambda r: r.busy_pct, "lower"),
+                Row("idle", lambda r: pct(r.idle_pct), lambda r: r.idle_pct, "higher"),
+                Row(
+                    "idle gaps",
+                    lambda r: count(r.idle_gaps.count),
+                    lambda r: r.idle_gaps.count,
+                    "higher",
+                ),
+                Row(
+                    "gap mean",
+                    lambda r: dur(r.idle_gaps.mean_ns),
+                    lambda r: r.idle_gaps.mean_ns,
+                    "higher",
+                ),
+                Row(
+                    "gap p50 / p90",
+                    lambda r: _two(r.idle_gaps.p50_ns, r.idle_gaps.p90_ns),
+                    lambda r: r.idle_gaps.p90_ns,
+                    "higher",
+                ),
+                Row(
+                    "gap max",
+                    lambda r: dur(r.idle_gaps.max_ns),
+                    lambda r: r.idle_gaps.max_ns,
+                    "higher",
+                ),
+                *idle_rows,
             ],
         ),
         (
             "Temporal (HTA)",
             [
-                ("compute", lambda r: pct(r.temporal.compute_pct)),
-                ("non-compute", lambda r: pct(r.temporal.non_compute_pct)),
-                ("idle", lambda r: pct(r.temporal.idle_pct)),
+                Row(
+                    "compute",
+                    lambda r: pct(r.temporal.compute_pct),
+                    lambda r: r.temporal.compute_pct,
+                    "lower",
+                ),
+                Row(
+                    "non-compute",
+                    lambda r: pct(r.temporal.non_compute_pct),
+                    lambda r: r.temporal.non_compute_pct,
+                    "higher",
+                ),
+                Row(
+                    "idle",
+                    lambda r: pct(r.temporal.idle_pct),
+                    lambda r: r.temporal.idle_pct,
+                    "higher",
+                ),
             ],
         ),
+        ("Kernel types (HTA)", [*kernel_types, *comm_rows]),
         (
             "Kernels / copies",
             [
-                ("kernels", _activity("kernel")),
-                ("memcpys", _activity("memcpy")),
-                ("memsets", _activity("memset")),
-                ("kernel share of activity", lambda r: pct(r.activity.kernel_pct)),
-                ("memcpy share of activity", lambda r: pct(r.activity.memcpy_pct)),
-                ("kernel names", lambda r: count(r.kernel_names)),
-                ("fp32 GEMM share", lambda r: pct(r.fp32_gemm_pct)),
-                ("tensor-core GEMM share", lambda r: pct(r.tensor_core_gemm_pct)),
+                Row("kernels", _activity("kernel"), lambda r: r.activity.kernel_ns, "higher"),
+                Row("memcpys", _activity("memcpy"), lambda r: r.activity.memcpy_ns, "higher"),
+                Row("memsets", _activity("memset"), lambda r: r.activity.memset_ns, "higher"),
+                Row(
+                    "kernel share of activity",
+                    lambda r: pct(r.activity.kernel_pct),
+                    lambda r: r.activity.kernel_pct,
+                    "lower",
+                ),
+                Row(
+                    "memcpy share of activity",
+                    lambda r: pct(r.activity.memcpy_pct),
+                    lambda r: r.activity.memcpy_pct,
+                    "higher",
+                ),
+                Row("kernel names", lambda r: count(r.kernel_names), lambda r: r.kernel_names),
+                Row(
+                    "fp32 GEMM share",
+                    lambda r: pct(r.fp32_gemm_pct),
+                    lambda r: r.fp32_gemm_pct,
+                    "higher",
+                ),
+                Row(
+                    "tensor-core GEMM share",
+                    lambda r: pct(r.tensor_core_gemm_pct),
+                    lambda r: r.tensor_core_gemm_pct,
+                    "lower",
+                ),
             ],
         ),
         (
             "Memory traffic",
             [
-                *((f"{d} copies", _copy(d)) for d in directions),
-                ("peak GPU memory", lambda r: size(r.peak_gpu_memory_bytes)),
+                *(Row(f"{d} copies", _copy(d), _copy_bytes(d), "higher") for d in directions),
+                Row(
+                    "peak GPU memory",
+                    lambda r: size(r.peak_gpu_memory_bytes),
+                    lambda r: r.peak_gpu_memory_bytes,
+                    "higher",
+                ),
             ],
         ),
         ("Unified Memory", um),
         (
             "Steps",
             [
-                ("traced steps", lambda r: count(r.steps.count) if r.steps else "-"),
-                ("step mean", lambda r: dur(r.steps.mean_ns) if r.steps else "-"),
-                (
+                Row(
+                    "traced steps",
+                    lambda r: count(r.steps.count) if r.steps else "-",
+                    lambda r: r.steps.count if r.steps else None,
+                ),
+                Row(
+                    "step mean",
+                    lambda r: dur(r.steps.mean_ns) if r.steps else "-",
+                    lambda r: r.steps.mean_ns if r.steps else None,
+                    "higher",
+                ),
+                Row(
                     "step p50 / p90",
                     lambda r: _two(r.steps.p50_ns, r.steps.p90_ns) if r.steps else "-",
+                    lambda r: r.steps.p90_ns if r.steps else None,
+                    "higher",
                 ),
-                ("data wait (ranges)", lambda r: dur(r.data_wait_ns)),
-                ("median step (workload)", _workload_step),
-                (
+                Row(
+                    "data wait (ranges)",
+                    lambda r: dur(r.data_wait_ns),
+                    lambda r: r.data_wait_ns,
+                    "higher",
+                ),
+                Row(
+                    "median step (workload)",
+                    _workload_step,
+                    lambda r: r.workload.median_step_time_s if r.workload else None,
+                    "higher",
+                ),
+                Row(
                     "tokens/s (workload)",
                     lambda r: num(r.workload.tokens_per_s if r.workload else None),
+                    lambda r: r.workload.tokens_per_s if r.workload else None,
+                    "lower",
                 ),
             ],
         ),
         (
             "CPU / sync",
             [
-                ("sync calls", lambda r: count(r.sync.calls)),
-                ("sync time", lambda r: dur(r.sync.total_ns)),
-                ("cond/sem waits (OS runtime)", _waits),
+                Row("sync calls", lambda r: count(r.sync.calls), lambda r: r.sync.calls, "higher"),
+                Row(
+                    "sync time",
+                    lambda r: dur(r.sync.total_ns),
+                    _pct_of(lambda r: r.sync.wall_ns),
+                    "higher",
+                ),
+                Row("cond/sem waits (OS runtime)", _waits),
                 *(
-                    (n if n.startswith("thread") else f"thread {n}", _thread(n))
+                    Row(n if n.startswith("thread") else f"thread {n}", _thread(n))
                     for n in top_threads
                 ),
             ],
         ),
     ]
+
+
+def _copy_bytes(direction: str) -> Callable[[RankMetrics], float | None]:
+    def get(r: RankMetrics) -> float | None:
+        return float(sum(c.bytes for c in r.copies if c.direction == direction))
+
+    return get
 
 
 def _rank_header(r: RankMetrics, m: Metrics) -> str:
@@ -287,37 +480,161 @@ def _rank_header(r: RankMetrics, m: Metrics) -> str:
     return f"rank {r.rank} dev {devs}" if multi else f"rank {r.rank}"
 
 
-def print_metrics(m: Metrics, console: Console) -> None:
+def _entry_labels(m: Metrics) -> list[str]:
+    return [_rank_header(r, m) for r in m.ranks]
+
+
+def _worst(row: Row, m: Metrics, labels: list[str]) -> str:
+    """The label of the entry with the worst value, when values differ."""
+    if row.value is None or row.worse is None:
+        return ""
+    vals = [(v, i) for i, r in enumerate(m.ranks) if (v := row.value(r)) is not None]
+    if len(vals) < 2 or len({v for v, _ in vals}) < 2:
+        return ""
+    pick = max(vals) if row.worse == "higher" else min(vals)
+    return labels[pick[1]]
+
+
+def _summary_cells(row: Row, m: Metrics, labels: list[str]) -> list[str]:
+    """min, median, max (each formatted like the entry it comes from) and the worst entry."""
+    if row.value is None:
+        shown = {row.show(r) for r in m.ranks}
+        return [shown.pop() if len(shown) == 1 else "(varies)", "", "", ""]
+    vals = sorted((v, i) for i, r in enumerate(m.ranks) if (v := row.value(r)) is not None)
+    if not vals:
+        return ["-", "-", "-", ""]
+    lo, mid, hi = vals[0], vals[(len(vals) - 1) // 2], vals[-1]
+    cells = [row.show(m.ranks[i]) for _, i in (lo, mid, hi)]
+    return [*cells, _worst(row, m, labels)]
+
+
+def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
+    labels = _entry_labels(m)
+    wide = per_rank or len(m.ranks) <= RANK_COLUMNS
+    worst_col = len(m.ranks) > 1
     t = Table(title=term(m.label or "analysis"), box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("metric", no_wrap=True, overflow="ellipsis")
-    for r in m.ranks:
-        t.add_column(_rank_header(r, m), justify="right", overflow="fold")
+    if wide:
+        for lab in labels:
+            t.add_column(lab, justify="right", overflow="fold")
+    else:
+        for col in (f"min of {len(m.ranks)}", "median", "max"):
+            t.add_column(col, justify="right", overflow="fold")
+    if worst_col:
+        t.add_column("worst", justify="left", overflow="fold")
+    ncols = (len(m.ranks) if wide else 3) + (1 if worst_col else 0)
     for group, rows in metric_groups(m):
         if not rows:
             continue
-        t.add_row(f"[bold]{group}[/]", *([""] * len(m.ranks)))
-        for label, get in rows:  # labels and values may hold trace text (thread names)
-            t.add_row(term(f"  {label}"), *(term(get(r)) for r in m.ranks))
+        t.add_row(f"[bold]{group}[/]", *([""] * ncols))
+        for row in rows:
+            if wide:
+                cells = [row.show(r) for r in m.ranks]
+                if worst_col:
+                    cells.append(_worst(row, m, labels))
+            else:
+                cells = _summary_cells(row, m, labels)
+            # labels and values may hold trace text (thread names)
+            t.add_row(term(f"  {row.label}"), *(term(c) for c in cells))
         t.add_section()
     console.print(t)
-    for r in m.ranks:
-        if r.peak_gpu_memory_source:
-            console.print(f"peak GPU memory, rank {r.rank}: {markup(r.peak_gpu_memory_source)}")
-    for r in m.ranks:
-        if r.top_kernels:
-            k = Table(title=f"top kernels, rank {r.rank}", box=box.SIMPLE_HEAD, pad_edge=False)
-            k.add_column(
-                "kernel", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
-            )
-            for col in ("count", "total", "share"):
-                k.add_column(col, justify="right", no_wrap=True)
-            for ks in r.top_kernels[:8]:
-                k.add_row(term(ks.name), count(ks.count), dur(ks.total_ns), pct(ks.share_pct))
-            console.print(k)
-    for a in advise(m):
+    if not wide:
+        console.print(
+            f"{len(m.ranks)} entries: min / median / max over them, each shown as its entry reads;"
+            " every entry: --per-rank, --json or gh-run report"
+        )
+    for peak in sorted({r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}):
+        console.print(f"peak GPU memory: {markup(peak)}")
+    _print_top_kernels(m, console, wide)
+    _print_cross_rank(m, console)
+    rank_notes = [(_rank_header(r, m), n) for r in m.ranks for n in r.notes]
+    src_notes = [
+        (src.path, n)
+        for src in m.sources
+        for n in [*src.notes, *([src.rank_note] if src.rank_note else [])]
+    ]
+    for line in [*fold_notes(rank_notes, "entries"), *fold_notes(src_notes, "inputs")]:
+        console.print(f"note: {plain(line)}", markup=False)
+    for a in fold(advise(m), len(m.ranks)):
         console.print(
             f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}"
         )
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def fold_notes(notes: list[tuple[str, str]], what: str) -> list[str]:
+    """`who: note` lines; a note that many entries carry alike (the same words, other numbers)
+    is one line, with the first as the example (64 ranks would print 64 copies)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for who, note in notes:
+        groups.setdefault(_DIGITS.sub("#", note), []).append((who, note))
+    out = []
+    for same in groups.values():
+        if len(same) <= FOLD_OVER:
+            out += [f"{who}: {note}" for who, note in same]
+        else:
+            who, note = same[0]
+            out.append(f"{len(same)} {what} alike (--json has each), e.g. {who}: {note}")
+    return out
+
+
+def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
+    tables: list[tuple[str, list[tuple[str, int, int, float]]]] = []
+    if per_rank:
+        for r in m.ranks:
+            if r.top_kernels:
+                rows = [(k.name, k.count, k.total_ns, k.share_pct) for k in r.top_kernels[:8]]
+                tables.append((f"top kernels, {_rank_header(r, m)}", rows))
+    else:  # one table over every entry (their top kernels merged by name)
+        tot: dict[str, list[int]] = {}
+        for r in m.ranks:
+            for k in r.top_kernels:
+                x = tot.setdefault(k.name, [0, 0])
+                x[0] += k.count
+                x[1] += k.total_ns
+        whole = sum(r.activity.kernel_ns for r in m.ranks) or 1
+        ranked = sorted(tot.items(), key=lambda kv: -kv[1][1])[:8]
+        if ranked:
+            rows = [(n, c, t, 100.0 * t / whole) for n, (c, t) in ranked]
+            tables.append((f"top kernels, all {len(m.ranks)} entries", rows))
+    for title, kernel_rows in tables:
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column(
+            "kernel", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
+        )
+        for col in ("count", "total", "share"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for name, c, total, share in kernel_rows:
+            table.add_row(term(name), count(c), dur(total), pct(share))
+        console.print(table)
+
+
+def _print_cross_rank(m: Metrics, console: Console) -> None:
+    c = m.cross_rank
+    if c.entries < 2:
+        return
+    for label, sk in (("collective start skew", c.collective_start_skew),
+                      ("step time skew", c.step_time_skew)):  # fmt: skip
+        if sk is None or not sk.matched:
+            continue
+        last = (
+            f"; last most often: {sk.latest_rank} ({sk.latest_share_pct:.0f}%)"
+            if sk.latest_rank
+            else ""
+        )
+        console.print(
+            plain(
+                f"{label}: median {dur(sk.median_ns)}, p90 {dur(sk.p90_ns)}, max {dur(sk.max_ns)}"
+                f" over {sk.matched} ({sk.how}){last}"
+            ),
+            markup=False,
+        )
+    if c.straggler is not None:
+        console.print(f"[bold]straggler[/]: {markup(c.straggler.message)}")
+    for note in c.notes:
+        console.print(f"note: {plain(note)}", markup=False)
 
 
 def short_labels(args: list[str]) -> list[str]:
@@ -397,18 +714,30 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     def paths_of(args: list[str]) -> list[Path]:
         return [p for a in args for p in res(a)]
 
+    def ceiling(text: str | None) -> int | None:
+        return tracetext.parse_size(text, "--max-trace-size") if text is not None else None
+
     @app.command("analyze")
     def analyze_cmd(
         paths: Annotated[
             list[str], typer.Argument(help="trace files, folders, or run ids (or 'last')")
         ],
         json_out: Annotated[bool, typer.Option("--json", help="print the Metrics as JSON")] = False,
+        per_rank: Annotated[
+            bool,
+            typer.Option(
+                "--per-rank",
+                help=f"a column per rank even beyond {RANK_COLUMNS} (default: min / median / max)",
+            ),
+        ] = False,
+        max_trace_size: MaxTraceSize = None,
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces.
 
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
-        m = analyze_paths(paths_of(paths), label=" ".join(paths))
+        limit = ceiling(max_trace_size)
+        m = analyze_paths(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
         if resolve is None:
             run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
             if run_ids:
@@ -416,17 +745,22 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
                 store = STATE.store()
                 for arg, rid in run_ids.items():
-                    own = m if len(paths) == 1 else analyze_paths(res(arg), label=arg)
+                    own = (
+                        m
+                        if len(paths) == 1
+                        else analyze_paths(res(arg), label=arg, max_trace_bytes=limit)
+                    )
                     store.put_metrics(rid, headline(own))
         if json_out:
             typer.echo(m.model_dump_json(indent=2))
         else:
-            print_metrics(m, Console())
+            print_metrics(m, Console(), per_rank=per_rank)
 
     @app.command("compare")
     def compare_cmd(
         runs: Annotated[list[str], typer.Argument(help="two or more runs (files or folders)")],
         json_out: Annotated[bool, typer.Option("--json")] = False,
+        max_trace_size: MaxTraceSize = None,
     ) -> None:
         """Side-by-side comparison; the first run is the baseline.
 
@@ -436,7 +770,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if len(runs) < 2:
             raise typer.BadParameter("compare needs at least two runs")
         names = short_labels(runs)
-        ms = [analyze_paths(res(r), label=r) for r in runs]
+        limit = ceiling(max_trace_size)
+        ms = [analyze_paths(res(r), label=r, max_trace_bytes=limit) for r in runs]
         c = compare(ms, labels=names)
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
@@ -473,6 +808,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         ] = None,
         out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("report"),
         title: Annotated[str, typer.Option("--title")] = "gh-run analysis",
+        max_trace_size: MaxTraceSize = None,
     ) -> None:
         """Write report.html (self-contained), report.md and report.json."""
         from orchestrator.errors import UserError
@@ -482,7 +818,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             labelled += _campaign_inputs(campaign)
         if not labelled:
             raise UserError("report: name runs, files or folders, or --campaign ID")
-        ms = [analyze_paths(paths, label=label) for label, paths in labelled]
+        limit = ceiling(max_trace_size)
+        ms = [analyze_paths(paths, label=label, max_trace_bytes=limit) for label, paths in labelled]
         for kind, p in write_report(ms, out, title).items():
             typer.echo(f"{kind}: {p}")
 

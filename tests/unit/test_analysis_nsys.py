@@ -438,22 +438,25 @@ def test_two_devices_in_one_file(tmp_path: Path) -> None:
     assert m.ranks[0].nvtx and not m.ranks[1].nvtx  # CPU side on the first device only
 
 
-def test_streaming_path_equals_numpy_path(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not core.HAVE_NUMPY:
-        pytest.skip("numpy not installed: only the streaming path exists")
-    fast = analyze_paths([export])
-    monkeypatch.setattr(core, "HAVE_NUMPY", False)
-    slow = analyze_paths([export])
-    assert fast.model_dump() == slow.model_dump()
+def test_union_equals_the_single_pass_over_sql_sorted_rows(export: Path) -> None:
+    """The reader's columnar union against `core.union_pass`, the one-pass merge over the GPU
+    rows sorted by SQL (what the reader did without numpy before the timeline model)."""
+    r = only(export)
+    rows = _sql(
+        export,
+        'SELECT start, "end", 1 FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL'
+        ' SELECT start, "end", -1 FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL'
+        ' SELECT start, "end", -2 FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY 1',
+    )
+    u = core.union_pass(iter(rows), lambda tag: tag == 1)
+    assert (u.start, u.end, u.busy) == (r.span_start_ns, r.span_end_ns, r.busy_ns)
+    assert list(u.gap_starts) and len(u.gap_starts) == r.idle_gaps.count
+    assert sum(e - s for s, e in zip(u.gap_starts, u.gap_ends, strict=True)) == r.idle_gaps.total_ns
 
 
-def test_named_rows_fallback_equals_json_each(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Step and data ranges come from one json_each query, or from 500-name chunks where the
-    SQLite build lacks JSON functions: same metrics either way (1,200 step names: 3 chunks)."""
-    from orchestrator.analysis import nsys_sqlite
-
+def test_many_step_ranges_and_data_waits(tmp_path: Path) -> None:
+    """1,200 numbered step ranges and as many data waits (the reader used to fetch them by name
+    in chunks of 500; now every NVTX range is read once)."""
     b = NsysBuilder(tmp_path / "steps.sqlite")
     for i in range(1200):
         b.add_kernel(100 * i + 10, 100 * i + 60, "k")
@@ -461,9 +464,6 @@ def test_named_rows_fallback_equals_json_each(
         b.add_nvtx(100 * i + 60, 100 * i + 100, "get_batch", tid=MAIN)
     f = b.close()
     one = analyze_paths([f])
-    monkeypatch.setattr(nsys_sqlite, "USE_JSON_EACH", False)
-    chunked = analyze_paths([f])
-    assert one.model_dump() == chunked.model_dump()
     r = one.ranks[0]
     assert r.steps is not None and r.steps.count == 1200
     # span [10, 119960): the last get_batch, [119960, 120000), lies after it
@@ -504,7 +504,7 @@ def test_bad_inputs_are_user_errors(tmp_path: Path) -> None:
         ("sft.3.sqlite", 3),
         ("sft_rank12.sqlite", 12),
         ("trace_procid-2.json.gz", 2),
-        ("host_7.pt.trace.json", 7),
+        ("host_7.pt.trace.json", None),  # `_7`: as likely a job id as a rank
         ("sft_llama2_7B.sqlite", None),
         ("saxpy-mpi-cuda_perlmutter0.sqlite", None),
     ],

@@ -1,0 +1,275 @@
+"""The host side of one rank: annotation / NVTX ranges, training steps, data waits, CPU threads,
+the main thread and its blocking waits, CUDA synchronisation calls, and the activation-offloading
+pattern (docs/metrics.md)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from orchestrator.analysis import core
+from orchestrator.analysis import timeline as T
+from orchestrator.analysis.metrics import (
+    FunctionStat,
+    RangeStat,
+    StepStats,
+    SyncStats,
+    ThreadStat,
+)
+
+TOP_RANGES = 50
+TOP_THREADS = 40
+TOP_FUNCTIONS = 10
+SYNC_RE = re.compile(r"(?i)^cu(da)?\w*(Synchronize|StreamWaitEvent)")
+_FORWARD_RE = re.compile(r"(?i)(?<![a-z])(?:forward|fwd)(?![a-z])")
+_BACKWARD_RE = re.compile(r"(?i)(?<![a-z])(?:backward|bwd)(?![a-z])")
+# activation offloading moves whole activation tensors (MiBs each step); a scalar read back by
+# `.item()` inside forward is bytes: below this the pattern is not evidence of offloading
+OFFLOAD_MIN_BYTES = 1 << 20
+
+
+def _per_name(ids: Any, dur: Any) -> list[tuple[int, int, int, int, int]]:
+    """(name id, count, total, min, max) per name id of the rows."""
+    if ids.size == 0:
+        return []
+    order = np.argsort(ids, kind="stable")
+    ids, dur = ids[order], dur[order]
+    idx = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    counts = np.diff(np.r_[idx, ids.size])
+    return list(
+        zip(
+            ids[idx].tolist(),
+            counts.tolist(),
+            np.add.reduceat(dur, idx).tolist(),
+            np.minimum.reduceat(dur, idx).tolist(),
+            np.maximum.reduceat(dur, idx).tolist(),
+            strict=True,
+        )
+    )
+
+
+def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
+    """Annotation / NVTX ranges per name (GPU-side annotations suffixed ` [gpu]`), numbered
+    step ranges folded into one row, the TOP_RANGES largest by total."""
+    h = tl.host
+    m = (h.kind == T.ANNOTATION) & (h.end >= h.start)
+    stats: dict[str, list[int]] = {}
+    for suffix, ids, dur in (
+        ("", h.name[m], (h.end - h.start)[m]),
+        (
+            " [gpu]",
+            gpu_rows.name[gpu_rows.kind == T.GPU_ANNOTATION],
+            (gpu_rows.end - gpu_rows.start)[gpu_rows.kind == T.GPU_ANNOTATION],
+        ),
+    ):
+        for i, c, tot, lo, hi in _per_name(ids, dur):
+            key = tl.names[i] + suffix
+            g = stats.get(key)
+            if g is None:
+                stats[key] = [c, tot, lo, hi]
+            else:
+                stats[key] = [g[0] + c, g[1] + tot, min(g[2], lo), max(g[3], hi)]
+    out = [
+        RangeStat(name=n, count=c, total_ns=t, mean_ns=t / c, min_ns=lo, max_ns=hi)
+        for n, (c, t, lo, hi) in stats.items()
+    ]
+    out.sort(key=lambda r: -r.total_ns)
+    return core.group_step_ranges(out)[:TOP_RANGES]
+
+
+def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
+    """(name, start, duration) of the host annotations named like training steps."""
+    h = tl.host
+    is_step = tl.name_mask(lambda n: core.step_family(n) is not None)
+    m = (h.kind == T.ANNOTATION) & is_step[h.name] & (h.end >= h.start) if h.size else None
+    if m is None or not bool(m.any()):
+        return []
+    return [
+        (tl.names[i], s, e - s)
+        for i, s, e in zip(h.name[m].tolist(), h.start[m].tolist(), h.end[m].tolist(), strict=True)
+    ]
+
+
+def steps(rows: list[tuple[str, int, int]]) -> StepStats | None:
+    return core.step_stats(rows)
+
+
+def data_wait(tl: T.RankTimeline, lo: int, hi: int) -> int:
+    """Union of the host ranges that say the step waits for data, inside [lo, hi) (the span;
+    all of it without a span)."""
+    h = tl.host
+    is_data = tl.name_mask(core.is_data_wait)
+    m = (h.kind == T.ANNOTATION) & is_data[h.name] if h.size else None
+    if m is None or not bool(m.any()):
+        return 0
+    ms, me = core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+    return core.union_in_span(ms, me, lo, hi)
+
+
+def threads(tl: T.RankTimeline) -> list[ThreadStat]:
+    """Listed threads (`RankTimeline.threads`) and every thread with OS-runtime calls or CPU
+    operators: OS-runtime time and calls by function, union of CPU-operator time."""
+    h = tl.host
+    out: dict[tuple[int, int], ThreadStat] = {}
+
+    def stat(key: tuple[int, int]) -> ThreadStat:
+        t = out.get(key)
+        if t is None:
+            pid, tid = key
+            label = tl.threads.get(key, f"thread {tid if tid != T.NONE else 0}")
+            t = out[key] = ThreadStat(
+                tid=tid if tid != T.NONE else 0, pid=pid if pid != T.NONE else None, name=label
+            )
+        return t
+
+    for key in tl.threads:
+        stat(key)
+    osrt = h.kind == T.OSRT
+    if bool(osrt.any()):
+        keys, inv = _thread_groups(h.pid[osrt], h.tid[osrt])
+        ids = h.name[osrt]
+        dur = (h.end - h.start)[osrt]
+        for j, key in enumerate(keys):
+            sel = inv == j
+            funcs = [
+                FunctionStat(name=tl.names[i], count=c, total_ns=t)
+                for i, c, t, _, _ in _per_name(ids[sel], dur[sel])
+            ]
+            funcs.sort(key=lambda f: (-f.total_ns, f.name))
+            t = stat(key)
+            t.osrt_calls = sum(f.count for f in funcs)
+            t.osrt_ns = sum(f.total_ns for f in funcs)
+            t.functions = funcs[:TOP_FUNCTIONS]
+    ops = h.kind == T.CPU_OP
+    if bool(ops.any()):
+        keys, inv = _thread_groups(h.pid[ops], h.tid[ops])
+        os_, oe = h.start[ops], h.end[ops]
+        for j, key in enumerate(keys):
+            sel = inv == j
+            s, e = os_[sel], oe[sel]
+            keep = e >= s
+            order = np.argsort(s[keep], kind="stable")
+            stat(key).cpu_op_ns = core.union_of_sorted(s[keep][order], e[keep][order]).busy
+    ranked = sorted(out.values(), key=lambda t: (-(t.osrt_ns + t.cpu_op_ns), t.name, t.tid))
+    return ranked[:TOP_THREADS]
+
+
+def _thread_groups(pid: Any, tid: Any) -> tuple[list[tuple[int, int]], Any]:
+    """Distinct (pid, tid) pairs and each row's index into them."""
+    if pid.size and int(pid.min()) >= 0 and int(tid.min()) >= 0 and int(tid.max()) < 1 << 31:
+        keys, inv = np.unique((pid.astype(np.int64) << 31) | tid, return_inverse=True)
+        return [(k >> 31, k & ((1 << 31) - 1)) for k in keys.tolist()], inv.reshape(-1)
+    pairs, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+    return [(int(p), int(t)) for p, t in pairs.tolist()], inv.reshape(-1)
+
+
+def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
+    """The process's main thread ((pid, tid), rule), or None when nothing singles one out.
+
+    Linux gives a process's first thread tid == pid; among those, the one of the process that
+    owns the CUDA streams (nsys `TARGET_INFO_CUDA_STREAM`); else the only such thread; else the
+    one named like a Python main thread (`core.MAIN_THREAD_NAMES`). Never "the busiest thread":
+    a helper thread such as cuda-EvtHandlr polls for the whole capture."""
+    h = tl.host
+    keys = set(tl.threads)
+    m = np.isin(h.kind, (T.OSRT, T.CPU_OP))
+    if bool(m.any()):
+        keys |= set(_thread_groups(h.pid[m], h.tid[m])[0])
+    every = sorted(k for k in keys if k[0] != T.NONE)
+    mains = [k for k in every if k[0] == k[1]]
+    if tl.cuda_pids:
+        in_cuda = [k for k in mains if k[0] in tl.cuda_pids]
+        if len(in_cuda) == 1:
+            return in_cuda[0], "tid == pid in the process owning the CUDA streams"
+        mains = in_cuda or mains
+    elif len(mains) == 1:
+        return mains[0], tl.single_main_rule
+    named = [k for k in (mains or sorted(keys)) if tl.threads.get(k) in core.MAIN_THREAD_NAMES]
+    if len(named) == 1:
+        return named[0], f"named {tl.threads[named[0]]}"
+    return None
+
+
+def main_thread_wait(tl: T.RankTimeline, key: tuple[int, int], lo: int, hi: int) -> int | None:
+    """Union of the main thread's blocking waits inside [lo, hi); None without OS-runtime rows."""
+    h = tl.host
+    osrt = h.kind == T.OSRT
+    if not tl.osrt_traced or not bool(osrt.any()):
+        return None
+    blocking = tl.name_mask(core.is_blocking_wait)
+    m = osrt & (h.pid == key[0]) & (h.tid == key[1]) & blocking[h.name]
+    ms, me = core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+    # like the data wait: inside the span, or all of it when the trace has no GPU activity (a
+    # real CPU-only export measured 0 here while its main thread waited 100+ ms)
+    return core.union_in_span(ms, me, lo, hi)
+
+
+def sync(tl: T.RankTimeline, lo: int, hi: int) -> SyncStats:
+    """CUDA synchronisation calls: count and summed time per function, and their wall time
+    (union of every thread's calls inside [lo, hi))."""
+    h = tl.host
+    is_sync = tl.name_mask(SYNC_RE.match)
+    m = (h.kind == T.CUDA_API) & is_sync[h.name] if h.size else None
+    if m is None or not bool(m.any()):
+        return SyncStats()
+    funcs = [
+        FunctionStat(name=tl.names[i], count=c, total_ns=t)
+        for i, c, t, _, _ in _per_name(h.name[m], (h.end - h.start)[m])
+    ]
+    funcs.sort(key=lambda f: (-f.total_ns, f.name))
+    ss, se = core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+    return SyncStats(
+        calls=sum(f.count for f in funcs),
+        total_ns=sum(f.total_ns for f in funcs),
+        wall_ns=core.union_in_span(ss, se, lo, hi),
+        functions=funcs,
+    )
+
+
+def _inside(ms: list[int], me: list[int], x: Any) -> Any:
+    """Mask of the points x that lie inside one of the merged intervals [ms, me)."""
+    if not ms:
+        return np.zeros(x.size, dtype=bool)
+    s, e = np.asarray(ms, dtype=np.int64), np.asarray(me, dtype=np.int64)
+    i = np.searchsorted(s, x, side="right") - 1
+    return (i >= 0) & (x < e[np.maximum(i, 0)])
+
+
+def offload_pattern(tl: T.RankTimeline, rows: T.GpuTable) -> tuple[bool | None, str | None]:
+    """(True, evidence) when the trace shows activation offloading: most DtoH bytes launched
+    inside `forward` ranges (saved activations leave the GPU) and most HtoD bytes launched inside
+    `backward` ranges (they come back), each at least OFFLOAD_MIN_BYTES; else (None, None), as
+    the absence of the pattern does not prove offloading was off. A copy's launch is the start of
+    the host call that enqueued it (copies run asynchronously)."""
+    c = rows.kind == T.MEMCPY
+    if not bool(c.any()):
+        return None, None
+    h = tl.host
+    ann = h.kind == T.ANNOTATION
+
+    def merged(rx: re.Pattern[str]) -> tuple[list[int], list[int]]:
+        m = ann & tl.name_mask(rx.search)[h.name] if h.size else np.zeros(0, dtype=bool)
+        return core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+
+    launch = rows.launch[c]
+    found = launch != T.NONE
+    code = rows.copy[c]
+    nbytes = rows.nbytes[c]
+    dtoh, htod = code == T.COPY_CODES["DtoH"], code == T.COPY_CODES["HtoD"]
+    in_fwd = found & _inside(*merged(_FORWARD_RE), launch)
+    in_bwd = found & _inside(*merged(_BACKWARD_RE), launch)
+    dtoh_all, dtoh_fwd = int(nbytes[dtoh].sum()), int(nbytes[dtoh & in_fwd].sum())
+    htod_all, htod_bwd = int(nbytes[htod].sum()), int(nbytes[htod & in_bwd].sum())
+    if (
+        dtoh_fwd >= OFFLOAD_MIN_BYTES
+        and htod_bwd >= OFFLOAD_MIN_BYTES
+        and 2 * dtoh_fwd >= dtoh_all
+        and 2 * htod_bwd >= htod_all
+    ):
+        return True, (
+            f"trace: {100 * dtoh_fwd / dtoh_all:.0f}% of DtoH bytes launched in forward ranges,"
+            f" {100 * htod_bwd / htod_all:.0f}% of HtoD bytes in backward ranges"
+        )
+    return None, None

@@ -1,0 +1,60 @@
+"""Kernels of one entry: per-name totals (top kernels), and the shares of kernel time in fp32 and
+tensor-core GEMMs (`core.gemm_precision`, docs/metrics.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.analysis import core
+from orchestrator.analysis import timeline as T
+from orchestrator.analysis.metrics import KernelStat
+
+TOP_KERNELS = 25
+
+
+@dataclass
+class KernelSummary:
+    top: list[KernelStat]
+    fp32_gemm_pct: float
+    tensor_core_gemm_pct: float
+    names: int
+
+
+def kernel_summary(rows: T.GpuTable, names: list[str], kernel_ns: int) -> KernelSummary:
+    """Top kernels by total time, GEMM precision shares and the number of distinct names."""
+    k = rows.kind == T.KERNEL
+    ids = rows.name[k]
+    dur = (rows.end - rows.start)[k]
+    if ids.size == 0:
+        return KernelSummary([], 0.0, 0.0, 0)
+    counts = np.bincount(ids, minlength=len(names))
+    totals = np.bincount(ids, weights=dur, minlength=len(names))
+    present = np.flatnonzero(counts)
+    # the same name may have several ids only if a reader interned it twice; merge by name
+    merged: dict[str, list[int]] = {}
+    for i in present.tolist():
+        m = merged.setdefault(names[i], [0, 0])
+        m[0] += int(counts[i])
+        m[1] += round(totals[i])
+    fp32 = tc = 0
+    for name, (_, tot) in merged.items():
+        prec = core.gemm_precision(name)
+        if prec == "fp32":
+            fp32 += tot
+        elif prec == "tensor-core":
+            tc += tot
+    ranked = sorted(merged.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_KERNELS]
+    top = [
+        KernelStat(
+            name=name,
+            count=cnt,
+            total_ns=tot,
+            mean_ns=tot / cnt if cnt else 0.0,
+            share_pct=core.pct(tot, kernel_ns),
+            compute=core.is_compute(name),
+        )
+        for name, (cnt, tot) in ranked
+    ]
+    return KernelSummary(top, core.pct(fp32, kernel_ns), core.pct(tc, kernel_ns), len(merged))

@@ -1,0 +1,138 @@
+"""One rank's metrics from its timeline: the families (`gpu_time`, `breakdown`, `communication`,
+`kernels`, `memory`, `host`) put together into `RankMetrics`, one per entry (a device of the
+rank for nsys exports, the whole trace for Kineto), plus what the cross-rank view needs.
+
+The process-wide host metrics (ranges, steps, threads, sync calls, CPU page faults) sit on the
+rank's first entry; the others carry the GPU side only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.analysis import breakdown, communication, core, gpu_time, host, kernels, memory
+from orchestrator.analysis import timeline as T
+from orchestrator.analysis.metrics import RankMetrics, SyncStats
+
+
+@dataclass
+class CrossRankInput:
+    """What the cross-rank view needs of one entry beyond its RankMetrics."""
+
+    rank: int
+    devices: list[int]
+    collectives: communication.Collectives
+    steps: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def compute(tl: T.RankTimeline) -> tuple[list[RankMetrics], list[CrossRankInput]]:
+    """Every metric of one rank's timeline (the GPU table is sorted in place)."""
+    split = tl.split_devices
+    tl.gpu = gpu_time.sort_gpu(tl.gpu, by_device=split)
+    names_cls = core.hta_type_codes(tl.names)
+    out: list[RankMetrics] = []
+    cross: list[CrossRankInput] = []
+    step_rows = host.step_rows(tl)
+    for i, (devices, sl) in enumerate(gpu_time.entries(tl.gpu, split)):
+        rows = tl.gpu.take(sl)
+        first = i == 0
+        r, c = _entry(tl, rows, devices, names_cls, first, step_rows if first else [])
+        out.append(r)
+        cross.append(c)
+    return out, cross
+
+
+def _entry(
+    tl: T.RankTimeline,
+    rows: T.GpuTable,
+    devices: list[int],
+    names_cls: object,
+    first: bool,
+    step_rows: list[tuple[str, int, int]],
+) -> tuple[RankMetrics, CrossRankInput]:
+    g = gpu_time.gpu_time(rows)
+    u = g.union
+    view = breakdown.hta_view(tl, rows, names_cls)
+    if view.same_rows and g.every_row:
+        view.seed(g.groups)
+    temporal = breakdown.temporal(view)
+    types_ns = breakdown.kernel_types(view)
+    overlap = communication.comm_comp_overlap_pct(view)
+    idle = breakdown.idle_breakdown(view)
+    ks = kernels.kernel_summary(rows, tl.names, g.activity.kernel_ns)
+    cp = memory.copies(rows)
+    um = memory.unified_memory(tl, devices, cp, g.activity, first)
+    peak, peak_src = memory.peak_memory(tl, devices)
+    notes: list[str] = []
+    if temporal.clamped_events:
+        notes.append(
+            f"{temporal.clamped_events} GPU events shorter than 1 µs came out of HTA's rounding"
+            " (start up, end down) with their end before their start; counted as empty"
+        )
+    if idle is not None and idle.clamped_gaps:
+        notes.append(
+            f"{idle.clamped_gaps} gaps between events of one stream were negative (overlapping"
+            " events); counted as zero idle time"
+        )
+    main = host.main_thread(tl) if first else None
+    main_wait = host.main_thread_wait(tl, main[0], u.start, u.end) if main else None
+    offloading, evidence = host.offload_pattern(tl, rows)
+    span = u.span
+    idle_ns = span - u.busy
+    rm = RankMetrics(
+        rank=tl.rank,
+        devices=devices,
+        device_name=_device_name(tl, devices),
+        source=tl.source.path,
+        pid=tl.pid,
+        span_start_ns=u.start,
+        span_end_ns=u.end,
+        span_ns=span,
+        busy_ns=u.busy,
+        idle_ns=idle_ns,
+        busy_pct=core.pct(u.busy, span),
+        idle_pct=core.pct(idle_ns, span),
+        idle_gaps=core.gap_stats(u.gap_starts, u.gap_ends),
+        temporal=temporal,
+        kernel_types=breakdown.kernel_type_pcts(types_ns),
+        kernel_types_ns=types_ns,
+        comm_comp_overlap_pct=overlap,
+        idle_breakdown=idle,
+        activity=g.activity,
+        copies=cp,
+        unified_memory=um,
+        top_kernels=ks.top,
+        kernel_names=ks.names,
+        fp32_gemm_pct=ks.fp32_gemm_pct,
+        tensor_core_gemm_pct=ks.tensor_core_gemm_pct,
+        nvtx=host.ranges(tl, rows) if first else [],
+        steps=host.steps(step_rows) if first else None,
+        data_wait_ns=host.data_wait(tl, u.start, u.end) if first else 0,
+        main_thread=(tl.threads.get(main[0]) or f"thread {main[0][1]}") if main else None,
+        main_thread_rule=main[1] if main else None,
+        main_thread_wait_ns=main_wait,
+        offloading=offloading,
+        offloading_evidence=evidence,
+        threads=host.threads(tl) if first else [],
+        sync=host.sync(tl, u.start, u.end) if first else SyncStats(),
+        peak_gpu_memory_bytes=peak,
+        peak_gpu_memory_source=peak_src,
+        timeline=core.timeline(u.gap_starts, u.gap_ends, u.start, u.end),
+        notes=notes,
+    )
+    c = CrossRankInput(
+        rank=tl.rank,
+        devices=devices,
+        collectives=communication.collectives(rows, tl.names, names_cls),
+        steps=step_rows,
+    )
+    return rm, c
+
+
+def _device_name(tl: T.RankTimeline, devices: list[int]) -> str | None:
+    for d in devices:
+        if d in tl.device_names:
+            return tl.device_names[d]
+    if tl.device_names and not tl.split_devices:
+        return next(iter(tl.device_names.values()))
+    return None

@@ -1,0 +1,325 @@
+"""Bounded reading of Chrome-trace JSON (Kineto) files: memory in proportion to events, not bytes.
+
+A trace is never held whole. `chunks` streams the file's text (gzip decompressed on the fly)
+in `CHUNK_BYTES` pieces and refuses, in one sentence, a text that grows past the ceiling
+(`max_trace_bytes`: `--max-trace-size`, `GH_RUN_MAX_TRACE_SIZE`, default `DEFAULT_MAX_TRACE`),
+so a 3 MB `.json.gz` that expands to many GiB costs the ceiling's worth of reading and no
+memory. `split` turns that text into `Piece`s: the document's text around the `traceEvents`
+array (`head`, `tail`: what the metadata is read from) and batches of whole events, which the
+Kineto reader parses into columns one batch at a time.
+
+Two ways to find event boundaries:
+- libkineto's layout: every event is written as `\\n  {` ... `\\n  }` at an indent of two
+  spaces, and JSON strings cannot hold a raw newline, so `\\n  },\\n  {` is a boundary wherever
+  it appears (`bytes.rfind`, no scan of the text);
+- any other layout (`json.dumps` output, rewritten traces): `Structure` tracks strings and
+  brace depth over the bytes with numpy (structural characters only) and cuts after each
+  top-level event.
+The first is tried when the head looks like libkineto's; the reader falls back to the second
+(`LayoutError`) when a batch it got does not parse.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from orchestrator.errors import UserError
+
+CHUNK_BYTES = 8 << 20
+# one event (or the white space between two) larger than this is refused: the splitter would
+# have to hold it whole
+MAX_EVENT_BYTES = 256 << 20
+# batches for the generic (orjson) path stay small: orjson's objects take ~11x their text
+GENERIC_BATCH_BYTES = 4 << 20
+DEFAULT_MAX_TRACE = 8 << 30
+MAX_TRACE_ENV = "GH_RUN_MAX_TRACE_SIZE"
+
+_SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$")
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, what: str) -> int:
+    """`8GiB`, `512M`, `1.5g`, `1000000` → bytes (binary units); UserError naming `what`."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UserError(
+            f"{what}: {text!r} is not a size; write bytes or a number with K, M, G or T"
+            " (binary units), e.g. 8GiB"
+        )
+    unit = (m.group(2) or "").lower()[:1]
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def max_trace_bytes(value: int | None = None) -> int:
+    """The ceiling on a trace's uncompressed text: the value given, else $GH_RUN_MAX_TRACE_SIZE,
+    else DEFAULT_MAX_TRACE."""
+    if value is not None:
+        return value
+    env = os.environ.get(MAX_TRACE_ENV)
+    if env:
+        return parse_size(env, MAX_TRACE_ENV)
+    return DEFAULT_MAX_TRACE
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def chunks(path: Path, ceiling: int) -> Iterator[bytes]:
+    """The file's text in CHUNK_BYTES pieces, gunzipped when it starts with gzip's magic; a
+    UserError once more than `ceiling` bytes of text came out."""
+    total = 0
+    try:
+        with path.open("rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            fh = gzip.GzipFile(fileobj=raw) if gz else raw
+            while True:
+                # one byte beyond the ceiling is enough to know it is exceeded
+                b = fh.read(min(CHUNK_BYTES, ceiling + 1 - total))
+                if not b:
+                    return
+                total += len(b)
+                if total > ceiling:
+                    kind = "uncompressed text" if gz else "text"
+                    raise UserError(
+                        f"{path}: the trace's {kind} exceeds the {_gib(ceiling)} ceiling;"
+                        f" raise it with --max-trace-size (or {MAX_TRACE_ENV}) if the trace is"
+                        " genuine, or profile fewer steps"
+                    )
+                yield b
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UserError(
+            f"{path}: not a readable PyTorch-profiler trace ({exc}); pass the .json or .json.gz"
+            " written by torch.profiler"
+        ) from exc
+
+
+@dataclass
+class Piece:
+    """A part of the document: `head` / `tail` text around the events array, or `events`
+    (whole events separated by commas and white space)."""
+
+    kind: str  # "head" | "events" | "tail"
+    text: bytes
+
+
+class LayoutError(Exception):
+    """The text is not in the layout the splitter assumed."""
+
+
+# libkineto: `  "traceEvents": [` then events at an indent of two spaces
+_KINETO_HEAD = re.compile(rb'"traceEvents": (\[)\s*\n  \{\n')
+KINETO_CUT = b"\n  },\n  {"
+_KINETO_END = b"\n  }\n  ]"
+
+
+def split(stream: Iterator[bytes], layout: str = "auto") -> Iterator[Piece]:
+    """Pieces of a Chrome-trace document (see the module docstring). `layout`: "auto" (libkineto's
+    boundaries when the head looks like libkineto's, else the structural scan), "structure"."""
+    buf = b""
+    it = iter(stream)
+    if layout == "auto":
+        for chunk in it:
+            buf += chunk
+            m = _KINETO_HEAD.search(buf)
+            if m:
+                yield Piece("head", buf[: m.start(1) + 1])
+                yield from _kineto_split(buf[m.start(1) + 1 :], it)
+                return
+            if len(buf) >= CHUNK_BYTES or b'"traceEvents"' in buf:
+                break
+    yield from Structure().split(buf, it)
+
+
+def _kineto_split(buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
+    """libkineto layout: cut at `\\n  },\\n  {`; the array ends at `\\n  }\\n  ]`."""
+    while True:
+        end = buf.find(_KINETO_END)
+        if end >= 0:
+            yield Piece("events", buf[: end + 4])
+            yield Piece("tail", buf[end + 7 :])
+            for chunk in it:
+                yield Piece("tail", chunk)
+            return
+        if len(buf) >= CHUNK_BYTES:
+            cut = buf.rfind(KINETO_CUT)
+            if cut > 0:
+                yield Piece("events", buf[: cut + 4])
+                buf = buf[cut + 5 :]
+            elif len(buf) > 8 * CHUNK_BYTES:  # no boundary of this layout: read it generically
+                raise LayoutError("no event boundary of libkineto's layout in 64 MiB")
+        nxt = next(it, None)
+        if nxt is None:
+            raise LayoutError("no end of the traceEvents array in libkineto's layout")
+        buf += nxt
+
+
+_QUOTE, _BSLASH, _OPEN_O, _CLOSE_O, _OPEN_A, _CLOSE_A = b'"\\{}[]'
+_LUT = np.zeros(256, dtype=bool)
+_LUT[[_QUOTE, _BSLASH, _OPEN_O, _CLOSE_O, _OPEN_A, _CLOSE_A]] = True
+_DELTA = np.zeros(256, dtype=np.int64)
+_DELTA[[_OPEN_O, _OPEN_A]] = 1
+_DELTA[[_CLOSE_O, _CLOSE_A]] = -1
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*$')
+
+
+class Structure:
+    """The structural scan of any JSON layout: string state and brace depth carried across
+    chunks, vectorised over the structural characters of each chunk."""
+
+    def __init__(self) -> None:
+        self.in_str = False
+        self.escape = False  # the previous chunk ended inside a string on an odd backslash run
+        self.depth = 0
+        self.arr_depth: int | None = None  # depth inside the events array
+        self.phase = "head"
+
+    def _scan(self, b: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Positions, characters and depth-after of the structural characters outside strings."""
+        a = np.frombuffer(b, dtype=np.uint8)
+        pos = np.flatnonzero(_LUT[a])
+        ch = a[pos]
+        quote = ch == _QUOTE
+        if (ch == _BSLASH).any() or self.escape:
+            quote = self._unescaped(a, pos, ch, quote)
+        # string state before each structural character: carried state xor quotes so far
+        q = np.cumsum(quote, dtype=np.int64)
+        before = (q - quote + self.in_str) & 1
+        outside = (before == 0) & ~quote & (ch != _BSLASH)
+        pos, ch = pos[outside], ch[outside]
+        depth = self.depth + np.cumsum(_DELTA[ch])
+        self.in_str = bool((int(q[-1]) + self.in_str) & 1) if q.size else self.in_str
+        self.escape = self._ends_escaped(a)
+        if depth.size:
+            self.depth = int(depth[-1])
+        return pos, ch, depth
+
+    def _unescaped(
+        self, a: np.ndarray, pos: np.ndarray, ch: np.ndarray, quote: np.ndarray
+    ) -> np.ndarray:
+        """Quotes that end or start a string: not preceded by an odd run of backslashes (the run
+        may begin in the previous chunk: `self.escape`)."""
+        quote = quote.copy()
+        for i in np.flatnonzero(quote).tolist():
+            p = int(pos[i])
+            run = 0
+            while p - run - 1 >= 0 and a[p - run - 1] == _BSLASH:
+                run += 1
+            if p - run == 0 and self.escape:
+                run += 1
+            if run % 2:
+                quote[i] = False
+        return quote
+
+    def _ends_escaped(self, a: np.ndarray) -> bool:
+        if not self.in_str or a.size == 0 or a[-1] != _BSLASH:
+            return False
+        run = 0
+        while run < a.size and a[a.size - 1 - run] == _BSLASH:
+            run += 1
+        return bool((run + (1 if run == a.size and self.escape else 0)) % 2)
+
+    def split(self, buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
+        head = bytearray()
+        pending = b""  # scanned, not yet handed out
+        for more in _chain(buf, it):
+            if self.phase == "tail":
+                yield Piece("tail", more)
+                continue
+            base = len(pending)
+            pending += more
+            pos, ch, depth = self._scan(more)
+            pos += base
+            cut = 0
+            if self.phase == "head":
+                start = self._events_start(pending, pos, ch, depth, head)
+                if start is None:
+                    head += pending
+                    pending = b""
+                    if len(head) > MAX_EVENT_BYTES:
+                        raise LayoutError(
+                            f"more than {MAX_EVENT_BYTES >> 20} MiB before the events"
+                        )
+                    continue
+                head += pending[: start + 1]
+                yield Piece("head", bytes(head))
+                self.phase = "events"
+                keep = pos > start
+                pos, ch, depth = pos[keep], ch[keep], depth[keep]
+                cut = start + 1
+            assert self.arr_depth is not None
+            ends = pos[(ch == _CLOSE_O) & (depth == self.arr_depth)]
+            closed = pos[(ch == _CLOSE_A) & (depth == self.arr_depth - 1)]
+            stop = int(closed[0]) if closed.size else None
+            if stop is not None:
+                ends = ends[ends < stop]
+            for piece_end in _batch_ends(ends, cut, GENERIC_BATCH_BYTES):
+                yield Piece("events", pending[cut : piece_end + 1])
+                cut = piece_end + 1
+            if stop is not None:
+                yield Piece("events", pending[cut:stop])
+                self.phase = "tail"
+                yield Piece("tail", pending[stop:])
+                pending = b""
+                continue
+            pending = pending[cut:]
+            if not pending.strip(b", \t\r\n"):
+                pending = b""  # only white space between events: nothing to keep
+            elif len(pending) > MAX_EVENT_BYTES:
+                raise LayoutError(f"an event of more than {MAX_EVENT_BYTES >> 20} MiB")
+        if self.phase == "head":
+            raise LayoutError("no traceEvents array")
+        if self.phase == "events":
+            raise LayoutError("the traceEvents array does not end")
+
+    def _events_start(
+        self, buf: bytes, pos: np.ndarray, ch: np.ndarray, depth: np.ndarray, head: bytearray
+    ) -> int | None:
+        """Position of the `[` that opens the events array: the value of a top-level
+        `"traceEvents"` key, or a top-level array itself (the Chrome format's array form)."""
+        opens = np.flatnonzero(ch == _OPEN_A)
+        for i in opens.tolist():
+            d = int(depth[i])
+            p = int(pos[i])
+            if d == 1 and not head and not buf[:p].strip():
+                self.arr_depth = 1
+                return p
+            if d == 2:
+                before = (bytes(head[-64:]) + buf[max(0, p - 64) : p])[-64:]
+                if _EVENTS_KEY.search(before):
+                    self.arr_depth = 2
+                    return p
+        return None
+
+
+def _chain(first: bytes, it: Iterator[bytes]) -> Iterator[bytes]:
+    """The non-empty chunks: what was read ahead, then the rest."""
+    if first:
+        yield first
+    for b in it:
+        if b:
+            yield b
+
+
+def _batch_ends(ends: np.ndarray, start: int, size: int) -> Iterator[int]:
+    """Event ends (positions of their `}`) at which to cut batches of about `size` bytes; the
+    last end always (so nothing whole stays behind)."""
+    if ends.size == 0:
+        return
+    mark = start + size
+    while True:
+        i = int(np.searchsorted(ends, mark))
+        if i >= ends.size:
+            yield int(ends[-1])
+            return
+        yield int(ends[i])
+        mark = int(ends[i]) + size
