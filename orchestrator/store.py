@@ -8,6 +8,7 @@ be found by its name and repaired (see executors.slurm.repair_intents).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sqlite3
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at    REAL NOT NULL,
     submitted_at  REAL,
     ended_at      REAL,
-    collected_at  REAL
+    collected_at  REAL,
+    transport     TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
 CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign_id);
@@ -176,6 +178,9 @@ class Run:
     submitted_at: float | None = None
     ended_at: float | None = None
     collected_at: float | None = None
+    # How the cluster is reached (transport/registry.py): None is this machine, else the
+    # resolved SSH login as JSON; run_dir is then a path on the cluster side.
+    transport: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -233,6 +238,15 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Columns added after a store was created (CREATE TABLE IF NOT EXISTS keeps old
+        tables as they were): a state.db of an older gh-run keeps working."""
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(runs)")}
+        if "transport" not in have:
+            with contextlib.suppress(sqlite3.OperationalError):  # another gh-run added it
+                self._db.execute("ALTER TABLE runs ADD COLUMN transport TEXT")
 
     def _use_wal(self) -> None:
         """Switch the file to WAL once; the mode is persistent, so later opens only read it.
