@@ -79,6 +79,11 @@ class Transport(ABC):
     def resolve_path(self, text: str, where: str) -> str:
         """A cluster-side path with `~` and `$VAR` expanded where they mean something."""
 
+    def connect(self) -> None:
+        """Make sure the cluster side answers before anything is written (a submission to a
+        login node that cannot be reached must leave nothing behind); nothing to do locally."""
+        return None
+
     def close(self) -> None:
         """Release what the transport holds (the shared SSH connection)."""
         return None
