@@ -121,10 +121,10 @@ def run_cmd(
     kind = executor or campaign.executor
     if kind not in ("slurm", "local", "auto"):
         raise UserError(f"--executor {kind!r}: use slurm, local or auto")
-    kind = resolve_executor(kind)
     # Bad input changes nothing: expand and check every variant before the store is opened.
     t0 = time.perf_counter()
     prepared = prepare_variants(campaign, file, set_ or [], STATE.home)
+    kind = resolve_executor(kind, prepared)
     store = STATE.store()
     cid = C.plan(store, campaign, file, STATE.home, kind, prepared=prepared)
     groups = db.groups_of(store, cid)
@@ -235,11 +235,25 @@ def schedule_cmd(
     src = display_path(file)
     if campaign.schedule is None:
         raise UserError(f"{src}: schedule: missing; add `schedule: {{cron: '0 2 * * *', tz: UTC}}`")
-    # A pinned baseline that does not exist would fail every night: say so now.
-    check_pinned_baseline(STATE.home, campaign, src)
     chosen = mode or campaign.schedule.mode
     if chosen not in ("cron", "slurm"):
         raise UserError(f"--mode {chosen!r}: use cron or slurm")
+    from orchestrator.campaign import remote_schedule
+
+    cluster = remote_schedule.cluster_of(campaign, file)
+    if cluster.transport != "local":
+        # The nights run on the cluster side, in a gh-run home there (see remote_schedule).
+        rec, job_id = remote_schedule.install(
+            campaign, file.resolve(), STATE.home, src, chosen, cluster, first_begin
+        )
+        how = "in the login node's crontab" if chosen == "cron" else f"as launcher job {job_id}"
+        out.print(
+            f"scheduled {campaign.name} on {cluster.login} {how}: {rec.cron} ({rec.tz}); it "
+            f"runs there, its reports in {remote_schedule.REMOTE_HOME} beside the run folders"
+        )
+        return
+    # A pinned baseline that does not exist would fail every night: say so now.
+    check_pinned_baseline(STATE.home, campaign, src)
     if chosen == "cron":
         rec = S.install_cron(campaign, file.resolve(), STATE.home, src)
         out.print(f"scheduled {campaign.name} in crontab: {rec.cron} ({rec.tz})")
