@@ -306,6 +306,10 @@ def submit(
         executor.time_limit = prep.spec.resources.time or prep.partition.default_time
     try:
         transport.push(here, [run_id], root)
+    except GhRunError as exc:  # sbatch was not sent
+        _not_submitted(store, run_id, exc)
+        raise
+    try:
         job_id = executor.submit(run_dir / script.name, run)
     except TransportError as exc:
         if not exc.maybe_ran:

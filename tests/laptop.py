@@ -166,3 +166,11 @@ def remove_remote_runs(laptop: Laptop) -> None:
     for folder in dirs:
         if folder.is_relative_to(devcluster.SCRATCH):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_id_of(res: CliResult) -> str:
+    """The run id `gh-run submit` printed."""
+    for line in res.out.splitlines():
+        if line.startswith("submitted "):
+            return line.split()[1]
+    raise AssertionError(f"no run id in {res.text}")

@@ -12,39 +12,18 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests import devcluster
-from tests.conftest import CliResult
-from tests.laptop import (
-    Laptop,
-    cluster_file,
-    connections,
-    jobs_named,
-    make_laptop,
-    remove_remote_runs,
-)
+from tests.laptop import Laptop, cluster_file, connections, jobs_named
+from tests.laptop import run_id_of as _run_id
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def laptop(dev_cluster: None, tmp_path: Path) -> Iterator[Laptop]:
-    machine = make_laptop(tmp_path)
-    yield machine
-    remove_remote_runs(machine)
-
-
-def _run_id(res: CliResult) -> str:
-    for line in res.out.splitlines():
-        if line.startswith("submitted "):
-            return line.split()[1]
-    raise AssertionError(f"no run id in {res.text}")
 
 
 def _status(laptop: Laptop, run_id: str) -> dict[str, object]:
@@ -245,7 +224,7 @@ def test_cron_schedule_installed_on_the_login_node_fires(laptop: Laptop, tmp_pat
         tmp_path,
         "dev-ssh-sched",
         runs=runs,
-        ssh_gh_run=[str(Path(__import__("sys").executable)), "-m", "orchestrator"],
+        ssh_gh_run=[sys.executable, "-m", "orchestrator"],
     )
     camp = _tiny_campaign(
         tmp_path, cluster, n=2, schedule={"cron": "* * * * *", "tz": "UTC", "mode": "cron"}
@@ -274,3 +253,81 @@ def test_cron_schedule_installed_on_the_login_node_fires(laptop: Laptop, tmp_pat
     assert gone.rc == 0 and "crontab entry removed" in gone.out, gone.text
     tab = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False).stdout
     assert "gh-run-campaign:tinyc" not in tab
+
+
+def test_secret_reaches_a_remote_job_by_stdin_only(laptop: Laptop, tmp_path: Path) -> None:
+    """workload.secret_env over SSH: the value goes to sbatch through the session's stdin, the
+    job gets it, and no file on either side holds it."""
+    secret = "s3cr3t 'quoted' $NOT_EXPANDED `nor this`"
+    job = tmp_path / "secret.yaml"
+    job.write_text(
+        yaml.safe_dump(
+            {
+                "name": "secret",
+                "cluster": "dev-ssh",
+                "resources": {"cpus_per_task": 1, "mem": "100M", "time": "00:05:00"},
+                "workload": {
+                    "command": "bash",
+                    "args": [
+                        "-c",
+                        'printf %s "$GH_RUN_T_TOKEN" | sha256sum > "$GH_RUN_ARTIFACTS/s.txt"',
+                    ],
+                    "secret_env": ["GH_RUN_T_TOKEN"],
+                },
+                "artifacts": ["*.txt"],
+            }
+        )
+    )
+    res = laptop.cli("submit", str(job), "--wait", env={"GH_RUN_T_TOKEN": secret})
+    assert res.rc == 0, res.text
+    run_id = _run_id(res)
+    got = (laptop.home / "artifacts" / run_id / "artifacts" / "s.txt").read_text().split()[0]
+    assert got == hashlib.sha256(secret.encode()).hexdigest()
+    for root in (laptop.home, _remote_dir(laptop, run_id)):
+        for path in root.rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
+    assert secret not in res.text
+
+
+def test_slurm_schedule_queued_on_the_remote_cluster_fires(laptop: Laptop, tmp_path: Path) -> None:
+    """--mode slurm over SSH: the launcher is queued by the login node's sbatch, runs the
+    campaign there and queues tomorrow's launcher; unschedule cancels it there."""
+    runs = f"$SCRATCH/gh-run/test-{tmp_path.name}/runs"
+    cluster = cluster_file(
+        tmp_path, "dev-ssh-sl", runs=runs, ssh_gh_run=[sys.executable, "-m", "orchestrator"]
+    )
+    camp = _tiny_campaign(
+        tmp_path,
+        cluster,
+        n=2,
+        schedule={"cron": "30 4 * * *", "tz": "UTC", "mode": "slurm", "launcher_time": "00:05:00"},
+    )
+    remote_root = devcluster.SCRATCH / "gh-run" / f"test-{tmp_path.name}" / "runs"
+    try:
+        res = laptop.cli("campaign", "schedule", str(camp), "--first-begin", "now+2")
+        assert res.rc == 0 and "as launcher job" in res.out, res.text
+        db = remote_root / "_home" / "state.db"
+        deadline = time.monotonic() + 150
+        state = None
+        while time.monotonic() < deadline and state not in ("PASSED", "FAILED", "REGRESSED"):
+            time.sleep(2)
+            if db.is_file():
+                with sqlite3.connect(db) as con:
+                    row = con.execute("SELECT state FROM campaigns").fetchone()
+                state = row[0] if row else None
+        assert state == "PASSED", state
+        listed = laptop.cli("campaign", "list")
+        assert "PENDING (begin " in listed.out and "T04:30:00" in listed.out, listed.text
+    finally:
+        gone = laptop.cli("campaign", "unschedule", "tinyc")
+        shutil.rmtree(remote_root.parent, ignore_errors=True)
+    assert gone.rc == 0 and "cancelled queued launcher job(s)" in gone.out, gone.text
+    left = subprocess.run(
+        ["squeue", "-h", "-t", "PENDING", "--name", "ghr-schedule-tinyc"],
+        env=devcluster.slurm_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert left.strip() == ""

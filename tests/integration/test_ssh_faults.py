@@ -14,31 +14,16 @@ import json
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import devcluster
 from tests.conftest import CliResult
-from tests.laptop import Laptop, cluster_file, jobs_named, make_laptop, remove_remote_runs
+from tests.laptop import Laptop, cluster_file, jobs_named
+from tests.laptop import run_id_of as _run_id
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def laptop(dev_cluster: None, tmp_path: Path) -> Iterator[Laptop]:
-    machine = make_laptop(tmp_path)
-    yield machine
-    devcluster.start("sshd")  # whatever the test did; a running sshd is left as it is
-    remove_remote_runs(machine)
-
-
-def _run_id(res: CliResult) -> str:
-    for line in res.out.splitlines():
-        if line.startswith("submitted "):
-            return line.split()[1]
-    raise AssertionError(f"no run id in {res.text}")
 
 
 def _runs(laptop: Laptop) -> list[dict[str, object]]:
