@@ -331,3 +331,14 @@ def test_slurm_schedule_queued_on_the_remote_cluster_fires(laptop: Laptop, tmp_p
         check=True,
     ).stdout
     assert left.strip() == ""
+
+
+def test_up_reuses_the_running_login_node_and_slurm(dev_cluster: None) -> None:
+    """`devcluster.sh up` again: sshd and the SLURM daemons keep running as they were."""
+    pids = {d: (devcluster.STATE_DIR / "pids" / f"{d}.pid").read_text() for d in devcluster.DAEMONS}
+    devcluster.ensure_up()
+    after = {
+        d: (devcluster.STATE_DIR / "pids" / f"{d}.pid").read_text() for d in devcluster.DAEMONS
+    }
+    assert after == pids
+    assert devcluster.SSH_KNOWN_HOSTS.read_text().startswith(f"[127.0.0.1]:{devcluster.SSH_PORT} ")
