@@ -24,6 +24,7 @@ import fcntl
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,18 @@ class Bench:
         return row, stdout
 
 
+def remove_remote_folders(home: Path) -> None:
+    """The run folders (and campaign files) this benchmark left on the login node's scratch."""
+    with sqlite3.connect(home / "state.db") as con:
+        rows = con.execute("SELECT run_dir, campaign_id FROM runs WHERE transport IS NOT NULL")
+        for run_dir, campaign_id in rows.fetchall():
+            folder = Path(run_dir)
+            if folder.is_relative_to(STATE / "scratch"):
+                shutil.rmtree(folder, ignore_errors=True)
+                if campaign_id:
+                    shutil.rmtree(folder.parent / "_campaigns" / campaign_id, ignore_errors=True)
+
+
 def main() -> None:
     # The dev cluster is shared: hold it as a pytest session does (no fault test meanwhile).
     STATE.mkdir(parents=True, exist_ok=True)
@@ -137,6 +150,7 @@ def measure() -> None:
                 held += re.findall(r"ghr-\S+=(\d+)", out)
         env = {**os.environ, "SLURM_CONF": str(STATE / "etc" / "slurm.conf")}
         subprocess.run(["scancel", *held], env=env, check=False)
+        remove_remote_folders(home)
     # What one round trip costs here: a remote `true` over the shared connection (the login
     # shell's start-up included, as for every remote command).
     os.environ["GH_RUN_DEVCLUSTER_DIR"] = str(STATE)
