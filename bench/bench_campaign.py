@@ -61,21 +61,21 @@ def cli(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     return took, res.stdout
 
 
-def bench(n: int, tmp: Path) -> dict[str, object]:
-    home = tmp / f"home{n}"
-    job = tmp / "tiny.yaml"
+def campaign_file(tmp: Path, n: int, cluster: str = "dev") -> Path:
+    """n variants of a tiny job (`true`) on `cluster`, in two resource groups (two arrays)."""
+    job = tmp / f"tiny-{cluster}.yaml"
     job.write_text(
         yaml.safe_dump(
             {
                 "name": "tiny",
-                "cluster": "dev",
+                "cluster": cluster,
                 "resources": {"cpus_per_task": 1, "mem": "50M", "time": "00:01:00"},
                 "workload": {"command": "true"},
                 "artifacts": [],
             }
         )
     )
-    camp = tmp / f"bench{n}.yaml"
+    camp = tmp / f"bench{n}-{cluster}.yaml"
     camp.write_text(
         yaml.safe_dump(
             {
@@ -91,6 +91,12 @@ def bench(n: int, tmp: Path) -> dict[str, object]:
             }
         )
     )
+    return camp
+
+
+def bench(n: int, tmp: Path) -> dict[str, object]:
+    home = tmp / f"home{n}"
+    camp = campaign_file(tmp, n)
     bin_dir = tmp / f"bin{n}"
     bin_dir.mkdir()
     log = tmp / f"calls{n}.log"

@@ -147,6 +147,81 @@ class ClusterPaths(Strict):
     runs: str = Field("{home}/runs", description="Where run folders are created.")
 
 
+# ssh -o options gh-run sets itself: one multiplexed connection per process, never a prompt.
+SSH_OWN_OPTIONS = frozenset({"controlmaster", "controlpath", "controlpersist", "batchmode"})
+LOGIN_RE = re.compile(
+    r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)(?::(?P<port>\d{1,5}))?\Z"
+)
+# What may reach ssh, rsync's -e parser and the remote shell without a quoting doubt.
+_SSH_WORD_RE = re.compile(r"^[^'\"\\\n\r\x00]*\Z")
+
+
+class SshSettings(Strict):
+    """How gh-run reaches the login node (`transport: ssh`): the system's OpenSSH client, with
+    the user's SSH config (host keys, jump hosts, agents) plus what is written here.
+
+    Local paths may use `~`, `$VAR` and `${VAR:-default}`; relative ones are relative to the
+    cluster file. Host keys are checked as the SSH config says: gh-run never turns it off."""
+
+    identity: str | None = Field(
+        None, description="Private key file (ssh -i, with IdentitiesOnly=yes)."
+    )
+    config: str | None = Field(
+        None, description="An ssh_config file instead of ~/.ssh/config (ssh -F)."
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="ssh -o KEY=VALUE options, e.g. UserKnownHostsFile, ProxyJump.",
+    )
+    rsync_options: list[str] = Field(
+        default_factory=list,
+        description="Extra rsync options for copies to and from the cluster, e.g. --bwlimit=20M.",
+    )
+    gh_run: list[str] = Field(
+        default_factory=lambda: ["gh-run"],
+        description="The command running gh-run on the login node (where schedules fire).",
+    )
+    persist_s: int = Field(
+        60,
+        ge=1,
+        le=3600,
+        description="Seconds the shared connection stays open when idle (ControlPersist).",
+    )
+    connect_timeout_s: int = Field(10, ge=1, le=300, description="ssh ConnectTimeout.")
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.match(r"^[A-Za-z][A-Za-z0-9]*$", key):
+                raise ValueError(
+                    f"ssh option {key!r} is not an ssh_config keyword; write one like "
+                    "UserKnownHostsFile"
+                )
+            if key.lower() in SSH_OWN_OPTIONS:
+                raise ValueError(
+                    f"ssh option {key} is gh-run's own (one shared connection per process, "
+                    "no prompts); remove it"
+                )
+            if not _SSH_WORD_RE.match(str(value)) or not str(value).strip():
+                raise ValueError(
+                    f"ssh option {key}: {value!r} is empty or holds a quote, a backslash or a "
+                    "line break; write the value plainly"
+                )
+        return v
+
+    @field_validator("identity", "config", "rsync_options", "gh_run")
+    @classmethod
+    def _plain(cls, v: object) -> object:
+        for word in v if isinstance(v, list) else [v]:
+            if word is not None and (not _SSH_WORD_RE.match(str(word)) or not str(word)):
+                raise ValueError(
+                    f"{word!r} is empty or holds a quote, a backslash or a line break; "
+                    "write it plainly"
+                )
+        return v
+
+
 class ClusterDefaults(Strict):
     """What every job on the site gets unless its partition or the job says otherwise."""
 
@@ -184,7 +259,17 @@ class Cluster(Strict):
     name: str
     description: str | None = None
     scheduler: Literal["slurm"] = "slurm"
-    login: str | None = Field(None, description="Login node host name (informational).")
+    login: str | None = Field(
+        None,
+        description="The login node, user@host[:port]: informational with transport local, "
+        "the SSH destination with transport ssh.",
+    )
+    transport: Literal["local", "ssh"] = Field(
+        "local",
+        description="local: the SLURM clients are on this machine; ssh: gh-run reaches them "
+        "through the login node (see ssh:).",
+    )
+    ssh: SshSettings | None = Field(None, description="SSH settings (transport: ssh).")
     paths: ClusterPaths = Field(default_factory=ClusterPaths)
     default_partition: str
     template_dirs: list[str] = Field(
@@ -223,6 +308,32 @@ class Cluster(Strict):
                     "use letters, digits, '.', '_' and '-'"
                 )
         return v
+
+    @model_validator(mode="after")
+    def _transport(self) -> Cluster:
+        if self.transport == "local":
+            if self.ssh is not None:
+                raise ValueError(
+                    "ssh: is set but transport is local; set transport: ssh to reach the "
+                    "cluster through its login node, or remove ssh:"
+                )
+            return self
+        m = LOGIN_RE.match(self.login or "")
+        if m is None:
+            raise ValueError(
+                f"login {self.login!r} is not user@host[:port]; write the login node that "
+                "transport: ssh goes through, e.g. jdoe@login.example.org or "
+                "jdoe@login.example.org:2222"
+            )
+        port = m.group("port")
+        if port is not None and not 1 <= int(port) <= 65535:
+            raise ValueError(f"login {self.login!r}: port {port} is not 1-65535; fix the port")
+        return self
+
+    @property
+    def ssh_settings(self) -> SshSettings:
+        """The SSH settings in force (defaults when the file has no ssh: block)."""
+        return self.ssh or SshSettings()
 
     @model_validator(mode="after")
     def _default_exists(self) -> Cluster:

@@ -107,15 +107,12 @@ def controller() -> Controller:
     scontrol = tools.find("scontrol")
     if scontrol is None:
         return Controller(answers=False, detail="no scontrol: the SLURM clients are not installed")
-    from orchestrator.executors.slurm import slurm_env
-
     try:
         res = subprocess.run(
             [str(scontrol), "show", "config"],
             capture_output=True,
             text=True,
             timeout=10,
-            env=slurm_env(),
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:

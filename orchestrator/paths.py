@@ -66,3 +66,9 @@ def cluster_search_dirs() -> list[Path]:
     dirs = [Path(p) for p in os.environ.get("GH_RUN_CLUSTERS", "").split(":") if p]
     dirs += [Path("clusters"), CLUSTERS_DIR]
     return dirs
+
+
+def mirror_root(home: Path, cluster: str) -> Path:
+    """This machine's copy of a remote cluster's run folders (transport: ssh): run folders are
+    written here, copied to the cluster, and their artifacts come back here first."""
+    return home / "remote" / cluster

@@ -9,6 +9,7 @@ that use them: `gh-run status` and `logs` go through this module too, and must n
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import time
@@ -22,6 +23,7 @@ from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
+from orchestrator.paths import mirror_root
 from orchestrator.store import (
     INTENT,
     RETRYING,
@@ -31,6 +33,9 @@ from orchestrator.store import (
     exit_code_worth_showing,
     is_terminal,
 )
+from orchestrator.transport import registry
+from orchestrator.transport.base import Transport, TransportError
+from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
     from orchestrator.artifacts import Manifest, SizeLimits
@@ -90,10 +95,55 @@ def runs_root(cluster: Cluster, home: Path) -> Path:
     return Path(text).expanduser().absolute()
 
 
-def run_dir_for(cluster: Cluster, home: Path, run_id: str) -> Path:
+# A remote paths.runs goes through the login shell (resolve.sh): plain path characters and
+# $VAR / ${VAR} / ${VAR:-default} / a leading ~ only, never a quote or a command.
+_REMOTE_PATH_RE = re.compile(r"^[A-Za-z0-9_.,@%+=:/~${}-]+\Z")
+
+
+def cluster_runs_root(cluster: Cluster, home: Path, transport: Transport) -> str:
+    """Where run folders live on the cluster side: paths.runs, resolved here for a local
+    cluster, on the login node (its $SCRATCH, its ~) for one reached over SSH."""
+    from orchestrator.yamlio import display_path
+
+    if not transport.remote:
+        return str(runs_root(cluster, home))
+    src = display_path(Path(cluster.source)) if cluster.source else cluster.name
+    text = cluster.paths.runs
+    if "{home}" in text:
+        raise UserError(
+            f"{src}: paths.runs: {{home}} is the gh-run home on this machine, not a folder on "
+            "the cluster; with transport: ssh name a folder on the cluster, e.g. "
+            "$SCRATCH/gh-run/runs"
+        )
+    if not _REMOTE_PATH_RE.match(text) or "$(" in text:
+        raise UserError(
+            f"{src}: paths.runs: {text!r} may hold only path characters, $VAR and a leading ~ "
+            "when the cluster is reached over SSH; write a plain path such as $SCRATCH/gh-run/runs"
+        )
+    root = transport.resolve_path(text, f"{src}: paths.runs").rstrip("/")
+    if not root.startswith("/"):
+        raise UserError(
+            f"{src}: paths.runs: {text!r} is {root!r} on {transport.where}, not an absolute "
+            "path; write an absolute path or one under $HOME or $SCRATCH"
+        )
+    return root
+
+
+def local_root(cluster: Cluster, home: Path, transport: Transport) -> Path:
+    """Where this machine writes the run folders: the runs root itself for a local cluster,
+    the mirror of the remote one (copied there before sbatch) for a cluster over SSH."""
+    if transport.remote:
+        return mirror_root(home, cluster.name)
+    return runs_root(cluster, home)
+
+
+def run_dir_for(
+    cluster: Cluster, home: Path, run_id: str, transport: Transport | None = None
+) -> Path:
+    """The run folder, as the job sees it (on the cluster side)."""
     from orchestrator.spec import SBATCH_VALUE_RE
 
-    path = runs_root(cluster, home) / run_id
+    path = Path(cluster_runs_root(cluster, home, transport or LOCAL)) / run_id
     if not SBATCH_VALUE_RE.fullmatch(str(path)):
         raise UserError(
             f"run folder {path} has characters sbatch cannot take (spaces?); set GH_RUN_HOME or "
@@ -125,12 +175,41 @@ def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str
     )
 
 
+def transport_for(cluster: Cluster, warn: Warn | None = None) -> Transport:
+    transport = registry.for_cluster(cluster)
+    if warn is not None:
+        transport.warn = warn
+    return transport
+
+
+def transport_of(executor: Executor) -> Transport:
+    """Where an executor's jobs run: a SLURM executor's transport, or this machine."""
+    return executor.transport if isinstance(executor, SlurmExecutor) else LOCAL
+
+
+def transport_of_run(run: Run) -> Transport:
+    return LOCAL if run.executor == "local" else registry.for_run(run)
+
+
 def choose_executor(
     kind: ExecutorKind,
     warn: Warn | None = None,
     cluster: Cluster | None = None,
     render_only: bool = False,
 ) -> Executor:
+    """slurm, local, or auto (`auto_executor`). A cluster reached over SSH is always slurm: the
+    local executor would run its jobs on this machine."""
+    transport = transport_for(cluster, warn) if cluster is not None else LOCAL
+    if transport.remote:
+        if kind == "local":
+            from orchestrator.yamlio import display_path
+
+            src = display_path(Path(cluster.source)) if cluster and cluster.source else "cluster"
+            raise UserError(
+                f"--executor local: {src} is reached over SSH (transport: ssh) and the local "
+                "executor runs jobs on this machine; use --executor slurm (or auto)"
+            )
+        return SlurmExecutor(warn=warn, transport=transport)
     if kind == "auto":
         kind = (
             "slurm"
@@ -143,7 +222,7 @@ def choose_executor(
 def executor_for(run: Run, warn: Warn | None = None) -> Executor:
     if run.executor == "local":
         return LocalExecutor()
-    return SlurmExecutor(warn=warn)
+    return SlurmExecutor(warn=warn, transport=registry.for_run(run))
 
 
 def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -> RenderedJob:
@@ -178,13 +257,15 @@ def write_run_folder(run_dir: Path, rendered: RenderedJob, spec: JobSpec) -> Pat
     return script
 
 
-def check_submit_host(spec: JobSpec, where: str) -> None:
+def check_submit_host(spec: JobSpec, where: str, remote: bool = False) -> None:
     """What only the submitting machine can tell, checked before anything is written: a local
     container image exists (render works without it; submit does not), and every secret named
-    in `workload.secret_env` is set here."""
+    in `workload.secret_env` is set here. On a cluster reached over SSH the image is a path
+    there, so it is not looked for here."""
     from orchestrator.container import check_image
 
-    check_image(spec.container, where)
+    if not remote:
+        check_image(spec.container, where)
     missing = [n for n in spec.workload.secret_env if n not in os.environ]
     if missing:
         raise UserError(
@@ -203,18 +284,32 @@ def submit(
     variant: str | None = None,
     run_id: str | None = None,
 ) -> Run:
-    """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost."""
+    """Intent first, then the executor; a refusal leaves a SUBMIT_FAILED row, never a ghost.
+
+    On a cluster reached over SSH the connection is made before anything is written (an
+    unreachable login node leaves nothing behind), the run folder is written into this
+    machine's mirror and copied to the cluster, then sbatch runs there. A connection that drops
+    while sbatch runs leaves the INTENT row: `repair_intents` finds the job by its name.
+    """
     from orchestrator.yamlio import display_path
 
     store.require_writable()
-    check_submit_host(prep.spec, display_path(prep.spec_path) if prep.spec_path else prep.spec.name)
+    transport = transport_of(executor)
+    check_submit_host(
+        prep.spec,
+        display_path(prep.spec_path) if prep.spec_path else prep.spec.name,
+        remote=transport.remote,
+    )
+    transport.connect()
+    root = cluster_runs_root(prep.cluster, home, transport)
+    here = local_root(prep.cluster, home, transport)
     fixed_id = run_id is not None
     for _ in range(5):
         run_id = run_id if fixed_id and run_id else new_run_id(prep.spec.name)
-        run_dir = run_dir_for(prep.cluster, home, run_id)
+        run_dir = run_dir_for(prep.cluster, home, run_id, transport)
         rendered = render(prep, run_id, run_dir, executor.launcher)
         try:
-            script = write_run_folder(run_dir, rendered, prep.spec)
+            script = write_run_folder(here / run_id, rendered, prep.spec)
             break
         except FileExistsError:
             # Two submissions in the same second drew the same id: draw again.
@@ -243,20 +338,31 @@ def submit(
         run_dir=str(run_dir),
         campaign_id=campaign_id,
         variant=variant,
+        transport=registry.descriptor(transport),
     )
     store.add_run(run)
     if isinstance(executor, LocalExecutor):
         executor.time_limit = prep.spec.resources.time or prep.partition.default_time
     try:
-        job_id = executor.submit(script, run)
+        transport.push(here, [run_id], root)
+    except GhRunError as exc:  # sbatch was not sent
+        _not_submitted(store, run_id, exc)
+        raise
+    try:
+        job_id = executor.submit(run_dir / script.name, run)
+    except TransportError as exc:
+        if not exc.maybe_ran:
+            _not_submitted(store, run_id, exc)
+            raise
+        store.update_run(run_id, event=f"sbatch's answer was lost: {exc}")
+        raise TransportError(
+            f"{exc}: job {run.job_name} may or may not be queued, so run {run_id} stays an "
+            "intent; `gh-run status` finds the job by its name once the login node answers "
+            "(or records the run as never submitted two minutes after it was written)",
+            maybe_ran=True,
+        ) from None
     except GhRunError as exc:
-        store.update_run(
-            run_id,
-            state=SUBMIT_FAILED,
-            reason=str(exc),
-            ended_at=time.time(),
-            event="not submitted",
-        )
+        _not_submitted(store, run_id, exc)
         raise
     return store.update_run(
         run_id,
@@ -264,6 +370,12 @@ def submit(
         state="PENDING",
         submitted_at=time.time(),
         event=f"submitted as job {job_id} ({executor.name})",
+    )
+
+
+def _not_submitted(store: Store, run_id: str, exc: GhRunError) -> None:
+    store.update_run(
+        run_id, state=SUBMIT_FAILED, reason=str(exc), ended_at=time.time(), event="not submitted"
     )
 
 
@@ -301,11 +413,16 @@ def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list
     """One poll per executor kind for all given runs; returns the updated runs."""
     active = [r for r in runs if not r.terminal and r.job_id]
     updated = {r.run_id: r for r in runs}
-    by_kind: dict[str, list[Run]] = {}
+    # One poll per executor and cluster: all of a cluster's runs in one batched query.
+    by_kind: dict[tuple[str, str | None], list[Run]] = {}
     for r in active:
-        by_kind.setdefault(r.executor, []).append(r)
-    for kind, group in by_kind.items():
-        ex = LocalExecutor() if kind == "local" else SlurmExecutor(warn=warn)
+        by_kind.setdefault((r.executor, r.transport), []).append(r)
+    for (kind, where), group in by_kind.items():
+        ex: Executor = (
+            LocalExecutor()
+            if kind == "local"
+            else SlurmExecutor(warn=warn, transport=registry.for_descriptor(where))
+        )
         statuses = ex.poll(group)
         for r in group:
             if r.run_id in statuses:
@@ -384,6 +501,16 @@ def resubmit(store: Store, run: Run, detail: str) -> Run:
             (folder / name).unlink(missing_ok=True)
     try:
         job_id = ex.submit(script, claimed)
+    except TransportError as exc:
+        if not exc.maybe_ran:
+            return store.update_run(
+                run.run_id,
+                state=run.state,
+                attempt=run.attempt,
+                event=f"retry not submitted: {exc}",
+            )
+        # It may be queued: stay RETRYING; _repair_retry finds the new job by its name.
+        return store.update_run(run.run_id, event=f"the retry's sbatch answer was lost: {exc}")
     except GhRunError as exc:
         return store.update_run(
             run.run_id,
@@ -425,8 +552,6 @@ def collect(
     limits: SizeLimits | None = None,
     warn: Warn | None = None,
 ) -> Manifest:
-    from orchestrator import artifacts
-
     if not run.terminal:
         raise UserError(
             f"run {run.run_id} is {run.state}: artifacts are collected once it has ended; "
@@ -434,7 +559,60 @@ def collect(
         )
     if run.state == SUBMIT_FAILED:
         raise UserError(f"run {run.run_id} was never submitted: it has no artifacts")
-    return artifacts.collect(store, run, spec_of(run), home, limits or site_limits(run, warn))
+    result = collect_many(store, [run], home, warn, limits)[run.run_id]
+    if isinstance(result, GhRunError):
+        raise result
+    return result
+
+
+def collect_many(
+    store: Store,
+    runs: Sequence[Run],
+    home: Path,
+    warn: Warn | None = None,
+    limits: SizeLimits | None = None,
+) -> dict[str, Manifest | GhRunError]:
+    """Collect ended runs, verified: runs on a cluster reached over SSH come back first, all of
+    one cluster at once (remote_collect.fetch: three sessions whatever their number). `limits`:
+    the artifact size limits (default: each run's cluster file, `site_limits`)."""
+    from orchestrator import artifacts, remote_collect
+    from orchestrator.transport.ssh import SshTransport
+
+    out: dict[str, Manifest | GhRunError] = {}
+    sources: dict[str, Run] = {}
+    remote: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.transport and run.executor != "local":
+            remote.setdefault(run.transport, []).append(run)
+        else:
+            sources[run.run_id] = run
+    for where, group in remote.items():
+        transport = registry.for_descriptor(where)
+        assert isinstance(transport, SshTransport)
+        try:
+            fetched = remote_collect.fetch(transport, group, home, warn, store)
+        except GhRunError as exc:
+            fetched = dict.fromkeys((r.run_id for r in group), exc)
+        for run in group:
+            got = fetched[run.run_id]
+            if isinstance(got, GhRunError):
+                if isinstance(got, TransportError):
+                    got = TransportError(
+                        f"{got}; nothing of run {run.run_id} was recorded as collected: "
+                        f"`gh-run fetch {run.run_id}` resumes the copy",
+                        maybe_ran=False,
+                    )
+                out[run.run_id] = got
+            else:
+                sources[run.run_id] = dataclasses.replace(run, run_dir=str(got))
+    for run_id, run in sources.items():
+        try:
+            out[run_id] = artifacts.collect(
+                store, run, spec_of(run), home, limits or site_limits(run, warn)
+            )
+        except GhRunError as exc:
+            out[run_id] = exc
+    return out
 
 
 def wait(
@@ -459,6 +637,8 @@ def wait(
                 current = [store.get_run(r.run_id) for r in current]
             current = refresh(store, current, warn=warn)
             failures = 0
+        except UserError:
+            raise  # a refused host key or login does not mend itself: say so now
         except GhRunError as exc:
             failures += 1
             if warn:
@@ -495,7 +675,7 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
         if run.executor != "slurm":
             continue
 
-        ex = SlurmExecutor(warn=warn)
+        ex = SlurmExecutor(warn=warn, transport=registry.for_run(run))
         try:
             job_id = ex.find_by_name(run.job_name)
         except RuntimeFailure as exc:
@@ -562,7 +742,9 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     found: tuple[str, str] | None = None  # (the retry's job id, where it was found)
     if run.executor == "slurm":
         try:
-            ids = SlurmExecutor(warn=warn).find_all_by_name(run.job_name)
+            ids = SlurmExecutor(warn=warn, transport=registry.for_run(run)).find_all_by_name(
+                run.job_name
+            )
         except RuntimeFailure as exc:
             if warn:
                 warn(f"run {run.run_id}'s retry is not confirmed yet: {exc}")
@@ -617,6 +799,6 @@ def analysis_inputs(store: Store, home: Path, ref: str) -> list[Path]:
     if run.collected_at and collected.is_dir():
         return [collected]
     live = Path(run.run_dir) / "artifacts"
-    if live.is_dir():
+    if not run.transport and live.is_dir():  # a remote run's folder is on the cluster
         return [live]
     raise UserError(f"run {run.run_id} has no artifacts yet ({run.state}); `gh-run fetch` it")

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at    REAL NOT NULL,
     submitted_at  REAL,
     ended_at      REAL,
-    collected_at  REAL
+    collected_at  REAL,
+    transport     TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
 CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign_id);
@@ -184,6 +185,9 @@ class Run:
     submitted_at: float | None = None
     ended_at: float | None = None
     collected_at: float | None = None
+    # How the cluster is reached (transport/registry.py): None is this machine, else the
+    # resolved SSH login as JSON; run_dir is then a path on the cluster side.
+    transport: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -240,7 +244,8 @@ def iso(ts: float | None) -> str:
 # The store's schema version (PRAGMA user_version). 0 is a store written before versions
 # were kept (its tables are those of version 1). A store newer than this gh-run is refused;
 # an older one is migrated forward when opened for writing.
-SCHEMA_VERSION = 1
+# 2: runs.transport (how the run's cluster is reached).
+SCHEMA_VERSION = 2
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:

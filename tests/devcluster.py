@@ -8,8 +8,11 @@ The cluster is shared by all integration tests: ``ensure_up()`` starts it or reu
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Literal, get_args
 
@@ -29,7 +32,15 @@ GPU_TYPE: Final = "gh200"
 CPUS_PER_NODE: Final = 2
 MEMORY_MB_PER_NODE: Final = 4000
 
-Daemon = Literal["munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-gh1", "slurmd-gh2"]
+# The login node (clusters/dev-ssh.yaml): sshd on loopback, its keys and scratch in STATE_DIR.
+SSH_PORT: Final = 16822
+SSH_DIR: Final = STATE_DIR / "ssh"
+SSH_KEY: Final = SSH_DIR / "id_ed25519"
+SSH_KNOWN_HOSTS: Final = SSH_DIR / "known_hosts"
+SCRATCH: Final = STATE_DIR / "scratch"
+SSHD_LOG: Final = LOG_DIR / "sshd.log"
+
+Daemon = Literal["munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-gh1", "slurmd-gh2", "sshd"]
 DAEMONS: Final[tuple[str, ...]] = get_args(Daemon)
 
 _UP_TIMEOUT_S: Final = 900  # includes apt-get install on a fresh machine
@@ -124,3 +135,19 @@ def status() -> str:
         check=False,
     )
     return proc.stdout + proc.stderr
+
+
+@contextlib.contextmanager
+def paused(daemon: Daemon | str) -> Iterator[None]:
+    """SIGSTOP one daemon of this cluster (a controller that accepts connections and does not
+    answer yet), and SIGCONT it when the block ends, whatever happens in it."""
+    _check_daemon(daemon)
+    pid = int((STATE_DIR / "pids" / f"{daemon}.pid").read_text().strip())
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    if daemon.split("-")[0] not in cmdline or str(STATE_DIR) not in cmdline:
+        raise DevClusterError(f"pid {pid} is not this cluster's {daemon} ({cmdline!r})")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)

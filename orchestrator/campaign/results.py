@@ -30,7 +30,9 @@ WORKLOAD_KEYS = {
 
 def _run_files(home: Path, run: Run) -> Path:
     collected = artifacts.store_dir(home, run.run_id) / "artifacts"
-    return collected if collected.is_dir() else Path(run.run_dir) / "artifacts"
+    if collected.is_dir() or run.transport:  # a remote run's folder is on the cluster
+        return collected
+    return Path(run.run_dir) / "artifacts"
 
 
 def extract_metrics(home: Path, run: Run, warn: Warn | None = None) -> dict[str, float | None]:
@@ -78,15 +80,14 @@ def collect_all(
 ) -> dict[str, Run]:
     """Collect (verified) and extract metrics for every ended variant; variant → run."""
     runs = db.runs_of(store, campaign_id)
-    for name, run in runs.items():
-        if not run.terminal or run.state == SUBMIT_FAILED:
-            continue
-        try:
-            if run.collected_at is None:
-                R.collect(store, run, home)
-        except GhRunError as exc:
-            if warn:
-                warn(f"variant {name}: collect failed: {exc}")
+    ended = {n: r for n, r in runs.items() if r.terminal and r.state != SUBMIT_FAILED}
+    # All at once: runs on a cluster reached over SSH come back in one copy.
+    todo = [r for r in ended.values() if r.collected_at is None]
+    results = R.collect_many(store, todo, home, warn)
+    for name, run in ended.items():
+        result = results.get(run.run_id)
+        if isinstance(result, GhRunError) and warn:
+            warn(f"variant {name}: collect failed: {result}")
         values = extract_metrics(home, run, warn)
         if values:
             store.put_metrics(run.run_id, values)

@@ -2,7 +2,9 @@
 SLURM job (`sbatch --begin=...`) that queues its next night and then runs the campaign.
 
 Both run `gh-run campaign fire FILE`; a registry in the gh-run home (schedules/NAME.json)
-remembers what was installed, for `list` and `unschedule`.
+remembers what was installed, for `list` and `unschedule`. The crontab and the SLURM commands
+go through the cluster's transport: for a cluster reached over SSH they are the login node's
+(remote_schedule.py installs such schedules).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from datetime import datetime
@@ -28,6 +29,9 @@ from orchestrator.executors.slurm import SlurmExecutor, run_slurm
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.render import make_environment
 from orchestrator.spec import SBATCH_VALUE_RE
+from orchestrator.transport import registry
+from orchestrator.transport.base import Transport
+from orchestrator.transport.local import LOCAL
 
 MARK = "# gh-run-campaign:"
 # What `crontab -l` says, alone, when the user has no table (Debian's cron, cronie, vixie).
@@ -43,6 +47,8 @@ class Installed(Strict):
     tz: str
     installed_at: float
     entry: str = ""  # the crontab line, or the launcher script path
+    # Where it was installed (transport/registry.py): None is this machine.
+    transport: str | None = None
 
 
 def registry_dir(home: Path) -> Path:
@@ -85,16 +91,18 @@ def next_begin(schedule_cron: str, tz: str, after: datetime | None = None) -> st
 
 
 # -- cron ---------------------------------------------------------------------------------------
-def _crontab() -> list[str]:
-    if shutil.which("crontab") is None:
+def _crontab(transport: Transport = LOCAL) -> list[str]:
+    if not transport.remote and shutil.which("crontab") is None:
         raise RuntimeFailure(
             "crontab is not installed on this machine; install cron (Debian: apt-get install "
             "cron) or schedule with --mode slurm"
         )
-    res = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+    res = transport.run(["crontab", "-l"])
     if res.returncode == 0:
         return res.stdout.splitlines()
-    if NO_CRONTAB.fullmatch(res.stderr.strip()):
+    # its last line: over SSH the client may put a warning of its own before crontab's words
+    last = next((x.strip() for x in reversed(res.stderr.splitlines()) if x.strip()), "")
+    if NO_CRONTAB.fullmatch(last):
         return []
     # Anything else (an unreadable spool, a cron that is not allowed here, ...) is not "empty":
     # writing a table now would delete the user's entries.
@@ -105,9 +113,9 @@ def _crontab() -> list[str]:
     )
 
 
-def _write_crontab(lines: list[str]) -> None:
+def _write_crontab(lines: list[str], transport: Transport = LOCAL) -> None:
     text = "\n".join(lines) + "\n" if lines else ""
-    res = subprocess.run(["crontab", "-"], input=text, capture_output=True, text=True, check=False)
+    res = transport.run(["crontab", "-"], stdin=text)
     if res.returncode != 0:
         raise RuntimeFailure(f"crontab refused the new table: {res.stderr.strip()}")
 
@@ -145,11 +153,11 @@ def install_cron(campaign: Campaign, file: Path, home: Path, src: str) -> Instal
     return _register(home, campaign, file, "cron", line)
 
 
-def remove_cron(name: str) -> bool:
-    lines = _crontab()
+def remove_cron(name: str, transport: Transport = LOCAL) -> bool:
+    lines = _crontab(transport)
     kept = [x for x in lines if not x.endswith(f"{MARK}{name}")]
     if len(kept) != len(lines):
-        _write_crontab(kept)
+        _write_crontab(kept, transport)
         return True
     return False
 
@@ -166,23 +174,45 @@ def render_launcher(campaign: Campaign, file: Path, home: Path, script: Path) ->
         spec = load_spec(job_path(file, campaign))
         cl = load_cluster(spec.cluster)
         partition = spec.partition or cl.default_partition
-    log_dir = registry_dir(home)
-    for value in (partition, sched.launcher_time, str(log_dir)):
+    return launcher_text(
+        campaign,
+        file,
+        partition,
+        log_dir=str(registry_dir(home)),
+        cwd=str(Path.cwd()),
+        env={"GH_RUN_HOME": str(home), **_job_env()},
+        argv=fire_argv(file, home, script),
+    )
+
+
+def launcher_text(
+    campaign: Campaign,
+    file: Path,
+    partition: str,
+    *,
+    log_dir: str,
+    cwd: str,
+    env: dict[str, str],
+    argv: list[str],
+) -> str:
+    """The launcher script: where it runs, with what, and its log (paths on the cluster)."""
+    assert campaign.schedule
+    for value in (partition, campaign.schedule.launcher_time, log_dir):
         if not SBATCH_VALUE_RE.fullmatch(value):
             raise UserError(
                 f"{file}: schedule: {value!r} cannot go into an #SBATCH line; use letters, "
                 "digits and . _ : , @ % + = / -"
             )
-    env = make_environment([TEMPLATES_DIR])
-    return env.get_template("campaign/launcher.sbatch.j2").render(
+    jinja = make_environment([TEMPLATES_DIR])
+    return jinja.get_template("campaign/launcher.sbatch.j2").render(
         name=campaign.name,
         job_name=launcher_job_name(campaign.name),
         partition=partition,
-        time=sched.launcher_time,
+        time=campaign.schedule.launcher_time,
         log=f"{log_dir}/{campaign.name}-%j.log",
-        cwd=str(Path.cwd()),
-        env={"GH_RUN_HOME": str(home), **_job_env()},
-        argv=fire_argv(file, home, script),
+        cwd=cwd,
+        env=env,
+        argv=argv,
     )
 
 
@@ -201,9 +231,11 @@ def install_slurm(
     return _register(home, campaign, file, "slurm", str(script)), job_id
 
 
-def queued_launchers(name: str) -> list[tuple[str, str, str]]:
+def queued_launchers(name: str, transport: Transport = LOCAL) -> list[tuple[str, str, str]]:
     """(job id, state, start/begin time) of the launcher jobs of `name` in the queue."""
-    res = run_slurm(["squeue", "-h", "-o", "%i|%T|%S", "--name", launcher_job_name(name)])
+    res = run_slurm(
+        ["squeue", "-h", "-o", "%i|%T|%S", "--name", launcher_job_name(name)], transport=transport
+    )
     out = []
     for line in res.stdout.splitlines():
         parts = line.split("|")
@@ -212,11 +244,11 @@ def queued_launchers(name: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def remove_slurm(name: str) -> list[str]:
+def remove_slurm(name: str, transport: Transport = LOCAL) -> list[str]:
     """Cancel the queued (not the running) launcher jobs of `name`."""
-    pending = [j for j, state, _ in queued_launchers(name) if state == "PENDING"]
+    pending = [j for j, state, _ in queued_launchers(name, transport) if state == "PENDING"]
     if pending:
-        run_slurm(["scancel", *pending])
+        run_slurm(["scancel", *pending], transport=transport)
     return pending
 
 
@@ -228,9 +260,17 @@ def queue_next(script: Path, campaign: Campaign) -> str:
 
 
 # -- registry -----------------------------------------------------------------------------------
-def _register(home: Path, campaign: Campaign, file: Path, mode: Mode, entry: str) -> Installed:
+def _register(
+    home: Path,
+    campaign: Campaign,
+    file: Path,
+    mode: Mode,
+    entry: str,
+    transport: Transport = LOCAL,
+) -> Installed:
     assert campaign.schedule
     rec = Installed(
+        transport=registry.descriptor(transport),
         name=campaign.name,
         mode=mode,
         file=str(file.resolve()),
@@ -239,6 +279,7 @@ def _register(home: Path, campaign: Campaign, file: Path, mode: Mode, entry: str
         installed_at=time.time(),
         entry=entry,
     )
+    registry_dir(home).mkdir(parents=True, exist_ok=True)
     (registry_dir(home) / f"{campaign.name}.json").write_text(rec.model_dump_json(indent=2))
     return rec
 
@@ -258,21 +299,24 @@ def unschedule(home: Path, name: str) -> str:
             f"no schedule named {name!r} (installed: {known}); see `gh-run campaign list`"
         )
     rec = Installed.model_validate_json(path.read_text())
+    transport = registry.for_descriptor(rec.transport)
     if rec.mode == "cron":
-        removed = remove_cron(name)
+        removed = remove_cron(name, transport)
         what = "crontab entry removed" if removed else "no crontab entry was left"
     else:
-        cancelled = remove_slurm(name)
+        cancelled = remove_slurm(name, transport)
         what = f"cancelled queued launcher job(s) {', '.join(cancelled) or '(none queued)'}"
     path.unlink()
     return what
 
 
 def status_of(rec: Installed) -> str:
+    transport = registry.for_descriptor(rec.transport)
+    where = f" on {transport.where}" if transport.remote else ""
     if rec.mode == "cron":
-        present = any(x.endswith(f"{MARK}{rec.name}") for x in _crontab())
-        return "crontab entry present" if present else "crontab entry MISSING"
-    queued = queued_launchers(rec.name)
+        present = any(x.endswith(f"{MARK}{rec.name}") for x in _crontab(transport))
+        return f"crontab entry present{where}" if present else f"crontab entry MISSING{where}"
+    queued = queued_launchers(rec.name, transport)
     if not queued:
         return "no launcher job queued"
     return "; ".join(f"job {j} {s} (begin {b})" for j, s, b in queued)

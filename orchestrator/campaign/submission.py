@@ -6,6 +6,10 @@ group script is written to disk, then the whole plan (campaign, groups, variants
 as an INTENT row) is committed in one transaction, and only then is each group sent: under
 its lock file, claimed in the store (PLANNED → SENDING), sbatch, and its job id recorded the
 moment sbatch answers.
+
+On a cluster reached over SSH, run folders and group scripts are written into this machine's
+mirror of the cluster's runs root; `send` copies all of them with one rsync before the first
+sbatch, so a campaign costs the same few round trips whatever its number of variants.
 """
 
 from __future__ import annotations
@@ -38,10 +42,14 @@ from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, valid
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.executors.slurm import SlurmExecutor, run_slurm
+from orchestrator.executors.slurm import SlurmExecutor, run_slurm, secrets_of
+from orchestrator.paths import mirror_root
 from orchestrator.render import RenderedJob, array_key, partition_template, render_array
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
+from orchestrator.transport import registry
+from orchestrator.transport.base import Transport, TransportError
+from orchestrator.transport.local import LOCAL
 
 T = TypeVar("T")
 DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize (indices 0..1000)
@@ -86,9 +94,9 @@ def group_lock(store: Store, campaign_id: str, group_index: int) -> Iterator[boo
         os.close(fd)
 
 
-def max_array_size() -> int:
+def max_array_size(transport: Transport | None = None) -> int:
     """The controller's MaxArraySize (one `scontrol show config`); the largest index + 1."""
-    res = run_slurm(["scontrol", "show", "config"])
+    res = run_slurm(["scontrol", "show", "config"], transport=transport)
     for line in res.stdout.splitlines():
         key, _, value = line.partition("=")
         if key.strip() == "MaxArraySize" and value.strip().isdigit():
@@ -139,7 +147,11 @@ def prepare_variants(
         partition_template(cl, part_name, part)
         # What a single submit checks on the submit host, checked here before anything is
         # written or sent (a missing image would otherwise fail every array element).
-        R.check_submit_host(spec, f"{where} (job {yamlio.display_path(base_path)})")
+        R.check_submit_host(
+            spec,
+            f"{where} (job {yamlio.display_path(base_path)})",
+            remote=cl.transport != "local",
+        )
         out.append((v.name, overrides, R.Prepared(spec, base_path, cl, part_name, part)))
     return out
 
@@ -165,14 +177,27 @@ def plan(
         prepared = prepare_variants(campaign, file, extra_overrides, store.home)
     cid = new_campaign_id(campaign.name)
     cdir = campaign_dir(home, cid)
-    cdir.mkdir(parents=True, mode=0o700)
     launcher = "direct" if executor == "local" else "srun"
+    transports: dict[str, Transport] = {}
+    roots: dict[str, str] = {}
+    for _, _, prep in prepared:
+        if prep.cluster.name not in transports:
+            if executor == "local":
+                transports[prep.cluster.name] = LOCAL
+                R.choose_executor("local", cluster=prep.cluster)  # refuses a remote cluster
+            else:
+                transport = transports[prep.cluster.name] = R.transport_for(prep.cluster)
+                roots[prep.cluster.name] = R.cluster_runs_root(prep.cluster, home, transport)
+    cdir.mkdir(parents=True, mode=0o700)
     planned: list[PlannedRun] = []
     for name, overrides, prep in prepared:
         run_id = f"{cid}.{name}"
-        run_dir = R.run_dir_for(prep.cluster, home, run_id)
+        transport = transports[prep.cluster.name]
+        run_dir = R.run_dir_for(prep.cluster, home, run_id, transport)
         rendered = R.render(prep, run_id, run_dir, launcher)
-        R.write_run_folder(run_dir, rendered, prep.spec)
+        R.write_run_folder(
+            R.local_root(prep.cluster, home, transport) / run_id, rendered, prep.spec
+        )
         planned.append(
             PlannedRun(
                 name,
@@ -190,6 +215,7 @@ def plan(
                     run_dir=str(run_dir),
                     campaign_id=cid,
                     variant=name,
+                    transport=registry.descriptor(transport),
                 ),
                 rendered,
             )
@@ -204,19 +230,29 @@ def plan(
         )
         buckets.setdefault(key, []).append(p)
     single = executor != "slurm" or len(planned) == 1
-    limit = 1 if single else (array_limit or max_array_size())
+    first = transports[planned[0].prep.cluster.name]
+    limit = 1 if single else (array_limit or max_array_size(first))
     chunks = chunk_groups(list(buckets.values()), limit)
     groups: list[db.GroupRecord] = []
     variants: list[db.VariantRecord] = []
     for gi, members in enumerate(chunks):
         if len(members) > 1:
             job_name = f"ghr-{cid}-g{gi}"
+            cluster = members[0].prep.cluster
+            transport = transports[cluster.name]
+            # A job array's own files: here, or (over SSH) beside the runs on the cluster.
+            here, there = cdir, str(cdir)
+            if transport.remote:
+                here = R.local_root(cluster, home, transport) / campaign_files(cid)
+                there = f"{roots[cluster.name]}/{campaign_files(cid)}"
+                here.mkdir(parents=True, exist_ok=True, mode=0o700)
             arr = render_array(
-                [m.rendered for m in members], job_name, str(cdir), campaign.max_parallel
+                [m.rendered for m in members], job_name, there, campaign.max_parallel
             )
-            script = cdir / f"group{gi}.sbatch"
-            script.write_text(arr.script)
-            script.chmod(0o700)
+            local_script = here / f"group{gi}.sbatch"
+            local_script.write_text(arr.script)
+            local_script.chmod(0o700)
+            script = Path(there) / local_script.name
             is_array = True
         else:
             job_name = members[0].run.job_name
@@ -257,6 +293,37 @@ def plan(
     return cid
 
 
+def campaign_files(campaign_id: str) -> str:
+    """The folder, beside the run folders in a remote runs root, holding a campaign's array
+    scripts and their own logs (`_` cannot begin a run id, so it never names a run)."""
+    return f"_campaigns/{campaign_id}"
+
+
+def push_plan(store: Store, campaign_id: str) -> None:
+    """Copy the run folders (and array scripts) of the groups still PLANNED to each remote
+    cluster: one rsync per cluster, however many variants."""
+    planned = {g.group_index for g in db.groups_of(store, campaign_id) if g.state == db.G_PLANNED}
+    by_where: dict[str, tuple[Transport, Path, str, list[str]]] = {}
+    for v in db.variants_of(store, campaign_id):
+        if v.group_index not in planned:
+            continue
+        run = store.get_run(v.run_id)
+        if not run.transport or run.executor == "local":
+            continue
+        if run.transport not in by_where:
+            root = str(Path(run.run_dir).parent)
+            here = mirror_root(store.home, run.cluster)
+            names = (
+                [campaign_files(campaign_id)]
+                if (here / campaign_files(campaign_id)).is_dir()
+                else []
+            )
+            by_where[run.transport] = (registry.for_run(run), here, root, names)
+        by_where[run.transport][3].append(Path(run.run_dir).name)
+    for transport, here, root, names in by_where.values():
+        transport.push(here, names, root)
+
+
 def chunk_groups(buckets: Sequence[list[T]], limit: int) -> list[list[T]]:
     """Each bucket (variants that may share one array) cut into arrays of at most `limit`
     elements, in order; the controller refuses an array index >= MaxArraySize."""
@@ -282,6 +349,11 @@ def send(
     members: dict[int, list[str]] = {}
     for v in db.variants_of(store, campaign_id):
         members.setdefault(v.group_index, []).append(v.run_id)
+    try:
+        push_plan(store, campaign_id)
+    except GhRunError as exc:
+        # Nothing was sent: every group stays PLANNED for `campaign resume`.
+        return [f"nothing was sent, because {exc} (`gh-run campaign resume {campaign_id}`)"]
     failures: list[str] = []
     for g in db.groups_of(store, campaign_id):
         if g.state != db.G_PLANNED:
@@ -312,11 +384,24 @@ def _send_group(
     """One claimed group's sbatch (or local start), recorded: (job id, failure sentence)."""
     try:
         if executor == "slurm":
-            job_id = SlurmExecutor(warn=warn).sbatch(Path(g.script), ["--hold"] if hold else [])
+            runs = [store.get_run(r) for r in run_ids]
+            ex = SlurmExecutor(warn=warn, transport=registry.for_run(runs[0]))
+            secrets = {k: v for run in runs for k, v in secrets_of(run).items()}
+            job_id = ex.sbatch(g.script, ["--hold"] if hold else [], env=secrets)
         else:
             run = store.get_run(run_ids[0])
-            ex = LocalExecutor(time_limit=_time_limit(Path(g.script)))
-            job_id = ex.submit(Path(g.script), run)
+            local = LocalExecutor(time_limit=_time_limit(Path(g.script)))
+            job_id = local.submit(Path(g.script), run)
+    except TransportError as exc:
+        if not exc.maybe_ran:
+            db.record_group_failure(store, g, run_ids, str(exc))
+            return None, f"group {g.group_index} ({g.size} variants): {exc}"
+        # It may be queued: the group stays SENDING (claimed, its lock free once we are
+        # gone), which `campaign resume` looks up by its name before sending anything.
+        return None, (
+            f"group {g.group_index} ({g.size} variants): {exc}; `gh-run campaign resume "
+            f"{g.campaign_id}` finds {g.job_name} by its name or sends it"
+        )
     except GhRunError as exc:
         db.record_group_failure(store, g, run_ids, str(exc))
         return None, f"group {g.group_index} ({g.size} variants): {exc}"
@@ -333,10 +418,13 @@ def _time_limit(script: Path) -> str | None:
 
 
 def resolve_executor(kind: str, prepared: PreparedVariants | None = None) -> str:
-    """`auto` → slurm when a controller answers, else local where the variants' cluster files
-    allow it (`runs.auto_executor`)."""
+    """`auto`: slurm when a variant's cluster is reached over SSH (its jobs can only run there);
+    else slurm when a controller answers, else local where the variants' cluster files allow it
+    (`runs.auto_executor`)."""
     if kind == "auto":
         clusters = {id(p.cluster): p.cluster for _, _, p in prepared or []}
+        if any(c.transport != "local" for c in clusters.values()):
+            return "slurm"
         return R.auto_executor(list(clusters.values()))
     return kind
 

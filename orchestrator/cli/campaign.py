@@ -244,11 +244,25 @@ def schedule_cmd(
     src = display_path(file)
     if campaign.schedule is None:
         raise UserError(f"{src}: schedule: missing; add `schedule: {{cron: '0 2 * * *', tz: UTC}}`")
-    # A pinned baseline that does not exist would fail every night: say so now.
-    check_pinned_baseline(STATE.home, campaign, src)
     chosen = mode or campaign.schedule.mode
     if chosen not in ("cron", "slurm"):
         raise UserError(f"--mode {chosen!r}: use cron or slurm")
+    from orchestrator.campaign import remote_schedule
+
+    cluster = remote_schedule.cluster_of(campaign, file)
+    if cluster.transport != "local":
+        # The nights run on the cluster side, in a gh-run home there (see remote_schedule).
+        rec, job_id = remote_schedule.install(
+            campaign, file.resolve(), STATE.home, src, chosen, cluster, first_begin
+        )
+        how = "in the login node's crontab" if chosen == "cron" else f"as launcher job {job_id}"
+        out.print(
+            f"scheduled {campaign.name} on {cluster.login} {how}: {rec.cron} ({rec.tz}); it "
+            f"runs there, its reports in {remote_schedule.REMOTE_HOME} beside the run folders"
+        )
+        return
+    # A pinned baseline that does not exist would fail every night: say so now.
+    check_pinned_baseline(STATE.home, campaign, src)
     if chosen == "cron":
         rec = S.install_cron(campaign, file.resolve(), STATE.home, src)
         out.print(f"scheduled {campaign.name} in crontab: {rec.cron} ({rec.tz})")

@@ -14,14 +14,15 @@ from orchestrator import runs as R
 from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.escape import plain
 from orchestrator.store import Run, Store, iso
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Rich and the transports are imported when a command needs them
     from rich.table import Table
 
     from orchestrator.artifacts import Manifest, SizeLimits
+    from orchestrator.transport.base import Transport
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Job spec (YAML), e.g. jobs/smoke.yaml.", show_default=False)
@@ -86,10 +87,11 @@ def render_cmd(
     With the same options (and --run-id), `submit` writes this very script, byte for byte."""
     prep = R.prepare(spec, set_ or [], cluster)
     rid = _run_id(run_id) or R.new_run_id(prep.spec.name)
-    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
-    # its launcher (srun, or direct for local) is part of the script.
+    # its launcher (srun, or direct for local) is part of the script; so is the run folder,
+    # on the cluster side (a remote paths.runs is resolved on the login node).
     ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
+    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, R.transport_of(ex))
     rendered = R.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
@@ -104,22 +106,19 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
 
 
 def _check(prep: R.Prepared) -> None:
-    import tempfile
-
     from orchestrator.container import check_image
     from orchestrator.executors.slurm import SlurmExecutor
     from orchestrator.yamlio import display_path as _where
 
     where = _where(prep.spec_path) if prep.spec_path else prep.spec.name
-    check_image(prep.spec.container, where)
-    _check_nsys(prep, where)
+    transport = R.transport_for(prep.cluster, warn)
+    if not transport.remote:  # a remote cluster's image and nsys are paths there
+        check_image(prep.spec.container, where)
+        _check_nsys(prep, where)
     rid = R.new_run_id(prep.spec.name)
-    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid)
+    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, transport)
     rendered = R.render(prep, rid, run_dir, "srun")
-    with tempfile.TemporaryDirectory(prefix="gh-run-check-") as tmp:
-        script = Path(tmp) / "job.sbatch"
-        script.write_text(rendered.script)
-        ok, text = SlurmExecutor().test_only(script)
+    ok, text = SlurmExecutor(warn=warn, transport=transport).test_only(rendered.script)
     from orchestrator.cluster import explain_controller
     from orchestrator.yamlio import display_path
 
@@ -198,7 +197,8 @@ def submit_cmd(
         f"submitted {paint(run.run_id, 'bold')} as {ex.name} job {run.job_id} "
         f"on {prep.cluster.name}/{prep.partition_name}"
     )
-    print(f"  run folder: {run.run_dir}")
+    where = f" on {R.transport_of(ex).where}" if R.transport_of(ex).remote else ""
+    print(f"  run folder: {run.run_dir}{where}")
     if not wait:
         print(f"  follow it:  gh-run status {run.run_id}   gh-run logs {run.run_id} -f")
         return
@@ -234,6 +234,8 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
         )
         raise typer.Exit(130) from None
     failed = False
+    ended = [r for r in final if r.terminal and r.state != "SUBMIT_FAILED"]
+    collected = R.collect_many(store, ended, STATE.home, warn)
     for run in final:
         if not run.terminal:
             print(
@@ -242,9 +244,12 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
             )
             failed = True
             continue
-        manifest = R.collect(store, run, STATE.home) if run.state != "SUBMIT_FAILED" else None
         run_view.print_end(run)
-        if manifest is not None:
+        manifest = collected.get(run.run_id)
+        if isinstance(manifest, GhRunError):
+            print(f"{paint('error:', 'bold red', sys.stderr)} {manifest}", file=sys.stderr)
+            failed = True
+        elif manifest is not None:
             total = sum(f.size for f in manifest.files)
             print(
                 f"  collected {len(manifest.files)} files ({total} bytes, sha256 verified)"
@@ -266,6 +271,8 @@ def status_cmd(
     Runs that have not ended are asked about in one batched query per executor (sacct for
     SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
     leaves out the less important columns first, never the run id or the state."""
+    from orchestrator.transport.base import TransportError
+
     store = STATE.store()
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
     if store.readonly:
@@ -273,8 +280,12 @@ def status_cmd(
         # shows what was recorded.
         warn(f"{store.path} cannot be written: showing the recorded states, not refreshed")
     else:
-        R.repair_intents(store, warn=warn)
-        runs = R.refresh(store, [store.get_run(r.run_id) for r in runs], warn=warn)
+        try:
+            R.repair_intents(store, warn=warn)
+            runs = R.refresh(store, [store.get_run(r.run_id) for r in runs], warn=warn)
+        except TransportError as exc:
+            # A login node that does not answer must not hide what is known of every run.
+            warn(f"{exc}; showing the states last recorded")
     if as_json:
         import json
 
@@ -358,11 +369,15 @@ def logs_cmd(
 
     Rank 0's log also holds the batch script's own output. Every task of a multi-node or
     multi-task job writes its own pair of logs in the run folder; --rank N shows task N's."""
+    from orchestrator.transport.base import TransportError
+
     store = STATE.store()
     r = store.find_run(run)
     ex = R.executor_for(r)
+    transport = R.transport_of_run(r)
     path = ex.log_paths(r, rank)[1 if stderr else 0]
-    if rank and not path.is_file() and (r.terminal or not follow):
+    data = transport.read_from(str(path), 0)
+    if rank and data is None and (r.terminal or not follow):
         have = ex.ranks_with_logs(r)
         raise UserError(
             f"--rank {rank}: run {r.run_id} has no log of rank {rank} ({path}); "
@@ -373,13 +388,13 @@ def logs_cmd(
             )
         )
     pos = 0
-    if path.is_file():
+    if data is not None:
+        text = data.decode("utf-8", "replace")
         if tail:
-            lines = run_view.tail(path, tail)
-            typer.echo("\n".join(lines))
-            pos = path.stat().st_size
+            typer.echo("\n".join(text.splitlines()[-tail:]))
         else:
-            pos = _print_from(path, 0)
+            typer.echo(text, nl=False)
+        pos = len(data)
     elif r.state == "SUBMIT_FAILED":
         raise RuntimeFailure(f"run {r.run_id} was never submitted ({r.reason}); it has no log")
     elif not follow:
@@ -390,21 +405,22 @@ def logs_cmd(
     if not follow:
         return
     while True:
-        r = R.refresh(store, [r], warn=warn)[0]
-        if path.is_file():
-            pos = _print_from(path, pos)
+        r = R.wait(store, [r], warn=warn, timeout=0)[0]  # one poll; backs off while unreachable
+        try:
+            pos = _print_from(transport, path, pos)
+        except TransportError as exc:
+            warn(f"{exc}; reading on once it answers")
+            time.sleep(2.0)
+            continue
         if r.terminal:
-            if path.is_file():
-                _print_from(path, pos)
+            _print_from(transport, path, pos)
             print(f"-- {r.run_id} ended: {r.state}", file=sys.stderr)
             return
         time.sleep(1.0)
 
 
-def _print_from(path: Path, pos: int) -> int:
-    with path.open("rb") as f:
-        f.seek(pos)
-        data = f.read()
+def _print_from(transport: Transport, path: Path, pos: int) -> int:
+    data = transport.read_from(str(path), pos) or b""
     if data:
         typer.echo(data.decode("utf-8", "replace"), nl=False)
     return pos + len(data)
@@ -491,7 +507,7 @@ def fetch_cmd(
     found = store.find_run(run)
     limits = _limits(found, max_file_size, max_run_size)  # a bad flag is refused before any write
     r = R.refresh(store, [found], warn=warn)[0]
-    manifest = R.collect(store, r, STATE.home, limits)
+    manifest = R.collect(store, r, STATE.home, limits, warn)
     total = sum(f.size for f in manifest.files)
     print(
         f"{r.run_id}: {len(manifest.files)} files, {total} bytes, sha256 verified, in "

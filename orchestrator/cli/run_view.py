@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from orchestrator.cli.table import paint
+from orchestrator.errors import GhRunError
 from orchestrator.escape import plain
 from orchestrator.store import Run, exit_code_worth_showing
 
@@ -42,16 +43,13 @@ def exit_text(run: Run) -> str:
     return "-" if code is None else str(code)
 
 
-def tail(path: Path, lines: int) -> list[str]:
-    """The last `lines` lines of a text file (read from its last 64 KiB); [] if absent."""
-    if not path.is_file():
-        return []
-    with path.open("rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - 64 * 1024))
-        text = f.read().decode("utf-8", "replace")
-    return text.splitlines()[-lines:]
+def tail(run: Run, path: Path, lines: int) -> list[str]:
+    """The last `lines` lines of one of the run's text files (read from its last 64 KiB),
+    on this machine or on the cluster's login node; [] if absent."""
+    from orchestrator.runs import transport_of_run
+
+    data = transport_of_run(run).read_tail(str(path), 64 * 1024)
+    return data.decode("utf-8", "replace").splitlines()[-lines:] if data else []
 
 
 def end_line(run: Run) -> str:
@@ -68,7 +66,13 @@ def print_stderr_tail(run: Run, lines: int = 10, indent: str = "  ") -> None:
     from orchestrator.runs import executor_for
 
     _, err_path = executor_for(run).log_paths(run)
-    got = tail(err_path, lines)
+    try:
+        got = tail(run, err_path, lines)
+    except GhRunError as exc:  # the login node went away: the state is known anyway
+        from orchestrator.cli.state import warn
+
+        warn(f"cannot read {err_path}: {exc}")
+        got = []
     if got:
         print(f"{indent}last lines of {err_path}:")
         for line in got:

@@ -1,24 +1,27 @@
 """The SLURM executor: sbatch to submit, submitit to track, scancel to cancel.
 
 Tracking goes through submitit: every job is a `submitit.SlurmJob`, and one shared watcher
-asks `sacct` about all registered jobs in one batched call per poll, whatever their number
-(`slurm_watch.py`). submitit is imported only when a job is tracked: submitting, cancelling and
-reading logs do not need it, and commands that only read the store must start fast.
+per cluster asks `sacct` about all registered jobs in one batched call per poll, whatever their
+number (`slurm_watch.py`). Every SLURM command goes through the cluster's transport
+(orchestrator/transport/): on this machine, or on the login node over SSH. submitit is imported
+only when a job is tracked: submitting, cancelling and reading logs do not need it, and commands
+that only read the store must start fast.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.store import Run
+from orchestrator.transport.base import Transport, TransportError
+from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
     from orchestrator.executors.slurm_watch import GhRunWatcher, TrackedJob
@@ -43,64 +46,36 @@ MEMORY_KILL = re.compile(
 LOG_TAIL_BYTES = 64 * 1024
 
 
-def memory_kill_evidence(run_dir: Path, job_id: str) -> str | None:
-    """slurmstepd's memory-kill line in the tail of one of the job's stderr logs, if any."""
-    for err in sorted(run_dir.glob(f"{job_id}_*_log.err")):
-        try:
-            with err.open("rb") as fh:
-                fh.seek(max(0, err.stat().st_size - LOG_TAIL_BYTES))
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            continue
+def memory_kill_match(tails: Iterable[str]) -> str | None:
+    """slurmstepd's memory-kill line in one of the given log tails, if any."""
+    for text in tails:
         match = MEMORY_KILL.search(text)
         if match:
             return match.group(1)
     return None
 
 
-def slurm_env() -> dict[str, str]:
-    return dict(os.environ)
+def memory_kill_evidence(run_dir: Path, job_id: str) -> str | None:
+    """slurmstepd's memory-kill line in the tail of one of the job's stderr logs, if any."""
+    return memory_kill_match(LOCAL.tails(str(run_dir), job_id, LOG_TAIL_BYTES))
 
 
 def run_slurm(
-    argv: Sequence[str], timeout: float = SLURM_TIMEOUT_S, stdin: str | None = None
+    argv: Sequence[str],
+    timeout: float = SLURM_TIMEOUT_S,
+    stdin: str | None = None,
+    transport: Transport | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a SLURM client command; a missing client is a clear runtime failure."""
-    if shutil.which(argv[0]) is None:
-        raise RuntimeFailure(
-            f"{argv[0]} is not installed on this machine, so SLURM cannot be reached; "
-            "run where the SLURM clients are, or use --executor local"
-        )
-    try:
-        return subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=slurm_env(),
-            input=stdin,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise RuntimeFailure(
-            f"{argv[0]} did not answer within {timeout:.0f} s; the SLURM controller may be "
-            "overloaded or down"
-        ) from None
+    """Run a SLURM client command where the clients are (this machine unless a transport is
+    given); a missing client, or a cluster that cannot be reached, is a clear runtime failure."""
+    return (transport or LOCAL).run(argv, timeout=timeout, stdin=stdin, env=env)
 
 
-def slurm_reachable(timeout: float = 5.0) -> bool:
-    if shutil.which("sinfo") is None:
-        return False
+def slurm_reachable(timeout: float = 5.0, transport: Transport | None = None) -> bool:
     try:
-        res = subprocess.run(
-            ["sinfo", "-h", "-o", "%P"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=slurm_env(),
-            check=False,
-        )
-    except (subprocess.TimeoutExpired, OSError):
+        res = run_slurm(["sinfo", "-h", "-o", "%P"], timeout=timeout, transport=transport)
+    except RuntimeFailure:
         return False
     return res.returncode == 0
 
@@ -120,22 +95,47 @@ class SlurmExecutor(Executor):
     name = "slurm"
     launcher = "srun"
 
-    def __init__(self, warn: Warn | None = None) -> None:
+    def __init__(self, warn: Warn | None = None, transport: Transport | None = None) -> None:
         self._warn = warn
+        self.transport = transport or LOCAL
+        if warn is not None:
+            self.transport.warn = warn
+
+    @property
+    def job_class(self) -> type[TrackedJob]:
+        """The tracked-job class of this executor's cluster (its watcher: one batched sacct
+        per poll for all of the user's runs there)."""
+        from orchestrator.executors.slurm_watch import job_class
+
+        cls = job_class(self.transport)
+        cls.watcher.warn = self._warn
+        return cls
 
     @property
     def watcher(self) -> GhRunWatcher:
-        from orchestrator.executors.slurm_watch import TrackedJob
-
-        TrackedJob.watcher.warn = self._warn
-        return TrackedJob.watcher
+        return self.job_class.watcher
 
     def submit(self, script: Path, run: Run) -> str:
-        return self.sbatch(script)
+        return self.sbatch(script, env=secrets_of(run))
 
-    def sbatch(self, script: Path, extra: Sequence[str] = ()) -> str:
-        """sbatch --parsable SCRIPT (a single job or a whole job array); the job id."""
-        res = run_slurm(["sbatch", "--parsable", *extra, str(script)])
+    def sbatch(
+        self, script: Path | str, extra: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> str:
+        """sbatch --parsable SCRIPT (a single job or a whole job array); the job id.
+
+        `env`: variables the job must get from here (secrets named by the spec), for a remote
+        sbatch whose environment is the login node's (locally sbatch inherits them anyway).
+        """
+        try:
+            res = run_slurm(
+                ["sbatch", "--parsable", *extra, str(script)],
+                transport=self.transport,
+                env=env if self.transport.remote else None,
+            )
+        except TransportError as exc:
+            if not exc.maybe_ran:
+                raise TransportError(f"{exc}; nothing was submitted", maybe_ran=False) from None
+            raise
         if res.returncode != 0:
             msg = " ".join(res.stderr.split()) or f"sbatch exited {res.returncode}"
             msg = msg.removeprefix("sbatch: error: ")
@@ -153,9 +153,10 @@ class SlurmExecutor(Executor):
             raise RuntimeFailure(f"sbatch answered {res.stdout.strip()!r}, not a job id")
         return job_id
 
-    def test_only(self, script: Path) -> tuple[bool, str]:
-        """Ask the controller whether it would run the script (`sbatch --test-only`)."""
-        res = run_slurm(["sbatch", "--test-only", str(script)])
+    def test_only(self, script_text: str) -> tuple[bool, str]:
+        """Ask the controller whether it would run the script (`sbatch --test-only`, the
+        script on stdin: nothing needs to be copied to a remote cluster for it)."""
+        res = run_slurm(["sbatch", "--test-only"], stdin=script_text, transport=self.transport)
         text = " ".join((res.stderr + res.stdout).split())
         text = text.replace("sbatch: error: ", "").replace("sbatch: ", "")
         if res.returncode != 0 and UNREACHABLE.search(text):
@@ -163,10 +164,8 @@ class SlurmExecutor(Executor):
         return res.returncode == 0, text
 
     def job(self, run: Run) -> TrackedJob:
-        from orchestrator.executors.slurm_watch import TrackedJob
-
         assert run.job_id
-        return TrackedJob(folder=run.run_dir, job_id=run.job_id)
+        return self.job_class(folder=run.run_dir, job_id=run.job_id)
 
     def poll(self, runs: list[Run]) -> dict[str, JobStatus]:
         jobs = {run.run_id: self.job(run) for run in runs if run.job_id}
@@ -186,7 +185,9 @@ class SlurmExecutor(Executor):
                 # Without cgroups (jobacct_gather OverMemoryKill) SLURM reports a step SIGKILLed
                 # over its --mem as FAILED; slurmstepd says why in the step's stderr. (Not the
                 # signal: sacct's DerivedExitCode may still read 0:0 when the job is FAILED.)
-                evidence = memory_kill_evidence(Path(job.paths.folder), job.job_id)
+                evidence = memory_kill_match(
+                    self.transport.tails(str(job.paths.folder), job.job_id, LOG_TAIL_BYTES)
+                )
                 if evidence:
                     state = "OUT_OF_MEMORY"
                     reason = f"slurmstepd: {evidence}; sacct state FAILED" + (
@@ -204,7 +205,7 @@ class SlurmExecutor(Executor):
     def cancel(self, run: Run) -> None:
         if not run.job_id:
             return
-        res = run_slurm(["scancel", run.job_id])
+        res = run_slurm(["scancel", run.job_id], transport=self.transport)
         if res.returncode != 0:
             raise RuntimeFailure(f"scancel {run.job_id} failed: {res.stderr.strip()}")
 
@@ -231,7 +232,10 @@ class SlurmExecutor(Executor):
         # --states=all: the controller keeps an ended job for MinJobAge, while accounting may
         # not have it yet (slurmdbd lags by seconds); a job that ran in under a second is in
         # neither the default squeue nor sacct right after sbatch answered.
-        res = run_slurm(["squeue", "-h", "--states=all", "-o", "%i", "--name", job_name])
+        res = run_slurm(
+            ["squeue", "-h", "--states=all", "-o", "%i", "--name", job_name],
+            transport=self.transport,
+        )
         if res.returncode != 0:
             why = " ".join(res.stderr.split()) or f"squeue exited {res.returncode}"
             raise RuntimeFailure(
@@ -242,9 +246,11 @@ class SlurmExecutor(Executor):
         argv = ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
         acct_error: str | None = None
         try:
-            res = run_slurm(argv)
+            res = run_slurm(argv, transport=self.transport)
             if res.returncode != 0:
                 acct_error = " ".join(res.stderr.split()) or f"sacct exited {res.returncode}"
+        except TransportError:
+            raise
         except RuntimeFailure as exc:  # sacct missing or hung: the same as slurmdbd down
             acct_error = str(exc)
         if acct_error is None:
@@ -273,7 +279,7 @@ class SlurmExecutor(Executor):
 
         Used to tell a job SLURM requeued (same id, back to PENDING) from one that ended.
         """
-        res = run_slurm(["squeue", "-h", "-o", "%T", "-j", job_id])
+        res = run_slurm(["squeue", "-h", "-o", "%T", "-j", job_id], transport=self.transport)
         if res.returncode != 0 and UNREACHABLE.search(res.stderr):
             # Not knowing is not "gone": deciding on a retry now could double the job.
             raise RuntimeFailure(
@@ -284,3 +290,11 @@ class SlurmExecutor(Executor):
 
     def stdout_path(self, run: Run) -> Path:
         return Path(self.job(run).paths.stdout)
+
+
+def secrets_of(run: Run) -> dict[str, str]:
+    """The secrets the run's spec names (workload.secret_env), from this environment."""
+    from orchestrator.spec import JobSpec
+
+    names = JobSpec.model_validate_json(run.spec_json).workload.secret_env
+    return {n: os.environ[n] for n in names if n in os.environ}

@@ -3,13 +3,14 @@
 Our watcher asks sacct for more columns (ExitCode, Reason, DerivedExitCode) and, when
 accounting does not answer (slurmdbd down, accounting disabled) or does not know a job yet,
 falls back to one `squeue` call and, for jobs already gone from the queue, `scontrol show job`,
-and says so. Imported only when jobs are tracked (see `slurm.py`).
+and says so. Every command goes through the cluster's transport (this machine, or its login
+node over SSH): one watcher per cluster, one batched sacct per poll for all of the user's runs
+there. Imported only when jobs are tracked (see `slurm.py`).
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 
 import submitit
@@ -17,14 +18,17 @@ from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
 
 from orchestrator.errors import RuntimeFailure
 from orchestrator.executors.base import Warn
-from orchestrator.executors.slurm import SLURM_TIMEOUT_S, UNREACHABLE, slurm_env
+from orchestrator.executors.slurm import UNREACHABLE, run_slurm
+from orchestrator.transport.base import Transport, TransportError
+from orchestrator.transport.local import LOCAL
 
 
 class GhRunWatcher(SlurmInfoWatcher):
     """submitit's batched sacct watcher, with ExitCode/Reason and a squeue/scontrol fallback."""
 
-    def __init__(self, delay_s: int = 60) -> None:
+    def __init__(self, delay_s: int = 60, transport: Transport | None = None) -> None:
         super().__init__(delay_s=delay_s)
+        self.transport = transport or LOCAL
         self.warn: Warn | None = None
         self.fallback_reason: str | None = None
         self.fallback_calls = 0
@@ -53,14 +57,7 @@ class GhRunWatcher(SlurmInfoWatcher):
         pending = {x.split("_")[0] for x in self._registered - self._finished}
         info: dict[str, dict[str, str]] = {}
         try:
-            res = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                env=slurm_env(),
-                timeout=SLURM_TIMEOUT_S,
-                check=False,
-            )
+            res = run_slurm(command, transport=self.transport)
             if res.returncode != 0:
                 raise OSError(
                     res.stderr.strip().splitlines()[-1]
@@ -69,7 +66,9 @@ class GhRunWatcher(SlurmInfoWatcher):
                 )
             info = self.read_info(res.stdout)
             self.fallback_reason = None
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except TransportError:
+            raise  # the login node, not accounting, is unreachable: the caller backs off
+        except (OSError, RuntimeFailure) as exc:
             self.fallback_reason = f"accounting (sacct) unavailable: {exc}"
             self.accounting_unavailable(str(exc), "falling back to squeue/scontrol")
         # An array's elements come back as 123_4 (or 123_[5-9%2] while pending): known.
@@ -88,13 +87,9 @@ class GhRunWatcher(SlurmInfoWatcher):
         self.fallback_calls += 1
         out: dict[str, dict[str, str]] = {}
         try:
-            res = subprocess.run(
+            res = run_slurm(
                 ["squeue", "-h", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)],
-                capture_output=True,
-                text=True,
-                env=slurm_env(),
-                timeout=SLURM_TIMEOUT_S,
-                check=False,
+                transport=self.transport,
             )
             for line in res.stdout.splitlines():
                 jid, state, nodes, reason = ([*line.split("|"), "", "", "", ""])[:4]
@@ -104,7 +99,9 @@ class GhRunWatcher(SlurmInfoWatcher):
                     for parts in read_job_id(jid.strip()):
                         lo, hi = int(parts[1]), int(parts[-1])
                         out.update({f"{parts[0]}_{i}": row for i in range(lo, hi + 1)})
-        except (OSError, subprocess.TimeoutExpired):
+        except TransportError:
+            raise
+        except RuntimeFailure:
             return out
         if res.returncode != 0 and UNREACHABLE.search(res.stderr) and self.fallback_reason:
             # Neither accounting nor the controller answers: say so; callers retry with backoff.
@@ -116,15 +113,10 @@ class GhRunWatcher(SlurmInfoWatcher):
             if jid in out or jid in arrays:
                 continue
             try:
-                res = subprocess.run(
-                    ["scontrol", "show", "job", "-o", jid],
-                    capture_output=True,
-                    text=True,
-                    env=slurm_env(),
-                    timeout=SLURM_TIMEOUT_S,
-                    check=False,
-                )
-            except (OSError, subprocess.TimeoutExpired):
+                res = run_slurm(["scontrol", "show", "job", "-o", jid], transport=self.transport)
+            except TransportError:
+                raise
+            except RuntimeFailure:
                 continue
             fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
             if res.returncode == 0 and "JobState" in fields:
@@ -139,6 +131,20 @@ class GhRunWatcher(SlurmInfoWatcher):
 
 
 class TrackedJob(submitit.SlurmJob):  # type: ignore[type-arg]
-    """A submitit SlurmJob sharing gh-run's watcher (one batched sacct for all jobs)."""
+    """A submitit SlurmJob sharing gh-run's watcher (one batched sacct for all jobs); this
+    class's watcher is this machine's, `job_class` makes one per remote cluster."""
 
     watcher = GhRunWatcher(delay_s=60)
+
+
+_JOB_CLASSES: dict[str, type[TrackedJob]] = {LOCAL.key: TrackedJob}
+
+
+def job_class(transport: Transport) -> type[TrackedJob]:
+    """The TrackedJob class whose watcher polls this transport's cluster: one batched sacct
+    per poll for all of the user's runs there."""
+    cls = _JOB_CLASSES.get(transport.key)
+    if cls is None:
+        watcher = GhRunWatcher(delay_s=60, transport=transport)
+        cls = _JOB_CLASSES[transport.key] = type("TrackedJob", (TrackedJob,), {"watcher": watcher})
+    return cls
