@@ -30,7 +30,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,26 +262,34 @@ def store_dir(home: Path, run_id: str) -> Path:
     return home / "artifacts" / run_id
 
 
-def _order(rel: str) -> tuple[bool, str]:
+def collect_order(rel: str) -> tuple[bool, str]:
     # The run's own files and logs first: they are small and say what happened, so a run over
     # its limit still keeps them.
     return (rel.startswith("artifacts/"), rel)
 
 
 def collect(
-    store: Store, run: Run, spec: JobSpec, home: Path, limits: SizeLimits | None = None
+    store: Store,
+    run: Run,
+    spec: JobSpec,
+    home: Path,
+    limits: SizeLimits | None = None,
+    refused_before: Sequence[Refusal] = (),
 ) -> Manifest:
     """Copy, verify and record the run's artifacts; idempotent (unchanged files are skipped).
-    Records of earlier collections whose sources are gone are verified too (`verify`)."""
+    Records of earlier collections whose sources are gone are verified too (`verify`).
+    `refused_before`: what was refused before the files got here (a remote run's links and
+    files over the limits, never copied from the cluster), listed in the manifest too."""
     limits = limits or SizeLimits()
     run_dir = Path(run.run_dir)
     dest_root = store_dir(home, run.run_id)
     sources, refused = select_sources(run_dir, spec)
+    refused = [*refused_before, *refused]
     known = {a.relpath: a for a in store.artifacts(run.run_id)}
     records: list[ArtifactRecord] = []
     taken = 0
     now = time.time()
-    for rel in sorted(sources, key=_order):
+    for rel in sorted(sources, key=collect_order):
         src = sources[rel]
         shown = rel.removeprefix("artifacts/")
         try:

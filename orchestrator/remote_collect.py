@@ -17,12 +17,12 @@ number of folders). Links are never followed: a link that matches is refused, as
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from orchestrator import artifacts
-from orchestrator.artifacts import Refusal
+from orchestrator.artifacts import Refusal, SizeLimits
 from orchestrator.errors import GhRunError, RuntimeFailure
 from orchestrator.executors.base import Warn
 from orchestrator.paths import mirror_root
@@ -174,16 +174,47 @@ def _partial_bytes(local_root: Path, paths: Sequence[str]) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """A run's files in its mirror folder, and what was not brought (links, over the limits)."""
+
+    mirror: Path
+    refused: list[Refusal]
+
+
+def within_limits(
+    chosen: dict[str, str], sizes: dict[str, int], limits: SizeLimits
+) -> tuple[dict[str, str], list[Refusal]]:
+    """The chosen files the size limits let through, in collection order (the run's own files
+    and logs first), as `artifacts.collect` applies them: refused ones never cross the wire."""
+    kept: dict[str, str] = {}
+    refused: list[Refusal] = []
+    taken = 0
+    for key in sorted(chosen, key=artifacts.collect_order):
+        size = sizes.get(chosen[key], 0)
+        why = limits.check(size, taken)
+        if why:
+            refused.append(Refusal(path=key.removeprefix("artifacts/"), reason=why))
+            continue
+        taken += size
+        kept[key] = chosen[key]
+    return kept, refused
+
+
 def fetch(
     transport: SshTransport,
     runs: Sequence[Run],
     home: Path,
     warn: Warn | None = None,
     store: Store | None = None,
-) -> dict[str, Path | GhRunError]:
+    limits: Callable[[Run], SizeLimits] | None = None,
+) -> dict[str, Fetched | GhRunError]:
     """Bring the runs' files into their mirror folders, verified: run id → the mirror folder
-    to collect from, or why not. One listing, one manifest, one rsync per runs root."""
-    out: dict[str, Path | GhRunError] = {}
+    to collect from and what was refused there, or why not. One listing, one manifest, one
+    rsync per runs root. `limits`: each run's artifact size limits (files over them stay on
+    the cluster)."""
+    out: dict[str, Fetched | GhRunError] = {}
+    refusals: dict[str, list[Refusal]] = {}
     by_root: dict[str, list[Run]] = {}
     for run in runs:
         by_root.setdefault(str(PurePosixPath(run.run_dir).parent), []).append(run)
@@ -200,10 +231,12 @@ def fetch(
                 )
                 continue
             chosen, refused = select(entries, name, JobSpec.model_validate_json(run.spec_json))
+            if limits is not None:
+                sizes = {e.path: e.size for e in entries if e.kind == "f"}
+                chosen, over = within_limits(chosen, sizes, limits(run))
+                refused += over
             wanted[run.run_id] = chosen
-            for r in refused:
-                if warn:
-                    warn(f"{run.run_id}: refused artifacts/{r.path}: {r.reason} on the cluster")
+            refusals[run.run_id] = refused
         paths = [p for chosen in wanted.values() for p in chosen.values()]
         expected = manifest_remote(transport, root, paths)
         local_root = mirror_root(home, group[0].cluster)
@@ -219,7 +252,7 @@ def fetch(
             except GhRunError as exc:
                 out[run.run_id] = exc
                 continue
-            out[run.run_id] = mirror
+            out[run.run_id] = Fetched(mirror, refusals.get(run.run_id, []))
             if partial and store is not None:
                 store.update_run(
                     run.run_id,

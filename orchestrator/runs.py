@@ -38,7 +38,7 @@ from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
-    from orchestrator.artifacts import Manifest, SizeLimits
+    from orchestrator.artifacts import Manifest, Refusal, SizeLimits
     from orchestrator.cluster import Cluster, Partition
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
@@ -580,6 +580,7 @@ def collect_many(
 
     out: dict[str, Manifest | GhRunError] = {}
     sources: dict[str, Run] = {}
+    before: dict[str, list[Refusal]] = {}  # refused on the cluster side, never copied
     remote: dict[str, list[Run]] = {}
     for run in runs:
         if run.transport and run.executor != "local":
@@ -590,7 +591,14 @@ def collect_many(
         transport = registry.for_descriptor(where)
         assert isinstance(transport, SshTransport)
         try:
-            fetched = remote_collect.fetch(transport, group, home, warn, store)
+            fetched = remote_collect.fetch(
+                transport,
+                group,
+                home,
+                warn,
+                store,
+                limits=(lambda _run: limits) if limits else lambda r: site_limits(r, warn),
+            )
         except GhRunError as exc:
             fetched = dict.fromkeys((r.run_id for r in group), exc)
         for run in group:
@@ -604,11 +612,17 @@ def collect_many(
                     )
                 out[run.run_id] = got
             else:
-                sources[run.run_id] = dataclasses.replace(run, run_dir=str(got))
+                sources[run.run_id] = dataclasses.replace(run, run_dir=str(got.mirror))
+                before[run.run_id] = got.refused
     for run_id, run in sources.items():
         try:
             out[run_id] = artifacts.collect(
-                store, run, spec_of(run), home, limits or site_limits(run, warn)
+                store,
+                run,
+                spec_of(run),
+                home,
+                limits or site_limits(run, warn),
+                refused_before=before.get(run_id, []),
             )
         except GhRunError as exc:
             out[run_id] = exc

@@ -342,3 +342,31 @@ def test_up_reuses_the_running_login_node_and_slurm(dev_cluster: None) -> None:
     }
     assert after == pids
     assert devcluster.SSH_KNOWN_HOSTS.read_text().startswith(f"[127.0.0.1]:{devcluster.SSH_PORT} ")
+
+
+def test_artifact_limits_hold_on_the_cluster_side(laptop: Laptop, tmp_path: Path) -> None:
+    """The cluster file's artifact limits apply before the copy: a file over the per-file limit
+    never crosses the wire, and the manifest and the output list it with the reason, as for a
+    local run; a link on the cluster is listed as refused too."""
+    cluster = cluster_file(
+        tmp_path, "dev-ssh-limits", artifacts={"max_file_size": "4K", "max_run_size": "1G"}
+    )
+    job = _job(
+        tmp_path,
+        "limits",
+        'cd "$GH_RUN_ARTIFACTS"; head -c 100 /dev/zero > small.txt;'
+        " head -c 20000 /dev/zero > big.txt; ln -s small.txt link.txt",
+    )
+    res = laptop.cli("submit", str(job), "--cluster", str(cluster), "--wait")
+    assert res.rc == 0, res.text
+    run_id = _run_id(res)
+    assert "big.txt" in res.text and "per-file limit of 4K" in res.text, res.text
+    store = laptop.home / "artifacts" / run_id
+    assert (store / "artifacts" / "small.txt").stat().st_size == 100
+    assert not (store / "artifacts" / "big.txt").exists()
+    manifest = json.loads((store / "manifest.json").read_text())
+    refused = {r["path"]: r["reason"] for r in manifest["refused"]}
+    assert "per-file limit of 4K" in refused["big.txt"], refused
+    assert "symbolic link" in refused["link.txt"], refused
+    # and never copied: the laptop's mirror of the run folder has no big.txt either
+    assert not list(laptop.home.rglob("big.txt"))

@@ -325,3 +325,22 @@ def test_old_state_store_gets_the_transport_column(tmp_path: Path) -> None:
     store.add_run(run)
     assert store.get_run("r").transport == '{"host": "h"}'
     Store(tmp_path)  # a second open finds the column there
+
+
+def test_remote_limits_keep_the_run_s_own_files_first() -> None:
+    """Files over the per-file limit are refused; the run limit is spent on the run's own files
+    and logs before artifacts, as artifacts.collect spends it."""
+    chosen = {
+        "artifacts/a.bin": "r/artifacts/a.bin",
+        "artifacts/huge.bin": "r/artifacts/huge.bin",
+        "logs/1_0_log.out": "r/1_0_log.out",
+        "run/job.sbatch": "r/job.sbatch",
+    }
+    sizes = {"r/artifacts/a.bin": 600, "r/artifacts/huge.bin": 5000, "r/1_0_log.out": 300}
+    sizes["r/job.sbatch"] = 200
+    limits = artifacts.SizeLimits(max_file_size="4K", max_run_size="1K")
+    kept, refused = remote_collect.within_limits(chosen, sizes, limits)
+    assert set(kept) == {"logs/1_0_log.out", "run/job.sbatch"}
+    reasons = {r.path: r.reason for r in refused}
+    assert "per-file limit of 4K" in reasons["huge.bin"]
+    assert "past its limit of 1K" in reasons["a.bin"]
