@@ -132,7 +132,10 @@ def _check_analysis(
         assert waits, r["threads"]
     sources = doc["sources"]
     assert isinstance(sources, list)
-    assert all(s["rank_rule"] == "file name" for s in sources)
+    # the rank comes from the trace first (RANK in the profiled process's environment, which
+    # nsys records), the per-rank report name only where the environment was not recorded
+    rules = {s["rank_rule"] for s in sources}
+    assert rules <= {"RANK in the profiled environment", "file name"}, rules
 
 
 def test_two_ranks_in_the_real_container_under_the_real_nsys(  # type: ignore[no-untyped-def]
