@@ -94,7 +94,10 @@ class RenderContext(Strict):
     setup: list[str] = Field(description="Admin shell lines from the partition, verbatim.")
     task_env: dict[str, str] = Field(description="The workload's own environment.")
     workdir: str | None
-    argv: list[str] = Field(description="The full per-task command: container, profiler, app.")
+    argv: list[str] = Field(
+        description="The full per-task command: container, profiler, app "
+        "(nsys placement host: profiler, container, app)."
+    )
     plain_argv: list[str] = Field(
         default_factory=list,
         description="The per-task command without the profiler (ranks not in profile_ranks).",
