@@ -45,7 +45,7 @@ fi
 
 t0=$SECONDS
 WORK="$(mktemp -d "$IMAGES/.build.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
+trap 'papt_remove_tree "$WORK"' EXIT
 ROOT="$WORK/rootfs"
 papt_system_source
 papt_log "debootstrap --variant=minbase --include=python3 $SUITE from $PAPT_URI (about a minute)"

@@ -113,3 +113,18 @@ papt_cleanup() {
         rm -rf "$PAPT_DIR"
     fi
 }
+
+# papt_remove_tree DIR: remove a build folder that may still hold mounts. debootstrap mounts proc
+# (and sys) inside the root it builds and unmounts them when it ends, but an unmount that finds the
+# mount busy (any process reading under it at that moment) leaves it there; a plain `rm -rf` then
+# walks into the live /proc or /sys. So: detach every mount under DIR, deepest first, and never
+# cross into another file system.
+papt_remove_tree() {
+    local dir="$1" mnt
+    [[ -d $dir ]] || return 0
+    dir="$(cd "$dir" && pwd -P)"
+    while read -r mnt; do
+        umount -l "$mnt" 2>/dev/null || papt_log "could not unmount $mnt"
+    done < <(awk -v d="$dir/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r)
+    rm -rf --one-file-system "$dir"
+}
