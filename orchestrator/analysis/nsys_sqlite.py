@@ -453,12 +453,14 @@ class _Reader:
             return []
         return ["start", "correlationId", *(["globalTid"] if by_pid else [])]
 
-    def _host(self) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
+    def _host(self, seen: set[int]) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
         """Synchronisation calls, NVTX ranges and OS-runtime calls; thread names; whether the
-        export traced OS-runtime calls."""
+        export traced OS-runtime calls. `seen`: processes already known to be traced (CUDA
+        contexts, GPU rows)."""
         osrt, osrt_traced = self._osrt()
-        parts = [self._sync_calls(), self._nvtx(), osrt]
-        return T.concat_host(parts), self._thread_names(), osrt_traced
+        host = T.concat_host([self._sync_calls(), self._nvtx(), osrt])
+        seen = seen | {int(p) for p in np.unique(host.pid).tolist()}
+        return host, self._thread_names(seen - {0}), osrt_traced
 
     def _sync_calls(self) -> T.HostTable:
         """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS)."""
@@ -536,15 +538,19 @@ class _Reader:
         kind = np.full(s.size, T.OSRT, dtype=np.int8)
         return T.HostTable(s, e, pid, tid, kind, _map(nid, lut)), True
 
-    def _thread_names(self) -> dict[tuple[int, int], str]:
-        """ThreadNames, and every thread with OS-runtime calls (listed even without a name)."""
+    def _thread_names(self, seen: set[int]) -> dict[tuple[int, int], str]:
+        """ThreadNames, and every thread with OS-runtime calls (listed even without a name).
+        When every named process is among `seen` (traced processes already read: a subset of
+        `_traced_pids`) none is left out, so the scans of `_traced_pids` (seconds on a large
+        export) are only made when a name may belong to an untraced process."""
         db = self.db
         out: dict[tuple[int, int], str] = {}
         if db.has("ThreadNames", "nameId", "globalTid"):
             rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames")
                     if isinstance(r[0], int)]  # fmt: skip
             strs = db.strings(r[1] for r in rows)
-            traced = self._traced_pids()
+            named = {int(_pid_tid(gtid)[0]) for gtid, _ in rows}
+            traced = seen if named <= seen else self._traced_pids()
             for gtid, nid in rows:
                 p, t = _pid_tid(gtid)
                 if traced and int(p) not in traced:
@@ -682,7 +688,10 @@ class _Reader:
             multi = len(pids) > 1
             self._launches(gpu, gpu_pid if multi else None, rt)
             del rt
-            host, threads, osrt_traced = self._host()
+            seen = set(cuda_pids)
+            if gpu_pid is not None:
+                seen |= {int(p) for p in np.unique(gpu_pid).tolist()}
+            host, threads, osrt_traced = self._host(seen)
             cpu_faults, gpu_faults = self._um()
             peak = self._peak_memory()
             gpu_names: dict[int, str] = {}

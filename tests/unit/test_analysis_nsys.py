@@ -610,3 +610,27 @@ def test_real_saxpy_nvtx() -> None:
     assert ranges["saxpy"].count == 5  # free-text ranges (text column)
     assert r.unified_memory.cpu_page_faults == 0  # UM tables present but empty
     assert analyze_paths([p]).sources[0].tool_version == "2022.2.1.31"
+
+
+@pytest.mark.parametrize("machine_wide", [False, True])
+def test_thread_names_of_traced_processes_only(tmp_path: Path, machine_wide: bool) -> None:
+    """With CPU sampling, ThreadNames lists every thread of the machine: only the threads of
+    processes the export recorded calls of are kept, a process seen only in the CUDA runtime
+    table included. Without such names (machine_wide False) every named thread is kept."""
+    b = NsysBuilder(tmp_path / "t.sqlite", pid=PID)
+    b.add_gpu(0)
+    b.add_cuda_stream(7)
+    b.add_thread(PID, "cuda-app")
+    b.add_thread(PID + 1, "pt_data_worker")
+    b.add_kernel(1_000_000, 2_000_000, "k")
+    b.add_osrt(0, 500_000, "poll", tid=PID + 1)
+    if machine_wide:
+        b.add_thread(31, "kworker/0:1", pid=31)  # no row anywhere: not traced
+        b.add_thread(5000, "probe", pid=5000)  # only a runtime call (no context, no kernel)
+        b.db.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,1,?,?,?,0,NULL)",
+            (100, 200, b.tid(5000, 5000), 999_999, b.sid("cudaGetDeviceCount_v2020")),
+        )
+    r = only(b.close())
+    want = {"cuda-app", "pt_data_worker"} | ({"probe"} if machine_wide else set())
+    assert {t.name for t in r.threads} == want
