@@ -26,7 +26,6 @@ id is `local-<pid>`), `local_job` (the job script's pid, also its session and pr
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -269,6 +268,8 @@ def signal_job(sid: int, sig: int) -> None:
 
 def _become_subreaper() -> bool:
     """Make orphaned descendants this process's children (Linux only)."""
+    import ctypes  # only the supervisor needs it: `render -x local` imports this module too
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0

@@ -137,3 +137,40 @@ def test_help_lists_every_command_with_its_summary(cli) -> None:  # type: ignore
         line = next((x for x in res.out.splitlines() if x.strip().startswith(name + " ")), "")
         assert line, (name, res.out)
         assert entry.summary.split()[0] in line
+
+
+# Counts the look-ups of installed distributions' entry points while the command runs.
+ENTRY_POINTS_PROBE = """
+import importlib.metadata as md, json, sys
+calls = []
+real = md.entry_points
+def counted(*args, **kwargs):
+    calls.append(sorted(kwargs))
+    return real(*args, **kwargs)
+md.entry_points = counted
+from orchestrator.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    pass
+with open(sys.argv[1], "w") as f:
+    json.dump({"calls": len(calls), "ran": "orchestrator.render" in sys.modules}, f)
+"""
+
+
+def test_render_looks_up_no_pydantic_plugins(tmp_path: Path) -> None:
+    """Looking for Pydantic plugins reads every installed distribution's metadata (a third of
+    `render`'s start-up in the dev environment): gh-run's contracts load none."""
+    report = tmp_path / "calls.json"
+    res = subprocess.run(
+        [sys.executable, "-c", ENTRY_POINTS_PROBE, str(report), "render", "jobs/smoke.yaml"]
+        + ["-x", "local"],
+        cwd=REPO,
+        env={**os.environ, "GH_RUN_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(report.read_text()) == {"calls": 0, "ran": True}
