@@ -158,13 +158,15 @@ with open(sys.argv[1], "w") as f:
 """
 
 
+RENDER = ["render", "jobs/smoke.yaml", "-x", "local"]
+
+
 def test_render_looks_up_no_pydantic_plugins(tmp_path: Path) -> None:
     """Looking for Pydantic plugins reads every installed distribution's metadata (a third of
     `render`'s start-up in the dev environment): gh-run's contracts load none."""
     report = tmp_path / "calls.json"
     res = subprocess.run(
-        [sys.executable, "-c", ENTRY_POINTS_PROBE, str(report), "render", "jobs/smoke.yaml"]
-        + ["-x", "local"],
+        [sys.executable, "-c", ENTRY_POINTS_PROBE, str(report), *RENDER],
         cwd=REPO,
         env={**os.environ, "GH_RUN_HOME": str(tmp_path / "home")},
         capture_output=True,
