@@ -5,7 +5,8 @@ throw-away home holding 20 ended runs; the baseline is a bare `python -c pass` o
 interpreter, measured in the same run and interleaved with the commands, so the ratios hold on
 a busy machine. Printed: the median wall time of each command over --repeat runs and its
 multiple of the baseline, next to the goals of issue 16 (`--help` <= 4x, `status` <= 5x,
-`render` <= 8x).
+`render` <= 8x), and the same for CPU time (user + system of the process): on a machine that
+other work keeps busy, wall times stretch with the load and CPU times much less.
 
 Python's bytecode cache is on (PYTHONDONTWRITEBYTECODE is dropped), as on a user's machine.
 `render` is measured with `-x local` (what it imports) and with the default `-x auto`, which
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,14 +45,18 @@ def seed_home(home: Path) -> str:
     return rid
 
 
-def timed(argv: list[str], env: dict[str, str], may_refuse: bool = False) -> float:
+def timed(argv: list[str], env: dict[str, str], may_refuse: bool = False) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, check=False)
     took = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     # `check` asks the controller: a refusal (exit 2, e.g. nodes down) is still a whole answer.
     if res.returncode != 0 and not (may_refuse and res.returncode == 2):
         sys.exit(f"{' '.join(argv)} exited {res.returncode}:\n{res.stdout!r}\n{res.stderr!r}")
-    return took
+    return took, cpu
 
 
 def main() -> None:
@@ -79,19 +85,24 @@ def main() -> None:
             ok = subprocess.run(["sinfo", "-h"], capture_output=True, check=False).returncode
             if ok == 0:
                 cases["check"] = [gh_run, "check", "jobs/smoke.yaml"]
-        times: dict[str, list[float]] = {k: [] for k in cases}
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
         for name, argv in cases.items():  # warm the file cache once
             timed(argv, env, name == "check")
         for _ in range(args.repeat):
             for name, argv in cases.items():
                 times[name].append(timed(argv, env, name == "check"))
-    base = statistics.median(times["python -c pass"])
-    print(f"{'command':<18} {'median':>9} {'x python':>9} {'goal':>6}")
+    base = statistics.median(w for w, _ in times["python -c pass"])
+    base_cpu = statistics.median(c for _, c in times["python -c pass"])
+    print(f"{'command':<18} {'median':>9} {'x python':>9} {'goal':>9} {'CPU':>9} {'x python':>9}")
     for name, ts in times.items():
-        med = statistics.median(ts)
+        med = statistics.median(w for w, _ in ts)
+        cpu = statistics.median(c for _, c in ts)
         goal = GOALS.get(name)
         mark = "" if goal is None else f"<={goal:.0f}x" + (" ok" if med / base <= goal else " MISS")
-        print(f"{name:<18} {med * 1000:>7.1f}ms {med / base:>8.1f}x {mark:>6}")
+        print(
+            f"{name:<18} {med * 1000:>7.1f}ms {med / base:>8.1f}x {mark:>9}"
+            f" {cpu * 1000:>7.1f}ms {cpu / base_cpu:>8.1f}x"
+        )
     print(f"({args.repeat} runs each, interleaved; python: {sys.executable})")
 
 
