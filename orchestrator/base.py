@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from pydantic import BaseModel, ConfigDict
-from pydantic.plugin import _loader as pydantic_plugins
 
 # Third-party Pydantic plugins (the `pydantic` entry-point group: tracing, logging) are not
 # loaded in a process that uses gh-run's contracts. Looking for them reads the metadata of every
-# installed distribution when the first validator is built: about a third of the start-up of
-# `gh-run render` in the dev environment (bench/bench_cli.py). An empty table is what pydantic
-# caches when it finds none; should the private name go, pydantic simply looks them up again.
-if getattr(pydantic_plugins, "_plugins", {}) is None:
-    pydantic_plugins._plugins = {}
+# installed distribution when the first validator is built (bench/bench_cli.py). An empty table
+# is what pydantic caches when it finds none; should the private module or name go, pydantic
+# simply looks them up again.
+with contextlib.suppress(ImportError):
+    from pydantic.plugin import _loader as pydantic_plugins
+
+    if getattr(pydantic_plugins, "_plugins", {}) is None:
+        pydantic_plugins._plugins = {}
 
 
 class Strict(BaseModel):

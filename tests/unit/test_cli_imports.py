@@ -162,8 +162,8 @@ RENDER = ["render", "jobs/smoke.yaml", "-x", "local"]
 
 
 def test_render_looks_up_no_pydantic_plugins(tmp_path: Path) -> None:
-    """Looking for Pydantic plugins reads every installed distribution's metadata (a third of
-    `render`'s start-up in the dev environment): gh-run's contracts load none."""
+    """Looking for Pydantic plugins reads every installed distribution's metadata on each
+    start-up: gh-run's contracts load none."""
     report = tmp_path / "calls.json"
     res = subprocess.run(
         [sys.executable, "-c", ENTRY_POINTS_PROBE, str(report), *RENDER],
