@@ -128,7 +128,7 @@ def threads(tl: T.RankTimeline) -> list[ThreadStat]:
         stat(key)
     osrt = h.kind == T.OSRT
     if bool(osrt.any()):
-        keys, inv = _thread_groups(h.pid[osrt], h.tid[osrt])
+        keys, inv = thread_groups(h.pid[osrt], h.tid[osrt])
         ids = h.name[osrt]
         dur = (h.end - h.start)[osrt]
         for j, key in enumerate(keys):
@@ -144,7 +144,7 @@ def threads(tl: T.RankTimeline) -> list[ThreadStat]:
             t.functions = funcs[:TOP_FUNCTIONS]
     ops = h.kind == T.CPU_OP
     if bool(ops.any()):
-        keys, inv = _thread_groups(h.pid[ops], h.tid[ops])
+        keys, inv = thread_groups(h.pid[ops], h.tid[ops])
         os_, oe = h.start[ops], h.end[ops]
         for j, key in enumerate(keys):
             sel = inv == j
@@ -156,7 +156,7 @@ def threads(tl: T.RankTimeline) -> list[ThreadStat]:
     return ranked[:TOP_THREADS]
 
 
-def _thread_groups(pid: Any, tid: Any) -> tuple[list[tuple[int, int]], Any]:
+def thread_groups(pid: Any, tid: Any) -> tuple[list[tuple[int, int]], Any]:
     """Distinct (pid, tid) pairs and each row's index into them."""
     if pid.size and int(pid.min()) >= 0 and int(tid.min()) >= 0 and int(tid.max()) < 1 << 31:
         keys, inv = np.unique((pid.astype(np.int64) << 31) | tid, return_inverse=True)
@@ -176,7 +176,7 @@ def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
     keys = set(tl.threads)
     m = np.isin(h.kind, (T.OSRT, T.CPU_OP))
     if bool(m.any()):
-        keys |= set(_thread_groups(h.pid[m], h.tid[m])[0])
+        keys |= set(thread_groups(h.pid[m], h.tid[m])[0])
     every = sorted(k for k in keys if k[0] != T.NONE)
     mains = [k for k in every if k[0] == k[1]]
     if tl.cuda_pids:

@@ -34,7 +34,15 @@ import orjson
 import yaml
 
 from orchestrator import nsys_export
-from orchestrator.analysis import cross_rank, kineto, nsys_sqlite, rank_metrics, ranks, tracetext
+from orchestrator.analysis import (
+    cross_rank,
+    kineto,
+    nsys_sqlite,
+    rank_metrics,
+    ranks,
+    step_view,
+    tracetext,
+)
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -290,6 +298,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
         rank_rule="",
         missing=src.missing,
         notes=list(first.notes),
+        open_with=step_view.open_with(src.path, src.kind),
     )
     return FileResult(source, claims, entries)
 

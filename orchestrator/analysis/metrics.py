@@ -82,6 +82,8 @@ class Source(Strict):
     rank_note: str | None = None
     missing: list[str] = []
     notes: list[str] = []
+    # how to open the whole timeline of this input in a viewer (Nsight Systems, Perfetto)
+    open_with: str | None = None
 
 
 class Bucket(Strict):
@@ -275,6 +277,42 @@ class WorkloadReport(Strict):
     peak_gpu_memory_bytes: int | None = None
 
 
+class ViewEvent(Strict):
+    """One event of a step view (times from the view's start); `count` > 1: neighbours too
+    small to see at the picture's resolution merged into one (`name` is the longest of them)."""
+
+    start_ns: int
+    end_ns: int
+    name: str
+    count: int = 1
+    # summed time of the merged events (<= end - start: the gaps between them are idle)
+    busy_ns: int = 0
+
+
+class ViewRow(Strict):
+    """One row of a step view: a GPU stream's kernels, copies of one direction, memsets, a
+    level of NVTX ranges, the main thread's blocking waits, or a busy CPU thread."""
+
+    kind: Literal["kernels", "copies", "memsets", "nvtx", "waits", "thread"]
+    label: str
+    events: list[ViewEvent] = []
+    # events of the source in the window (before merging) and their summed time in it
+    source_events: int = 0
+    busy_ns: int = 0
+
+
+class StepView(Strict):
+    """One representative step of an entry (the median-duration training step; the whole span
+    when the trace has no steps) as bounded rows of events, for the report's timeline picture."""
+
+    window: str
+    start_ns: int
+    end_ns: int
+    rows: list[ViewRow] = []
+    # what the picture leaves out (streams or threads beyond the cap)
+    left_out: list[str] = []
+
+
 class RankMetrics(Strict):
     """Everything about one device of one rank."""
 
@@ -321,6 +359,7 @@ class RankMetrics(Strict):
     peak_gpu_memory_source: str | None = None
     workload: WorkloadReport | None = None
     timeline: Timeline = Timeline()
+    step_view: StepView | None = None
     notes: list[str] = []
 
 
@@ -410,6 +449,10 @@ class Metrics(Strict):
 
     format: str = SCHEMA
     label: str | None = None
+    # what ran, for the advice's wording: "nemo" (Hydra overrides), "reference" (the
+    # workloads.sft flags) or "generic"; `workload_kind_evidence` says what told
+    workload_kind: Literal["nemo", "reference", "generic"] = "generic"
+    workload_kind_evidence: str | None = None
     sources: list[Source]
     ranks: list[RankMetrics]
     aggregate: Aggregate

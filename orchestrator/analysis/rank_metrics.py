@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.analysis import breakdown, communication, core, gpu_time, host, kernels, memory
+from orchestrator.analysis import (
+    breakdown,
+    communication,
+    core,
+    gpu_time,
+    host,
+    kernels,
+    memory,
+    step_view,
+)
 from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import RankMetrics, SyncStats
 
@@ -37,6 +46,10 @@ def compute(tl: T.RankTimeline) -> tuple[list[RankMetrics], list[CrossRankInput]
         rows = tl.gpu.take(sl)
         first = i == 0
         r, c = _entry(tl, rows, devices, names_cls, first, step_rows if first else [])
+        main = host.main_thread(tl)
+        r.step_view = step_view.extract(
+            tl, rows, step_rows, (r.span_start_ns, r.span_end_ns), main[0] if main else None
+        )
         out.append(r)
         cross.append(c)
     return out, cross
