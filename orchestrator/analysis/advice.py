@@ -1,6 +1,8 @@
 """Rules that turn metrics into likely causes and the knob to turn (from the seed material).
 
-Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
+Each rule cites the metrics that fired it (`evidence`) and the thresholds below. The knobs are
+phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's Hydra overrides
+(quoted below), the reference workload's flags, or generic PyTorch.
 
 - data-loader: GPU idle >= 10 % of the span and the data-wait ranges (their union inside the
   span) >= 5 % of it → `model.data.num_workers=4` (more data-loader workers). The main thread's
@@ -41,6 +43,53 @@ UM_TIME_PCT = 10.0
 SYNC_PCT = 10.0
 COMM_SHARE_PCT = 10.0
 LOW_OVERLAP_PCT = 50.0
+
+# The knob of each rule in the words of the workload that ran (`Metrics.workload_kind`): NeMo's
+# Hydra overrides, the reference workload's own flags (workloads/sft.py), or generic PyTorch.
+KNOBS: dict[str, dict[str, str]] = {
+    "data-loader": {
+        "nemo": "model.data.num_workers=4 (more data-loader worker processes)",
+        "reference": "--num-workers 4 (DataLoader worker processes; 0 loads in the loop)",
+        "generic": "DataLoader(num_workers=4, pin_memory=True): load the next batches in"
+        " worker processes while the GPU computes",
+    },
+    "offload-traffic": {
+        "nemo": "+model.cpu_offloading_num_layers=<fewer> (or +model.cpu_offloading=False"
+        " when memory allows)",
+        "reference": "drop --offload-activations when GPU memory allows (or"
+        " --activation-checkpointing: recompute instead of copying)",
+        "generic": "offload fewer activation layers to the CPU, or none when GPU memory allows"
+        " (activation checkpointing recomputes instead of copying)",
+    },
+    "fp32-kernels": {
+        "nemo": "trainer.precision=bf16-mixed",
+        "reference": "--precision bf16",
+        "generic": "bf16 mixed precision: torch.autocast('cuda', dtype=torch.bfloat16) (or"
+        " torch.backends.cuda.matmul.allow_tf32=True)",
+    },
+    "unified-memory": {
+        "nemo": "keep the working set on the GPU (model.peft.peft_scheme=lora) or prefetch"
+        " (cudaMemPrefetchAsync / rmm prefetch)",
+        "reference": "--peft lora (a working set that stays on the GPU), or drop"
+        " --unified-memory / a smaller --um-host-touch-mb",
+        "generic": "keep the working set on the GPU (e.g. LoRA instead of full fine-tuning)"
+        " or prefetch (cudaMemPrefetchAsync / rmm prefetch)",
+    },
+    "low-overlap": {
+        "nemo": "model.optim.overlap_grad_sync=True (and model.optim.overlap_param_sync=True):"
+        " overlap the reduction with backward",
+        "reference": "the reference workload's --ddp has no overlap flag: DDP(bucket_cap_mb=...)"
+        " in workloads/distributed.py (smaller buckets start the all-reduce earlier)",
+        "generic": "overlap the reduction with backward: DDP bucket_cap_mb (smaller buckets"
+        " start earlier), FSDP backward_prefetch, NeMo/Megatron overlap_grad_sync",
+    },
+}
+
+
+def knob(rule: str, kind: str) -> str:
+    """The knob of `rule` in the words of the workload kind (generic for an unknown kind)."""
+    words = KNOBS[rule]
+    return words.get(kind, words["generic"])
 
 
 class Advice(Strict):
@@ -131,7 +180,7 @@ def fold(advice: list[Advice], entries: int, over: int = FOLD_OVER) -> list[Advi
     return out
 
 
-def _rules(r: RankMetrics) -> list[Advice]:
+def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
     out = []
     span = r.span_ns or 1
     # both are unions clipped to the span (the readers' job), so neither can pass 100 %
@@ -148,7 +197,7 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 rule="data-loader",
                 rank=r.rank,
                 cause="the GPU sits idle while the main thread waits for input data",
-                knob="model.data.num_workers=4 (more data-loader worker processes)",
+                knob=knob("data-loader", kind),
                 evidence=evidence,
                 message=(
                     f"rank {r.rank}: GPU idle {r.idle_pct:.1f}% of the span, data-wait ranges"
@@ -175,10 +224,7 @@ def _rules(r: RankMetrics) -> list[Advice]:
                     "host<->device copies take a large share of GPU time with activation CPU"
                     " offloading on: offloading trades GPU memory for speed"
                 ),
-                knob=(
-                    "+model.cpu_offloading_num_layers=<fewer> (or +model.cpu_offloading=False"
-                    " when memory allows)"
-                ),
+                knob=knob("offload-traffic", kind),
                 evidence=copy_evidence,
                 message=(
                     f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time"
@@ -209,7 +255,7 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 rule="fp32-kernels",
                 rank=r.rank,
                 cause="GEMMs run in fp32 without tensor cores",
-                knob="trainer.precision=bf16-mixed",
+                knob=knob("fp32-kernels", kind),
                 evidence={"fp32_gemm_pct_of_kernel_time": r.fp32_gemm_pct},
                 message=(
                     f"rank {r.rank}: fp32 GEMM kernels are {r.fp32_gemm_pct:.1f}% of kernel time"
@@ -225,10 +271,7 @@ def _rules(r: RankMetrics) -> list[Advice]:
                 rule="unified-memory",
                 rank=r.rank,
                 cause="Unified-Memory pages migrate between CPU and GPU on demand",
-                knob=(
-                    "keep the working set on the GPU (model.peft.peft_scheme=lora) or prefetch"
-                    " (cudaMemPrefetchAsync / rmm prefetch)"
-                ),
+                knob=knob("unified-memory", kind),
                 evidence={
                     "um_share_of_memory_ops_pct": um.share_of_memory_ops_pct,
                     "um_share_of_memory_time_pct": um.share_of_memory_time_pct,
@@ -263,11 +306,7 @@ def _rules(r: RankMetrics) -> list[Advice]:
                     "communication kernels mostly run while no computation does: the GPU waits"
                     " for gradients (or parameters) to be exchanged"
                 ),
-                knob=(
-                    "overlap the reduction with backward: NeMo/Megatron"
-                    " model.optim.overlap_grad_sync=True (and overlap_param_sync=True), DDP"
-                    " bucket_cap_mb (smaller buckets start earlier), FSDP backward_prefetch"
-                ),
+                knob=knob("low-overlap", kind),
                 evidence={
                     "comm_comp_overlap_pct": overlap,
                     "communication_pct_of_kernel_time": comm,
@@ -330,5 +369,6 @@ def _waiting(a: Advice, metrics: Metrics) -> Advice:
 def advise(metrics: Metrics) -> list[Advice]:
     """Every rule that fires on any rank, then the cross-rank rules. Low overlap on a rank that
     waits for a straggler is said to be waiting (`_waiting`)."""
-    per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r)]
+    kind = metrics.workload_kind
+    per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r, kind)]
     return per_rank + _straggler(metrics)

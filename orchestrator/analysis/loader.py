@@ -182,6 +182,35 @@ def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
     return None  # a spec without an offloading knob says nothing: a config file may set it
 
 
+def workload_kind(folder: Path) -> tuple[str, str] | None:
+    """What ran, for the advice's wording: ("nemo" | "reference" | "generic", evidence) from
+    the run's spec.lock.yaml (a `nemo` workload; a command that runs `workloads.sft`), else
+    from the workload's metrics.json (`"workload": "sft"`: the reference workload); None when
+    neither says."""
+    spec = spec_lock_file(folder)
+    if spec is not None:
+        try:
+            data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            data = None  # _offloading_in_spec names the broken file
+        wl = data.get("workload") if isinstance(data, dict) else None
+        if isinstance(wl, dict):
+            kind = wl.get("kind")
+            if kind == "nemo":
+                return "nemo", f"{spec.name}: workload.kind = nemo"
+            words = [str(wl.get("command", "")), *map(str, wl.get("args") or [])]
+            if any("workloads.sft" in w or w.endswith("workloads/sft.py") for w in words):
+                return "reference", f"{spec.name}: the command runs workloads.sft"
+            return "generic", f"{spec.name}: workload.kind = {kind}"
+    for name in ("metrics.json", "metrics_rank0.json"):
+        f = folder / name
+        if f.is_file():
+            data = _read_json(f)
+            if isinstance(data, dict) and data.get("workload") == "sft":
+                return "reference", f"{name}: workload = sft (workloads/sft.py)"
+    return None
+
+
 def workload_data(folder: Path, rank: int) -> tuple[Path, dict[str, Any]] | None:
     """This rank's workload metrics beside a trace (`workload_file`), read: None when there are
     none, or when the file is not an object, or a `metrics.json` says it is another rank's."""
@@ -377,11 +406,15 @@ def analyze_paths(
                 }
             )
         )
+    kinds = [k for f in files if (k := workload_kind(f.parent)) is not None]
+    kind, kind_evidence = kinds[0] if kinds else ("generic", None)
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
     out = [out[i] for i in order]
     cross = [cross[i] for i in order]
     return Metrics(
         label=label,
+        workload_kind=kind,
+        workload_kind_evidence=kind_evidence,
         sources=sources,
         ranks=out,
         aggregate=aggregate(out),

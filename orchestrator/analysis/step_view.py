@@ -151,7 +151,7 @@ def _row(kind: str, label: str, s: Any, e: Any, names: Any, lo: int, hi: int) ->
 
 def _finish(spec: _Spec, table: list[str], width: int, cap: int) -> ViewRow:
     return ViewRow(
-        kind=spec.kind,  # type: ignore[arg-type]
+        kind=spec.kind,
         label=spec.label,
         events=merge_events(spec.s, spec.e, spec.names, table, width, cap),
         source_events=int(spec.s.size),
