@@ -5,17 +5,21 @@ continuity (idle gaps), GPU memory, memory traffic, CPU activity, sync overhead,
 communication (HTA's kernel types, overlap and idle breakdown; the cross-rank skews), kernels.
 Per-rank numbers are averaged over ranks (the `Aggregate` means); counts and bytes are summed.
 delta_abs = value - baseline; delta_rel_pct = 100 * delta_abs / |baseline| (None when the
-baseline is 0 or a value is missing).
+baseline is 0, near zero against the value (`NEAR_ZERO`: a change beyond that factor is news by
+its size, not its digits: 8 bytes to 2.4 GB is not "+30,194,585,930 %"), or a value is
+missing); `change` is how a reader sees it (`change_text`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from orchestrator.analysis.labels import human
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
 
 WAIT_FUNCS = ("pthread_cond_wait", "pthread_cond_timedwait", "sem_wait", "sem_timedwait")
+NEAR_ZERO = 1000.0  # a value this many times its baseline: the baseline counts as ~0
 
 
 class ComparisonRow(Strict):
@@ -27,6 +31,8 @@ class ComparisonRow(Strict):
     values: list[float | None]
     delta_abs: list[float | None]
     delta_rel_pct: list[float | None]
+    # the change against the baseline as it reads: `+12.3 %`, `×85`, `new`, `from ~0 (+2.4 GiB)`
+    change: list[str] = []
 
 
 class Comparison(Strict):
@@ -181,6 +187,25 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
 ]
 
 
+def change_text(v: float | None, base: float | None, unit: str) -> str:
+    """The change of `v` against `base` for a reader: a percentage, a factor beyond ×10,
+    "new" from a zero baseline, "from ~0" plus the absolute change from a near-zero one."""
+    if v is None or base is None:
+        return "-"
+    if v == base:
+        return "="
+    if base == 0:
+        return "new"
+    ratio = v / base
+    if abs(ratio) >= NEAR_ZERO:
+        return f"from ~0 ({'+' if v > base else '-'}{human(abs(v - base), unit)})"
+    if ratio >= 10:
+        return f"×{ratio:,.0f}"
+    if 0 < ratio <= 0.1:
+        return f"×1/{1 / ratio:,.0f}" if ratio * NEAR_ZERO > 1 else "to ~0"
+    return f"{100 * (ratio - 1):+.1f} %"
+
+
 def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparison:
     """Rows of every metric in ROWS for each run, with deltas against the first."""
     labels = labels or [m.label or f"run {i}" for i, m in enumerate(metrics)]
@@ -196,7 +221,8 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
                 d_rel.append(None)
             else:
                 d_abs.append(v - base)
-                d_rel.append(100.0 * (v - base) / abs(base) if base else None)
+                near_zero = not base or abs(v) >= NEAR_ZERO * abs(base)
+                d_rel.append(None if near_zero else 100.0 * (v - base) / abs(base))
         rows.append(
             ComparisonRow(
                 group=group,
@@ -205,6 +231,7 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
                 values=values,
                 delta_abs=d_abs,
                 delta_rel_pct=d_rel,
+                change=[change_text(v, base, unit) for v in values],
             )
         )
     return Comparison(labels=labels, rows=rows)

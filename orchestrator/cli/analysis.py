@@ -38,6 +38,7 @@ from orchestrator.analysis import (
 )
 from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
+from orchestrator.analysis.labels import column_labels, dur, num, short_labels, size
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 
@@ -84,51 +85,12 @@ def _default_resolve(arg: str) -> list[Path]:
 
 
 # ---- value formatting
-def dur(ns: float | None) -> str:
-    """A duration in ns as s / ms / µs with 3 significant-ish digits."""
-    if ns is None:
-        return "-"
-    a = abs(ns)
-    if a >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
-
-
-def size(b: float | None) -> str:
-    if b is None:
-        return "-"
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= f:
-            return f"{b / f:.2f} {unit}"
-    return f"{b:.0f} B"
-
-
 def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f} %"
 
 
 def count(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
-
-
-def num(v: float | None) -> str:
-    """A plain number with a precision that suits its size."""
-    if v is None:
-        return "-"
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    if a and a < 0.001:
-        return f"{v:.2g}"
-    return f"{v:.3f}"
 
 
 def delta(v: float | None, base: float | None) -> str:
@@ -637,31 +599,6 @@ def _print_cross_rank(m: Metrics, console: Console) -> None:
         console.print(f"note: {plain(note)}", markup=False)
 
 
-def short_labels(args: list[str]) -> list[str]:
-    """Column labels for runs: the last path part (file name without trace suffixes), made
-    unique by prefixing parent folders where two would be equal."""
-
-    def parts(a: str) -> list[str]:
-        p = Path(a)
-        ps = [x for x in p.parts if x not in ("/", ".")]
-        if ps and p.is_file():
-            stem = ps[-1]
-            for suf in (".gz", ".json", ".pt.trace", ".sqlite"):
-                stem = stem.removesuffix(suf)
-            ps[-1] = stem
-        return ps or [a]
-
-    split = [parts(a) for a in args]
-    depth = [1] * len(args)
-    for _ in range(8):
-        labels = ["/".join(s[-d:]) for s, d in zip(split, depth, strict=True)]
-        dup = {x for x in labels if labels.count(x) > 1}
-        if not dup:
-            return labels
-        depth = [d + 1 if lab in dup else d for d, lab in zip(depth, labels, strict=True)]
-    return args
-
-
 def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table:
     """The compare table: one row per metric, one column per run (the first is the baseline),
     then the change of every other run against it (with `deltas`)."""
@@ -686,25 +623,6 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
         rel = [delta(v, row.values[0]) for v in row.values[1:]] if deltas else []
         t.add_row(term(f"  {row.metric}"), term(row.unit), *vals, *rel)
     return t
-
-
-def column_labels(names: list[str], width: int = 12) -> list[str]:
-    """Column headers for the compared runs: their short names when two of them fit a
-    column, else A, B, C… explained by a legend (a path or a long run id as a header is cut
-    mid-word and pushes the numbers off the screen)."""
-    if len(names) <= 2 and all(len(n) <= width for n in names):
-        return names
-    return [_letters(i) for i in range(len(names))]
-
-
-def _letters(i: int) -> str:
-    """0 → A, 25 → Z, 26 → AA (spreadsheet column names)."""
-    out = ""
-    i += 1
-    while i:
-        i, rem = divmod(i - 1, 26)
-        out = chr(ord("A") + rem) + out
-    return out
 
 
 def register(app: typer.Typer, resolve: Resolver | None = None) -> None:

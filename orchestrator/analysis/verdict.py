@@ -1,0 +1,263 @@
+"""The verdict a report opens with: one idle figure with the window it covers, HTA's split
+explained once, and the three findings that matter, each with its number and the knob.
+
+Findings come from the advice first (one per rule, its worst rank, ordered by how much of the
+run each one concerns: `_score`), then, while fewer than three, from observations every run has
+(how idle the GPU is and why, the kernel that takes most time, the step time). A trace without
+GPU activity says so instead of showing zeros.
+"""
+
+from __future__ import annotations
+
+from orchestrator.analysis.advice import Advice
+from orchestrator.analysis.labels import dur, short_kernel
+from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.base import Strict
+
+FINDINGS = 3
+BUSY_PCT = 95.0  # idle below 100 - this: the GPU is the bottleneck, not what feeds it
+NO_GPU = "no GPU timeline in this trace"
+
+TITLES = {
+    "data-loader": "The GPU waits for input data",
+    "offload-traffic": "Activation-offloading copies take GPU time",
+    "host-device-copies": "Host-device copies take GPU time",
+    "fp32-kernels": "GEMMs run in fp32, without tensor cores",
+    "unified-memory": "Unified-Memory pages migrate on demand",
+    "sync-overhead": "The host blocks on CUDA synchronisation",
+    "low-overlap": "Communication does not overlap computation",
+    "straggler": "One rank holds the others back",
+}
+
+
+class Finding(Strict):
+    """One thing that matters: what, its number, the knob (`rule`: the advice behind it)."""
+
+    title: str
+    number: str
+    knob: str
+    rule: str | None = None
+
+
+class Verdict(Strict):
+    """The top of a report."""
+
+    gpu: bool
+    idle: str
+    hta: str | None = None
+    findings: list[Finding] = []
+
+
+def has_gpu(m: Metrics) -> bool:
+    """Whether any entry traced GPU activity (kernels, copies, memsets)."""
+    return any(
+        r.activity.kernel_count + r.activity.memcpy_count + r.activity.memset_count for r in m.ranks
+    )
+
+
+def _score(a: Advice) -> float:
+    """How much of the run a piece of advice concerns, in percent (0-100)."""
+    e = a.evidence
+    if a.rule == "straggler":
+        return 100.0
+    if a.rule == "low-overlap":
+        comm = e.get("communication_pct_of_kernel_time", 0.0)
+        return comm * (100.0 - e.get("comm_comp_overlap_pct", 0.0)) / 100.0
+    keys = (
+        "idle_pct",
+        "htod_dtoh_pct_of_gpu_activity",
+        "fp32_gemm_pct_of_kernel_time",
+        "um_share_of_memory_time_pct",
+        "um_share_of_memory_ops_pct",
+        "sync_pct_of_span",
+    )
+    return max((e[k] for k in keys if k in e), default=0.0)
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def idle_sentence(m: Metrics) -> str:
+    """The one idle figure: the mean over entries of GPU idle in the span, with the window."""
+    if not has_gpu(m):
+        return f"GPU idle: {NO_GPU} (the profile traced no kernels, copies or memsets)."
+    idle = _mean([r.idle_pct for r in m.ranks])
+    span = max(r.span_ns for r in m.ranks)
+    steps = max((r.steps.count for r in m.ranks if r.steps), default=0)
+    over = f", mean of {len(m.ranks)} entries" if len(m.ranks) > 1 else ""
+    held = f"; it holds the {steps} traced steps" if steps else ""
+    return (
+        f"GPU idle {idle:.1f} % of the span{over}: the {dur(span)} from the first to the last"
+        f" GPU activity{held}."
+    )
+
+
+def hta_sentence(m: Metrics) -> str | None:
+    """HTA's temporal split, and why its idle may differ from the headline's, said once."""
+    if not has_gpu(m):
+        return None
+    t = m.aggregate
+    split = (
+        f"compute {t.temporal_compute_pct_mean:.1f} %, non-compute"
+        f" {t.temporal_non_compute_pct_mean:.1f} %, idle {t.temporal_idle_pct_mean:.1f} %"
+    )
+    what = (
+        "compute = kernels that are not communication or memory; non-compute = time when only"
+        " copies, memsets or communication ran"
+    )
+    if any(r.temporal.basis.startswith("GPU events launched before") for r in m.ranks):
+        return (
+            f"HTA's temporal breakdown ({split}; {what}) covers the GPU events launched before the"
+            " last ProfilerStep, as Holistic Trace Analysis leaves the last profiled step out:"
+            " its idle is not the headline's, which covers the whole span."
+        )
+    return f"HTA's temporal breakdown splits the same span: {split} ({what})."
+
+
+def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
+    best: dict[str, tuple[float, Advice, int]] = {}
+    for a in advice:
+        sc = _score(a)
+        seen = best.get(a.rule)
+        n = (seen[2] if seen else 0) + 1
+        if seen is None or sc > seen[0]:
+            best[a.rule] = (sc, a, n)
+        else:
+            best[a.rule] = (seen[0], seen[1], n)
+    out = []
+    for _, a, n in sorted(best.values(), key=lambda x: -x[0]):
+        ranks = f" ({n} of {len(m.ranks)} entries; the worst shown)" if n > 1 else ""
+        out.append(
+            Finding(title=TITLES.get(a.rule, a.rule), number=a.message + ranks, knob=a.knob,
+                    rule=a.rule)
+        )  # fmt: skip
+    return out
+
+
+def _idle_finding(m: Metrics) -> Finding:
+    r = max(m.ranks, key=lambda x: x.idle_pct)
+    who = f"rank {r.rank}: " if len(m.ranks) > 1 else ""
+    if r.idle_pct <= 100 - BUSY_PCT:
+        return Finding(
+            title="The GPU is busy: the kernels are the bottleneck",
+            number=f"{who}GPU busy {r.busy_pct:.1f} % of the span ({dur(r.span_ns)})",
+            knob="the kernels themselves: the top kernels below, lower precision (bf16), fused"
+            " operations (torch.compile)",
+        )
+    ib = r.idle_breakdown
+    parts = (
+        {"host_wait": ib.host_wait_pct, "kernel_wait": ib.kernel_wait_pct, "other": ib.other_pct}
+        if ib is not None
+        else {}
+    )
+    cause = max(parts, key=lambda k: parts[k]) if parts else "other"
+    why = f" ({parts[cause]:.0f} % of it {cause.replace('_', ' ')})" if parts else ""
+    knobs = {
+        "host_wait": "the host launches work too slowly: CUDA graphs"
+        " (torch.compile(mode='reduce-overhead')), fewer host syncs, more work per step",
+        "kernel_wait": "many short kernels back to back: fuse them (torch.compile) or give each"
+        " more work (a larger batch)",
+        "other": "see what the GPU waits for in the step picture below (host work, data,"
+        " synchronisation)",
+    }
+    return Finding(
+        title="The GPU sits idle between kernels",
+        number=f"{who}GPU idle {r.idle_pct:.1f} % of the span{why}",
+        knob=knobs[cause],
+    )
+
+
+def _top_kernel(m: Metrics) -> Finding | None:
+    tot: dict[str, list[float]] = {}
+    for r in m.ranks:
+        for k in r.top_kernels:
+            x = tot.setdefault(k.name, [0.0, 0.0])
+            x[0] += k.count
+            x[1] += k.total_ns
+    whole = sum(r.activity.kernel_ns for r in m.ranks)
+    if not tot or not whole:
+        return None
+    name, (count, total) = max(tot.items(), key=lambda kv: kv[1][1])
+    return Finding(
+        title=f"Most kernel time: {short_kernel(name, 48)}",
+        number=f"{100 * total / whole:.1f} % of kernel time ({count:,.0f} launches, {dur(total)})",
+        knob="speed up or avoid this operation first (fusion with torch.compile, a better"
+        " shape or precision); the top-kernel table has the rest",
+    )
+
+
+def _step_finding(m: Metrics) -> Finding | None:
+    wl = [r.workload.median_step_time_s for r in m.ranks if r.workload]
+    wl_s = [x for x in wl if x is not None]
+    steps = [r.steps for r in m.ranks if r.steps]
+    if wl_s:
+        number = f"median step {dur(max(wl_s) * 1e9)} (the workload's own timing, slowest rank)"
+    elif steps:
+        s = max(steps, key=lambda x: x.p50_ns)
+        number = f"median step {dur(s.p50_ns)} over {s.count} traced steps (p90 {dur(s.p90_ns)})"
+    else:
+        return None
+    return Finding(
+        title="Step time",
+        number=number,
+        knob="change one knob and compare against this run: gh-run compare THIS_RUN NEW_RUN",
+    )
+
+
+def _cpu_findings(m: Metrics) -> list[Finding]:
+    out = [
+        Finding(
+            title="No GPU timeline in this trace",
+            number="0 kernels, copies or memsets traced",
+            knob="profile on a GPU with CUDA tracing (profile.trace: [cuda, nvtx, osrt]) to see"
+            " the GPU side",
+        )
+    ]
+    step = _step_finding(m)
+    if step is not None:
+        out.append(step)
+    waits = [(r.main_thread_wait_ns, r) for r in m.ranks if r.main_thread_wait_ns]
+    if waits:
+        ns, r = max(waits, key=lambda x: x[0] or 0)
+        out.append(
+            Finding(
+                title="The main thread blocks",
+                number=f"{r.main_thread}: blocking waits {dur(ns)} in all",
+                knob="see what it waits for in the step picture below (locks, worker threads, I/O)",
+            )
+        )
+    else:
+        threads = [(t.osrt_ns + t.cpu_op_ns, t.name) for r in m.ranks for t in r.threads]
+        if threads:
+            ns, name = max(threads)
+            out.append(
+                Finding(
+                    title=f"Busiest CPU thread: {name}",
+                    number=f"{dur(ns)} in OS-runtime calls and CPU operators",
+                    knob="the step picture below shows where it spends that time",
+                )
+            )
+    return out[:FINDINGS]
+
+
+def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
+    """The idle figure, HTA's split and the three findings of one run."""
+    gpu = has_gpu(m)
+    if not m.ranks:
+        return Verdict(gpu=False, idle="no entries", findings=[])
+    if not gpu:
+        return Verdict(gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m))
+    found = _from_advice(advice, m)
+    if "data-loader" not in {f.rule for f in found}:
+        found.append(_idle_finding(m))
+    for extra in (_top_kernel(m), _step_finding(m)):
+        if extra is not None:
+            found.append(extra)
+    return Verdict(gpu=True, idle=idle_sentence(m), hta=hta_sentence(m), findings=found[:FINDINGS])
+
+
+def rank_label(r: RankMetrics, ranks: list[RankMetrics]) -> str:
+    """`rank 3`, or `rank 3 dev 1` when the rank has several entries (devices)."""
+    multi = sum(1 for x in ranks if x.rank == r.rank) > 1
+    return f"rank {r.rank} dev {','.join(map(str, r.devices))}" if multi else f"rank {r.rank}"
