@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import core
+from orchestrator.analysis.labels import dur
 from orchestrator.analysis.metrics import CrossRank, RankMetrics, RankSpread, SkewStats, Straggler
 from orchestrator.analysis.rank_metrics import CrossRankInput
 
@@ -280,9 +281,9 @@ def _late_straggler(
         },
         message=(
             f"{names[cand]} starts its collectives last in {100 * share:.0f}% of"
-            f" {n_coll} matched collectives, up to {per_step / 1e3:,.0f} µs late per step{step};"
-            f" the others spend {rest / 1e3:,.0f} µs in each collective against"
-            f" {own / 1e3:,.0f} µs on {names[cand]}: they wait for it"
+            f" {n_coll} matched collectives, up to {dur(per_step)} late per step{step};"
+            f" the others spend {dur(rest)} in each collective against"
+            f" {dur(own)} on {names[cand]}: they wait for it"
         ),
     )
 

@@ -20,9 +20,11 @@ from xml.sax.saxutils import escape as xml_escape
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from orchestrator.analysis import labels as L
 from orchestrator.analysis.advice import Advice, advise, fold
 from orchestrator.analysis.compare import Comparison, compare
-from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
+from orchestrator.analysis.verdict import verdict
 from orchestrator.escape import markdown, plain
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "report"
@@ -56,6 +58,10 @@ def _env() -> Environment:
     env.filters["pct"] = lambda v: f"{v:.2f}"
     env.filters["gib"] = lambda b: "n/a" if b is None else f"{b / 2**30:,.2f}"
     env.filters["num"] = lambda v: "n/a" if v is None else f"{v:,.3f}".rstrip("0").rstrip(".")
+    env.filters["human"] = L.human  # value, unit → "1.23 GiB", "45.60 ms", "12.3 %"
+    env.filters["size"] = lambda b: "n/a" if b is None else L.size(b)
+    env.filters["dur"] = L.dur
+    env.filters["kname"] = L.short_kernel
     # Trace text in report.md: Markdown-escaped, then HTML-escaped by autoescape.
     env.filters["md"] = lambda v: markdown(str(v))
     return env
@@ -176,8 +182,11 @@ def svg_top_kernels(r: RankMetrics, n: int = 10) -> Markup:
     parts = []
     for i, k in enumerate(ks):
         y = 10 + 20 * i
-        name = k.name if len(k.name) <= 55 else k.name[:52] + "..."
-        parts.append(f'<text x="4" y="{y + 12}" font-size="10">{xml_escape(plain(name))}</text>')
+        name = L.short_kernel(k.name, 55)
+        parts.append(
+            f'<text x="4" y="{y + 12}" font-size="10"><title>{xml_escape(plain(k.name))}</title>'
+            f"{xml_escape(plain(name))}</text>"
+        )
         parts.append(
             f'<rect class="bar" x="{left}" y="{y}" width="{pw * k.share_pct / 100:.1f}"'
             f' height="14" fill="#1f77b4"/>'
@@ -215,6 +224,100 @@ def svg_step_hist(r: RankMetrics, bins: int = 30) -> Markup:
     return _svg("".join(parts), f"Step-time distribution, rank {r.rank}")
 
 
+VIEW_W, VIEW_LEFT, ROW_H, ROW_GAP, VIEW_TOP = 960, 190, 16, 5, 26
+VIEW_COLORS = {
+    "kernels": "#2ca02c",
+    "memsets": "#7f7f7f",
+    "nvtx": "#9467bd",
+    "waits": "#d62728",
+    "thread": "#17becf",
+}
+COPY_COLORS = {"HtoD": "#ff7f0e", "DtoH": "#8c564b", "DtoD": "#bcbd22", "PtoP": "#e377c2"}
+NCCL_COLOR = "#1f77b4"
+
+
+def _view_color(kind: str, label: str, name: str) -> str:
+    if kind == "kernels" and name.lower().startswith("nccl"):
+        return NCCL_COLOR
+    if kind == "copies":
+        return COPY_COLORS.get(label.removeprefix("copies ").removeprefix("UM "), "#e377c2")
+    return VIEW_COLORS.get(kind, "#7f7f7f")
+
+
+def _ticks(width_ns: int, n: int = 5) -> list[int]:
+    """Round tick positions (ns) across a window: steps of 1, 2 or 5 times a power of ten."""
+    if width_ns <= 0:
+        return [0]
+    raw = width_ns / n
+    mag = 10 ** (len(str(int(raw))) - 1)
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    return list(range(0, width_ns + 1, step))
+
+
+def svg_step_view(v: StepView, title: str) -> Markup:
+    """One step as the timeline shows it: a row per GPU stream (kernels; NCCL in blue), copy
+    direction, memsets, NVTX level, the main thread's blocking waits and the busiest threads.
+    Every event has its full name, count and time on hover (`<title>`); merged events are drawn
+    paler the more idle time lies between them."""
+    width = max(1, v.end_ns - v.start_ns)
+    pw = VIEW_W - VIEW_LEFT - 10
+    height = VIEW_TOP + (ROW_H + ROW_GAP) * max(1, len(v.rows)) + 6
+    parts = []
+    for t in _ticks(width):
+        x = VIEW_LEFT + pw * t / width
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{VIEW_TOP - 6}" x2="{x:.1f}" y2="{height - 4}"'
+            ' stroke="#e4e4e4"/>'
+            f'<text x="{x:.1f}" y="{VIEW_TOP - 10}" font-size="10" text-anchor="middle">'
+            f"{xml_escape(L.dur(t))}</text>"
+        )
+    for i, row in enumerate(v.rows):
+        y = VIEW_TOP + (ROW_H + ROW_GAP) * i
+        label = L.short_kernel(row.label, 30) if row.kind == "thread" else row.label
+        parts.append(
+            f'<text x="4" y="{y + 12}" font-size="11"><title>{xml_escape(plain(row.label))}:'
+            f" {row.source_events} events, {xml_escape(L.dur(row.busy_ns))}</title>"
+            f"{xml_escape(plain(label[:30]))}</text>"
+            f'<rect x="{VIEW_LEFT}" y="{y}" width="{pw}" height="{ROW_H}" fill="#f6f6f6"/>'
+        )
+        for ev in row.events:
+            x = VIEW_LEFT + pw * ev.start_ns / width
+            w = max(0.6, pw * (ev.end_ns - ev.start_ns) / width)
+            extent = max(1, ev.end_ns - ev.start_ns)
+            opacity = min(1.0, max(0.3, ev.busy_ns / extent)) if ev.count > 1 else 1.0
+            what = (
+                f"{ev.name} and {ev.count - 1} more: {L.dur(ev.busy_ns)} busy in {L.dur(extent)}"
+                if ev.count > 1
+                else f"{ev.name}: {L.dur(extent)}"
+            )
+            text = ""
+            if row.kind in ("nvtx", "waits", "thread") and w > 50:
+                short = L.short_kernel(ev.name, int(w / 6.5))
+                text = (
+                    f'<text x="{x + 3:.1f}" y="{y + 12}" font-size="10" fill="#fff"'
+                    f' pointer-events="none">{xml_escape(plain(short))}</text>'
+                )
+            parts.append(
+                f'<rect class="ev" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW_H}"'
+                f' fill="{_view_color(row.kind, row.label, ev.name)}"'
+                f' fill-opacity="{opacity:.2f}"><title>{xml_escape(plain(what))}'
+                f" (at +{xml_escape(L.dur(ev.start_ns))})</title></rect>{text}"
+            )
+    return _svg("".join(parts), title, width=VIEW_W, height=height)
+
+
+MAX_VIEWS = 4  # step pictures drawn per run (the JSON has every entry's)
+
+
+def _legend(names: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Short labels for runs, and the legend (label, full name) when they are letters or
+    shorter than the names."""
+    short = L.short_labels(names)
+    cols = L.column_labels(short, width=24)
+    legend = [(c, n) for c, n in zip(cols, names, strict=True) if c != n]
+    return cols, legend
+
+
 def write_report(
     metrics_list: list[Metrics], out_dir: Path, title: str = "gh-run analysis"
 ) -> dict[str, Path]:
@@ -222,14 +325,32 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     env = _env()
     runs = []
+    names = [m.label or f"run {i}" for i, m in enumerate(metrics_list)]
+    short, legend = _legend(names)
     for i, m in enumerate(metrics_list):
-        label = m.label or f"run {i}"
+        label = short[i]
         fired = advise(m)
+        views = [
+            (L.dur(r.step_view.end_ns - r.step_view.start_ns), r, r.step_view)
+            for r in m.ranks
+            if r.step_view is not None
+        ]
         runs.append(
             {
                 "label": label,
+                "name": names[i],
                 "m": m,
+                "verdict": verdict(m, fired),
                 "advice": fired,
+                "views": [
+                    (
+                        _entry_label(r, m.ranks),
+                        v,
+                        svg_step_view(v, f"{_entry_label(r, m.ranks)}: {v.window} ({length})"),
+                    )
+                    for length, r, v in views[:MAX_VIEWS]
+                ],
+                "views_left": max(0, len(views) - MAX_VIEWS),
                 # what the pages show: a rule that fires alike on many ranks is one entry
                 "shown_advice": fold(fired, len(m.ranks)),
                 "fold": len(m.ranks) > FOLD_RANKS,
@@ -243,8 +364,10 @@ def write_report(
                 },
             }
         )
-    comparison: Comparison | None = compare(metrics_list) if len(metrics_list) > 1 else None
-    ctx = {"title": title, "runs": runs, "comparison": comparison}
+    comparison: Comparison | None = (
+        compare(metrics_list, labels=short) if len(metrics_list) > 1 else None
+    )
+    ctx = {"title": title, "runs": runs, "comparison": comparison, "legend": legend}
     paths = {
         "html": out_dir / "report.html",
         "md": out_dir / "report.md",

@@ -235,10 +235,11 @@ def _host_rows(
             ((h.kind == T.OSRT) & blocking[h.name]) | ((h.kind == T.CUDA_API) & syncs[h.name])
         )
         if bool(m.any()):
-            label = f"{_thread_label(tl, main)} (main): blocking waits"
+            label = "main thread: blocking waits"
             out.append(_row("waits", label, h.start[m], h.end[m], h.name[m], lo, hi))
     work = inside & np.isin(h.kind, (T.CPU_OP, T.OSRT))
     if not bool(work.any()):
+        left.append("CPU threads: no OS-runtime call or CPU operator in this window")
         return out, left
     keys, inv = host.thread_groups(h.pid[work], h.tid[work])
     s_all, e_all, n_all = h.start[work], h.end[work], h.name[work]
