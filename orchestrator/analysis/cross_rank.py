@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis.labels import dur
+from orchestrator.analysis.labels import dur as human_dur
 from orchestrator.analysis.metrics import CrossRank, RankMetrics, RankSpread, SkewStats, Straggler
 from orchestrator.analysis.rank_metrics import CrossRankInput
 
@@ -281,9 +281,9 @@ def _late_straggler(
         },
         message=(
             f"{names[cand]} starts its collectives last in {100 * share:.0f}% of"
-            f" {n_coll} matched collectives, up to {dur(per_step)} late per step{step};"
-            f" the others spend {dur(rest)} in each collective against"
-            f" {dur(own)} on {names[cand]}: they wait for it"
+            f" {n_coll} matched collectives, up to {human_dur(per_step)} late per step{step};"
+            f" the others spend {human_dur(rest)} in each collective against"
+            f" {human_dur(own)} on {names[cand]}: they wait for it"
         ),
     )
 
