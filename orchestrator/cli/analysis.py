@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, TextIO, cast
 
 import typer
 from rich import box
@@ -470,10 +470,47 @@ def _summary_cells(row: Row, m: Metrics, labels: list[str]) -> list[str]:
     return [*cells, _worst(row, m, labels)]
 
 
+def _plain(
+    console: Console,
+    title: str,
+    header: list[str],
+    rows: list[list[str]],
+    right: set[int] | None = None,
+) -> None:
+    """A table as plain aligned text with every value in full (output that is not a terminal:
+    a pipe or a file, read by grep and awk, is never cut to 80 columns). `right`: the columns
+    aligned right (all but the first by default)."""
+    from orchestrator.cli import table
+
+    cols = [
+        table.Column(h, keep=True, right=i in right if right is not None else i > 0)
+        for i, h in enumerate(header)
+    ]
+    out = cast(TextIO, console.file)
+    print(plain(title), file=out)
+    for line in table.render(cols, rows, width=None, stream=out):
+        print(line, file=out)
+
+
 def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
     labels = _entry_labels(m)
     wide = per_rank or len(m.ranks) <= RANK_COLUMNS
     worst_col = len(m.ranks) > 1
+    if not console.is_terminal:
+        header = ["metric", *(labels if wide else [f"min of {len(m.ranks)}", "median", "max"])]
+        header += ["worst"] if worst_col else []
+        body: list[list[str]] = []
+        for group, rows in metric_groups(m):
+            if rows:
+                body.append([group, *([""] * (len(header) - 1))])
+            for row in rows:
+                cells = [row.show(r) for r in m.ranks] if wide else _summary_cells(row, m, labels)
+                if wide and worst_col:
+                    cells.append(_worst(row, m, labels))
+                body.append([plain(f"  {row.label}"), *(plain(c) for c in cells)])
+        _plain(console, m.label or "analysis", header, body)
+        _after_table(m, console, wide)
+        return
     t = Table(title=term(m.label or "analysis"), box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("metric", no_wrap=True, overflow="ellipsis")
     if wide:
@@ -500,6 +537,12 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
             t.add_row(term(f"  {row.label}"), *(term(c) for c in cells))
         t.add_section()
     console.print(t)
+    _after_table(m, console, wide)
+
+
+def _after_table(m: Metrics, console: Console, wide: bool) -> None:
+    """What follows the metrics table: peak-memory sources, top kernels, the cross-rank view,
+    notes, how to open the whole timeline, and the advice."""
     if not wide:
         console.print(
             f"{len(m.ranks)} entries: min / median / max over them, each shown as its entry reads;"
@@ -516,10 +559,16 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
         for n in [*src.notes, *([src.rank_note] if src.rank_note else [])]
     ]
     for line in [*fold_notes(rank_notes, "entries"), *fold_notes(src_notes, "inputs")]:
-        console.print(f"note: {plain(line)}", markup=False)
+        console.print(f"note: {plain(line)}", markup=False, soft_wrap=True)
+    hints = [s.open_with for s in m.sources if s.open_with]
+    for hint in hints[:FOLD_OVER]:
+        console.print(f"full timeline: {plain(hint)}", markup=False, soft_wrap=True)
+    if len(hints) > FOLD_OVER:
+        console.print(f"full timeline: {len(hints) - FOLD_OVER} more inputs alike", markup=False)
     for a in fold(advise(m), len(m.ranks)):
         console.print(
-            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}"
+            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}",
+            soft_wrap=not console.is_terminal,
         )
 
 
@@ -561,6 +610,12 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
         if ranked:
             rows = [(n, c, t, 100.0 * t / whole) for n, (c, t) in ranked]
             tables.append((f"top kernels, all {len(m.ranks)} entries", rows))
+    if not console.is_terminal:
+        for title, kernel_rows in tables:
+            # the full name last: nothing after it to pad out to its width
+            body = [[count(c), dur(t), pct(sh), plain(n)] for n, c, t, sh in kernel_rows]
+            _plain(console, title, ["count", "total", "share", "kernel"], body, {0, 1, 2})
+        return
     for title, kernel_rows in tables:
         table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
         table.add_column(
@@ -672,7 +727,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if json_out:
             typer.echo(m.model_dump_json(indent=2))
         else:
-            print_metrics(m, Console(), per_rank=per_rank)
+            # piped: plain full values, long lines not wrapped at 80 columns
+            print_metrics(m, Console(soft_wrap=not sys.stdout.isatty()), per_rank=per_rank)
 
     @app.command("compare")
     def compare_cmd(
