@@ -126,8 +126,9 @@ def _strip_templates(text: str) -> str:
     """`a<b<c>, d>::e<f>` → `a<…>::e<…>`."""
     out: list[str] = []
     depth = 0
-    for ch in text:
-        if ch == "<":
+    for i, ch in enumerate(text):
+        # a template opens right after a name (`kernel<`), never a lone `<` (`a < b`, `<img`)
+        if ch == "<" and (depth or (i and (text[i - 1].isalnum() or text[i - 1] in "_:>"))):
             if depth == 0:
                 out.append("<…>")
             depth += 1

@@ -364,10 +364,14 @@ def write_report(
                 },
             }
         )
-    comparison: Comparison | None = (
-        compare(metrics_list, labels=short) if len(metrics_list) > 1 else None
-    )
-    ctx = {"title": title, "runs": runs, "comparison": comparison, "legend": legend}
+    comparison: Comparison | None = compare(metrics_list) if len(metrics_list) > 1 else None
+    ctx = {
+        "title": title,
+        "runs": runs,
+        "comparison": comparison,
+        "short": short,
+        "legend": legend,
+    }
     paths = {
         "html": out_dir / "report.html",
         "md": out_dir / "report.md",
@@ -381,6 +385,7 @@ def write_report(
         "runs": [m.model_dump(mode="json") for m in metrics_list],
         "advice": [[a.model_dump(mode="json") for a in adv] for adv in advice],
         "comparison": comparison.model_dump(mode="json") if comparison else None,
+        "legend": dict(legend),
     }
     paths["json"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
     return paths

@@ -297,4 +297,4 @@ def open_with(path: str, kind: str) -> str:
             "nsys-ui on the .nsys-rep this export was made from (Nsight Systems GUI; the SQLite"
             " export itself does not open there)"
         )
-    return f"open {p} in https://ui.perfetto.dev or chrome://tracing"
+    return f"open {p} in Perfetto (ui.perfetto.dev) or chrome://tracing"

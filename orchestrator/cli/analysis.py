@@ -559,16 +559,15 @@ def _after_table(m: Metrics, console: Console, wide: bool) -> None:
         for n in [*src.notes, *([src.rank_note] if src.rank_note else [])]
     ]
     for line in [*fold_notes(rank_notes, "entries"), *fold_notes(src_notes, "inputs")]:
-        console.print(f"note: {plain(line)}", markup=False, soft_wrap=True)
+        console.print(f"note: {plain(line)}", markup=False)
     hints = [s.open_with for s in m.sources if s.open_with]
     for hint in hints[:FOLD_OVER]:
-        console.print(f"full timeline: {plain(hint)}", markup=False, soft_wrap=True)
+        console.print(f"full timeline: {plain(hint)}", markup=False)
     if len(hints) > FOLD_OVER:
         console.print(f"full timeline: {len(hints) - FOLD_OVER} more inputs alike", markup=False)
     for a in fold(advise(m), len(m.ranks)):
         console.print(
-            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}",
-            soft_wrap=not console.is_terminal,
+            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}"
         )
 
 
@@ -727,8 +726,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if json_out:
             typer.echo(m.model_dump_json(indent=2))
         else:
-            # piped: plain full values, long lines not wrapped at 80 columns
-            print_metrics(m, Console(soft_wrap=not sys.stdout.isatty()), per_rank=per_rank)
+            console = Console()
+            console.soft_wrap = not console.is_terminal  # piped: long lines stay whole
+            print_metrics(m, console, per_rank=per_rank)
 
     @app.command("compare")
     def compare_cmd(
