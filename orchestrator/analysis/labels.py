@@ -115,7 +115,7 @@ def column_labels(names: list[str], width: int = 12) -> list[str]:
     return [letters(i) for i in range(len(names))]
 
 
-_PARAMS = re.compile(r"(?<=[\w>])\([^()]*\)\s*$")
+_PARAMS = re.compile(r"(?<=[\w>])\(")
 _RETURN = re.compile(r"^(?:void|int|float|double|__global__)\s+")
 
 
@@ -143,13 +143,15 @@ def short_kernel(name: str, limit: int = 60) -> str:
     """A kernel name that fits a table cell: no return type, parameter list or template
     arguments (`void at::native::elementwise_kernel<128, 4, …>(int, …)` →
     `at::native::elementwise_kernel<…>`), cut to `limit` characters with an ellipsis."""
-    s = " ".join(name.split())
-    s = _RETURN.sub("", s)
-    prev = None
-    while prev != s:  # nested parameter lists end the name: strip from the right
-        prev = s
-        s = _PARAMS.sub("", s)
+    s = _RETURN.sub("", " ".join(name.split()))
+    for anon in ("(anonymous namespace)::", "<unnamed>::"):
+        s = s.replace(anon, "")
     short = _strip_templates(s)
+    # the parameter list starts at the first `(` right after the name (`kernel<…>(int, …)`);
+    # `(anonymous namespace)` after `::` and `Memcpy HtoD (Pageable -> Device)` stay
+    cut = _PARAMS.search(short)
+    if cut is not None:
+        short = short[: cut.start()]
     if _GENERIC.search(short) and "<" in s:
         # cutlass::Kernel2<cutlass_80_simt_sgemm_…>: the argument is the name that matters
         inner = s[s.index("<") + 1 : s.rindex(">")] if ">" in s else ""

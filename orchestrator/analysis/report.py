@@ -315,7 +315,7 @@ def _legend(names: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     short = L.short_labels(names)
     cols = L.column_labels(short, width=24)
     legend = [(c, n) for c, n in zip(cols, names, strict=True) if c != n]
-    return cols, legend
+    return cols, legend if len(names) > 1 else []
 
 
 def write_report(
