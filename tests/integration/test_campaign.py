@@ -122,6 +122,14 @@ def test_canary_campaign_runs_to_a_report(dev_cluster: None, gh_home: Path) -> N
         f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
     )
     assert (out_dir / "report.html").is_file() and (out_dir / "report.md").is_file()
+    # the reference workload on CPUs: its own flags in the advice, no GPU rows or zeros
+    assert {r["workload_kind"] for r in analysed["runs"]} == {"reference"}
+    for run in analysed["runs"]:
+        for r in run["ranks"]:
+            kinds = {row["kind"] for row in r["step_view"]["rows"]}
+            assert kinds and not kinds & {"kernels", "copies", "memsets"}, kinds
+    html = (out_dir / "report.html").read_text()
+    assert html.count("no GPU timeline in this trace") >= 6 and "GPU busy over time" not in html
 
 
 def test_planted_regression_is_flagged_with_exit_code_3(

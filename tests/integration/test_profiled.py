@@ -130,12 +130,21 @@ def _check_analysis(
             if f["name"].startswith(("sem_", "pthread_cond"))
         }
         assert waits, r["threads"]
+        # the step picture: the NVTX step and the host rows, no GPU rows (a CPU workload)
+        view = r["step_view"]
+        kinds = {row["kind"] for row in view["rows"]}
+        assert "nvtx" in kinds and not kinds & {"kernels", "copies", "memsets"}, view
+        assert view["window"].startswith("train_step "), view["window"]
     sources = doc["sources"]
     assert isinstance(sources, list)
     # the rank comes from the trace first (RANK in the profiled process's environment, which
     # nsys records), the per-rank report name only where the environment was not recorded
     rules = {s["rank_rule"] for s in sources}
     assert rules <= {"RANK in the profiled environment", "file name"}, rules
+    # the whole timeline opens in the Nsight Systems GUI from the report beside the export
+    for s in sources:
+        hint = s["open_with"].split()
+        assert hint[0] == "nsys-ui" and hint[1] == s["path"].removesuffix(".sqlite") + ".nsys-rep"
 
 
 def test_two_ranks_in_the_real_container_under_the_real_nsys(  # type: ignore[no-untyped-def]
