@@ -31,7 +31,7 @@ NVTX_LEVELS = 3
 MAX_EVENTS_PER_ROW = 300
 MAX_EVENTS = 1500  # per view, shared by its rows: 64 ranks' views stay a few MB of JSON
 RESOLUTION = 800  # the window in this many slots: neighbours closer than one slot merge
-PRE_BIN = 20_000  # a row with more events is binned per slot with numpy first
+PRE_BIN = 4 * RESOLUTION  # a row with more events is binned per slot with numpy first
 NAME_CHARS = 300
 
 
@@ -170,9 +170,11 @@ def _gpu_rows(g: T.GpuTable, lo: int, hi: int) -> tuple[list[_Spec], list[str]]:
     kern = g.kind == T.KERNEL
     streams: list[tuple[int, int, int]] = []  # busy, device, stream
     if bool(kern.any()):
-        keys = np.unique(np.stack([g.device[kern], g.stream[kern]], axis=1), axis=0)
-        for d, st in keys.tolist():
-            m = kern & (g.device == d) & (g.stream == st)
+        # one int64 key per (device, stream): np.unique over rows of a 2-D array sorts slowly
+        key = (g.device.astype(np.int64) << 32) | (g.stream.astype(np.int64) & 0xFFFFFFFF)
+        for k in np.unique(key[kern]).tolist():
+            d, st = k >> 32, np.int32(np.uint32(k & 0xFFFFFFFF))
+            m = kern & (key == k)
             busy = int((np.minimum(g.end[m], hi) - np.maximum(g.start[m], lo)).sum())
             streams.append((busy, int(d), int(st)))
         streams.sort(key=lambda x: (-x[0], x[1], x[2]))
