@@ -4,6 +4,7 @@ full one goes on hover or in --json)."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -45,8 +46,8 @@ def num(v: float | None) -> str:
         return f"{v:.2f}"
     if a == 0:
         return "0"
-    if a < 0.001:
-        return f"{v:.6f}".rstrip("0")
+    if a < 0.001:  # three significant digits, never an exponent (8 bytes in GiB: 0.00000000745)
+        return f"{v:.{min(15, 2 - math.floor(math.log10(a)))}f}"
     return f"{v:.3f}"
 
 

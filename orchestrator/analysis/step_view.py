@@ -173,7 +173,7 @@ def _gpu_rows(g: T.GpuTable, lo: int, hi: int) -> tuple[list[_Spec], list[str]]:
         # one int64 key per (device, stream): np.unique over rows of a 2-D array sorts slowly
         key = (g.device.astype(np.int64) << 32) | (g.stream.astype(np.int64) & 0xFFFFFFFF)
         for k in np.unique(key[kern]).tolist():
-            d, st = k >> 32, np.int32(np.uint32(k & 0xFFFFFFFF))
+            d, st = k >> 32, int(np.int32(np.uint32(k & 0xFFFFFFFF)))
             m = kern & (key == k)
             busy = int((np.minimum(g.end[m], hi) - np.maximum(g.start[m], lo)).sum())
             streams.append((busy, int(d), int(st)))

@@ -93,24 +93,6 @@ def count(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
-def delta(v: float | None, base: float | None) -> str:
-    """Change against the baseline: `+12.3` (%), or `×85` / `×1/85` beyond a factor of 10, and
-    `×3.0e9` beyond 10,000 (a near-zero baseline, e.g. 8 bytes copied, gives such factors:
-    their size, not their digits, is the news)."""
-    if v is None or base is None or base == 0:
-        return "-"
-    ratio = v / base
-    if ratio >= 1e4:
-        return f"×{ratio:.1e}".replace("e+0", "e").replace("e+", "e")
-    if ratio >= 10:
-        return f"×{ratio:,.0f}"
-    if 0 < ratio <= 1e-4:
-        return f"×1/{1 / ratio:.1e}".replace("e+0", "e").replace("e+", "e")
-    if 0 < ratio <= 0.1:
-        return f"×1/{1 / ratio:,.0f}"
-    return f"{100 * (ratio - 1):+.1f}"
-
-
 class Row(NamedTuple):
     """One metric: its label, how a rank's value reads, and (for numbers) the value and which
     direction is worse ("higher" / "lower"), for the summary columns and the worst rank."""
@@ -664,7 +646,7 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
         t.add_column(term(lab), justify="right", no_wrap=True)
     if deltas:
         for lab in labels[1:]:
-            header = f"Δ% {lab}" if len(labels) > 2 else "Δ%"
+            header = f"Δ {lab}" if len(labels) > 2 else "Δ"
             t.add_column(term(header), justify="right", no_wrap=True)
     group = None
     for row in c.rows:
@@ -674,7 +656,8 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
             group = row.group
             t.add_row(f"[bold]{group}[/]", *([""] * (len(t.columns) - 1)))
         vals = [num(v) for v in row.values]
-        rel = [delta(v, row.values[0]) for v in row.values[1:]] if deltas else []
+        # a percentage, a factor, "new" or "from ~0": never a percent of a near-zero baseline
+        rel = row.change[1:] if deltas else []
         t.add_row(term(f"  {row.metric}"), term(row.unit), *vals, *rel)
     return t
 
@@ -739,7 +722,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         """Side-by-side comparison; the first run is the baseline.
 
         Columns are headed by the runs' short names, or by A, B, C… with a legend when there
-        are more than two or their names are long; a narrow terminal leaves out the Δ%
+        are more than two or their names are long; a narrow terminal leaves out the Δ
         columns before it squeezes a value."""
         if len(runs) < 2:
             raise typer.BadParameter("compare needs at least two runs")
@@ -764,7 +747,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if natural > console.width:
             # A narrow terminal: the deltas go before any value or metric name is squeezed.
             t = comparison_table(c, labels, deltas=False)
-            console.print("(Δ% columns left out for the terminal's width: --json shows them)")
+            console.print("(Δ columns left out for the terminal's width: --json shows them)")
         console.print(t)
         for lab, m in zip(labels, ms, strict=True):
             srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}

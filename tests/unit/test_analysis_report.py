@@ -401,17 +401,18 @@ def test_wide_comparison_scrolls_inside_the_page(
 @pytest.mark.parametrize(
     ("v", "base", "shown"),
     [
-        (112.3, 100, "+12.3"),
-        (50, 100, "-50.0"),
+        (112.3, 100, "+12.3 %"),
+        (50, 100, "-50.0 %"),
         (850, 10, "×85"),
         (10, 850, "×1/85"),
-        (22.5, 7.5e-9, "×3.0e9"),
-        (7.5e-9, 22.5, "×1/3.0e9"),
-        (1, 0, "-"),
+        (22.5, 7.5e-9, "from ~0 (+22.50 GiB)"),  # 8 bytes copied, then 22.5 GiB
+        (7.5e-9, 22.5, "to ~0"),
+        (1, 0, "new"),
+        (3, 3, "="),
         (None, 1, "-"),
     ],
 )
-def test_delta_is_short_and_readable(v: float | None, base: float, shown: str) -> None:
-    from orchestrator.cli.analysis import delta
+def test_change_is_short_and_readable(v: float | None, base: float, shown: str) -> None:
+    from orchestrator.analysis.compare import change_text
 
-    assert delta(v, base) == shown
+    assert change_text(v, base, "GiB") == shown
