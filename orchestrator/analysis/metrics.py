@@ -525,6 +525,20 @@ def kernel_type_shares(ranks: list[RankMetrics]) -> dict[str, float]:
     return {k: 100.0 * v / whole for k, v in sorted(tot.items(), key=lambda kv: -kv[1]) if v}
 
 
+def merged_top_kernels(ranks: list[RankMetrics], n: int = 8) -> list[tuple[str, int, int, float]]:
+    """The top kernels of every entry merged by name: (name, count, total_ns, share of all
+    entries' kernel time in percent), the n with most time first."""
+    tot: dict[str, list[int]] = {}
+    for r in ranks:
+        for k in r.top_kernels:
+            x = tot.setdefault(k.name, [0, 0])
+            x[0] += k.count
+            x[1] += k.total_ns
+    whole = sum(r.activity.kernel_ns for r in ranks) or 1
+    ranked = sorted(tot.items(), key=lambda kv: -kv[1][1])[:n]
+    return [(name, c, t, 100.0 * t / whole) for name, (c, t) in ranked]
+
+
 def _p50_step_s(ranks: list[RankMetrics]) -> float | None:
     """Median step time (s): the workload's own (slowest rank), else the traced steps' p50."""
     wl = [

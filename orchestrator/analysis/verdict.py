@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from orchestrator.analysis.advice import Advice
 from orchestrator.analysis.labels import dur, short_kernel
-from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.analysis.metrics import Metrics, merged_top_kernels
 from orchestrator.base import Strict
 
 FINDINGS = 3
@@ -169,19 +169,13 @@ def _idle_finding(m: Metrics) -> Finding:
 
 
 def _top_kernel(m: Metrics) -> Finding | None:
-    tot: dict[str, list[float]] = {}
-    for r in m.ranks:
-        for k in r.top_kernels:
-            x = tot.setdefault(k.name, [0.0, 0.0])
-            x[0] += k.count
-            x[1] += k.total_ns
-    whole = sum(r.activity.kernel_ns for r in m.ranks)
-    if not tot or not whole:
+    top = merged_top_kernels(m.ranks, 1)
+    if not top or not any(r.activity.kernel_ns for r in m.ranks):
         return None
-    name, (count, total) = max(tot.items(), key=lambda kv: kv[1][1])
+    name, count, total, share = top[0]
     return Finding(
         title=f"Most kernel time: {short_kernel(name, 48)}",
-        number=f"{100 * total / whole:.1f} % of kernel time ({count:,.0f} launches, {dur(total)})",
+        number=f"{share:.1f} % of kernel time ({count:,} launches, {dur(total)})",
         knob="speed up or avoid this operation first (fusion with torch.compile, a better"
         " shape or precision); the top-kernel table has the rest",
     )
@@ -255,9 +249,3 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
         if extra is not None:
             found.append(extra)
     return Verdict(gpu=True, idle=idle_sentence(m), hta=hta_sentence(m), findings=found[:FINDINGS])
-
-
-def rank_label(r: RankMetrics, ranks: list[RankMetrics]) -> str:
-    """`rank 3`, or `rank 3 dev 1` when the rank has several entries (devices)."""
-    multi = sum(1 for x in ranks if x.rank == r.rank) > 1
-    return f"rank {r.rank} dev {','.join(map(str, r.devices))}" if multi else f"rank {r.rank}"

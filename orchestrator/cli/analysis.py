@@ -39,6 +39,7 @@ from orchestrator.analysis import (
 from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.analysis.labels import column_labels, dur, num, short_labels, size
+from orchestrator.analysis.metrics import merged_top_kernels
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 
@@ -580,16 +581,8 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
                 rows = [(k.name, k.count, k.total_ns, k.share_pct) for k in r.top_kernels[:8]]
                 tables.append((f"top kernels, {_rank_header(r, m)}", rows))
     else:  # one table over every entry (their top kernels merged by name)
-        tot: dict[str, list[int]] = {}
-        for r in m.ranks:
-            for k in r.top_kernels:
-                x = tot.setdefault(k.name, [0, 0])
-                x[0] += k.count
-                x[1] += k.total_ns
-        whole = sum(r.activity.kernel_ns for r in m.ranks) or 1
-        ranked = sorted(tot.items(), key=lambda kv: -kv[1][1])[:8]
-        if ranked:
-            rows = [(n, c, t, 100.0 * t / whole) for n, (c, t) in ranked]
+        rows = merged_top_kernels(m.ranks)
+        if rows:
             tables.append((f"top kernels, all {len(m.ranks)} entries", rows))
     if not console.is_terminal:
         for title, kernel_rows in tables:
