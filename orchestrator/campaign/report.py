@@ -10,6 +10,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from orchestrator.analysis.labels import human, num
 from orchestrator.campaign.model import METRICS
 from orchestrator.campaign.results import CampaignResult, history
 from orchestrator.paths import TEMPLATES_DIR
@@ -18,18 +19,31 @@ from orchestrator.store import Store
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
-def fmt(value: float | None) -> str:
+def fmt(value: float | None, metric: str = "") -> str:
+    """A headline number as it reads, in the unit its name says (`peak_gpu_memory_bytes` in GiB,
+    `*_s` / `*_us` as durations, `*_pct` in percent); never an exponent."""
     if value is None:
         return "-"
-    if abs(value) >= 1e6:
-        return f"{value:.3e}"
-    if abs(value) >= 100:
-        return f"{value:.1f}"
-    return f"{value:.4g}"
+    if metric.endswith("_bytes"):
+        return human(value, "B")
+    if metric.endswith("_pct"):
+        return human(value, "%")
+    if metric.endswith("_per_s"):
+        return f"{num(value)}/s"
+    if metric.endswith("_us"):
+        return human(value, "us")
+    if metric.endswith("_s"):
+        return human(value, "s")
+    return num(value)
 
 
 def trend_svg(
-    series: dict[str, list[float | None]], labels: list[str], title: str, w: int = 520, h: int = 200
+    series: dict[str, list[float | None]],
+    labels: list[str],
+    title: str,
+    w: int = 520,
+    h: int = 200,
+    metric: str = "",
 ) -> Markup:
     """One line per variant over the nights (x); an inline SVG with its own axis labels."""
     pts = [v for s in series.values() for v in s if v is not None]
@@ -54,11 +68,11 @@ def trend_svg(
 
         parts.append(
             f'<text x="{pad_l - 4}" y="{pad_t + 10}" font-size="10" '
-            f'text-anchor="end">{fmt(hi)}</text>'
+            f'text-anchor="end">{fmt(hi, metric)}</text>'
         )
         parts.append(
             f'<text x="{pad_l - 4}" y="{h - pad_b}" font-size="10" '
-            f'text-anchor="end">{fmt(lo)}</text>'
+            f'text-anchor="end">{fmt(lo, metric)}</text>'
         )
         parts.append(
             f'<text x="{pad_l}" y="{h - 8}" font-size="10">{html.escape(labels[0])}</text>'
@@ -113,7 +127,9 @@ def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14)
         labels = [rec.campaign_id.removeprefix(result.name + "-")[:15] for rec, _ in past]
         names = [v.variant for v in result.variants]
         series = {n: [vals.get(n) for _, vals in past] for n in names}
-        plots.append(trend_svg(series, labels, f"{metric}: last {len(past)} campaigns"))
+        plots.append(
+            trend_svg(series, labels, f"{metric}: last {len(past)} campaigns", metric=metric)
+        )
     regressed = {(f.variant, f.metric): f for f in result.regressions}
     ctx = {
         "r": result,

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from orchestrator import artifacts
 from orchestrator import runs as R
+from orchestrator.analysis.compare import change_text
 from orchestrator.base import Strict
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Campaign
@@ -213,7 +214,8 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
                 change = "the baseline's value is NaN: not compared"
             elif value is not None and base is not None:
                 why = th.crossed(value, base)
-                change = why or (f"{(value / base - 1) * 100:+.1f}%" if base else None)
+                # a percentage, a factor, "new" or "from ~0": never a percent of a ~0 baseline
+                change = why or change_text(value, base, "")
             findings.append(
                 Finding(
                     variant=name,
