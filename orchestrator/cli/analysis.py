@@ -40,6 +40,7 @@ from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.analysis.labels import column_labels, dur, num, short_labels, size
 from orchestrator.analysis.metrics import merged_top_kernels
+from orchestrator.analysis.verdict import NO_GPU, has_gpu
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 
@@ -475,7 +476,18 @@ def _plain(
         print(line, file=out)
 
 
+HOST_GROUPS = ("Steps", "CPU / sync")  # what a trace without GPU activity has to show
+
+
+def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
+    """The metric groups to print: without GPU activity only the host's (no rows of zeros)."""
+    groups = metric_groups(m)
+    return groups if has_gpu(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
+
+
 def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
+    if not has_gpu(m):
+        console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
     labels = _entry_labels(m)
     wide = per_rank or len(m.ranks) <= RANK_COLUMNS
     worst_col = len(m.ranks) > 1
@@ -483,7 +495,7 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
         header = ["metric", *(labels if wide else [f"min of {len(m.ranks)}", "median", "max"])]
         header += ["worst"] if worst_col else []
         body: list[list[str]] = []
-        for group, rows in metric_groups(m):
+        for group, rows in _groups(m):
             if rows:
                 body.append([group, *([""] * (len(header) - 1))])
             for row in rows:
@@ -505,7 +517,7 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
     if worst_col:
         t.add_column("worst", justify="left", overflow="fold")
     ncols = (len(m.ranks) if wide else 3) + (1 if worst_col else 0)
-    for group, rows in metric_groups(m):
+    for group, rows in _groups(m):
         if not rows:
             continue
         t.add_row(f"[bold]{group}[/]", *([""] * ncols))

@@ -298,3 +298,15 @@ def test_analyze_json_adds_the_step_view_and_how_to_open_the_trace() -> None:
     assert r["step_view"]["rows"] and r["step_view"]["window"].startswith("ProfilerStep#")
     assert "ui.perfetto.dev" in data["sources"][0]["open_with"]
     assert data["workload_kind"] == "reference"
+
+
+def test_analyze_of_a_cpu_only_trace_prints_no_gpu_zeros() -> None:
+    res = CliRunner().invoke(cli(), ["analyze", str(CPU)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == "no GPU timeline in this trace (no kernels, copies or memsets were traced)"
+    for gone in ("GPU time", "Temporal (HTA)", "Kernels / copies", "Unified Memory"):
+        assert gone not in lines, gone
+    assert "Steps" in lines and "CPU / sync" in lines
+    steps = next(x for x in lines if x.strip().startswith("traced steps"))
+    assert steps.split()[-1] == "6"
