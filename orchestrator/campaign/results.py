@@ -12,6 +12,7 @@ from pydantic import Field
 
 from orchestrator import artifacts
 from orchestrator import runs as R
+from orchestrator.analysis.changes import WhatChanged
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
 from orchestrator.campaign import bands
@@ -132,43 +133,6 @@ class Finding(Strict):
     band_high: float | None = None
     band_nights: int | None = None
     note: str | None = None
-
-
-class PhaseChange(Strict):
-    """One named step phase (an NVTX / annotation range), per step, in both runs."""
-
-    name: str
-    baseline_ms: float | None
-    value_ms: float | None
-    change_pct: float | None
-
-
-class KernelChange(Strict):
-    name: str
-    baseline_ms: float
-    value_ms: float
-    status: str  # "changed", "new", "gone"
-
-
-class GroupChange(Strict):
-    """A metric group (idle, copies, sync, data wait) in both runs."""
-
-    name: str
-    unit: str
-    baseline: float | None
-    value: float | None
-
-
-class WhatChanged(Strict):
-    """A run against a good run of the baseline: what moved, and the finding in a sentence."""
-
-    run_id: str | None = None
-    baseline_run_id: str | None = None
-    finding: str
-    phases: list[PhaseChange] = Field(default_factory=list)
-    kernels: list[KernelChange] = Field(default_factory=list)
-    groups: list[GroupChange] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
 
 
 class VariantResult(Strict):
