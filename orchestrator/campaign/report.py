@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
 from orchestrator.campaign.model import METRICS
-from orchestrator.campaign.results import CampaignResult, history
+from orchestrator.campaign.results import CampaignResult, NightPoint, trend
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.store import Store
 
@@ -88,6 +89,110 @@ def trend_svg(
     return Markup("".join(parts))
 
 
+def band_svg(
+    nights: list[tuple[str, NightPoint]],
+    title: str,
+    band: tuple[float, float] | None = None,
+    baseline: float | None = None,
+    regressed: bool = False,
+    w: int = 300,
+    h: int = 150,
+) -> Markup:
+    """One variant's metric over the nights, tonight last: the band it was judged against
+    shaded (or the baseline night's value dashed), a failed or missing night marked on the
+    axis with its state (never drawn as a point at zero), the line broken there."""
+    pad_l, pad_r, pad_t, pad_b = 52, 8, 20, 26
+    pw, ph = w - pad_l - pad_r, h - pad_t - pad_b
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+        f'viewBox="0 0 {w} {h}" role="img"><title>{html.escape(title)}</title>',
+        f'<text x="{pad_l}" y="13" font-size="11">{html.escape(title)}</text>',
+        f'<rect x="{pad_l}" y="{pad_t}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>',
+    ]
+    pts = [p.value for _, p in nights if p.value is not None and math.isfinite(p.value)]
+    ref: list[float] = [*(band or ()), *([baseline] if baseline is not None else [])]
+    if not nights or not (pts or ref):
+        parts.append(
+            f'<text x="{pad_l + 8}" y="{pad_t + ph / 2}" font-size="11">no data yet</text>'
+        )
+        parts.append("</svg>")
+        return Markup("".join(parts))
+    lo, hi = min(pts + ref), max(pts + ref)
+    if hi == lo:
+        lo, hi = lo - (abs(lo) * 0.05 or 1), hi + (abs(hi) * 0.05 or 1)
+    span = hi - lo
+    lo, hi = lo - span * 0.08, hi + span * 0.08
+    n = len(nights)
+
+    def x_of(i: int) -> float:
+        return pad_l + pw * (i / (n - 1) if n > 1 else 0.5)
+
+    def y_of(v: float) -> float:
+        return pad_t + ph * (1 - (v - lo) / (hi - lo))
+
+    if band is not None:
+        y_hi, y_lo = y_of(band[1]), y_of(band[0])
+        parts.append(
+            f'<rect x="{pad_l}" y="{y_hi:.1f}" width="{pw}" height="{max(y_lo - y_hi, 1):.1f}" '
+            'fill="#cfe3f7" stroke="none"><title>band '
+            f"{fmt(band[0])}..{fmt(band[1])}</title></rect>"
+        )
+    elif baseline is not None:
+        y = y_of(baseline)
+        parts.append(
+            f'<line x1="{pad_l}" y1="{y:.1f}" x2="{pad_l + pw}" y2="{y:.1f}" stroke="#888" '
+            f'stroke-dasharray="4 3"><title>baseline {fmt(baseline)}</title></line>'
+        )
+    parts.append(
+        f'<text x="{pad_l - 4}" y="{pad_t + 9}" font-size="9" text-anchor="end">{fmt(hi)}</text>'
+        f'<text x="{pad_l - 4}" y="{pad_t + ph}" font-size="9" text-anchor="end">{fmt(lo)}</text>'
+        f'<text x="{pad_l}" y="{h - 6}" font-size="9">{html.escape(nights[0][0])}</text>'
+    )
+    if n > 1:
+        parts.append(
+            f'<text x="{pad_l + pw}" y="{h - 6}" font-size="9" text-anchor="end">'
+            f"{html.escape(nights[-1][0])}</text>"
+        )
+    segment: list[str] = []
+    segments = []
+    for i, (label, p) in enumerate(nights):
+        if p.value is not None and math.isfinite(p.value):
+            segment.append(f"{x_of(i):.1f},{y_of(p.value):.1f}")
+            continue
+        if segment:
+            segments.append(segment)
+        segment = []
+        why = (
+            "not run" if p.state == "ABSENT" else p.state if p.state != "COMPLETED" else "no value"
+        )
+        color = "#d62728" if p.state not in ("COMPLETED", "ABSENT") else "#888"
+        x, y = x_of(i), pad_t + ph - 4
+        parts.append(
+            f'<g class="missing"><title>{html.escape(label)}: {html.escape(why)}</title>'
+            f'<path d="M{x - 4:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 4:.1f} M{x - 4:.1f},{y + 4:.1f} '
+            f'L{x + 4:.1f},{y - 4:.1f}" stroke="{color}" stroke-width="1.5"/></g>'
+        )
+    if segment:
+        segments.append(segment)
+    for seg in segments:
+        if len(seg) > 1:
+            path = " ".join(seg)
+            parts.append(
+                f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{path}"/>'
+            )
+    for i, (label, p) in enumerate(nights):
+        if p.value is None or not math.isfinite(p.value):
+            continue
+        last = i == n - 1
+        color = "#d62728" if last and regressed else "#1f77b4"
+        parts.append(
+            f'<circle cx="{x_of(i):.1f}" cy="{y_of(p.value):.1f}" r="{3.5 if last else 2.5}" '
+            f'fill="{color}"><title>{html.escape(label)}: {fmt(p.value)}</title></circle>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
@@ -108,12 +213,32 @@ def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14)
     shown = list(dict.fromkeys(metrics + [k for v in result.variants for k in v.metrics]))
     shown = [m for m in shown if m in METRICS]
     plots = []
+    findings = {(f.variant, f.metric): f for v in result.variants for f in v.findings}
     for metric in metrics:
-        past = history(store, result.name, metric, nights)
+        past = trend(store, result.name, metric, nights)
         labels = [rec.campaign_id.removeprefix(result.name + "-")[:15] for rec, _ in past]
-        names = [v.variant for v in result.variants]
-        series = {n: [vals.get(n) for _, vals in past] for n in names}
-        plots.append(trend_svg(series, labels, f"{metric}: last {len(past)} campaigns"))
+        row = []
+        for v in result.variants:
+            points = [
+                (lab, pts.get(v.variant, NightPoint(value=None, state="ABSENT")))
+                for lab, (_, pts) in zip(labels, past, strict=True)
+            ]
+            f = findings.get((v.variant, metric))
+            band = (
+                (f.band_low, f.band_high)
+                if f and f.band_low is not None and f.band_high is not None
+                else None
+            )
+            row.append(
+                band_svg(
+                    points,
+                    f"{v.variant}: {metric}",
+                    band=band,
+                    baseline=f.baseline if f and band is None else None,
+                    regressed=bool(f and f.regression),
+                )
+            )
+        plots.append((metric, len(past), row))
     regressed = {(f.variant, f.metric): f for f in result.regressions}
     ctx = {
         "r": result,
@@ -121,7 +246,7 @@ def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14)
         "thresholds": result.thresholds,
         "descriptions": METRICS,
         "regressed": regressed,
-        "findings": {(f.variant, f.metric): f for v in result.variants for f in v.findings},
+        "findings": findings,
         "plots": plots,
     }
     env = _env()

@@ -23,6 +23,9 @@ from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.store import SUBMIT_FAILED, Run, Store, record
 
+# Trace analyses of a campaign's runs, by run id: made once, read by the report.
+Analyses = dict[str, Metrics]
+
 # metrics.json (written by workloads.sft, or any workload following its contract) → our keys.
 WORKLOAD_KEYS = {
     "median_step_time_s": "step_time_s",
@@ -34,17 +37,20 @@ WORKLOAD_KEYS = {
 }
 
 
-def _run_files(home: Path, run: Run) -> Path:
+def run_files(home: Path, run: Run) -> Path:
     collected = artifacts.store_dir(home, run.run_id) / "artifacts"
     if collected.is_dir() or run.transport:  # a remote run's folder is on the cluster
         return collected
     return Path(run.run_dir) / "artifacts"
 
 
-def extract_metrics(home: Path, run: Run, warn: Warn | None = None) -> dict[str, float | None]:
-    """The run's metrics: its metrics.json, plus trace analysis when it left a GPU trace."""
+def extract_metrics(
+    home: Path, run: Run, warn: Warn | None = None, analyses: Analyses | None = None
+) -> dict[str, float | None]:
+    """The run's metrics: its metrics.json, plus trace analysis when it left a trace (kept
+    in `analyses`, run id → Metrics, for the run reports and "what changed")."""
     values: dict[str, float | None] = {}
-    folder = _run_files(home, run)
+    folder = run_files(home, run)
     mfile = folder / "metrics.json"
     if mfile.is_file():
         try:
@@ -64,7 +70,10 @@ def extract_metrics(home: Path, run: Run, warn: Warn | None = None) -> dict[str,
         try:
             from orchestrator.analysis import analyze_paths
 
-            values.update(trace_metrics(analyze_paths(traces)))
+            m = analyze_paths(traces, label=run.run_id)
+            values.update(trace_metrics(m))
+            if analyses is not None:
+                analyses[run.run_id] = m
         except (GhRunError, ValueError, OSError) as exc:
             if warn:
                 warn(f"{run.run_id}: trace analysis failed ({exc}); metrics.json only")
@@ -101,7 +110,11 @@ def trace_metrics(m: Metrics) -> dict[str, float | None]:
 
 
 def collect_all(
-    store: Store, campaign_id: str, home: Path, warn: Warn | None = None
+    store: Store,
+    campaign_id: str,
+    home: Path,
+    warn: Warn | None = None,
+    analyses: Analyses | None = None,
 ) -> dict[str, Run]:
     """Collect (verified) and extract metrics for every ended variant; variant → run."""
     runs = db.runs_of(store, campaign_id)
@@ -113,7 +126,7 @@ def collect_all(
         result = results.get(run.run_id)
         if isinstance(result, GhRunError) and warn:
             warn(f"variant {name}: collect failed: {result}")
-        values = extract_metrics(home, run, warn)
+        values = extract_metrics(home, run, warn, analyses)
         if values:
             store.put_metrics(run.run_id, values)
     return db.runs_of(store, campaign_id)
@@ -434,13 +447,34 @@ def _representative(
     return done[0]
 
 
+class NightPoint(Strict):
+    """One variant in one night of a trend: its value, or why there is none."""
+
+    value: float | None
+    state: str  # the run's state (the worst of its repeats); "ABSENT": not in that night
+
+
+def trend(
+    store: Store, name: str, metric: str, limit: int = 14
+) -> list[tuple[db.CampaignRecord, dict[str, NightPoint]]]:
+    """Past campaigns of `name` (oldest first) with variant → its point for `metric`."""
+    out = []
+    for rec in reversed(db.list_campaigns(store, name, limit)):
+        grouped = by_variant(store, rec)
+        values = store.metrics_of([r.run_id for rs in grouped.values() for r in rs])
+        points = {}
+        for variant, runs in grouped.items():
+            state = next((r.state for r in runs if r.state != "COMPLETED"), "COMPLETED")
+            points[variant] = NightPoint(value=night_values(runs, values).get(metric), state=state)
+        out.append((rec, points))
+    return out
+
+
 def history(
     store: Store, name: str, metric: str, limit: int = 14
 ) -> list[tuple[db.CampaignRecord, dict[str, float | None]]]:
     """Past campaigns of `name` (oldest first) with variant → value of `metric`."""
-    out = []
-    for rec in reversed(db.list_campaigns(store, name, limit)):
-        runs = db.runs_of(store, rec.campaign_id)
-        values = store.metrics_of([r.run_id for r in runs.values()])
-        out.append((rec, {v: values.get(r.run_id, {}).get(metric) for v, r in runs.items()}))
-    return out
+    return [
+        (rec, {v: p.value for v, p in points.items()})
+        for rec, points in trend(store, name, metric, limit)
+    ]
