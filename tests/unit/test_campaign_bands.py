@@ -19,7 +19,7 @@ from orchestrator.campaign import bands, load_campaign, plan
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Band, Threshold, expand, repeat_of
 from orchestrator.campaign.report import band_svg
-from orchestrator.campaign.results import NightPoint, evaluate
+from orchestrator.campaign.results import Finding, NightPoint, evaluate
 from orchestrator.errors import UserError
 from orchestrator.store import Store
 from tests.conftest import REPO
@@ -127,7 +127,7 @@ def _night(
     return cid
 
 
-def _finding(store: Store, cid: str, variant: str) -> object:
+def _finding(store: Store, cid: str, variant: str) -> Finding:
     res = evaluate(store, cid)
     return next(f for v in res.variants if v.variant == variant for f in v.findings)
 
@@ -166,7 +166,7 @@ def test_jitter_is_quiet_and_a_slowdown_is_caught_once_history_exists(
     assert [(f.variant, f.metric) for f in res.regressions] == [("b", "step_time_s")]
     assert res.state == db.REGRESSED
     newest = db.list_campaigns(store, "noisy", 10)
-    good = [c for c in newest if c.state == db.PASSED][0]
+    good = next(c for c in newest if c.state == db.PASSED)
     vb = next(v for v in res.variants if v.variant == "b")
     assert vb.baseline_run_id == db.runs_of(store, good.campaign_id)["b"].run_id
 
@@ -179,7 +179,7 @@ def test_a_regressed_or_failed_night_does_not_teach_the_band(tmp_path: Path, gh_
     _night(store, gh_home, path, {"a": 3.0, "b": 2.0}, state=db.FAILED, failed=("b",))
     cid = _night(store, gh_home, path, {"a": 3.0, "b": 2.0}, state=db.PLANNED)
     f = _finding(store, cid, "a")
-    assert getattr(f, "regression") and getattr(f, "band_nights") == 3
+    assert f.regression and f.band_nights == 3
 
 
 def test_the_band_follows_a_slow_trend(tmp_path: Path, gh_home: Path) -> None:
@@ -192,8 +192,8 @@ def test_the_band_follows_a_slow_trend(tmp_path: Path, gh_home: Path) -> None:
         _night(store, gh_home, path, {"a": 1.0 * 1.02**i, "b": 2.0})
     cid = _night(store, gh_home, path, {"a": 1.02**10, "b": 2.0}, state=db.PLANNED)
     f = _finding(store, cid, "a")
-    assert not getattr(f, "regression")
-    assert getattr(f, "baseline") == pytest.approx((1.02**7 + 1.02**8) / 2)
+    assert not f.regression
+    assert f.baseline == pytest.approx((1.02**7 + 1.02**8) / 2)
 
 
 def test_repeats_run_each_variant_n_times_and_a_night_is_their_median(
@@ -223,7 +223,7 @@ def test_width_thresholds_need_a_band(tmp_path: Path) -> None:
         baseline={"policy": "last-good"},
         thresholds={"step_time_s": {"increase_widths": 2}},
     )
-    with pytest.raises(UserError, match="band widths need a band; add baseline.band"):
+    with pytest.raises(UserError, match=r"band widths need a band; add baseline\.band"):
         load_campaign(path)
 
 
@@ -232,7 +232,7 @@ def test_a_pinned_baseline_has_no_band(tmp_path: Path) -> None:
         tmp_path,
         baseline={"policy": "pinned", "campaign_id": "noisy-20260101-000000-abcd", "band": {}},
     )
-    with pytest.raises(UserError, match="use policy last-good with band, or remove band"):
+    with pytest.raises(UserError, match=r"use policy last-good with band, or remove band"):
         load_campaign(path)
 
 
