@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from orchestrator.campaign.model import METRICS
 from orchestrator.campaign.results import CampaignResult, NightPoint, trend
+from orchestrator.escape import markdown
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.store import Store
 
@@ -203,6 +204,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["md"] = lambda v: markdown(str(v))
     return env
 
 
