@@ -51,7 +51,8 @@ def test_shipped_campaigns_load_and_expand() -> None:
     canary = load_campaign(REPO / "campaigns" / "canary.yaml")
     assert [v.name for v in expand(canary)] == [
         f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
-    ]
+    ] + ["data-bound"]
+    assert canary.baseline.band is not None
     nightly = load_campaign(REPO / "campaigns" / "nightly.yaml")
     names = [v.name for v in expand(nightly)]
     assert len(names) == 10 and names[-2:] == ["full-um", "fp8"]
