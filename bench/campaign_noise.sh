@@ -9,11 +9,11 @@
 # detections and misses of the planted night, and the slowdown it planted (its step time
 # over the band's centre, both measured in this run).
 #
-# Usage: bench/campaign_noise.sh [ORDINARY_NIGHTS (default 6)] [PLANTED item cost (default 32)]
+# Usage: bench/campaign_noise.sh [ORDINARY_NIGHTS (default 6)] [PLANTED item cost (default 40)]
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 NIGHTS=${1:-6}
-PLANTED=${2:-32}
+PLANTED=${2:-40}
 export GH_RUN_DEVCLUSTER_DIR=${GH_RUN_DEVCLUSTER_DIR:-$REPO/.devcluster}
 export SLURM_CONF=${SLURM_CONF:-$GH_RUN_DEVCLUSTER_DIR/etc/slurm.conf}
 GH_RUN_HOME=$(mktemp -d /tmp/gh-run-noise.XXXXXX)
