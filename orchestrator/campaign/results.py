@@ -12,7 +12,7 @@ from pydantic import Field
 
 from orchestrator import artifacts
 from orchestrator import runs as R
-from orchestrator.analysis.changes import WhatChanged
+from orchestrator.analysis.changes import WhatChanged, data_wait_pct, sync_share_pct
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
 from orchestrator.campaign import bands
@@ -99,13 +99,10 @@ def trace_metrics(m: Metrics) -> dict[str, float | None]:
         values["kernel_pct"] = agg.kernel_pct_mean
         values["um_share_pct"] = agg.um_share_of_memory_ops_pct_mean
         values["memcpy_share_pct"] = agg.memcpy_pct_mean
-        shares = [100 * r.sync.wall_ns / r.span_ns for r in m.ranks if r.span_ns]
-        values["sync_share_pct"] = statistics.fmean(shares) if shares else None
-    waits = [
-        100 * r.data_wait_ns / r.steps.total_ns for r in m.ranks if r.steps and r.steps.total_ns
-    ]
-    if waits:
-        values["data_wait_pct"] = statistics.fmean(waits)
+        values["sync_share_pct"] = sync_share_pct(m)
+    wait = data_wait_pct(m)
+    if wait is not None:
+        values["data_wait_pct"] = wait
     return values
 
 
@@ -372,6 +369,11 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
                 past = hist.values.get(name, {}).get(key, [])
                 if nights >= band_cfg.min_nights and past:
                     band = bands.learn([v for v, _, _ in past], band_cfg, nights)
+                elif nights >= band_cfg.min_nights:
+                    why_not = (
+                        f"no {key} in the last {nights} good nights: compared with the last "
+                        "good night"
+                    )
                 else:
                     why_not = (
                         f"{nights} good night{'s' if nights != 1 else ''} of history, the band "
