@@ -10,7 +10,12 @@ from pathlib import Path
 from orchestrator.campaign import explain, report
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Campaign, Notify
-from orchestrator.campaign.results import Analyses, CampaignResult, collect_all, evaluate
+from orchestrator.campaign.results import (
+    Analyses,
+    CampaignResult,
+    collect_all,
+    evaluate,
+)
 from orchestrator.campaign.submission import campaign_dir
 from orchestrator.executors.base import Warn
 from orchestrator.store import Store
@@ -91,6 +96,12 @@ def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None)
     # one that crashed in between is not ended, so `campaign resume` writes the report. (The
     # trend plots read tonight's metrics, already in the store; not the verdict.)
     paths = report.write(store, result, out_dir)
+    name_of = {run.run_id: name for name, run in db.runs_of(store, campaign_id).items()}
+    db.set_verdicts(
+        store,
+        campaign_id,
+        {name_of[rid]: v.regressed for v in result.variants for rid in v.run_ids or [v.run_id]},
+    )
     db.set_campaign(
         store,
         campaign_id,

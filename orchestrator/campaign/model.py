@@ -40,6 +40,7 @@ METRICS: dict[str, str] = {
     "peak_host_rss_bytes": "peak host resident memory (bytes), metrics.json",
     "final_loss": "loss after the last step, metrics.json",
     "data_time_s": "median time a step waits for its batch (s), metrics.json",
+    "step_cpu_time_s": "median CPU time of the training process per step (s), metrics.json",
     "gpu_idle_pct": "GPU idle share of the profiled span (%), trace analysis",
     "gpu_compute_pct": "GPU compute share of the profiled span (%), trace analysis (HTA)",
     "kernel_pct": "kernel share of GPU activity time (%), trace analysis",
@@ -312,9 +313,21 @@ class Notify(Strict):
     timeout_s: int = Field(60, ge=1, le=3600)
 
 
+def _known_metrics(v: dict[str, Threshold]) -> dict[str, Threshold]:
+    unknown = sorted(set(v) - set(METRICS))
+    if unknown:
+        raise ValueError(f"unknown metric {', '.join(unknown)}; use one of {', '.join(METRICS)}")
+    return v
+
+
 class ExplicitVariant(Strict):
     name: Name
     set: Overrides = Field(default_factory=list)
+    thresholds: Annotated[dict[str, Threshold], AfterValidator(_known_metrics)] = Field(
+        default_factory=dict,
+        description="This variant's own limits, over the campaign's (a steadier variant can "
+        "be held tighter).",
+    )
 
 
 class Campaign(Strict):
@@ -379,12 +392,12 @@ class Campaign(Strict):
     @field_validator("thresholds")
     @classmethod
     def _known(cls, v: dict[str, Threshold]) -> dict[str, Threshold]:
-        unknown = sorted(set(v) - set(METRICS))
-        if unknown:
-            raise ValueError(
-                f"unknown metric {', '.join(unknown)}; use one of {', '.join(METRICS)}"
-            )
-        return v
+        return _known_metrics(v)
+
+    def thresholds_of(self, variant: str) -> dict[str, Threshold]:
+        """The limits a variant is held to: the campaign's, and an include's own over them."""
+        own = next((x.thresholds for x in self.include if x.name == variant), {})
+        return {**self.thresholds, **own}
 
     @model_validator(mode="after")
     def _coherent(self) -> Campaign:
@@ -405,10 +418,16 @@ class Campaign(Strict):
         if not self.matrix and not self.include:
             raise ValueError("has neither matrix nor include; give at least one variant")
         if self.baseline.band is None:
-            for metric, th in self.thresholds.items():
+            limits = [(f"thresholds.{m}", th) for m, th in self.thresholds.items()]
+            limits += [
+                (f"include[{i}].thresholds.{m}", th)
+                for i, x in enumerate(self.include)
+                for m, th in x.thresholds.items()
+            ]
+            for where, th in limits:
                 if th.needs_band:
                     raise ValueError(
-                        f"thresholds.{metric}: band widths need a band; add baseline.band "
+                        f"{where}: band widths need a band; add baseline.band "
                         "or give increase_pct / decrease_pct instead"
                     )
         return self

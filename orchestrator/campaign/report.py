@@ -211,7 +211,9 @@ def _env() -> jinja2.Environment:
 def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14) -> dict[str, Path]:
     """campaign.html, campaign.md, campaign.json in out_dir; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = list(result.thresholds) or ["step_time_s"]
+    # Watched metrics: the campaign's thresholds, then those only a variant has.
+    watched = [*result.thresholds, *(f.metric for v in result.variants for f in v.findings)]
+    metrics = list(dict.fromkeys(watched)) or ["step_time_s"]
     shown = list(dict.fromkeys(metrics + [k for v in result.variants for k in v.metrics]))
     shown = [m for m in shown if m in METRICS]
     plots = []

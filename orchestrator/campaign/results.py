@@ -34,6 +34,7 @@ WORKLOAD_KEYS = {
     "peak_host_rss_bytes": "peak_host_rss_bytes",
     "final_loss": "final_loss",
     "median_data_time_s": "data_time_s",
+    "median_step_cpu_time_s": "step_cpu_time_s",
 }
 
 
@@ -276,27 +277,49 @@ class History(Strict):
 
 
 def band_history(store: Store, rec: db.CampaignRecord, nights: int) -> History:
-    """The last `nights` good (PASSED) campaigns of the name before this one."""
+    """Each variant's last `nights` good nights before this campaign: ended campaigns of the
+    name where that variant completed and was not flagged (a regression elsewhere in the
+    night does not spoil its other variants; a night judged before schema 3 counts only if
+    the whole campaign passed)."""
     rows = store.rows(
-        "SELECT * FROM campaigns WHERE name = ? AND state = ? AND created_at < ? "
+        "SELECT * FROM campaigns WHERE name = ? AND state IN (?, ?, ?) AND created_at < ? "
         "AND campaign_id != ? ORDER BY created_at DESC LIMIT ?",
-        (rec.name, db.PASSED, rec.created_at, rec.campaign_id, nights),
+        (rec.name, db.PASSED, db.REGRESSED, db.FAILED, rec.created_at, rec.campaign_id, nights * 4),
     )
-    recs = [record(db.CampaignRecord, r) for r in rows]
     values: dict[str, dict[str, list[tuple[float, str, int]]]] = {}
     count: dict[str, int] = {}
-    for night, past in enumerate(recs):
+    used: list[str] = []
+    for night, past in enumerate(record(db.CampaignRecord, r) for r in rows):
+        flags = {
+            r["run_id"]: r["regressed"]
+            for r in store.rows(
+                "SELECT run_id, regressed FROM campaign_variants WHERE campaign_id = ?",
+                (past.campaign_id,),
+            )
+        }
         grouped = by_variant(store, past)
         ms = store.metrics_of([r.run_id for rs in grouped.values() for r in rs])
         for variant, runs in grouped.items():
+            good = all(
+                r.state == "COMPLETED"
+                and (
+                    flags.get(r.run_id) == 0
+                    or (flags.get(r.run_id) is None and past.state == db.PASSED)
+                )
+                for r in runs
+            )
+            if not good or count.get(variant, 0) >= nights:
+                continue
             count[variant] = count.get(variant, 0) + 1
+            if past.campaign_id not in used:
+                used.append(past.campaign_id)
             for run in runs:
                 for key, v in ms.get(run.run_id, {}).items():
                     if v is not None and math.isfinite(v):
                         values.setdefault(variant, {}).setdefault(key, []).append(
                             (v, run.run_id, night)
                         )
-    return History(campaigns=[r.campaign_id for r in recs], values=values, nights=count)
+    return History(campaigns=used, values=values, nights=count)
 
 
 def _judge(
@@ -363,7 +386,7 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
         nights = hist.nights.get(name, 0) if hist else 0
         findings: list[Finding] = []
         near: str | None = None
-        for key, th in campaign.thresholds.items():
+        for key, th in campaign.thresholds_of(name).items():
             band = why_not = None
             if band_cfg and hist is not None:
                 past = hist.values.get(name, {}).get(key, [])

@@ -109,8 +109,10 @@ def _night(
     values: dict[str, float | list[float] | None],
     state: str = db.PASSED,
     failed: tuple[str, ...] = (),
+    flagged: tuple[str, ...] | None = None,
 ) -> str:
-    """One night: every run COMPLETED (or FAILED) with its step_time_s, then the state."""
+    """One night: every run COMPLETED (or FAILED) with its step_time_s, then the state and,
+    with `flagged`, each variant's verdict as finish() records it."""
     cid = plan(store, load_campaign(path), path, home, "local")
     names = repeat_of(load_campaign(path))
     for name, run in db.runs_of(store, cid).items():
@@ -124,6 +126,8 @@ def _night(
         if v is not None:
             store.put_metrics(run.run_id, {"step_time_s": v})
     db.set_campaign(store, cid, state=state)
+    if flagged is not None:
+        db.set_verdicts(store, cid, {n: names[n] in flagged for n in names})
     return cid
 
 
@@ -180,6 +184,35 @@ def test_a_regressed_or_failed_night_does_not_teach_the_band(tmp_path: Path, gh_
     cid = _night(store, gh_home, path, {"a": 3.0, "b": 2.0}, state=db.PLANNED)
     f = _finding(store, cid, "a")
     assert f.regression and f.band_nights == 3
+
+
+def test_a_variant_learns_from_nights_where_only_another_variant_regressed(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    """A noisy variant's alarms must not starve a steady one of history."""
+    store, path = Store(gh_home), _file(tmp_path)
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": 1.0, "b": 9.0}, state=db.REGRESSED, flagged=("b",))
+    cid = _night(store, gh_home, path, {"a": 1.01, "b": 2.0}, state=db.PLANNED)
+    fa, fb = _finding(store, cid, "a"), _finding(store, cid, "b")
+    assert fa.rule == "band" and fa.band_nights == 3 and not fa.regression
+    assert fb.rule == "last-good" and fb.note is not None and fb.note.startswith("0 good nights")
+
+
+def test_an_include_holds_its_variant_to_its_own_limits(tmp_path: Path, gh_home: Path) -> None:
+    store = Store(gh_home)
+    path = _file(
+        tmp_path,
+        include=[
+            {"name": "a", "thresholds": {"step_time_s": {"increase_pct": 5}}},
+            {"name": "b"},
+        ],
+    )
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": 1.0, "b": 1.0})
+    cid = _night(store, gh_home, path, {"a": 1.1, "b": 1.1}, state=db.PLANNED)
+    assert _finding(store, cid, "a").regression  # +10%: past its own +5%, outside the band
+    assert not _finding(store, cid, "b").regression  # the campaign's +20% holds b
 
 
 def test_the_band_follows_a_slow_trend(tmp_path: Path, gh_home: Path) -> None:
