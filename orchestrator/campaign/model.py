@@ -420,7 +420,7 @@ class Campaign(Strict):
         if self.baseline.band is None:
             limits = [(f"thresholds.{m}", th) for m, th in self.thresholds.items()]
             limits += [
-                (f"include[{i}].thresholds.{m}", th)
+                (f"include.{i}.thresholds.{m}", th)
                 for i, x in enumerate(self.include)
                 for m, th in x.thresholds.items()
             ]
