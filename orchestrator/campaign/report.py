@@ -17,8 +17,6 @@ from orchestrator.escape import markdown
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.store import Store
 
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-
 
 def fmt(value: float | None) -> str:
     if value is None:
@@ -28,66 +26,6 @@ def fmt(value: float | None) -> str:
     if abs(value) >= 100:
         return f"{value:.1f}"
     return f"{value:.4g}"
-
-
-def trend_svg(
-    series: dict[str, list[float | None]], labels: list[str], title: str, w: int = 520, h: int = 200
-) -> Markup:
-    """One line per variant over the nights (x); an inline SVG with its own axis labels."""
-    pts = [v for s in series.values() for v in s if v is not None]
-    pad_l, pad_r, pad_t, pad_b = 60, 130, 22, 28
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-        f'viewBox="0 0 {w} {h}" role="img"><title>{html.escape(title)}</title>',
-        f'<text x="{pad_l}" y="14" font-size="12">{html.escape(title)}</text>',
-        f'<rect x="{pad_l}" y="{pad_t}" width="{w - pad_l - pad_r}" height="{h - pad_t - pad_b}" '
-        'fill="none" stroke="#999"/>',
-    ]
-    if pts and labels:
-        lo, hi = min(pts), max(pts)
-        if hi == lo:
-            lo, hi = lo - (abs(lo) * 0.05 or 1), hi + (abs(hi) * 0.05 or 1)
-        n = len(labels)
-
-        def xy(i: int, v: float) -> tuple[float, float]:
-            x = pad_l + (w - pad_l - pad_r) * (i / (n - 1) if n > 1 else 0.5)
-            y = pad_t + (h - pad_t - pad_b) * (1 - (v - lo) / (hi - lo))
-            return x, y
-
-        parts.append(
-            f'<text x="{pad_l - 4}" y="{pad_t + 10}" font-size="10" '
-            f'text-anchor="end">{fmt(hi)}</text>'
-        )
-        parts.append(
-            f'<text x="{pad_l - 4}" y="{h - pad_b}" font-size="10" '
-            f'text-anchor="end">{fmt(lo)}</text>'
-        )
-        parts.append(
-            f'<text x="{pad_l}" y="{h - 8}" font-size="10">{html.escape(labels[0])}</text>'
-        )
-        if n > 1:
-            parts.append(
-                f'<text x="{w - pad_r}" y="{h - 8}" font-size="10" text-anchor="end">'
-                f"{html.escape(labels[-1])}</text>"
-            )
-        for k, (variant, values) in enumerate(series.items()):
-            color = PALETTE[k % len(PALETTE)]
-            coords = [xy(i, v) for i, v in enumerate(values) if v is not None]
-            if len(coords) > 1:
-                path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-                parts.append(
-                    f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>'
-                )
-            for x, y in coords:
-                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>')
-            parts.append(
-                f'<text x="{w - pad_r + 6}" y="{pad_t + 12 * (k + 1)}" font-size="10" '
-                f'fill="{color}">{html.escape(variant)}</text>'
-            )
-    else:
-        parts.append(f'<text x="{pad_l + 8}" y="{h / 2}" font-size="11">no data yet</text>')
-    parts.append("</svg>")
-    return Markup("".join(parts))
 
 
 def band_svg(
