@@ -13,6 +13,10 @@ from orchestrator.executors.base import Warn
 from orchestrator.store import Store
 
 
+# Metrics whose regression is a slower step: the traced steps should show it.
+SLOWER_IS_UP = {"step_time_s", "step_cpu_time_s", "data_time_s", "elapsed_s"}
+
+
 def analysis(
     store: Store, home: Path, run_id: str, analyses: Analyses, warn: Warn | None = None
 ) -> Metrics | None:
@@ -73,4 +77,12 @@ def explain(
         base = analysis(store, home, v.baseline_run_id, analyses, warn)
         if mine is None or base is None:
             continue
-        v.what_changed = what_changed(base, mine)
+        w = what_changed(base, mine)
+        slower = [f.metric for f in v.findings if f.regression and f.metric in SLOWER_IS_UP]
+        if slower and w.step_change_pct is not None and w.step_change_pct <= 0:
+            w.notes.append(
+                f"the traced steps did not get slower ({w.step_change_pct:+.0f}%) while "
+                f"{', '.join(slower)} did: the trace does not show this regression (noise in "
+                "the traced steps, or the change lies outside them)"
+            )
+        v.what_changed = w
