@@ -106,6 +106,9 @@ CREATE TABLE IF NOT EXISTS campaign_variants (
     group_index    INTEGER NOT NULL,
     array_index    INTEGER NOT NULL,
     run_id         TEXT NOT NULL REFERENCES runs(run_id),
+    -- the verdict of its night (1 regressed, 0 not, NULL before the night was judged): a
+    -- noise band learns only from a variant's own good nights (schema 3)
+    regressed      INTEGER,
     PRIMARY KEY (campaign_id, variant)
 );
 """
@@ -245,7 +248,7 @@ def iso(ts: float | None) -> str:
 # were kept (its tables are those of version 1). A store newer than this gh-run is refused;
 # an older one is migrated forward when opened for writing.
 # 2: runs.transport (how the run's cluster is reached).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:

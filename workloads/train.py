@@ -169,6 +169,9 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
     )
     step_times: list[float] = []
     data_times: list[float] = []
+    # CPU time of this process per step (all its threads): on a shared CPU machine wall time
+    # swings with other load, CPU time much less (DataLoader workers are other processes).
+    cpu_times: list[float] = []
     losses: list[float] = []
     offloaded_bytes: int | None = None
     snapshot_bytes: int | None = None
@@ -177,6 +180,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         for step in range(cfg.steps):
             cuda_window.before_step(step)
             t0 = time.perf_counter()
+            c0 = time.process_time()
             with annotator.range(step_range_name(step)):
                 with annotator.range("data"):
                     if straggle_ms:
@@ -193,6 +197,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
                         )
                         snapshot_bytes = len(snapshot)
             t_end = time.perf_counter()
+            cpu_times.append(time.process_time() - c0)
             cuda_window.after_step(step)
             trace.step()
             step_times.append(t_end - t0)
@@ -222,6 +227,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "steps": cfg.steps,
         "median_step_time_s": median_step,
         "median_data_time_s": _median_after_warmup(data_times),
+        "median_step_cpu_time_s": _median_after_warmup(cpu_times),
         "tokens_per_step": tokens_per_step,
         "tokens_per_s": tokens_per_step / median_step,
         "peak_gpu_memory_bytes": peak.allocated(),
@@ -235,6 +241,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "losses": losses,
         "step_times_s": step_times,
         "data_times_s": data_times,
+        "step_cpu_times_s": cpu_times,
         "parameters": total,
         "trainable_parameters": trainable,
         "parameter_checksum": trainer.parameter_checksum(),

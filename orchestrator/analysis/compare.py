@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from orchestrator.analysis.changes import WhatChanged, what_changed
 from orchestrator.analysis.labels import human
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
@@ -36,10 +37,12 @@ class ComparisonRow(Strict):
 
 
 class Comparison(Strict):
-    """Runs side by side; the first is the baseline."""
+    """Runs side by side; the first is the baseline. `changes`: what changed in each other
+    run against it (phases, kernels, metric groups, the finding in one sentence)."""
 
     labels: list[str]
     rows: list[ComparisonRow]
+    changes: list[WhatChanged] = []
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -234,4 +237,8 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
                 change=[change_text(v, base, unit) for v in values],
             )
         )
-    return Comparison(labels=labels, rows=rows)
+    changes = []
+    for lab, m in zip(labels[1:], metrics[1:], strict=True):
+        w = what_changed(metrics[0], m)
+        changes.append(w.model_copy(update={"label": lab, "baseline_label": labels[0]}))
+    return Comparison(labels=labels, rows=rows, changes=changes)

@@ -7,10 +7,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.campaign import explain, report
 from orchestrator.campaign import records as db
-from orchestrator.campaign import report
 from orchestrator.campaign.model import Campaign, Notify
-from orchestrator.campaign.results import CampaignResult, collect_all, evaluate
+from orchestrator.campaign.results import (
+    Analyses,
+    CampaignResult,
+    collect_all,
+    evaluate,
+)
 from orchestrator.campaign.submission import campaign_dir
 from orchestrator.executors.base import Warn
 from orchestrator.store import Store
@@ -81,13 +86,22 @@ def run_notify(notify: Notify, report_path: Path, warn: Warn | None) -> str:
 def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None) -> Outcome:
     rec = db.get_campaign(store, campaign_id)
     campaign = Campaign.model_validate_json(rec.campaign_json)
-    collect_all(store, campaign_id, home, warn)
+    analyses: Analyses = {}
+    collect_all(store, campaign_id, home, warn, analyses)
     result = evaluate(store, campaign_id)
+    out_dir = campaign_dir(home, campaign_id) / "report"
+    explain.run_reports(store, home, result, out_dir, analyses, warn)
+    explain.explain(store, home, result, analyses, warn)
     # The report first, the verdict after: a campaign marked ended always has its report, and
     # one that crashed in between is not ended, so `campaign resume` writes the report. (The
     # trend plots read tonight's metrics, already in the store; not the verdict.)
-    out_dir = campaign_dir(home, campaign_id) / "report"
     paths = report.write(store, result, out_dir)
+    name_of = {run.run_id: name for name, run in db.runs_of(store, campaign_id).items()}
+    db.set_verdicts(
+        store,
+        campaign_id,
+        {name_of[rid]: v.regressed for v in result.variants for rid in v.run_ids or [v.run_id]},
+    )
     db.set_campaign(
         store,
         campaign_id,

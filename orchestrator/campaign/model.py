@@ -7,6 +7,7 @@ applied to the base job spec, in order: the campaign's own `set`, then each axis
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -38,10 +39,16 @@ METRICS: dict[str, str] = {
     "peak_gpu_memory_bytes": "peak GPU memory allocated (bytes), metrics.json",
     "peak_host_rss_bytes": "peak host resident memory (bytes), metrics.json",
     "final_loss": "loss after the last step, metrics.json",
+    "data_time_s": "median time a step waits for its batch (s), metrics.json",
+    "step_cpu_time_s": "median CPU time of the training process per step (s), metrics.json",
     "gpu_idle_pct": "GPU idle share of the profiled span (%), trace analysis",
     "gpu_compute_pct": "GPU compute share of the profiled span (%), trace analysis (HTA)",
     "kernel_pct": "kernel share of GPU activity time (%), trace analysis",
     "um_share_pct": "Unified-Memory share of memory operations (%), trace analysis",
+    "memcpy_share_pct": "memcpy share of GPU activity time (%), trace analysis",
+    "sync_share_pct": "share of the profiled span a host thread waits in a CUDA sync (%), "
+    "trace analysis",
+    "data_wait_pct": "share of the profiled steps spent in data ranges (%), trace analysis",
     "elapsed_s": "wall-clock time of the job (s), from the scheduler",
 }
 
@@ -106,35 +113,64 @@ def apply_overrides(doc: yamlio.Located, overrides: Iterable[str]) -> yamlio.Loc
 
 
 class Threshold(Strict):
-    """When a metric counts as a regression against the baseline. Percent thresholds are
-    relative (step time +5%); point thresholds are absolute for metrics that are percentages
-    (GPU idle +3 points)."""
+    """When a metric counts as a regression. Percent thresholds are relative (step time +5%);
+    point thresholds are absolute for metrics that are percentages (GPU idle +3 points); width
+    thresholds count half-widths of the noise band learned from history (baseline.band).
+
+    Against one baseline night the value must pass the limit; against a band it must also
+    fall outside the band, on the limit's (bad) side, and the limits are taken from the band's
+    centre (the median of the history)."""
 
     # `.inf` would switch the check off without a word, `.nan` too (no comparison is true).
     increase_pct: float | None = Field(None, gt=0, allow_inf_nan=False)
     decrease_pct: float | None = Field(None, gt=0, allow_inf_nan=False)
     increase_points: float | None = Field(None, gt=0, allow_inf_nan=False)
     decrease_points: float | None = Field(None, gt=0, allow_inf_nan=False)
+    increase_widths: float | None = Field(None, gt=0, le=1000, allow_inf_nan=False)
+    decrease_widths: float | None = Field(None, gt=0, le=1000, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one(self) -> Threshold:
-        if not any(
-            v is not None
+        if not any(v is not None for v in self._limits()):
+            raise ValueError(
+                "names no limit; give increase_pct, decrease_pct, increase_points, "
+                "decrease_points, increase_widths or decrease_widths"
+            )
+        return self
+
+    def _limits(self) -> tuple[float | None, ...]:
+        return (
+            self.increase_pct,
+            self.decrease_pct,
+            self.increase_points,
+            self.decrease_points,
+            self.increase_widths,
+            self.decrease_widths,
+        )
+
+    @property
+    def worse(self) -> set[str]:
+        """The bad directions: "up" and/or "down"."""
+        up = (self.increase_pct, self.increase_points, self.increase_widths)
+        down = (self.decrease_pct, self.decrease_points, self.decrease_widths)
+        return {d for d, lims in (("up", up), ("down", down)) if any(x is not None for x in lims)}
+
+    @property
+    def needs_band(self) -> bool:
+        """Only width limits: nothing to say without a band."""
+        return all(
+            v is None
             for v in (
                 self.increase_pct,
                 self.decrease_pct,
                 self.increase_points,
                 self.decrease_points,
             )
-        ):
-            raise ValueError(
-                "names no limit; give increase_pct, decrease_pct, increase_points or "
-                "decrease_points"
-            )
-        return self
+        )
 
-    def crossed(self, value: float, base: float) -> str | None:
-        """Why `value` regressed against `base` (a sentence fragment), or None."""
+    def crossed(self, value: float, base: float, half_width: float | None = None) -> str | None:
+        """Why `value` regressed against `base` (a sentence fragment), or None. `half_width`
+        (a band's) makes the width limits count; without it they are not checked."""
         if (
             self.increase_pct is not None
             and base > 0
@@ -151,6 +187,12 @@ class Threshold(Strict):
             return f"+{value - base:.2f} points (limit +{self.increase_points:g})"
         if self.decrease_points is not None and base - value > self.decrease_points:
             return f"-{base - value:.2f} points (limit -{self.decrease_points:g})"
+        if half_width:
+            widths = (value - base) / half_width
+            if self.increase_widths is not None and widths > self.increase_widths:
+                return f"+{widths:.1f} band widths (limit +{self.increase_widths:g})"
+            if self.decrease_widths is not None and -widths > self.decrease_widths:
+                return f"{widths:.1f} band widths (limit -{self.decrease_widths:g})"
         return None
 
 
@@ -199,12 +241,44 @@ class Schedule(Strict):
         return format_time(seconds)
 
 
+class Band(Strict):
+    """A noise band per variant and metric, learned from the last good nights: its centre is
+    the median of their values, its half-width `width` robust standard deviations (1.4826 x
+    the median absolute deviation), never narrower than `floor_pct` of the centre."""
+
+    nights: int = Field(10, ge=2, le=365, description="K: how many good nights the band uses.")
+    min_nights: int = Field(
+        3, ge=2, le=365, description="Fewer good nights: the single-night rule is used."
+    )
+    width: float = Field(
+        4.0, gt=0, le=100, allow_inf_nan=False, description="Half-width in robust sigmas."
+    )
+    floor_pct: float = Field(
+        2.0,
+        ge=0,
+        le=100,
+        allow_inf_nan=False,
+        description="Smallest half-width, in percent of the centre (quiet histories).",
+    )
+
+    @model_validator(mode="after")
+    def _enough(self) -> Band:
+        if self.min_nights > self.nights:
+            raise ValueError(
+                f"min_nights {self.min_nights} is more than nights {self.nights}; lower "
+                "min_nights or raise nights"
+            )
+        return self
+
+
 class Baseline(Strict):
     """What each variant is compared with: the same variant of the last good campaign of the
-    same name (`last-good`: every variant completed, no regression), or a pinned campaign."""
+    same name (`last-good`: every variant completed, no regression), or a pinned campaign.
+    With `band`, a band learned from the last good nights, once there are enough of them."""
 
     policy: Literal["last-good", "pinned"] = "last-good"
     campaign_id: str | None = None
+    band: Band | None = None
 
     @field_validator("campaign_id")
     @classmethod
@@ -220,6 +294,11 @@ class Baseline(Strict):
     def _pinned(self) -> Baseline:
         if self.policy == "pinned" and not self.campaign_id:
             raise ValueError("policy pinned needs campaign_id; set it to a campaign id")
+        if self.policy == "pinned" and self.band is not None:
+            raise ValueError(
+                "band learns from the last good nights, a pinned campaign is one night; "
+                "use policy last-good with band, or remove band"
+            )
         return self
 
 
@@ -234,9 +313,21 @@ class Notify(Strict):
     timeout_s: int = Field(60, ge=1, le=3600)
 
 
+def _known_metrics(v: dict[str, Threshold]) -> dict[str, Threshold]:
+    unknown = sorted(set(v) - set(METRICS))
+    if unknown:
+        raise ValueError(f"unknown metric {', '.join(unknown)}; use one of {', '.join(METRICS)}")
+    return v
+
+
 class ExplicitVariant(Strict):
     name: Name
     set: Overrides = Field(default_factory=list)
+    thresholds: Annotated[dict[str, Threshold], AfterValidator(_known_metrics)] = Field(
+        default_factory=dict,
+        description="This variant's own limits, over the campaign's (a steadier variant can "
+        "be held tighter).",
+    )
 
 
 class Campaign(Strict):
@@ -257,6 +348,9 @@ class Campaign(Strict):
         None, description="Name pattern, e.g. 'w{workers}-{peft}'; default: labels joined by '-'."
     )
     max_parallel: int | None = Field(None, ge=1, le=100000, description="Array throttle %N.")
+    repeats: int = Field(
+        1, ge=1, le=50, description="Runs of each variant per night (its value: their median)."
+    )
     executor: Literal["slurm", "local", "auto"] = "auto"
     schedule: Schedule | None = None
     baseline: Baseline = Field(default_factory=Baseline)
@@ -298,12 +392,12 @@ class Campaign(Strict):
     @field_validator("thresholds")
     @classmethod
     def _known(cls, v: dict[str, Threshold]) -> dict[str, Threshold]:
-        unknown = sorted(set(v) - set(METRICS))
-        if unknown:
-            raise ValueError(
-                f"unknown metric {', '.join(unknown)}; use one of {', '.join(METRICS)}"
-            )
-        return v
+        return _known_metrics(v)
+
+    def thresholds_of(self, variant: str) -> dict[str, Threshold]:
+        """The limits a variant is held to: the campaign's, and an include's own over them."""
+        own = next((x.thresholds for x in self.include if x.name == variant), {})
+        return {**self.thresholds, **own}
 
     @model_validator(mode="after")
     def _coherent(self) -> Campaign:
@@ -323,6 +417,19 @@ class Campaign(Strict):
                 ) from None
         if not self.matrix and not self.include:
             raise ValueError("has neither matrix nor include; give at least one variant")
+        if self.baseline.band is None:
+            limits = [(f"thresholds.{m}", th) for m, th in self.thresholds.items()]
+            limits += [
+                (f"include.{i}.thresholds.{m}", th)
+                for i, x in enumerate(self.include)
+                for m, th in x.thresholds.items()
+            ]
+            for where, th in limits:
+                if th.needs_band:
+                    raise ValueError(
+                        f"{where}: band widths need a band; add baseline.band "
+                        "or give increase_pct / decrease_pct instead"
+                    )
         return self
 
 
@@ -333,6 +440,10 @@ class VariantPlan:
     name: str
     labels: tuple[tuple[str, str], ...]
     overrides: tuple[str, ...]
+    # With `repeats: N` each variant runs N times a night as NAME.r1 .. NAME.rN: `variant`
+    # is NAME, `repeat` the 1-based index (0 when the campaign has no repeats).
+    variant: str = ""
+    repeat: int = 0
 
 
 # How many variants a campaign may expand to unless told otherwise (`--max-variants N` or
@@ -362,7 +473,9 @@ def variant_count(campaign: Campaign) -> tuple[int, str]:
     shown = " x ".join(map(str, sizes)) if sizes else "0"
     if campaign.include:
         shown += f" + {len(campaign.include)}"
-    return points + len(campaign.include), shown
+    if campaign.repeats > 1:
+        shown = f"({shown}) x {campaign.repeats} repeats"
+    return (points + len(campaign.include)) * campaign.repeats, shown
 
 
 def check_size(campaign: Campaign, src: str, limit: int | None = None) -> int:
@@ -417,7 +530,24 @@ def expand(
         seen.add(v.name)
     if not out:
         raise UserError(f"{src}: exclude removes every variant; keep at least one")
-    return out
+    if campaign.repeats == 1:
+        return [dataclasses.replace(v, variant=v.name) for v in out]
+    repeated = []
+    for v in out:
+        for k in range(1, campaign.repeats + 1):
+            name = f"{v.name}.r{k}"
+            if not NAME_RE.fullmatch(name):
+                raise UserError(
+                    f"{src}: repeats: {name!r} is longer than 63 characters; shorten the "
+                    "variant names"
+                )
+            repeated.append(dataclasses.replace(v, name=name, variant=v.name, repeat=k))
+    return repeated
+
+
+def repeat_of(campaign: Campaign) -> dict[str, str]:
+    """Run name (NAME.rK with repeats) → variant name, for a campaign already planned."""
+    return {v.name: v.variant for v in expand(campaign, max_variants=10**9)}
 
 
 def load_campaign(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Campaign:

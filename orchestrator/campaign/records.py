@@ -60,6 +60,7 @@ class VariantRecord(Strict):
     group_index: int
     array_index: int
     run_id: str
+    regressed: int | None = None
 
     @property
     def overrides(self) -> list[str]:
@@ -204,6 +205,15 @@ def set_campaign(store: Store, campaign_id: str, **fields: Any) -> None:
     with store.tx() as db:
         db.execute(
             f"UPDATE campaigns SET {sets} WHERE campaign_id = :cid", {**fields, "cid": campaign_id}
+        )
+
+
+def set_verdicts(store: Store, campaign_id: str, regressed: dict[str, bool]) -> None:
+    """Each run's verdict (run name → regressed), for the bands of later nights."""
+    with store.tx() as db:
+        db.executemany(
+            "UPDATE campaign_variants SET regressed = ? WHERE campaign_id = ? AND variant = ?",
+            [(int(bad), campaign_id, name) for name, bad in regressed.items()],
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 
 import jinja2
@@ -12,11 +13,10 @@ from markupsafe import Markup
 
 from orchestrator.analysis.labels import human, num
 from orchestrator.campaign.model import METRICS
-from orchestrator.campaign.results import CampaignResult, history
+from orchestrator.campaign.results import CampaignResult, NightPoint, trend
+from orchestrator.escape import markdown
 from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.store import Store
-
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
 def fmt(value: float | None, metric: str = "") -> str:
@@ -37,67 +37,109 @@ def fmt(value: float | None, metric: str = "") -> str:
     return num(value)
 
 
-def trend_svg(
-    series: dict[str, list[float | None]],
-    labels: list[str],
+def band_svg(
+    nights: list[tuple[str, NightPoint]],
     title: str,
-    w: int = 520,
-    h: int = 200,
+    band: tuple[float, float] | None = None,
+    baseline: float | None = None,
+    regressed: bool = False,
+    w: int = 300,
+    h: int = 150,
     metric: str = "",
 ) -> Markup:
-    """One line per variant over the nights (x); an inline SVG with its own axis labels."""
-    pts = [v for s in series.values() for v in s if v is not None]
-    pad_l, pad_r, pad_t, pad_b = 60, 130, 22, 28
+    """One variant's metric over the nights, tonight last: the band it was judged against
+    shaded (or the baseline night's value dashed), a failed or missing night marked on the
+    axis with its state (never drawn as a point at zero), the line broken there."""
+    pad_l, pad_r, pad_t, pad_b = 52, 8, 20, 26
+    pw, ph = w - pad_l - pad_r, h - pad_t - pad_b
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
         f'viewBox="0 0 {w} {h}" role="img"><title>{html.escape(title)}</title>',
-        f'<text x="{pad_l}" y="14" font-size="12">{html.escape(title)}</text>',
-        f'<rect x="{pad_l}" y="{pad_t}" width="{w - pad_l - pad_r}" height="{h - pad_t - pad_b}" '
-        'fill="none" stroke="#999"/>',
+        f'<text x="{pad_l}" y="13" font-size="11">{html.escape(title)}</text>',
+        f'<rect x="{pad_l}" y="{pad_t}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>',
     ]
-    if pts and labels:
-        lo, hi = min(pts), max(pts)
-        if hi == lo:
-            lo, hi = lo - (abs(lo) * 0.05 or 1), hi + (abs(hi) * 0.05 or 1)
-        n = len(labels)
+    pts = [p.value for _, p in nights if p.value is not None and math.isfinite(p.value)]
+    ref: list[float] = [*(band or ()), *([baseline] if baseline is not None else [])]
+    if not nights or not (pts or ref):
+        parts.append(
+            f'<text x="{pad_l + 8}" y="{pad_t + ph / 2}" font-size="11">no data yet</text>'
+        )
+        parts.append("</svg>")
+        return Markup("".join(parts))
+    lo, hi = min(pts + ref), max(pts + ref)
+    if hi == lo:
+        lo, hi = lo - (abs(lo) * 0.05 or 1), hi + (abs(hi) * 0.05 or 1)
+    span = hi - lo
+    lo, hi = lo - span * 0.08, hi + span * 0.08
+    n = len(nights)
 
-        def xy(i: int, v: float) -> tuple[float, float]:
-            x = pad_l + (w - pad_l - pad_r) * (i / (n - 1) if n > 1 else 0.5)
-            y = pad_t + (h - pad_t - pad_b) * (1 - (v - lo) / (hi - lo))
-            return x, y
+    def x_of(i: int) -> float:
+        return pad_l + pw * (i / (n - 1) if n > 1 else 0.5)
 
+    def y_of(v: float) -> float:
+        return pad_t + ph * (1 - (v - lo) / (hi - lo))
+
+    if band is not None:
+        y_hi, y_lo = y_of(band[1]), y_of(band[0])
         parts.append(
-            f'<text x="{pad_l - 4}" y="{pad_t + 10}" font-size="10" '
-            f'text-anchor="end">{fmt(hi, metric)}</text>'
+            f'<rect x="{pad_l}" y="{y_hi:.1f}" width="{pw}" height="{max(y_lo - y_hi, 1):.1f}" '
+            'fill="#cfe3f7" stroke="none"><title>band '
+            f"{fmt(band[0], metric)}..{fmt(band[1], metric)}</title></rect>"
         )
+    elif baseline is not None:
+        y = y_of(baseline)
         parts.append(
-            f'<text x="{pad_l - 4}" y="{h - pad_b}" font-size="10" '
-            f'text-anchor="end">{fmt(lo, metric)}</text>'
+            f'<line x1="{pad_l}" y1="{y:.1f}" x2="{pad_l + pw}" y2="{y:.1f}" stroke="#888" '
+            f'stroke-dasharray="4 3"><title>baseline {fmt(baseline, metric)}</title></line>'
         )
+    parts.append(
+        f'<text x="{pad_l - 4}" y="{pad_t + 9}" font-size="9" text-anchor="end">'
+        f"{fmt(hi, metric)}</text>"
+        f'<text x="{pad_l - 4}" y="{pad_t + ph}" font-size="9" text-anchor="end">'
+        f"{fmt(lo, metric)}</text>"
+        f'<text x="{pad_l}" y="{h - 6}" font-size="9">{html.escape(nights[0][0])}</text>'
+    )
+    if n > 1:
         parts.append(
-            f'<text x="{pad_l}" y="{h - 8}" font-size="10">{html.escape(labels[0])}</text>'
+            f'<text x="{pad_l + pw}" y="{h - 6}" font-size="9" text-anchor="end">'
+            f"{html.escape(nights[-1][0])}</text>"
         )
-        if n > 1:
+    segment: list[str] = []
+    segments = []
+    for i, (label, p) in enumerate(nights):
+        if p.value is not None and math.isfinite(p.value):
+            segment.append(f"{x_of(i):.1f},{y_of(p.value):.1f}")
+            continue
+        if segment:
+            segments.append(segment)
+        segment = []
+        why = (
+            "not run" if p.state == "ABSENT" else p.state if p.state != "COMPLETED" else "no value"
+        )
+        color = "#d62728" if p.state not in ("COMPLETED", "ABSENT") else "#888"
+        x, y = x_of(i), pad_t + ph - 4
+        parts.append(
+            f'<g class="missing"><title>{html.escape(label)}: {html.escape(why)}</title>'
+            f'<path d="M{x - 4:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 4:.1f} M{x - 4:.1f},{y + 4:.1f} '
+            f'L{x + 4:.1f},{y - 4:.1f}" stroke="{color}" stroke-width="1.5"/></g>'
+        )
+    if segment:
+        segments.append(segment)
+    for seg in segments:
+        if len(seg) > 1:
+            path = " ".join(seg)
             parts.append(
-                f'<text x="{w - pad_r}" y="{h - 8}" font-size="10" text-anchor="end">'
-                f"{html.escape(labels[-1])}</text>"
+                f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{path}"/>'
             )
-        for k, (variant, values) in enumerate(series.items()):
-            color = PALETTE[k % len(PALETTE)]
-            coords = [xy(i, v) for i, v in enumerate(values) if v is not None]
-            if len(coords) > 1:
-                path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-                parts.append(
-                    f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>'
-                )
-            for x, y in coords:
-                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>')
-            parts.append(
-                f'<text x="{w - pad_r + 6}" y="{pad_t + 12 * (k + 1)}" font-size="10" '
-                f'fill="{color}">{html.escape(variant)}</text>'
-            )
-    else:
-        parts.append(f'<text x="{pad_l + 8}" y="{h / 2}" font-size="11">no data yet</text>')
+    for i, (label, p) in enumerate(nights):
+        if p.value is None or not math.isfinite(p.value):
+            continue
+        last = i == n - 1
+        color = "#d62728" if last and regressed else "#1f77b4"
+        parts.append(
+            f'<circle cx="{x_of(i):.1f}" cy="{y_of(p.value):.1f}" r="{3.5 if last else 2.5}" '
+            f'fill="{color}"><title>{html.escape(label)}: {fmt(p.value, metric)}</title></circle>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -112,24 +154,46 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["md"] = lambda v: markdown(str(v))
     return env
 
 
 def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14) -> dict[str, Path]:
     """campaign.html, campaign.md, campaign.json in out_dir; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = list(result.thresholds) or ["step_time_s"]
+    # Watched metrics: the campaign's thresholds, then those only a variant has.
+    watched = [*result.thresholds, *(f.metric for v in result.variants for f in v.findings)]
+    metrics = list(dict.fromkeys(watched)) or ["step_time_s"]
     shown = list(dict.fromkeys(metrics + [k for v in result.variants for k in v.metrics]))
     shown = [m for m in shown if m in METRICS]
     plots = []
+    findings = {(f.variant, f.metric): f for v in result.variants for f in v.findings}
     for metric in metrics:
-        past = history(store, result.name, metric, nights)
+        past = trend(store, result.name, metric, nights)
         labels = [rec.campaign_id.removeprefix(result.name + "-")[:15] for rec, _ in past]
-        names = [v.variant for v in result.variants]
-        series = {n: [vals.get(n) for _, vals in past] for n in names}
-        plots.append(
-            trend_svg(series, labels, f"{metric}: last {len(past)} campaigns", metric=metric)
-        )
+        row = []
+        for v in result.variants:
+            points = [
+                (lab, pts.get(v.variant, NightPoint(value=None, state="ABSENT")))
+                for lab, (_, pts) in zip(labels, past, strict=True)
+            ]
+            f = findings.get((v.variant, metric))
+            band = (
+                (f.band_low, f.band_high)
+                if f and f.band_low is not None and f.band_high is not None
+                else None
+            )
+            row.append(
+                band_svg(
+                    points,
+                    f"{v.variant}: {metric}",
+                    band=band,
+                    baseline=f.baseline if f and band is None else None,
+                    regressed=bool(f and f.regression),
+                    metric=metric,
+                )
+            )
+        plots.append((metric, len(past), row))
     regressed = {(f.variant, f.metric): f for f in result.regressions}
     ctx = {
         "r": result,
@@ -137,7 +201,7 @@ def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14)
         "thresholds": result.thresholds,
         "descriptions": METRICS,
         "regressed": regressed,
-        "findings": {(f.variant, f.metric): f for v in result.variants for f in v.findings},
+        "findings": findings,
         "plots": plots,
     }
     env = _env()

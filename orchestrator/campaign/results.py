@@ -5,19 +5,27 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 from pydantic import Field
 
 from orchestrator import artifacts
 from orchestrator import runs as R
+from orchestrator.analysis.changes import WhatChanged, data_wait_pct, sync_share_pct
 from orchestrator.analysis.compare import change_text
+from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
+from orchestrator.campaign import bands
 from orchestrator.campaign import records as db
-from orchestrator.campaign.model import Campaign
+from orchestrator.campaign.bands import NoiseBand
+from orchestrator.campaign.model import Campaign, Threshold, repeat_of
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
-from orchestrator.store import SUBMIT_FAILED, Run, Store
+from orchestrator.store import SUBMIT_FAILED, Run, Store, record
+
+# Trace analyses of a campaign's runs, by run id: made once, read by the report.
+Analyses = dict[str, Metrics]
 
 # metrics.json (written by workloads.sft, or any workload following its contract) → our keys.
 WORKLOAD_KEYS = {
@@ -26,20 +34,25 @@ WORKLOAD_KEYS = {
     "peak_gpu_memory_bytes": "peak_gpu_memory_bytes",
     "peak_host_rss_bytes": "peak_host_rss_bytes",
     "final_loss": "final_loss",
+    "median_data_time_s": "data_time_s",
+    "median_step_cpu_time_s": "step_cpu_time_s",
 }
 
 
-def _run_files(home: Path, run: Run) -> Path:
+def run_files(home: Path, run: Run) -> Path:
     collected = artifacts.store_dir(home, run.run_id) / "artifacts"
     if collected.is_dir() or run.transport:  # a remote run's folder is on the cluster
         return collected
     return Path(run.run_dir) / "artifacts"
 
 
-def extract_metrics(home: Path, run: Run, warn: Warn | None = None) -> dict[str, float | None]:
-    """The run's metrics: its metrics.json, plus trace analysis when it left a GPU trace."""
+def extract_metrics(
+    home: Path, run: Run, warn: Warn | None = None, analyses: Analyses | None = None
+) -> dict[str, float | None]:
+    """The run's metrics: its metrics.json, plus trace analysis when it left a trace (kept
+    in `analyses`, run id → Metrics, for the run reports and "what changed")."""
     values: dict[str, float | None] = {}
-    folder = _run_files(home, run)
+    folder = run_files(home, run)
     mfile = folder / "metrics.json"
     if mfile.is_file():
         try:
@@ -54,30 +67,53 @@ def extract_metrics(home: Path, run: Run, warn: Warn | None = None) -> dict[str,
                 values[key] = float(value)
     if run.submitted_at and run.ended_at:
         values["elapsed_s"] = max(0.0, run.ended_at - run.submitted_at)
-    traces = [
-        p
-        for p in folder.glob("*")
-        if p.name.endswith((".sqlite", ".pt.trace.json", ".pt.trace.json.gz"))
-    ]
+    traces = trace_files(folder)
     if traces:
         try:
             from orchestrator.analysis import analyze_paths
 
-            m = analyze_paths(traces)
-            agg = m.aggregate
-            if agg.span_ns > 0:  # a GPU timeline (CPU-only traces have none)
-                values["gpu_idle_pct"] = agg.idle_pct_mean
-                values["gpu_compute_pct"] = agg.temporal_compute_pct_mean
-                values["kernel_pct"] = agg.kernel_pct_mean
-                values["um_share_pct"] = agg.um_share_of_memory_ops_pct_mean
+            m = analyze_paths(traces, label=run.run_id)
+            values.update(trace_metrics(m))
+            if analyses is not None:
+                analyses[run.run_id] = m
         except (GhRunError, ValueError, OSError) as exc:
             if warn:
                 warn(f"{run.run_id}: trace analysis failed ({exc}); metrics.json only")
     return values
 
 
+def trace_files(folder: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in folder.glob("*")
+        if p.name.endswith((".sqlite", ".pt.trace.json", ".pt.trace.json.gz"))
+    )
+
+
+def trace_metrics(m: Metrics) -> dict[str, float | None]:
+    """The campaign metrics a trace gives: GPU shares when it has a GPU timeline (CPU-only
+    traces have none), the data-wait share of the steps whenever it has steps."""
+    values: dict[str, float | None] = {}
+    agg = m.aggregate
+    if agg.span_ns > 0:
+        values["gpu_idle_pct"] = agg.idle_pct_mean
+        values["gpu_compute_pct"] = agg.temporal_compute_pct_mean
+        values["kernel_pct"] = agg.kernel_pct_mean
+        values["um_share_pct"] = agg.um_share_of_memory_ops_pct_mean
+        values["memcpy_share_pct"] = agg.memcpy_pct_mean
+        values["sync_share_pct"] = sync_share_pct(m)
+    wait = data_wait_pct(m)
+    if wait is not None:
+        values["data_wait_pct"] = wait
+    return values
+
+
 def collect_all(
-    store: Store, campaign_id: str, home: Path, warn: Warn | None = None
+    store: Store,
+    campaign_id: str,
+    home: Path,
+    warn: Warn | None = None,
+    analyses: Analyses | None = None,
 ) -> dict[str, Run]:
     """Collect (verified) and extract metrics for every ended variant; variant → run."""
     runs = db.runs_of(store, campaign_id)
@@ -89,7 +125,7 @@ def collect_all(
         result = results.get(run.run_id)
         if isinstance(result, GhRunError) and warn:
             warn(f"variant {name}: collect failed: {result}")
-        values = extract_metrics(home, run, warn)
+        values = extract_metrics(home, run, warn, analyses)
         if values:
             store.put_metrics(run.run_id, values)
     return db.runs_of(store, campaign_id)
@@ -102,6 +138,13 @@ class Finding(Strict):
     baseline: float | None
     change: str | None = None
     regression: bool = False
+    # How the night was judged: "band" (learned from `band_nights` good nights), or against
+    # one baseline night ("last-good", "pinned"); `note` says why no band was used.
+    rule: str = "last-good"
+    band_low: float | None = None
+    band_high: float | None = None
+    band_nights: int | None = None
+    note: str | None = None
 
 
 class VariantResult(Strict):
@@ -114,6 +157,10 @@ class VariantResult(Strict):
     baseline_run_id: str | None = None
     baseline_metrics: dict[str, float | None] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
+    # With repeats: every run of the variant tonight (its metrics are their medians).
+    run_ids: list[str] = Field(default_factory=list)
+    report: str | None = None  # the run's own report, relative to the campaign report
+    what_changed: WhatChanged | None = None
 
     @property
     def regressed(self) -> bool:
@@ -128,6 +175,7 @@ class CampaignResult(Strict):
     baseline_note: str
     variants: list[VariantResult]
     thresholds: dict[str, dict[str, float | None]]
+    band: dict[str, float] | None = None
 
     @property
     def regressions(self) -> list[Finding]:
@@ -188,55 +236,199 @@ def find_baseline(
     return cid, f"last good campaign of {rec.name}: {cid}"
 
 
+def by_variant(store: Store, rec: db.CampaignRecord) -> dict[str, list[Run]]:
+    """variant → its runs (one, or one per repeat), in plan order."""
+    runs = db.runs_of(store, rec.campaign_id)
+    try:
+        names = repeat_of(Campaign.model_validate_json(rec.campaign_json))
+    except (GhRunError, ValueError):
+        names = {}
+    out: dict[str, list[Run]] = {}
+    for name, run in runs.items():
+        out.setdefault(names.get(name, name), []).append(run)
+    return out
+
+
+def _median(values: list[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return None
+    if any(math.isnan(x) for x in xs):
+        return math.nan  # a NaN repeat is not outvoted: it is reported
+    return statistics.median(xs)
+
+
+def night_values(
+    runs: list[Run], metrics: dict[str, dict[str, float | None]]
+) -> dict[str, float | None]:
+    """A variant's metrics for one night: the median over its completed repeats (a failed
+    repeat has none; with no completed repeat, whatever the runs recorded)."""
+    done = [r for r in runs if r.state == "COMPLETED"] or runs
+    keys = dict.fromkeys(k for r in done for k in metrics.get(r.run_id, {}))
+    return {k: _median([metrics.get(r.run_id, {}).get(k) for r in done]) for k in keys}
+
+
+class History(Strict):
+    """The good nights a band learns from: variant → metric → [(value, run id, night)]
+    (night 0 is the newest), and how many nights each variant has."""
+
+    campaigns: list[str]
+    values: dict[str, dict[str, list[tuple[float, str, int]]]]
+    nights: dict[str, int]
+
+
+def band_history(store: Store, rec: db.CampaignRecord, nights: int) -> History:
+    """Each variant's last `nights` good nights before this campaign: ended campaigns of the
+    name where that variant completed and was not flagged (a regression elsewhere in the
+    night does not spoil its other variants; a night judged before schema 3 counts only if
+    the whole campaign passed)."""
+    rows = store.rows(
+        "SELECT * FROM campaigns WHERE name = ? AND state IN (?, ?, ?) AND created_at < ? "
+        "AND campaign_id != ? ORDER BY created_at DESC LIMIT ?",
+        (rec.name, db.PASSED, db.REGRESSED, db.FAILED, rec.created_at, rec.campaign_id, nights * 4),
+    )
+    values: dict[str, dict[str, list[tuple[float, str, int]]]] = {}
+    count: dict[str, int] = {}
+    used: list[str] = []
+    for night, past in enumerate(record(db.CampaignRecord, r) for r in rows):
+        flags = {
+            r["run_id"]: r["regressed"]
+            for r in store.rows(
+                "SELECT run_id, regressed FROM campaign_variants WHERE campaign_id = ?",
+                (past.campaign_id,),
+            )
+        }
+        grouped = by_variant(store, past)
+        ms = store.metrics_of([r.run_id for rs in grouped.values() for r in rs])
+        for variant, runs in grouped.items():
+            good = all(
+                r.state == "COMPLETED"
+                and (
+                    flags.get(r.run_id) == 0
+                    or (flags.get(r.run_id) is None and past.state == db.PASSED)
+                )
+                for r in runs
+            )
+            if not good or count.get(variant, 0) >= nights:
+                continue
+            count[variant] = count.get(variant, 0) + 1
+            if past.campaign_id not in used:
+                used.append(past.campaign_id)
+            for run in runs:
+                for key, v in ms.get(run.run_id, {}).items():
+                    if v is not None and math.isfinite(v):
+                        values.setdefault(variant, {}).setdefault(key, []).append(
+                            (v, run.run_id, night)
+                        )
+    return History(campaigns=used, values=values, nights=count)
+
+
+def _judge(
+    variant: str,
+    key: str,
+    th: Threshold,
+    value: float | None,
+    base: float | None,
+    rule: str,
+    band: NoiseBand | None,
+    note: str | None,
+) -> Finding:
+    change = why = None
+    if value is not None and math.isnan(value):
+        # A metric that came out NaN cannot pass a threshold: it is reported as a
+        # regression, never waved through as "no change".
+        why = change = "NaN (not a number): cannot be compared with the baseline"
+    elif band is not None and value is not None:
+        why = bands.judge(value, band, th)
+        # against the band's centre; a percentage, a factor, "new" or "from ~0"
+        change = why or f"{change_text(value, band.center, '')} (inside or beside the band)"
+        base = band.center
+    elif value is not None and base is not None and math.isnan(base):
+        change = "the baseline's value is NaN: not compared"
+    elif value is not None and base is not None:
+        why = th.crossed(value, base)
+        # a percentage, a factor, "new" or "from ~0": never a percent of a ~0 baseline
+        change = why or change_text(value, base, "")
+    return Finding(
+        variant=variant,
+        metric=key,
+        value=value,
+        baseline=base,
+        change=change,
+        regression=why is not None,
+        rule="band" if band is not None else rule,
+        band_low=band.low if band else None,
+        band_high=band.high if band else None,
+        band_nights=band.nights if band else None,
+        note=note,
+    )
+
+
 def evaluate(store: Store, campaign_id: str) -> CampaignResult:
-    """Compare every variant with the same variant of the baseline; decide the state."""
+    """Compare every variant with its band (enough good nights) or with the same variant of
+    the baseline night; decide the state."""
     rec = db.get_campaign(store, campaign_id)
     campaign = Campaign.model_validate_json(rec.campaign_json)
-    runs = db.runs_of(store, campaign_id)
+    grouped = by_variant(store, rec)
     base_id, note = find_baseline(store, rec, campaign)
-    base_runs = db.runs_of(store, base_id) if base_id else {}
-    metrics = store.metrics_of([r.run_id for r in runs.values()])
-    base_metrics = store.metrics_of([r.run_id for r in base_runs.values()])
+    base_grouped = by_variant(store, db.get_campaign(store, base_id)) if base_id else {}
+    metrics = store.metrics_of([r.run_id for rs in grouped.values() for r in rs])
+    base_metrics = store.metrics_of([r.run_id for rs in base_grouped.values() for r in rs])
+    band_cfg = campaign.baseline.band
+    hist = band_history(store, rec, band_cfg.nights) if band_cfg else None
+    rule = campaign.baseline.policy
     results: list[VariantResult] = []
-    for name, run in runs.items():
-        mine = metrics.get(run.run_id, {})
-        base_run = base_runs.get(name)
-        theirs = base_metrics.get(base_run.run_id, {}) if base_run else {}
+    for name, runs in grouped.items():
+        mine = night_values(runs, metrics)
+        base_runs = base_grouped.get(name, [])
+        theirs = night_values(base_runs, base_metrics) if base_runs else {}
+        nights = hist.nights.get(name, 0) if hist else 0
         findings: list[Finding] = []
-        for key, th in campaign.thresholds.items():
-            value, base = mine.get(key), theirs.get(key)
-            change = why = None
-            if value is not None and math.isnan(value):
-                # A metric that came out NaN cannot pass a threshold: it is reported as a
-                # regression, never waved through as "no change".
-                why = change = "NaN (not a number): cannot be compared with the baseline"
-            elif value is not None and base is not None and math.isnan(base):
-                change = "the baseline's value is NaN: not compared"
-            elif value is not None and base is not None:
-                why = th.crossed(value, base)
-                # a percentage, a factor, "new" or "from ~0": never a percent of a ~0 baseline
-                change = why or change_text(value, base, "")
+        near: str | None = None
+        for key, th in campaign.thresholds_of(name).items():
+            band = why_not = None
+            if band_cfg and hist is not None:
+                past = hist.values.get(name, {}).get(key, [])
+                if nights >= band_cfg.min_nights and past:
+                    band = bands.learn([v for v, _, _ in past], band_cfg, nights)
+                elif nights >= band_cfg.min_nights:
+                    why_not = (
+                        f"no {key} in the last {nights} good nights: compared with the last "
+                        "good night"
+                    )
+                else:
+                    why_not = (
+                        f"{nights} good night{'s' if nights != 1 else ''} of history, the band "
+                        f"needs {band_cfg.min_nights}: compared with the last good night"
+                    )
+                if band is not None and near is None:
+                    # The newest good night's run nearest the band's centre: what "what
+                    # changed" compares with.
+                    first = min(n for _, _, n in past)
+                    center = band.center
+                    near = min(
+                        ((v, rid) for v, rid, n in past if n == first),
+                        key=lambda vr: abs(vr[0] - center),
+                    )[1]
             findings.append(
-                Finding(
-                    variant=name,
-                    metric=key,
-                    value=value,
-                    baseline=base,
-                    change=change,
-                    regression=why is not None,
-                )
+                _judge(name, key, th, mine.get(key), theirs.get(key), rule, band, why_not)
             )
+        rep = _representative(runs, metrics, list(campaign.thresholds)) or runs[0]
+        base_rep = near or (_representative(base_runs, base_metrics, list(campaign.thresholds)))
         results.append(
             VariantResult(
                 variant=name,
-                run_id=run.run_id,
-                state=run.state,
-                exit_code=run.exit_code,
-                job_id=run.job_id,
+                run_id=rep.run_id,
+                state=next((r.state for r in runs if r.state != "COMPLETED"), "COMPLETED"),
+                exit_code=next(
+                    (r.exit_code for r in runs if r.state != "COMPLETED"), rep.exit_code
+                ),
+                job_id=rep.job_id,
                 metrics=mine,
-                baseline_run_id=base_run.run_id if base_run else None,
+                baseline_run_id=base_rep.run_id if isinstance(base_rep, Run) else base_rep,
                 baseline_metrics=theirs,
                 findings=findings,
+                run_ids=[r.run_id for r in runs],
             )
         )
     if any(v.state != "COMPLETED" for v in results):
@@ -245,6 +437,12 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
         state = db.REGRESSED
     else:
         state = db.PASSED
+    if band_cfg and hist is not None:
+        note += (
+            f"; bands from the last {len(hist.campaigns)} good night"
+            f"{'s' if len(hist.campaigns) != 1 else ''} (up to {band_cfg.nights}, "
+            f"{band_cfg.min_nights} needed)"
+        )
     return CampaignResult(
         campaign_id=campaign_id,
         name=rec.name,
@@ -253,16 +451,54 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
         baseline_note=note,
         variants=results,
         thresholds={k: v.model_dump() for k, v in campaign.thresholds.items()},
+        band=band_cfg.model_dump() if band_cfg else None,
     )
+
+
+def _representative(
+    runs: list[Run], metrics: dict[str, dict[str, float | None]], keys: list[str]
+) -> Run | None:
+    """The run whose first watched metric is nearest the night's median (one run: itself)."""
+    if not runs:
+        return None
+    done = [r for r in runs if r.state == "COMPLETED"] or runs
+    for key in [*keys, "step_time_s"]:
+        vals = [(v, r) for r in done if (v := metrics.get(r.run_id, {}).get(key)) is not None]
+        vals = [(v, r) for v, r in vals if math.isfinite(v)]
+        if vals:
+            mid = statistics.median(v for v, _ in vals)
+            return min(vals, key=lambda vr: abs(vr[0] - mid))[1]
+    return done[0]
+
+
+class NightPoint(Strict):
+    """One variant in one night of a trend: its value, or why there is none."""
+
+    value: float | None
+    state: str  # the run's state (the worst of its repeats); "ABSENT": not in that night
+
+
+def trend(
+    store: Store, name: str, metric: str, limit: int = 14
+) -> list[tuple[db.CampaignRecord, dict[str, NightPoint]]]:
+    """Past campaigns of `name` (oldest first) with variant → its point for `metric`."""
+    out = []
+    for rec in reversed(db.list_campaigns(store, name, limit)):
+        grouped = by_variant(store, rec)
+        values = store.metrics_of([r.run_id for rs in grouped.values() for r in rs])
+        points = {}
+        for variant, runs in grouped.items():
+            state = next((r.state for r in runs if r.state != "COMPLETED"), "COMPLETED")
+            points[variant] = NightPoint(value=night_values(runs, values).get(metric), state=state)
+        out.append((rec, points))
+    return out
 
 
 def history(
     store: Store, name: str, metric: str, limit: int = 14
 ) -> list[tuple[db.CampaignRecord, dict[str, float | None]]]:
     """Past campaigns of `name` (oldest first) with variant → value of `metric`."""
-    out = []
-    for rec in reversed(db.list_campaigns(store, name, limit)):
-        runs = db.runs_of(store, rec.campaign_id)
-        values = store.metrics_of([r.run_id for r in runs.values()])
-        out.append((rec, {v: values.get(r.run_id, {}).get(metric) for v, r in runs.items()}))
-    return out
+    return [
+        (rec, {v: p.value for v, p in points.items()})
+        for rec, points in trend(store, name, metric, limit)
+    ]

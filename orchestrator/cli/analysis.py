@@ -37,6 +37,7 @@ from orchestrator.analysis import (
     write_report,
 )
 from orchestrator.analysis.advice import FOLD_OVER, fold
+from orchestrator.analysis.changes import WhatChanged
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.analysis.labels import column_labels, dur, num, short_labels, size
 from orchestrator.analysis.metrics import merged_top_kernels
@@ -667,6 +668,32 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
     return t
 
 
+def print_changes(console: Console, w: WhatChanged, label: str, base: str) -> None:
+    """What changed in one run against the first: the finding, then the phases, the metric
+    groups and the kernels that moved; wrapped at 100 columns (or the terminal's width)."""
+    import textwrap
+
+    width = min(console.width, 100)
+    lines = [f"what changed, {label} against {base}: {w.finding}"]
+    for p in w.phases:
+        change = f"{p.change_pct:+.1f}%" if p.change_pct is not None else "-"
+        lines.append(f"phase {p.name}: {num(p.baseline_ms)} → {num(p.value_ms)} ms ({change})")
+    lines += [f"{g.name}: {num(g.baseline)} → {num(g.value)} {g.unit}" for g in w.groups]
+    lines += [
+        f"kernel {k.name}: {num(k.baseline_ms)} → {num(k.value_ms)} ms"
+        + (f" ({k.status})" if k.status != "changed" else "")
+        for k in w.kernels
+    ]
+    lines += [f"({n})" for n in w.notes]
+    console.print()
+    for i, line in enumerate(lines):
+        indent = "" if i == 0 else "  "
+        text = textwrap.fill(
+            plain(line), width, initial_indent=indent, subsequent_indent=indent + "    "
+        )
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     """Add `analyze`, `compare` and `report` to the gh-run Typer app."""
     res = resolve or _default_resolve
@@ -758,6 +785,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}
             for s in sorted(srcs):
                 console.print(f"peak GPU memory, {markup(lab)}: {markup(s)}")
+        for key, w in zip(labels[1:], c.changes, strict=True):
+            print_changes(console, w, key, labels[0])
 
     @app.command("report")
     def report_cmd(

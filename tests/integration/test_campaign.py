@@ -76,30 +76,35 @@ def _cid(text: str) -> str:
 
 
 def test_canary_campaign_runs_to_a_report(dev_cluster: None, gh_home: Path) -> None:
-    """campaigns/canary.yaml: the real workload, 6 variants, ONE job array, to a report."""
+    """campaigns/canary.yaml: the real workload, 7 variants, ONE job array, to a report (each
+    variant linking its own run report)."""
     res = run_cli(
         ["campaign", "run", "campaigns/canary.yaml", "--wait", "--timeout", "240"], gh_home
     )
     assert res.rc == 0, res.text
-    assert "6 variants in 1 submissions (1 job arrays)" in res.out
+    assert "7 variants in 1 submissions (1 job arrays)" in res.out
     cid = _cid(res.out)
     with _db(gh_home) as con:
         groups = con.execute(
             "SELECT * FROM campaign_groups WHERE campaign_id = ?", (cid,)
         ).fetchall()
         runs = con.execute("SELECT * FROM runs WHERE campaign_id = ?", (cid,)).fetchall()
-    assert len(groups) == 1 and groups[0]["is_array"] == 1 and groups[0]["size"] == 6
+    assert len(groups) == 1 and groups[0]["is_array"] == 1 and groups[0]["size"] == 7
     array_id = groups[0]["job_id"]
-    assert sorted(r["job_id"] for r in runs) == sorted(f"{array_id}_{i}" for i in range(6))
+    assert sorted(r["job_id"] for r in runs) == sorted(f"{array_id}_{i}" for i in range(7))
     assert {r["state"] for r in runs} == {"COMPLETED"}
     report = gh_home / "campaigns" / cid / "report"
     data = json.loads((report / "campaign.json").read_text())
     assert data["state"] == "PASSED"
     assert {v["variant"] for v in data["variants"]} == {
         f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
-    }
+    } | {"data-bound"}
     for v in data["variants"]:
         assert v["metrics"]["step_time_s"] > 0, v  # from the workload's own metrics.json
+        assert (report / v["report"]).is_file(), v
+        # one night of history: the band is not used yet, and the report says why
+        assert {f["rule"] for f in v["findings"]} == {"last-good"}
+        assert v["findings"][0]["note"].startswith("0 good nights of history")
     html = (report / "campaign.html").read_text()
     assert (
         "<svg" in html
@@ -119,7 +124,7 @@ def test_canary_campaign_runs_to_a_report(dev_cluster: None, gh_home: Path) -> N
     assert rep.rc == 0, rep.text
     analysed = json.loads((out_dir / "report.json").read_text())
     assert sorted(r["label"] for r in analysed["runs"]) == sorted(
-        f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
+        [f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")] + ["data-bound"]
     )
     assert (out_dir / "report.html").is_file() and (out_dir / "report.md").is_file()
     # the reference workload on CPUs: its own flags in the advice, no GPU rows or zeros

@@ -19,7 +19,6 @@ from orchestrator.campaign import records as db
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.campaign.finish import exit_code, notify_argv, run_notify, verdict
 from orchestrator.campaign.model import Notify, Threshold, apply_overrides
-from orchestrator.campaign.report import trend_svg
 from orchestrator.campaign.results import CampaignResult, Finding, VariantResult
 from orchestrator.campaign.schedule import cron_line
 from orchestrator.campaign.submission import chunk_groups, prepare_variants
@@ -51,7 +50,8 @@ def test_shipped_campaigns_load_and_expand() -> None:
     canary = load_campaign(REPO / "campaigns" / "canary.yaml")
     assert [v.name for v in expand(canary)] == [
         f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
-    ]
+    ] + ["data-bound"]
+    assert canary.baseline.band is not None
     nightly = load_campaign(REPO / "campaigns" / "nightly.yaml")
     names = [v.name for v in expand(nightly)]
     assert len(names) == 10 and names[-2:] == ["full-um", "fp8"]
@@ -216,14 +216,6 @@ def test_cron_line_quotes_and_escapes_percent(tmp_path: Path) -> None:
     assert line.startswith("0 2 * * * cd ")
     assert " /x/50\\%/c.yaml " in line and "'/h o/me'" in line
     assert line.endswith("# gh-run-campaign:t")
-
-
-def test_trend_svg_is_self_contained() -> None:
-    svg = str(
-        trend_svg({"a<b": [1.0, None, 2.0], "c": [None, None, None]}, ["n1", "n2", "n3"], "t")
-    )
-    assert svg.startswith("<svg") and "a&lt;b" in svg and "<polyline" in svg
-    assert "href" not in svg
 
 
 # -- planning, sending and resuming against a store (local executor or a dead controller) ------

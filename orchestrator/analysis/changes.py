@@ -1,0 +1,272 @@
+"""What changed between a good run and another: the step phases (NVTX / annotation ranges
+such as data, forward, backward, optimizer; per step), the kernels whose total time moved most
+(and kernels new or gone), the metric groups (GPU idle, copies, sync, data wait), and the
+finding in one sentence ("data phase +38%, step +36%: data loading got slower").
+
+Used by the campaign report for a regressed variant (against the baseline's nearest good
+run) and by `gh-run compare` (each run against the first).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from orchestrator.analysis.metrics import Metrics
+from orchestrator.base import Strict
+
+# The reference workload's phases (workloads/train.py), shown in this order; other
+# user ranges follow. What a slower phase most likely means, for the one-sentence finding.
+PHASES = ("data", "forward", "backward", "optimizer")
+CAUSES = {
+    "data": "data loading (tokenisation, collation) got slower",
+    "forward": "the forward pass got slower",
+    "backward": "the backward pass got slower",
+    "optimizer": "the optimizer step got slower",
+}
+# Below these a phase, kernel or group is not said to have moved: a few percent is noise.
+MOVED_PCT = 5.0
+MOVED_POINTS = 2.0
+# A phase explains a step change when it carries at least this share of it.
+EXPLAINS = 0.25
+TOP_KERNELS = 5
+
+
+class PhaseChange(Strict):
+    """One named step phase (an NVTX / annotation range), mean time per occurrence."""
+
+    name: str
+    baseline_ms: float | None
+    value_ms: float | None
+    change_pct: float | None
+
+
+class KernelChange(Strict):
+    """One kernel's total time in both runs (summed over ranks)."""
+
+    name: str
+    baseline_ms: float
+    value_ms: float
+    status: str  # "changed", "new" (only in the run), "gone" (only in the baseline)
+
+
+class GroupChange(Strict):
+    """A metric group (idle, copies, sync, data wait) in both runs."""
+
+    name: str
+    unit: str
+    baseline: float | None
+    value: float | None
+
+
+class WhatChanged(Strict):
+    """A run against a good run: what moved, and the finding in one sentence."""
+
+    label: str = ""
+    baseline_label: str = ""
+    finding: str
+    step_change_pct: float | None = None
+    phases: list[PhaseChange] = Field(default_factory=list)
+    kernels: list[KernelChange] = Field(default_factory=list)
+    groups: list[GroupChange] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+def _is_phase(name: str) -> bool:
+    # torch's own ranges carry a '#' (ProfilerStep#3, Optimizer.step#AdamW.step); step ranges
+    # are the step itself, not a phase of it.
+    return "#" not in name and not name.startswith(("step_", "ProfilerStep"))
+
+
+def phase_means(m: Metrics) -> dict[str, float]:
+    """Phase name → mean duration (ms) of one occurrence, over all ranks."""
+    tot: dict[str, tuple[int, int]] = {}
+    for r in m.ranks:
+        for rs in r.nvtx:
+            if _is_phase(rs.name) and rs.count:
+                ns, n = tot.get(rs.name, (0, 0))
+                tot[rs.name] = (ns + rs.total_ns, n + rs.count)
+    return {k: ns / n / 1e6 for k, (ns, n) in tot.items()}
+
+
+def step_ms(m: Metrics) -> float | None:
+    """Mean step time (ms) of the traced steps (the slowest rank), as the phases are measured
+    in the same trace; the workload's own median without traced steps."""
+    means = [r.steps.mean_ns for r in m.ranks if r.steps]
+    if means:
+        return max(means) / 1e6
+    s = m.aggregate.workload_step_median_s
+    return s * 1e3 if s is not None else None
+
+
+def kernel_totals(m: Metrics) -> dict[str, float]:
+    """Kernel name → total time (ms), summed over ranks (of each rank's top kernels)."""
+    out: dict[str, float] = {}
+    for r in m.ranks:
+        for k in r.top_kernels:
+            out[k.name] = out.get(k.name, 0.0) + k.total_ns / 1e6
+    return out
+
+
+def sync_share_pct(m: Metrics) -> float | None:
+    """Share of the GPU span a host thread waited in a CUDA sync (%), mean over ranks."""
+    shares = [100 * r.sync.wall_ns / r.span_ns for r in m.ranks if r.span_ns]
+    return sum(shares) / len(shares) if shares else None
+
+
+def data_wait_pct(m: Metrics) -> float | None:
+    """Share of the traced steps spent in data ranges (%), mean over ranks; CPU traces too."""
+    waits = [
+        100 * r.data_wait_ns / r.steps.total_ns for r in m.ranks if r.steps and r.steps.total_ns
+    ]
+    return sum(waits) / len(waits) if waits else None
+
+
+def groups(m: Metrics) -> dict[str, tuple[str, float | None]]:
+    """The metric groups: name → (unit, value); GPU ones only with a GPU timeline."""
+    a = m.aggregate
+    gpu = a.span_ns > 0
+    return {
+        "GPU idle": ("% of span", a.idle_pct_mean if gpu else None),
+        "copies": ("% of GPU activity", a.memcpy_pct_mean if gpu else None),
+        "sync": ("% of span", sync_share_pct(m)),
+        "data wait": ("% of steps", data_wait_pct(m)),
+    }
+
+
+def _pct(new: float | None, old: float | None) -> float | None:
+    if new is None or old is None or old == 0:
+        return None
+    return 100.0 * (new - old) / abs(old)
+
+
+def _signed(pct: float) -> str:
+    return f"{pct:+.0f}%"
+
+
+def what_changed(base: Metrics, run: Metrics) -> WhatChanged:
+    """`run` against `base` (a good run)."""
+    notes: list[str] = []
+    bp, rp = phase_means(base), phase_means(run)
+    order = [p for p in PHASES if p in bp or p in rp]
+    order += sorted((set(bp) | set(rp)) - set(order))
+    phases = [
+        PhaseChange(
+            name=p, baseline_ms=bp.get(p), value_ms=rp.get(p), change_pct=_pct(rp.get(p), bp.get(p))
+        )
+        for p in order
+    ]
+    b_step, r_step = step_ms(base), step_ms(run)
+    step_pct = _pct(r_step, b_step)
+    if b_step is not None and r_step is not None:
+        phases.insert(
+            0, PhaseChange(name="step", baseline_ms=b_step, value_ms=r_step, change_pct=step_pct)
+        )
+
+    bk, rk = kernel_totals(base), kernel_totals(run)
+    kernels = [
+        KernelChange(
+            name=k,
+            baseline_ms=bk.get(k, 0.0),
+            value_ms=rk.get(k, 0.0),
+            status="new" if k not in bk else "gone" if k not in rk else "changed",
+        )
+        for k in set(bk) | set(rk)
+    ]
+    kernels.sort(key=lambda kc: (-abs(kc.value_ms - kc.baseline_ms), kc.name))
+    kernels = (
+        kernels[:TOP_KERNELS]
+        + [kc for kc in kernels[TOP_KERNELS:] if kc.status != "changed"][:TOP_KERNELS]
+    )
+    if not bk and not rk:
+        notes.append("no GPU kernels in either run (a CPU run, or a trace without a GPU)")
+
+    bg, rg = groups(base), groups(run)
+    group_rows = [
+        GroupChange(name=g, unit=unit, baseline=bg[g][1], value=val)
+        for g, (unit, val) in rg.items()
+        if val is not None or bg[g][1] is not None
+    ]
+    return WhatChanged(
+        label=run.label or "",
+        baseline_label=base.label or "",
+        finding=finding(phases, kernels, group_rows, step_pct),
+        step_change_pct=step_pct,
+        phases=phases,
+        kernels=kernels,
+        groups=group_rows,
+        notes=notes,
+    )
+
+
+def finding(
+    phases: list[PhaseChange],
+    kernels: list[KernelChange],
+    group_rows: list[GroupChange],
+    step_pct: float | None,
+) -> str:
+    """The one-sentence finding: the phase that carries the step's change (and what that
+    means), else the metric group or kernel that moved most, else that nothing moved."""
+    step = next((p for p in phases if p.name == "step"), None)
+    parts: list[str] = []
+    cause = ""
+    moved = [
+        p
+        for p in phases
+        if p.name != "step"
+        and p.change_pct is not None
+        and abs(p.change_pct) >= MOVED_PCT
+        and p.value_ms is not None
+        and p.baseline_ms is not None
+    ]
+    if step and step.value_ms is not None and step.baseline_ms is not None and moved:
+        d_step = step.value_ms - step.baseline_ms
+        # The phase whose time moved most in the step's direction.
+        lead = max(
+            moved,
+            key=lambda p: (
+                (p.value_ms or 0) - (p.baseline_ms or 0)
+                if d_step >= 0
+                else (p.baseline_ms or 0) - (p.value_ms or 0)
+            ),
+        )
+        d_lead = (lead.value_ms or 0) - (lead.baseline_ms or 0)
+        if d_step and d_lead / d_step >= EXPLAINS:
+            parts.append(f"{lead.name} phase {_signed(lead.change_pct or 0)}")
+            if d_step > 0:
+                cause = CAUSES.get(lead.name, f"the {lead.name} phase got slower")
+            else:
+                cause = f"the {lead.name} phase got faster"
+    if step_pct is not None:
+        parts.append(f"step {_signed(step_pct)}")
+    group_moves = [
+        (g, g.value - g.baseline)
+        for g in group_rows
+        if g.value is not None
+        and g.baseline is not None
+        and abs(g.value - g.baseline) >= MOVED_POINTS
+    ]
+    if not cause and group_moves:
+        g, d = max(group_moves, key=lambda gd: abs(gd[1]))
+        parts.append(f"{g.name} {d:+.1f} points")
+        cause = f"more {g.name}" if d > 0 else f"less {g.name}"
+    if not cause and kernels:
+        k = kernels[0]
+        if k.status == "new":
+            cause = f"a new kernel {_short(k.name)} ({k.value_ms:.1f} ms)"
+        elif k.status == "gone":
+            cause = f"kernel {_short(k.name)} is gone"
+        elif k.baseline_ms and abs(k.value_ms / k.baseline_ms - 1) * 100 >= MOVED_PCT:
+            cause = f"kernel {_short(k.name)} {_signed((k.value_ms / k.baseline_ms - 1) * 100)}"
+    if not parts and not cause:
+        return "nothing measured in both runs to compare"
+    if not cause:
+        cause = (
+            "no phase, metric group or kernel moved on its own: the change is spread out"
+            if step_pct is None or abs(step_pct) >= MOVED_PCT
+            else "no phase, metric group or kernel moved beyond noise"
+        )
+    return (", ".join(parts) + ": " if parts else "") + cause
+
+
+def _short(name: str, n: int = 48) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"

@@ -1,0 +1,288 @@
+"""Noise bands on histories known by construction: the band itself (median / MAD, outliers,
+a quiet history's floor), the rule (outside the band AND past the threshold, in the bad
+direction), too little history (said, and the single-night rule used), a slow trend,
+repeats (the median of a night), band-width thresholds, the model's validation, and the
+trend plot (failed and missing nights marked, never a point at zero).
+
+Histories are written straight into a state store: each night is a planned campaign whose
+runs are set COMPLETED with chosen metrics (no job runs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.campaign import bands, load_campaign, plan
+from orchestrator.campaign import records as db
+from orchestrator.campaign.model import Band, Threshold, expand, repeat_of
+from orchestrator.campaign.report import band_svg
+from orchestrator.campaign.results import Finding, NightPoint, evaluate
+from orchestrator.errors import UserError
+from orchestrator.store import Store
+from tests.conftest import REPO
+
+BAND = Band(nights=10, min_nights=3, width=4.0, floor_pct=2.0)
+STEP = Threshold(increase_pct=20)
+
+
+def test_band_is_the_median_and_mad_and_ignores_an_outlier() -> None:
+    b = bands.learn([1.0, 1.02, 0.98, 1.01, 0.99, 5.0], BAND)
+    assert b is not None
+    assert b.center == pytest.approx(1.005)
+    # MAD of |x - 1.005| = (0.005, 0.015, 0.025, 0.005, 0.015, 3.995) → median 0.015
+    assert b.sigma == pytest.approx(1.4826 * 0.015)
+    assert b.half_width == pytest.approx(4 * 1.4826 * 0.015)
+    assert b.samples == 6 and b.low < 1.0 < b.high < 1.2  # the 5.0 night does not widen it
+
+
+def test_a_quiet_history_gets_the_floor_width_and_nan_is_left_out() -> None:
+    b = bands.learn([2.0, 2.0, 2.0, math.nan], BAND)
+    assert b is not None and b.sigma == 0 and b.half_width == pytest.approx(0.04)
+    assert bands.learn([math.nan], BAND) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "regressed"),
+    [
+        (1.10, False),  # outside the band, not past +20%: a harmless shift
+        (1.25, True),  # outside the band and past +20%
+        (0.70, False),  # far outside, but the good direction
+    ],
+)
+def test_regression_needs_outside_the_band_and_past_the_threshold(
+    value: float, regressed: bool
+) -> None:
+    b = bands.learn([1.0, 1.01, 0.99, 1.0], BAND)
+    assert b is not None and b.high < 1.10
+    assert (bands.judge(value, b, STEP) is not None) is regressed
+
+
+def test_a_wide_band_keeps_a_threshold_crossing_quiet() -> None:
+    """A noisy history: +30% is past the threshold but inside the noise."""
+    b = bands.learn([1.0, 1.3, 0.8, 1.2, 0.9, 1.1], BAND)
+    assert b is not None and b.high > 1.3 * b.center
+    assert bands.judge(1.3 * b.center, b, STEP) is None
+
+
+def test_width_thresholds_count_band_half_widths() -> None:
+    th = Threshold(decrease_widths=2)
+    b = bands.learn([100.0, 101.0, 99.0, 100.0], Band(width=1, floor_pct=0))
+    assert b is not None
+    assert bands.judge(b.center - 1.5 * b.half_width, b, th) is None
+    why = bands.judge(b.center - 2.5 * b.half_width, b, th)
+    assert why is not None and "band widths" in why
+
+
+def test_band_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="min_nights 5 is more than nights 4"):
+        Band(nights=4, min_nights=5)
+    with pytest.raises(ValueError):
+        Band(width=math.inf)
+    with pytest.raises(ValueError):
+        Threshold(increase_widths=math.nan)
+
+
+# -- evaluate() against a constructed history ---------------------------------------------
+
+
+def _file(tmp: Path, **over: object) -> Path:
+    data: dict[str, object] = {
+        "name": "noisy",
+        "job": str(REPO / "jobs" / "smoke.yaml"),
+        "include": [{"name": "a"}, {"name": "b"}],
+        "baseline": {"policy": "last-good", "band": {"nights": 6, "min_nights": 3}},
+        "thresholds": {"step_time_s": {"increase_pct": 20}},
+    }
+    data.update(over)
+    path = tmp / "c.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _night(
+    store: Store,
+    home: Path,
+    path: Path,
+    values: dict[str, float | list[float] | None],
+    state: str = db.PASSED,
+    failed: tuple[str, ...] = (),
+    flagged: tuple[str, ...] | None = None,
+) -> str:
+    """One night: every run COMPLETED (or FAILED) with its step_time_s, then the state and,
+    with `flagged`, each variant's verdict as finish() records it."""
+    cid = plan(store, load_campaign(path), path, home, "local")
+    names = repeat_of(load_campaign(path))
+    for name, run in db.runs_of(store, cid).items():
+        variant = names[name]
+        v = values.get(variant)
+        if isinstance(v, list):
+            v = v[int(name.rsplit(".r", 1)[1]) - 1]
+        store.update_run(
+            run.run_id, state="FAILED" if variant in failed else "COMPLETED", event="constructed"
+        )
+        if v is not None:
+            store.put_metrics(run.run_id, {"step_time_s": v})
+    db.set_campaign(store, cid, state=state)
+    if flagged is not None:
+        db.set_verdicts(store, cid, {n: names[n] in flagged for n in names})
+    return cid
+
+
+def _finding(store: Store, cid: str, variant: str) -> Finding:
+    res = evaluate(store, cid)
+    return next(f for v in res.variants if v.variant == variant for f in v.findings)
+
+
+def test_too_little_history_says_so_and_uses_the_last_good_night(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    store, path = Store(gh_home), _file(tmp_path)
+    _night(store, gh_home, path, {"a": 1.0, "b": 2.0})
+    _night(store, gh_home, path, {"a": 1.0, "b": 2.0})
+    cid = _night(store, gh_home, path, {"a": 1.3, "b": 2.0}, state=db.PLANNED)
+    res = evaluate(store, cid)
+    f = next(f for v in res.variants if v.variant == "a" for f in v.findings)
+    assert f.rule == "last-good" and f.regression and f.baseline == 1.0
+    assert f.note == "2 good nights of history, the band needs 3: compared with the last good night"
+    assert "bands from the last 2 good nights" in res.baseline_note
+
+
+def test_jitter_is_quiet_and_a_slowdown_is_caught_once_history_exists(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    store, path = Store(gh_home), _file(tmp_path)
+    for a, b in [(1.0, 2.0), (1.15, 2.1), (0.9, 1.9), (1.1, 2.05), (0.95, 1.95)]:
+        _night(store, gh_home, path, {"a": a, "b": b})
+    # +18% on a, +8% on b: jitter of this history, no alarm.
+    cid = _night(store, gh_home, path, {"a": 1.18, "b": 2.16}, state=db.PLANNED)
+    res = evaluate(store, cid)
+    assert res.state == db.PASSED and not res.regressions
+    fa = next(f for v in res.variants if v.variant == "a" for f in v.findings)
+    assert fa.rule == "band" and fa.band_nights == 5 and fa.baseline == pytest.approx(1.0)
+    assert fa.band_low is not None and fa.band_high is not None
+    assert fa.band_low < 1.0 < 1.18 < fa.band_high
+    # +40% on b: caught; the good run compared with is the newest night's.
+    cid = _night(store, gh_home, path, {"a": 1.0, "b": 2.8}, state=db.PLANNED)
+    res = evaluate(store, cid)
+    assert [(f.variant, f.metric) for f in res.regressions] == [("b", "step_time_s")]
+    assert res.state == db.REGRESSED
+    newest = db.list_campaigns(store, "noisy", 10)
+    good = next(c for c in newest if c.state == db.PASSED)
+    vb = next(v for v in res.variants if v.variant == "b")
+    assert vb.baseline_run_id == db.runs_of(store, good.campaign_id)["b"].run_id
+
+
+def test_a_regressed_or_failed_night_does_not_teach_the_band(tmp_path: Path, gh_home: Path) -> None:
+    store, path = Store(gh_home), _file(tmp_path)
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": 1.0, "b": 2.0})
+    _night(store, gh_home, path, {"a": 3.0, "b": 2.0}, state=db.REGRESSED)
+    _night(store, gh_home, path, {"a": 3.0, "b": 2.0}, state=db.FAILED, failed=("b",))
+    cid = _night(store, gh_home, path, {"a": 3.0, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert f.regression and f.band_nights == 3
+
+
+def test_a_variant_learns_from_nights_where_only_another_variant_regressed(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    """A noisy variant's alarms must not starve a steady one of history."""
+    store, path = Store(gh_home), _file(tmp_path)
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": 1.0, "b": 9.0}, state=db.REGRESSED, flagged=("b",))
+    cid = _night(store, gh_home, path, {"a": 1.01, "b": 2.0}, state=db.PLANNED)
+    fa, fb = _finding(store, cid, "a"), _finding(store, cid, "b")
+    assert fa.rule == "band" and fa.band_nights == 3 and not fa.regression
+    assert fb.rule == "last-good" and fb.note is not None and fb.note.startswith("0 good nights")
+
+
+def test_an_include_holds_its_variant_to_its_own_limits(tmp_path: Path, gh_home: Path) -> None:
+    store = Store(gh_home)
+    path = _file(
+        tmp_path,
+        include=[
+            {"name": "a", "thresholds": {"step_time_s": {"increase_pct": 5}}},
+            {"name": "b"},
+        ],
+    )
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": 1.0, "b": 1.0})
+    cid = _night(store, gh_home, path, {"a": 1.1, "b": 1.1}, state=db.PLANNED)
+    assert _finding(store, cid, "a").regression  # +10%: past its own +5%, outside the band
+    assert not _finding(store, cid, "b").regression  # the campaign's +20% holds b
+
+
+def test_the_band_follows_a_slow_trend(tmp_path: Path, gh_home: Path) -> None:
+    """A drift of 2% a night over 10 nights: the band of the last 4 moves with it."""
+    store, path = (
+        Store(gh_home),
+        _file(tmp_path, baseline={"band": {"nights": 4, "min_nights": 3, "width": 4}}),
+    )
+    for i in range(10):
+        _night(store, gh_home, path, {"a": 1.0 * 1.02**i, "b": 2.0})
+    cid = _night(store, gh_home, path, {"a": 1.02**10, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert not f.regression
+    assert f.baseline == pytest.approx((1.02**7 + 1.02**8) / 2)
+
+
+def test_repeats_run_each_variant_n_times_and_a_night_is_their_median(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    path = _file(tmp_path, repeats=3)
+    assert [(v.name, v.variant, v.repeat) for v in expand(load_campaign(path))][:3] == [
+        ("a.r1", "a", 1),
+        ("a.r2", "a", 2),
+        ("a.r3", "a", 3),
+    ]
+    store = Store(gh_home)
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": [1.0, 1.05, 0.95], "b": [2.0, 2.0, 2.1]})
+    # One wild repeat (5.0) is outvoted by the median of three.
+    cid = _night(store, gh_home, path, {"a": [1.0, 5.0, 1.02], "b": [2.0, 2.0, 2.0]}, db.PLANNED)
+    res = evaluate(store, cid)
+    va = next(v for v in res.variants if v.variant == "a")
+    assert va.metrics["step_time_s"] == pytest.approx(1.02) and len(va.run_ids) == 3
+    assert not res.regressions
+    assert [v.variant for v in res.variants] == ["a", "b"]
+
+
+def test_width_thresholds_need_a_band(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        baseline={"policy": "last-good"},
+        thresholds={"step_time_s": {"increase_widths": 2}},
+    )
+    with pytest.raises(UserError, match=r"band widths need a band; add baseline\.band"):
+        load_campaign(path)
+
+
+def test_a_pinned_baseline_has_no_band(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        baseline={"policy": "pinned", "campaign_id": "noisy-20260101-000000-abcd", "band": {}},
+    )
+    with pytest.raises(UserError, match=r"use policy last-good with band, or remove band"):
+        load_campaign(path)
+
+
+def test_the_trend_marks_failed_and_missing_nights_and_draws_the_band() -> None:
+    nights = [
+        ("n1", NightPoint(value=1.0, state="COMPLETED")),
+        ("n2", NightPoint(value=None, state="FAILED")),
+        ("n3", NightPoint(value=None, state="ABSENT")),
+        ("n4", NightPoint(value=1.1, state="COMPLETED")),
+        ("n5", NightPoint(value=1.6, state="COMPLETED")),
+    ]
+    svg = str(
+        band_svg(nights, "a<b: step_time_s", band=(0.9, 1.2), regressed=True, metric="step_time_s")
+    )
+    assert svg.startswith("<svg") and "a&lt;b" in svg and "href" not in svg
+    assert "n2: FAILED" in svg and "n3: not run" in svg
+    assert "band 900.00 ms..1.200 s" in svg  # in the metric's unit
+    # the line breaks at the missing nights: one segment, n4 → n5; five nights, three points
+    assert svg.count("<polyline") == 1 and svg.count("<circle") == 3
+    assert 'fill="#d62728"><title>n5: 1.600 s' in svg
