@@ -391,7 +391,10 @@ class _Reader:
             idx = np.concatenate([np.arange(r.start, r.stop) for r in keep])
             gpu = gpu.take(idx)
             pid = pid[idx] if pid is not None else None
-        return gpu, _pid_tid(pid)[0] if pid is not None else None
+        if pid is not None:  # the process part of the GlobalIds (`_pid_tid`), in place
+            np.right_shift(pid, 24, out=pid)
+            np.bitwise_and(pid, 0xFFFFFF, out=pid)
+        return gpu, pid
 
     def _opt(self, table: str, *cols: str) -> list[str]:
         return [c for c in cols if c in self.db.cols(table)]
@@ -421,8 +424,11 @@ class _Reader:
             table = np.full(hi + 1, T.NONE, dtype=np.int64)
             table[rc] = rs  # repeated ids: the last one wins
             del rc, rs
-            ok = (gc >= 0) & (gc <= hi)
-            gpu.launch = np.where(ok, table[np.where(ok, gc, 0)], T.NONE)
+            # into the column itself (no temporaries of 8 bytes a row): ids out of the table's
+            # range are clipped to its edge, then set to NONE
+            np.take(table, gc, out=gpu.launch, mode="clip")
+            del table
+            gpu.launch[(gc < 0) | (gc > hi)] = T.NONE
             self._drop_corr(gpu)
             return
         order = np.argsort(rc, kind="stable")
@@ -669,29 +675,31 @@ class _Reader:
             by_pid = len(cuda_pids) != 1 and any(
                 db.has(t, "globalPid") for t in (KERNEL, MEMCPY, MEMSET)
             )
-            rt_cols = self._runtime_cols(by_pid)
             pool = ThreadPoolExecutor(max_workers=2)
             try:
+                gpu, gpu_pid = self._gpu(pool, by_pid)
+                pids = _ranked_pids(gpu_pid, gpu, self._context_devices())
+                if len(pids) > 1 and gpu_pid is None:
+                    if gpu.size:  # GPU rows without their process: one rank after all
+                        pids = pids[:1]
+                    else:
+                        gpu_pid = np.zeros(0, dtype=np.int64)
+                multi = len(pids) > 1
+                # the runtime calls' process only matters with several ranks (a column of
+                # 8 bytes a call otherwise); read while this thread reads the host tables
+                rt_cols = self._runtime_cols(multi and gpu_pid is not None)
                 rt_fut = (
                     pool.submit(fetch_columns, self.path, RUNTIME, rt_cols) if rt_cols else None
                 )
-                gpu, gpu_pid = self._gpu(pool, by_pid)
+                seen = set(cuda_pids)
+                if gpu_pid is not None:
+                    seen |= {int(p) for p in np.unique(gpu_pid).tolist()}
+                host, threads, osrt_traced = self._host(seen)
                 rt = dict(zip(rt_cols, rt_fut.result(), strict=True)) if rt_fut else {}
             finally:
                 pool.shutdown()
-            pids = _ranked_pids(gpu_pid, gpu, self._context_devices())
-            if len(pids) > 1 and gpu_pid is None:
-                if gpu.size:  # GPU rows without their process: one rank after all
-                    pids = pids[:1]
-                else:
-                    gpu_pid = np.zeros(0, dtype=np.int64)
-            multi = len(pids) > 1
             self._launches(gpu, gpu_pid if multi else None, rt)
             del rt
-            seen = set(cuda_pids)
-            if gpu_pid is not None:
-                seen |= {int(p) for p in np.unique(gpu_pid).tolist()}
-            host, threads, osrt_traced = self._host(seen)
             cpu_faults, gpu_faults = self._um()
             peak = self._peak_memory()
             gpu_names: dict[int, str] = {}
