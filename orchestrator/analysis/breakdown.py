@@ -25,6 +25,8 @@ from orchestrator.analysis.metrics import IdleBreakdown, StreamIdle, Temporal
 # HTA's default `consecutive_kernel_delay` is 30 in the trace's unit: microseconds in Kineto
 KERNEL_WAIT_NS = 30_000
 ALL = -1  # `HtaView.groups` of every event
+# rows per step of the idle-time breakdown (its temporaries: ~50 bytes a row)
+IDLE_CHUNK_ROWS = 1 << 20
 # HTA's kernel types in the order of its kernel-type breakdown (bit values 1, 2, 4)
 _BREAKDOWN_TYPES = (core.COMPUTATION, core.COMMUNICATION, core.MEMORY)
 
@@ -229,29 +231,45 @@ def idle_breakdown(v: HtaView, threshold_ns: int = KERNEL_WAIT_NS) -> IdleBreakd
     m = v.kernel_cat
     if not bool(m.any()):
         return None
-    rows = slice(None) if bool(m.all()) else np.flatnonzero(m)
-    codes, inv = core.small_groups(v.stream[rows])
+    rows = None if bool(m.all()) else np.flatnonzero(m)
+    stream = v.stream if rows is None else v.stream[rows]
+    codes, inv = core.small_groups(stream)
+    n = int(stream.size)
+    del stream
     threshold = threshold_ns // v.unit_ns
     per_stream = []
     clamped = 0
+    u = v.unit_ns
     for j, code in enumerate(codes.tolist()):
-        idx = np.flatnonzero(inv == j) if codes.size > 1 else slice(None)
-        s = v.start[rows][idx]
-        e = v.end[rows][idx]
-        launch = v.launch[rows][idx]
-        prev = e[:-1]
-        gap = s[1:] - prev
-        nxt = launch[1:]
-        # host wait: launched after the previous one ended; kernel wait: a short gap otherwise
-        host = (nxt != T.NONE) & (nxt > prev)
-        kernel = ~host & (gap < threshold)
-        neg = gap < 0
-        clamped += int(neg.sum())
-        gap[neg] = 0
-        h = int(gap[host].sum())
-        k = int(gap[kernel].sum())
-        o = int(gap.sum()) - h - k
-        u = v.unit_ns
+        # in chunks of rows (a stream's last end carried over): bounded temporaries
+        carry: int | None = None
+        h = k = whole = 0
+        for lo in range(0, n, IDLE_CHUNK_ROWS):
+            hi = min(n, lo + IDLE_CHUNK_ROWS)
+            idx: Any = lo + np.flatnonzero(inv[lo:hi] == j) if codes.size > 1 else slice(lo, hi)
+            if rows is not None:
+                idx = rows[idx]
+            s = v.start[idx]
+            e = v.end[idx]
+            nxt = v.launch[idx]
+            if s.size == 0:
+                continue
+            if carry is None:
+                prev, s, nxt = e[:-1], s[1:], nxt[1:]
+            else:
+                prev = np.concatenate([np.array([carry], dtype=e.dtype), e[:-1]])
+            carry = int(e[-1])
+            gap = s - prev
+            # host wait: launched after the previous one ended; kernel wait: a short gap
+            host = (nxt != T.NONE) & (nxt > prev)
+            kernel = ~host & (gap < threshold)
+            neg = gap < 0
+            clamped += int(neg.sum())
+            gap[neg] = 0
+            h += int(gap[host].sum())
+            k += int(gap[kernel].sum())
+            whole += int(gap.sum())
+        o = whole - h - k
         per_stream.append(
             StreamIdle(stream=int(code), host_wait_ns=h * u, kernel_wait_ns=k * u, other_ns=o * u)
         )

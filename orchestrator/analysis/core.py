@@ -575,19 +575,21 @@ def union_from_groups(g0: Any, g1: Any, rows: int) -> UnionResult:
 
 def intersect(a0: Any, a1: Any, b0: Any, b1: Any) -> tuple[Any, Any]:
     """The intersection of two unions of disjoint intervals sorted by start, as disjoint
-    intervals sorted by start. Linear: each list's bounds are one sorted run, and a stable sort
-    (timsort) of two runs is a merge."""
+    intervals sorted by start: each interval of `a` against the run of `b` intervals that
+    overlap it (two binary searches), so the pairs, at most len(a) + len(b), are the only
+    arrays built (no sort of the bounds)."""
     if a0.size == 0 or b0.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    t = np.concatenate([np.column_stack([a0, a1]).ravel(), np.column_stack([b0, b1]).ravel()])
-    d = np.tile(np.array([1, -1], dtype=np.int8), a0.size + b0.size)
-    order = np.argsort(t, kind="stable")
-    t = t[order]
-    running = np.cumsum(d[order], dtype=np.int8)
-    del order, d
-    idx = np.flatnonzero(running == 2)  # both inside from t[idx] to the next bound
-    c0, c1 = t[idx], t[idx + 1]
+    lo = np.searchsorted(b1, a0, side="right")  # first b ending after a starts
+    cnt = np.searchsorted(b0, a1, side="left") - lo  # b starting before a ends
+    np.maximum(cnt, 0, out=cnt)
+    ii = np.repeat(np.arange(a0.size), cnt)
+    jj = np.arange(ii.size) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+    del lo, cnt
+    c0 = np.maximum(a0[ii], b0[jj])
+    c1 = np.minimum(a1[ii], b1[jj])
+    del ii, jj
     keep = c1 > c0
     return c0[keep], c1[keep]
 
