@@ -12,6 +12,7 @@ from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import KernelStat
 
 TOP_KERNELS = 25
+CHUNK_ROWS = 1 << 20
 
 
 @dataclass
@@ -24,13 +25,20 @@ class KernelSummary:
 
 def kernel_summary(rows: T.GpuTable, names: list[str], kernel_ns: int) -> KernelSummary:
     """Top kernels by total time, GEMM precision shares and the number of distinct names."""
-    k = rows.kind == T.KERNEL
-    ids = rows.name[k]
-    dur = (rows.end - rows.start)[k]
-    if ids.size == 0:
+    counts = np.zeros(len(names), dtype=np.int64)
+    totals = np.zeros(len(names), dtype=np.float64)
+    # in row chunks (bounded temporaries); float sums of integer ns are exact below 2**53 ns
+    # (104 days), so the order of the additions does not change them
+    for lo in range(0, rows.size, CHUNK_ROWS):
+        sl = slice(lo, lo + CHUNK_ROWS)
+        k = rows.kind[sl] == T.KERNEL
+        ids = rows.name[sl][k]
+        counts += np.bincount(ids, minlength=len(names))
+        totals += np.bincount(
+            ids, weights=rows.end[sl][k] - rows.start[sl][k], minlength=len(names)
+        )
+    if not counts.any():
         return KernelSummary([], 0.0, 0.0, 0)
-    counts = np.bincount(ids, minlength=len(names))
-    totals = np.bincount(ids, weights=dur, minlength=len(names))
     present = np.flatnonzero(counts)
     # the same name may have several ids only if a reader interned it twice; merge by name
     merged: dict[str, list[int]] = {}
