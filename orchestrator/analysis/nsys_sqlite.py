@@ -84,6 +84,8 @@ SYNC_PATTERNS = (
     "cuStreamWaitEvent%",
 )
 FETCH_CHUNK_ROWS = 500_000
+# GPU-table columns often one value for the whole table (one process, one GPU): probed first
+CONSTANT_PROBES = ("deviceId", "globalPid")
 _INT_MAX = 9223372036854775807
 # rank variables of launchers and MPI implementations, most specific first
 RANK_VARS = ("RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK",
@@ -265,6 +267,43 @@ def fetch_columns(path: Path, table: str, cols: list[str], has_times: bool = Tru
     return [a[:n] for a in out]
 
 
+def constant_columns(path: Path, table: str, cols: list[str]) -> dict[str, int]:
+    """The columns among `cols` whose every row holds one and the same integer, with it.
+
+    A reader fills those instead of reading them: a scan that stops at the first row that
+    differs costs less than reading the column as text (a single-process, single-GPU export's
+    globalPid and deviceId), and a column that varies is found different within a few rows.
+    `IS NOT` also finds NULLs, text and non-integral reals, so what is filled is exactly what
+    reading would give."""
+    if not cols:
+        return {}
+    conn = connect_ro(path)
+    try:
+        first = conn.execute(
+            "SELECT " + ", ".join(f'"{c}"' for c in cols) + f' FROM "{table}" LIMIT 1'
+        ).fetchone()
+        if first is None:
+            return {}
+        cand = {c: v for c, v in zip(cols, first, strict=True) if type(v) is int}
+        while cand:
+            hit = conn.execute(
+                "SELECT " + ", ".join(f'"{c}"' for c in cand) + f' FROM "{table}" WHERE '
+                + " OR ".join(f'"{c}" IS NOT ?' for c in cand) + " LIMIT 1",
+                tuple(cand.values()),
+            ).fetchone()  # fmt: skip
+            if hit is None:
+                return cand
+            # the columns that differ in this row are read; the others are probed again
+            cand = {
+                c: v
+                for (c, v), h in zip(cand.items(), hit, strict=True)
+                if type(h) is int and h == v
+            }
+        return {}
+    finally:
+        conn.close()
+
+
 def env_rank(db: _Db) -> tuple[int, str] | None:
     """(rank, variable) from the environment nsys recorded for the profiled job
     (`TARGET_INFO_SYSTEM_ENV.DeviceEnvironment`: NUL- or `;`-separated NAME=value pairs)."""
@@ -335,8 +374,12 @@ class _Reader:
             "bytes": gpu.nbytes[sl],
             "globalPid": pid[sl] if pid is not None else None,
         }
-        out = [targets.get(c) if c in targets else extra for c in cols]
-        got, skipped = fetch_into(self.path, table, cols, out)
+        const = constant_columns(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
+        read = [c for c in cols if c not in const]
+        out = [targets.get(c) if c in targets else extra for c in read]
+        got, skipped = fetch_into(self.path, table, read, out)
+        for c, v in const.items():
+            targets[c][:got] = v
         return got, skipped, extra[:got]
 
     def _gpu(self, pool: ThreadPoolExecutor, by_pid: bool) -> tuple[T.GpuTable, Any]:
@@ -692,8 +735,9 @@ class _Reader:
                     pool.submit(fetch_columns, self.path, RUNTIME, rt_cols) if rt_cols else None
                 )
                 seen = set(cuda_pids)
-                if gpu_pid is not None:
-                    seen |= {int(p) for p in np.unique(gpu_pid).tolist()}
+                if gpu_pid is not None and gpu_pid.size:
+                    lo, hi = int(gpu_pid.min()), int(gpu_pid.max())
+                    seen |= {lo} if lo == hi else {int(p) for p in np.unique(gpu_pid).tolist()}
                 host, threads, osrt_traced = self._host(seen)
                 rt = dict(zip(rt_cols, rt_fut.result(), strict=True)) if rt_fut else {}
             finally:

@@ -634,3 +634,24 @@ def test_thread_names_of_traced_processes_only(tmp_path: Path, machine_wide: boo
     r = only(b.close())
     want = {"cuda-app", "pt_data_worker"} | ({"probe"} if machine_wide else set())
     assert {t.name for t in r.threads} == want
+
+
+def test_constant_columns_are_only_those_whose_every_row_holds_one_integer(tmp_path: Path) -> None:
+    """The reader fills a probed column instead of reading it only when every row holds the
+    same integer: a NULL, a text, a non-integral real or another value anywhere keeps it read."""
+    from orchestrator.analysis.nsys_sqlite import constant_columns, fetch_columns
+
+    db = tmp_path / "t.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute('CREATE TABLE t (start INTEGER, "end" INTEGER, a, b, c, d, e, f)')
+    rows = [(i, i + 1, 7, 7, 7, 7, 7, 5.0 if i == 3 else 7) for i in range(6)]
+    rows[4] = (4, 5, 7, None, "7x", 7.5, 8, 7)
+    conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    cols = ["a", "b", "c", "d", "e", "f"]
+    assert constant_columns(db, "t", cols) == {"a": 7}
+    assert constant_columns(db, "t", ["f", "e"]) == {}
+    assert constant_columns(db, "t", []) == {}
+    # what is filled is what reading gives
+    assert fetch_columns(db, "t", ["a"])[0].tolist() == [7] * 6
