@@ -264,13 +264,28 @@ def timeline(
     idle = [0.0] * nb
     pairs: Iterable[tuple[int, int]] = zip(gap_starts, gap_ends, strict=True)
     if HAVE_NUMPY and len(gap_starts) > 1000:
-        gs = np.frombuffer(gap_starts, dtype=np.int64)
-        ge = np.frombuffer(gap_ends, dtype=np.int64)
-        bs = (gs - start) // width
-        same = bs == (ge - 1 - start) // width
-        idle = [float(v) for v in np.bincount(bs[same], weights=(ge - gs)[same], minlength=nb)]
-        cross = ~same
-        pairs = zip(gs[cross].tolist(), ge[cross].tolist(), strict=True)
+        gs_all = np.frombuffer(gap_starts, dtype=np.int64)
+        ge_all = np.frombuffer(gap_ends, dtype=np.int64)
+        acc = np.zeros(nb, dtype=np.float64)
+        cross_s, cross_e = [], []
+        # in chunks (bounded temporaries); the float sums of integer ns stay exact below 2**53
+        for lo in range(0, gs_all.size, 1 << 20):
+            gs = gs_all[lo : lo + (1 << 20)]
+            ge = ge_all[lo : lo + (1 << 20)]
+            bs = (gs - start) // width
+            same = bs == (ge - 1 - start) // width
+            acc += np.bincount(bs[same], weights=(ge - gs)[same], minlength=nb)
+            cross = ~same
+            cross_s.extend(gs[cross].tolist())
+            cross_e.extend(ge[cross].tolist())
+        idle = [float(v) for v in acc]
+        pairs = zip(cross_s, cross_e, strict=True)
+    elif HAVE_NUMPY:  # plain ints whether the gaps are numpy views or arrays
+        pairs = zip(
+            np.asarray(gap_starts, dtype=np.int64).tolist(),
+            np.asarray(gap_ends, dtype=np.int64).tolist(),
+            strict=True,
+        )
     for s, e in pairs:
         b = (s - start) // width
         while s < e:
@@ -541,6 +556,14 @@ def small_groups(keys: Any) -> tuple[Any, Any]:
     return keys_u, inv.reshape(-1)
 
 
+def distinct(keys: Any) -> list[int]:
+    """The distinct values of an integer column, ascending (`np.unique(keys).tolist()`, but
+    linear, a bincount, when they are small non-negative integers: devices, string ids)."""
+    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 1 << 24:
+        return [int(k) for k in np.flatnonzero(np.bincount(keys))]
+    return [int(k) for k in np.unique(keys).tolist()]
+
+
 def groups_sorted(s: Any, e: Any) -> tuple[Any, Any]:
     """Merged intervals of rows sorted by start (HTA's `merge_kernel_intervals`: a row opens a
     new group when it starts after the running maximum of the previous rows' ends, so touching
@@ -568,8 +591,9 @@ def union_from_groups(g0: Any, g1: Any, rows: int) -> UnionResult:
     res.end = int(g1[-1])
     res.busy = int((g1 - g0).sum())
     res.rows = rows
-    res.gap_starts = array("q", g1[:-1].astype(np.int64).tobytes())
-    res.gap_ends = array("q", g0[1:].astype(np.int64).tobytes())
+    # views of the merged intervals (no copy: millions of gaps on a long export)
+    res.gap_starts = g1[:-1].astype(np.int64, copy=False)
+    res.gap_ends = g0[1:].astype(np.int64, copy=False)
     return res
 
 

@@ -39,7 +39,7 @@ def entries(gpu: T.GpuTable, split_devices: bool) -> list[tuple[list[int], slice
     GPU activity when `split_devices`, else one for all. Rows of devices without activity
     (only annotations) stay with the entry of the first device."""
     act = T.is_activity(gpu.kind)
-    devices = sorted(int(d) for d in np.unique(gpu.device[act]))
+    devices = core.distinct(gpu.device[act])
     if not devices:
         return [([], slice(0, gpu.size))]
     if not split_devices or len(devices) == 1:

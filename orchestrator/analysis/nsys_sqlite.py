@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis import core
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import UserError
 
@@ -446,7 +447,7 @@ class _Reader:
         """Timeline name ids of kernel rows (StringIds ids, or the `name` column's values)."""
         if ids.size == 0:
             return np.zeros(0, dtype=np.int32)
-        distinct = np.unique(ids).tolist()
+        distinct = core.distinct(ids)
         strs = self.db.strings(distinct) if name_col != "name" else {}
         lut = {i: self.names.id(strs.get(i, str(i))) for i in distinct}
         return _map(ids, lut)
@@ -579,7 +580,7 @@ class _Reader:
             self.missing.append(OSRT)
             return T.HostTable.empty(), False
         s, e, gt, nid = fetch_columns(self.path, OSRT, ["start", "end", "globalTid", "nameId"])
-        distinct = np.unique(nid).tolist()
+        distinct = core.distinct(nid)
         strs = db.strings(distinct)
         lut = {i: self.names.id(strs.get(i, str(i))) for i in distinct}
         pid, tid = _pid_tid(gt)
