@@ -215,11 +215,20 @@ def gap_stats(gap_starts: array[int], gap_ends: array[int]) -> GapStats:
     if HAVE_NUMPY:
         lens = np.frombuffer(gap_ends, dtype=np.int64) - np.frombuffer(gap_starts, dtype=np.int64)
         total = int(lens.sum())
-        p50, p90 = (float(v) for v in np.quantile(lens, [0.5, 0.9]))
         mx = int(lens.max())
-        idx = np.searchsorted(np.array(GAP_EDGES_NS[1:]), lens, side="right")
-        counts = [int(c) for c in np.bincount(idx, minlength=len(GAP_EDGES_NS))]
-        totals = [int(t) for t in np.bincount(idx, weights=lens, minlength=len(GAP_EDGES_NS))]
+        edges = np.array(GAP_EDGES_NS[1:])
+        cnt = np.zeros(len(GAP_EDGES_NS), dtype=np.int64)
+        tot = np.zeros(len(GAP_EDGES_NS), dtype=np.float64)
+        # buckets in chunks (bounded temporaries; float sums of integer ns exact below 2**53)
+        for lo in range(0, n, 1 << 20):
+            part = lens[lo : lo + (1 << 20)]
+            idx = np.searchsorted(edges, part, side="right")
+            cnt += np.bincount(idx, minlength=len(GAP_EDGES_NS))
+            tot += np.bincount(idx, weights=part, minlength=len(GAP_EDGES_NS))
+        counts = [int(c) for c in cnt]
+        totals = [int(t) for t in tot]
+        # last: the quantiles partition `lens` in place instead of a copy
+        p50, p90 = (float(v) for v in np.quantile(lens, [0.5, 0.9], overwrite_input=True))
     else:
         lens_l = sorted(e - s for s, e in zip(gap_starts, gap_ends, strict=True))
         total = sum(lens_l)

@@ -56,13 +56,10 @@ def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
     h = tl.host
     m = (h.kind == T.ANNOTATION) & (h.end >= h.start)
     stats: dict[str, list[int]] = {}
+    ga = gpu_rows.kind == T.GPU_ANNOTATION  # durations of the selected rows only
     for suffix, ids, dur in (
-        ("", h.name[m], (h.end - h.start)[m]),
-        (
-            " [gpu]",
-            gpu_rows.name[gpu_rows.kind == T.GPU_ANNOTATION],
-            (gpu_rows.end - gpu_rows.start)[gpu_rows.kind == T.GPU_ANNOTATION],
-        ),
+        ("", h.name[m], h.end[m] - h.start[m]),
+        (" [gpu]", gpu_rows.name[ga], gpu_rows.end[ga] - gpu_rows.start[ga]),
     ):
         for i, c, tot, lo, hi in _per_name(ids, dur):
             key = tl.names[i] + suffix

@@ -739,6 +739,8 @@ class _Reader:
                 if gpu_pid is not None and gpu_pid.size:
                     lo, hi = int(gpu_pid.min()), int(gpu_pid.max())
                     seen |= {lo} if lo == hi else {int(p) for p in np.unique(gpu_pid).tolist()}
+                if not multi:  # one rank: nothing reads the rows' pids any more
+                    gpu_pid = None
                 host, threads, osrt_traced = self._host(seen)
                 rt = dict(zip(rt_cols, rt_fut.result(), strict=True)) if rt_fut else {}
             finally:
