@@ -182,6 +182,15 @@ def _rowids(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
     return None if lo is None or hi is None else (int(lo), int(hi))
 
 
+def _table_rowids(path: Path, table: str) -> tuple[int, int] | None:
+    """`_rowids` on a connection of the calling thread's own."""
+    conn = connect_ro(path)
+    try:
+        return _rowids(conn, table)
+    finally:
+        conn.close()
+
+
 def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
     """The comma-separated integers of each `group_concat` text, or None when they do not parse
     whole or the columns differ in length (a NULL, text or real value somewhere)."""
@@ -206,7 +215,12 @@ def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
 
 
 def fetch_into(
-    path: Path, table: str, cols: list[str], out: list[Any], has_times: bool = True
+    path: Path,
+    table: str,
+    cols: list[str],
+    out: list[Any],
+    has_times: bool = True,
+    rowids: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
     """Fill `out[i][:n]` with column i of the rows of a table whose integer start <= end, and
     return (n, rows left out); `out` arrays must hold the table's rowid range.
@@ -217,7 +231,7 @@ def fetch_into(
     read again with every value CAST to an integer and only integer starts and ends."""
     conn = connect_ro(path)
     try:
-        rng = _rowids(conn, table)
+        rng = _rowids(conn, table) if rowids is None else rowids  # first, last rowid
         if rng is None:
             return 0, 0
         where = 'AND "end" >= start' if has_times else ""
@@ -247,7 +261,9 @@ def fetch_into(
             del parsed
         skipped = 0
         if n != rng[1] - rng[0] + 1:
-            (total,) = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+            (total,) = conn.execute(
+                f'SELECT count(*) FROM "{table}" WHERE rowid >= ? AND rowid <= ?', rng
+            ).fetchone()
             skipped = int(total) - n
         return n, skipped
     finally:
@@ -256,11 +272,7 @@ def fetch_into(
 
 def fetch_columns(path: Path, table: str, cols: list[str], has_times: bool = True) -> list[Any]:
     """`fetch_into` new int64 arrays, trimmed to the rows read."""
-    conn = connect_ro(path)
-    try:
-        rng = _rowids(conn, table)
-    finally:
-        conn.close()
+    rng = _table_rowids(path, table)
     if rng is None:
         return [np.zeros(0, dtype=np.int64) for _ in cols]
     out = [np.empty(rng[1] - rng[0] + 1, dtype=np.int64) for _ in cols]
@@ -360,7 +372,13 @@ class _Reader:
         return plan
 
     def _fetch_gpu(
-        self, table: str, cols: list[str], gpu: T.GpuTable, sl: slice, pid: Any
+        self,
+        table: str,
+        cols: list[str],
+        gpu: T.GpuTable,
+        sl: slice,
+        pid: Any,
+        pool: ThreadPoolExecutor | None = None,
     ) -> tuple[int, int, Any]:
         """Read one GPU table into its slice of the preallocated table; (rows, left out, the
         kernel name ids or copy kinds as read)."""
@@ -378,7 +396,21 @@ class _Reader:
         const = constant_columns(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
         read = [c for c in cols if c not in const]
         out = [targets.get(c) if c in targets else extra for c in read]
-        got, skipped = fetch_into(self.path, table, read, out)
+        rng = _table_rowids(self.path, table) if pool is not None else None
+        if rng is None or n < 4 * FETCH_CHUNK_ROWS:
+            got, skipped = fetch_into(self.path, table, read, out)
+        else:  # two halves of the rowid range at once, the second in another thread
+            half = (n // 2 // FETCH_CHUNK_ROWS) * FETCH_CHUNK_ROWS
+            mid = rng[0] + half
+            second = pool.submit(
+                fetch_into, self.path, table, read, [a[half:] for a in out], True, (mid, rng[1])
+            )
+            got, skipped = fetch_into(self.path, table, read, [a[:half] for a in out], True,
+                                      (rng[0], mid - 1))  # fmt: skip
+            got2, skipped2 = second.result()
+            for a in out:  # close the gap that rows left out of the first half leave
+                a[got : got + got2] = a[half : half + got2]
+            got, skipped = got + got2, skipped + skipped2
         for c, v in const.items():
             targets[c][:got] = v
         return got, skipped, extra[:got]
@@ -400,7 +432,7 @@ class _Reader:
             cols = cols + (["globalPid"] if by_pid and "globalPid" in self.db.cols(table) else [])
             sl = slice(offset, offset + count)
             if table == KERNEL:
-                fut = pool.submit(self._fetch_gpu, table, cols, gpu, sl, pid)
+                fut = pool.submit(self._fetch_gpu, table, cols, gpu, sl, pid, pool)
                 jobs.append((table, cols, sl, fut))
             else:
                 jobs.append((table, cols, sl, None))
@@ -719,7 +751,9 @@ class _Reader:
             by_pid = len(cuda_pids) != 1 and any(
                 db.has(t, "globalPid") for t in (KERNEL, MEMCPY, MEMSET)
             )
-            pool = ThreadPoolExecutor(max_workers=2)
+            # kernels in two threads (halves of the table), copies in this one; then runtime
+            # calls in one beside the host tables in this one
+            pool = ThreadPoolExecutor(max_workers=3)
             try:
                 gpu, gpu_pid = self._gpu(pool, by_pid)
                 pids = _ranked_pids(gpu_pid, gpu, self._context_devices())

@@ -655,3 +655,26 @@ def test_constant_columns_are_only_those_whose_every_row_holds_one_integer(tmp_p
     assert constant_columns(db, "t", []) == {}
     # what is filled is what reading gives
     assert fetch_columns(db, "t", ["a"])[0].tolist() == [7] * 6
+
+
+def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large kernel table is read as two rowid halves in two threads; rows left out of the
+    first half (end before start) leave no hole: the metrics equal those of one read."""
+    from orchestrator.analysis import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "k.sqlite")
+    b.add_gpu(0)
+    for i in range(40):
+        s = 1000 * i
+        # a few inside-out rows in the first half, one in the second
+        b.add_kernel(s, s - 5 if i in (3, 4, 11, 30) else s + 400 + 10 * i, f"k{i % 7}",
+                     stream=7 + i % 2, launch=s - 100)  # fmt: skip
+    path = b.close()
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 1000)
+    (whole,) = analyze_paths([path]).ranks
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 4)  # 40 rows >= 4 chunks: halves
+    (halves,) = analyze_paths([path]).ranks
+    assert halves.activity.kernel_count == 36
+    assert halves.model_dump() == whole.model_dump()
