@@ -384,7 +384,7 @@ class _Reader:
         kernel name ids or copy kinds as read)."""
         n = sl.stop - sl.start
         extra = np.empty(n, dtype=np.int64)
-        targets = {
+        targets: dict[str, Any] = {
             "start": gpu.start[sl],
             "end": gpu.end[sl],
             "deviceId": gpu.device[sl],
@@ -395,9 +395,10 @@ class _Reader:
         }
         const = constant_columns(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
         read = [c for c in cols if c not in const]
-        out = [targets.get(c) if c in targets else extra for c in read]
-        rng = _table_rowids(self.path, table) if pool is not None else None
-        if rng is None or n < 4 * FETCH_CHUNK_ROWS:
+        out: list[Any] = [targets.get(c, extra) for c in read]
+        big = pool is not None and n >= 4 * FETCH_CHUNK_ROWS
+        rng = _table_rowids(self.path, table) if big else None
+        if pool is None or rng is None:
             got, skipped = fetch_into(self.path, table, read, out)
         else:  # two halves of the rowid range at once, the second in another thread
             half = (n // 2 // FETCH_CHUNK_ROWS) * FETCH_CHUNK_ROWS
@@ -416,7 +417,7 @@ class _Reader:
         return got, skipped, extra[:got]
 
     def _gpu(self, pool: ThreadPoolExecutor, by_pid: bool) -> tuple[T.GpuTable, Any]:
-        """Kernels (in a worker thread), memcpys and memsets in one preallocated table, and the
+        """Kernels (in worker threads), memcpys and memsets in one preallocated table, and the
         pid of every row when the export holds several processes with CUDA work."""
         plan = self._gpu_plan()
         total = sum(p[2] for p in plan)
