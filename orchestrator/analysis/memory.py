@@ -92,9 +92,10 @@ def _by_cause(tl: T.RankTimeline, devices: list[int]) -> list[UmMigrationCause]:
 
 
 def peak_memory(tl: T.RankTimeline, devices: list[int]) -> tuple[int | None, str | None]:
-    """Peak GPU memory of the entry's devices (a trace-wide figure when the source has no
-    device: Kineto's `[memory]` events), with its source."""
-    vals = [tl.peak_memory[d] for d in devices if d in tl.peak_memory]
+    """Peak GPU memory of the entry's devices (every device of the rank when the entry has no
+    GPU activity; a trace-wide figure when the source has no device: Kineto's `[memory]`
+    events), with its source."""
+    vals = [tl.peak_memory[d] for d in _devices(tl.peak_memory, devices)]
     if not vals and -1 in tl.peak_memory:
         vals = [tl.peak_memory[-1]]
     if not vals:
@@ -104,5 +105,13 @@ def peak_memory(tl: T.RankTimeline, devices: list[int]) -> tuple[int | None, str
 
 def peak_apart(peaks: dict[int, int], devices: list[int]) -> int | None:
     """Peak pinned host or managed memory of the entry's devices (nsys; None when not seen)."""
-    vals = [peaks[d] for d in devices if d in peaks]
+    vals = [peaks[d] for d in _devices(peaks, devices)]
     return max(vals) if vals else None
+
+
+def _devices(peaks: dict[int, int], devices: list[int]) -> list[int]:
+    """The entry's devices with a peak; all of the rank's when the entry has no GPU activity
+    (a report whose import stopped before any kernel still holds the allocations)."""
+    if devices:
+        return [d for d in devices if d in peaks]
+    return [d for d in peaks if d >= 0]

@@ -543,6 +543,11 @@ class _Reader:
         lut = {i: self.names.id(strs.get(i, str(i))) for i in distinct}
         pid, tid = _pid_tid(gt)
         del gt
+        # tid 0 is no thread of the process: nsys puts its own markers there ("OS runtime
+        # libraries profiling started"), which would list a "thread 0"
+        real = tid != 0
+        if not bool(real.all()):
+            s, e, pid, tid, nid = s[real], e[real], pid[real], tid[real], nid[real]
         kind = np.full(s.size, T.OSRT, dtype=np.int8)
         return T.HostTable(s, e, pid, tid, kind, _map(nid, lut)), True
 
@@ -671,20 +676,23 @@ class _Reader:
                     )
         return whole, per
 
-    def _peak_memory(self) -> tuple[dict[str, dict[int, int]], str | None]:
+    def _peak_memory(self) -> tuple[dict[int, dict[str, dict[int, int]]], str | None]:
         """Peak of the running sum of allocations - frees per memory class (`MEM_CLASSES`: device
-        memory, and apart pinned host and managed memory) and device, and its source text (None
-        without the table)."""
+        memory, and apart pinned host and managed memory) and device: for the whole file (key
+        -1) and per process (the pid of `globalPid`: in a report holding several ranks each
+        counts its own allocations); and its source text (None without the table)."""
         db = self.db
-        peaks: dict[str, dict[int, int]] = {c: {} for c in set(MEM_CLASSES.values())}
+        peaks: dict[int, dict[str, dict[int, int]]] = {}
         if not db.has(GPU_MEM, "deviceId", "bytes", "memoryOperationType"):
             return peaks, None
-        has_kind = "memKind" in db.cols(GPU_MEM)
+        cols = db.cols(GPU_MEM)
+        has_kind = "memKind" in cols
         kind = "memKind" if has_kind else "2"
-        cur: dict[tuple[str, int], int] = {}
+        pid = "globalPid" if "globalPid" in cols else "-1"
+        cur: dict[tuple[int, str, int], int] = {}
         starts: set[int] = set()
-        for dev, nbytes, op, k, start in db.conn.execute(
-            f"SELECT deviceId, bytes, memoryOperationType, {kind}, start FROM {GPU_MEM}"
+        for gp, dev, nbytes, op, k, start in db.conn.execute(
+            f"SELECT {pid}, deviceId, bytes, memoryOperationType, {kind}, start FROM {GPU_MEM}"
             " ORDER BY start"
         ):
             cls = MEM_CLASSES.get(k) if isinstance(k, int) else None
@@ -692,10 +700,13 @@ class _Reader:
                 continue
             if cls == "device" and isinstance(start, int):
                 starts.add(start)
-            key = (cls, dev)
-            cur[key] = cur.get(key, 0) + (-nbytes if op == 1 else nbytes)
-            if cur[key] > peaks[cls].get(dev, 0):
-                peaks[cls][dev] = cur[key]
+            p = int(_pid_tid(gp)[0]) if isinstance(gp, int) and gp >= 0 else -2
+            for who in (-1, p):
+                key = (who, cls, dev)
+                cur[key] = cur.get(key, 0) + (-nbytes if op == 1 else nbytes)
+                per = peaks.setdefault(who, {}).setdefault(cls, {})
+                if cur[key] > per.get(dev, 0):
+                    per[dev] = cur[key]
         # short: the CLI prints it on one line; docs/metrics.md says the rest (pinned host and
         # managed memory are peaks of their own)
         kinds = "device memory (memKind 2,3,5)" if has_kind else "every memKind (no such column)"
@@ -703,8 +714,7 @@ class _Reader:
         # other row the peak is what was held then (torch's caching allocator reuses its pool
         # without calling cudaMalloc), not a peak measured inside the window
         when = "held at capture start" if starts <= {0} else "peak in the window"
-        src = f"nsys memory-usage events: {kinds}, {when}"
-        return peaks, src
+        return peaks, f"nsys memory-usage events: {kinds}, {when}"
 
     def _version(self) -> str | None:
         for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
@@ -774,10 +784,7 @@ class _Reader:
             single_main_rule="tid == pid (the only process)",
             osrt_traced=osrt_traced,
             device_names=gpu_names,
-            peak_memory=peak["device"],
             peak_memory_source=peak_source,
-            peak_pinned_memory=peak["pinned"],
-            peak_managed_memory=peak["managed"],
             hta=T.HtaClock(unit_ns=1, rounds=False, step_filter=False),
             split_devices=True,
             notes=self.notes,
@@ -787,9 +794,13 @@ class _Reader:
         if not multi:
             base.pid = pids[0] if pids else (next(iter(cuda_pids)) if len(cuda_pids) == 1 else None)
             base.um = um_whole
+            _set_peaks(base, peak.get(-1, {}))
             return [base]
         assert gpu_pid is not None
-        return _split(base, gpu_pid, pids, um_whole, um_per_pid)
+        out = _split(base, gpu_pid, pids, um_whole, um_per_pid)
+        for tl in out:
+            _set_peaks(tl, peak.get(tl.pid if tl.pid is not None else -1, {}))
+        return out
 
 
 def _ranked_pids(gpu_pid: Any, gpu: T.GpuTable, contexts: dict[int, int]) -> list[int]:
@@ -834,10 +845,7 @@ def _split(
             single_main_rule=base.single_main_rule,
             osrt_traced=base.osrt_traced,
             device_names=base.device_names,
-            peak_memory=base.peak_memory,
             peak_memory_source=base.peak_memory_source,
-            peak_pinned_memory=base.peak_pinned_memory,
-            peak_managed_memory=base.peak_managed_memory,
             um=_um_of(pid, um_whole, um_per_pid),
             hta=base.hta,
             split_devices=True,
@@ -848,6 +856,12 @@ def _split(
         )
         out.append(tl)
     return out
+
+
+def _set_peaks(tl: T.RankTimeline, peaks: dict[str, dict[int, int]]) -> None:
+    tl.peak_memory = peaks.get("device", {})
+    tl.peak_pinned_memory = peaks.get("pinned", {})
+    tl.peak_managed_memory = peaks.get("managed", {})
 
 
 def _um_of(
