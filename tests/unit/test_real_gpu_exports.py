@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import RankMetrics, analyze_paths, compare, headline
+from orchestrator.analysis import RankMetrics, advise, analyze_paths, compare, headline
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 H100 = DATA / "nsys_h100"
@@ -215,6 +215,14 @@ def test_um_migrations_are_split_by_cause_as_the_memcpy_rows_say(variant: str) -
         fault = got[(direction, "page fault")][1]
         prefetch = got[(direction, "speculative prefetch")][1]
         assert prefetch > 5 * fault
+    # the unified-memory advice cites the split by bytes
+    (um_advice,) = [
+        a for a in advise(analyze_paths([export(variant)])) if a.rule == "unified-memory"
+    ]
+    moved = um.migrated_htod_bytes + um.migrated_dtoh_bytes
+    fault_bytes = sum(c.bytes for c in um.by_cause if c.cause == "page fault")
+    assert um_advice.evidence["um_page_fault_bytes_pct"] == pytest.approx(100 * fault_bytes / moved)
+    assert "speculative prefetch" in um_advice.message
     # steady state: the GPU re-reads pages the CPU took (read faults only, or nearly)
     access = um.gpu_faults_by_access
     assert access.get("read", 0) > 10 * access.get("write", 0)
