@@ -17,7 +17,8 @@ phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's 
   asynchronous copies overlapped with compute, fewer and larger transfers.
 - fp32-kernels: fp32 GEMM kernels (`core.gemm_precision`) >= 10 % of kernel time
   → `trainer.precision=bf16-mixed`.
-- unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time
+- unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time (with the
+  migrated bytes by cause, nsys `migrationCause`, where the trace says)
   → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
 - sync-overhead: CUDA sync API time >= 10 % of the span → remove per-step host syncs.
 - low-overlap: communication kernels >= 10 % of the kernel-type time and computation overlaps
@@ -263,6 +264,13 @@ def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
             )
         )
     um = r.unified_memory
+    # why pages moved (nsys migrationCause): eviction means an oversubscribed GPU, page faults
+    # and the speculative prefetch that follows them mean pages touched on the other side
+    moved = sum(c.bytes for c in um.by_cause)
+    causes: dict[str, float] = {}
+    for c in um.by_cause:
+        causes[c.cause] = causes.get(c.cause, 0.0) + (100 * c.bytes / moved if moved else 0.0)
+    causes = dict(sorted(causes.items(), key=lambda kv: -kv[1]))
     if um.migrations and (
         um.share_of_memory_ops_pct >= UM_OPS_PCT or um.share_of_memory_time_pct >= UM_TIME_PCT
     ):
@@ -276,10 +284,17 @@ def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
                     "um_share_of_memory_ops_pct": um.share_of_memory_ops_pct,
                     "um_share_of_memory_time_pct": um.share_of_memory_time_pct,
                     "gpu_page_faults": float(um.gpu_page_faults or 0),
+                    **{f"um_{k.replace(' ', '_')}_bytes_pct": v for k, v in causes.items()},
                 },
                 message=(
                     f"rank {r.rank}: UM migrations are {um.share_of_memory_ops_pct:.1f}% of memory"
                     f" operations ({um.share_of_memory_time_pct:.1f}% of their time)"
+                    + (
+                        "; migrated bytes by cause: "
+                        + ", ".join(f"{k} {v:.0f}%" for k, v in causes.items())
+                        if causes
+                        else ""
+                    )
                 ),
             )
         )

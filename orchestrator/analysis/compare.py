@@ -77,6 +77,20 @@ def _thread_ns(name: str, field: str) -> Callable[[Metrics], float | None]:
     return get
 
 
+def _main_thread(m: Metrics, what: str) -> float | None:
+    """Seconds the main threads of all ranks spent in OS-runtime calls ("osrt") or in blocking
+    waits inside the span ("wait")."""
+    if what == "wait":
+        vals = [r.main_thread_wait_ns for r in m.ranks if r.main_thread_wait_ns is not None]
+    else:
+        vals = [t.osrt_ns for r in m.ranks for t in r.threads if t.main]
+    return sum(vals) / 1e9 if vals else None
+
+
+def _gib(v: int | None) -> float | None:
+    return v / 2**30 if v is not None else None
+
+
 ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
     ("GPU time", "span", "s", lambda m: m.aggregate.span_ns / 1e9),
     ("GPU time", "busy", "%", lambda m: m.aggregate.busy_pct_mean),
@@ -97,15 +111,18 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
     ("Kernel continuity", "gap p50", "us", _per_rank(lambda r: r.idle_gaps.p50_ns / 1e3)),
     ("Kernel continuity", "gap p90", "us", _per_rank(lambda r: r.idle_gaps.p90_ns / 1e3)),
     ("Kernel continuity", "gap max", "ms", _per_rank(lambda r: r.idle_gaps.max_ns / 1e6)),
+    ("GPU memory", "peak GPU memory", "GiB", lambda m: _gib(m.aggregate.peak_gpu_memory_bytes)),
     (
         "GPU memory",
-        "peak GPU memory",
+        "peak pinned host memory",
         "GiB",
-        lambda m: (
-            m.aggregate.peak_gpu_memory_bytes / 2**30
-            if m.aggregate.peak_gpu_memory_bytes is not None
-            else None
-        ),
+        lambda m: _gib(m.aggregate.peak_pinned_memory_bytes),
+    ),
+    (
+        "GPU memory",
+        "peak managed memory",
+        "GiB",
+        lambda m: _gib(m.aggregate.peak_managed_memory_bytes),
     ),
     ("Memory traffic", "HtoD", "GiB", lambda m: m.aggregate.htod_bytes / 2**30),
     ("Memory traffic", "DtoH", "GiB", lambda m: m.aggregate.dtoh_bytes / 2**30),
@@ -118,12 +135,10 @@ ROWS: list[tuple[str, str, str, Callable[[Metrics], float | None]]] = [
     ("CPU activity", "cpu_op time (Kineto)", "s", lambda m: m.aggregate.cpu_op_ns / 1e9),
     ("CPU activity", "OS-runtime time (nsys)", "s", lambda m: m.aggregate.osrt_ns / 1e9),
     ("CPU activity", "pthread_cond_wait & sem waits", "s", lambda m: _wait_ns(m) / 1e9),
-    (
-        "CPU activity",
-        "pt_main_thread OS-runtime",
-        "s",
-        lambda m: v / 1e9 if (v := _thread_ns("pt_main_thread", "osrt_ns")(m)) else None,
-    ),
+    # the seed's pt_main_thread: the main thread as identified (nsys names it after the
+    # process, e.g. python3, a name it shares with the OpenMP workers)
+    ("CPU activity", "main thread OS-runtime", "s", lambda m: _main_thread(m, "osrt")),
+    ("CPU activity", "main thread blocking waits", "s", lambda m: _main_thread(m, "wait")),
     (
         "CPU activity",
         "pt_autograd_0 OS-runtime",

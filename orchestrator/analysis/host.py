@@ -105,9 +105,11 @@ def data_wait(tl: T.RankTimeline, lo: int, hi: int) -> int:
     return core.union_in_span(ms, me, lo, hi)
 
 
-def threads(tl: T.RankTimeline) -> list[ThreadStat]:
+def threads(tl: T.RankTimeline, main: tuple[int, int] | None = None) -> list[ThreadStat]:
     """Listed threads (`RankTimeline.threads`) and every thread with OS-runtime calls or CPU
-    operators: OS-runtime time and calls by function, union of CPU-operator time."""
+    operators: OS-runtime time and calls by function, union of CPU-operator time; `main` (the
+    main thread's (pid, tid)) is flagged, since its name may be shared (nsys names it and
+    every OpenMP worker after the process, e.g. `python3`)."""
     h = tl.host
     out: dict[tuple[int, int], ThreadStat] = {}
 
@@ -149,6 +151,8 @@ def threads(tl: T.RankTimeline) -> list[ThreadStat]:
             keep = e >= s
             order = np.argsort(s[keep], kind="stable")
             stat(key).cpu_op_ns = core.union_of_sorted(s[keep][order], e[keep][order]).busy
+    if main is not None:
+        stat(main).main = True
     ranked = sorted(out.values(), key=lambda t: (-(t.osrt_ns + t.cpu_op_ns), t.name, t.tid))
     return ranked[:TOP_THREADS]
 

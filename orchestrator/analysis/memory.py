@@ -7,7 +7,7 @@ import numpy as np
 
 from orchestrator.analysis import core
 from orchestrator.analysis import timeline as T
-from orchestrator.analysis.metrics import Activity, CopyDirection, UnifiedMemory
+from orchestrator.analysis.metrics import Activity, CopyDirection, UmMigrationCause, UnifiedMemory
 
 
 def copies(rows: T.GpuTable) -> list[CopyDirection]:
@@ -62,15 +62,56 @@ def unified_memory(
         faults = sum(tl.um.gpu_faults.get(d, (0, 0))[1] for d in devices)
         um.gpu_page_faults = faults
         um.gpu_fault_groups = groups
+        access: dict[str, int] = {}
+        for d in devices:
+            for code, n in tl.um.gpu_fault_access.get(d, {}).items():
+                name = T.UM_ACCESS.get(code, f"access {code}")
+                access[name] = access.get(name, 0) + n
+        um.gpu_faults_by_access = dict(sorted(access.items(), key=lambda kv: -kv[1]))
+    um.by_cause = _by_cause(tl, devices)
     return um
 
 
+def _by_cause(tl: T.RankTimeline, devices: list[int]) -> list[UmMigrationCause]:
+    """The entry's UM migrations by direction and cause, in copy-code then cause order."""
+    tot: dict[tuple[int, int], tuple[int, int, int]] = {}
+    for d in devices:
+        for key, (n, b, ns) in tl.um.migrations.get(d, {}).items():
+            n0, b0, ns0 = tot.get(key, (0, 0, 0))
+            tot[key] = (n0 + n, b0 + b, ns0 + ns)
+    return [
+        UmMigrationCause(
+            direction=T.copy_name(copy),
+            cause=T.UM_CAUSES.get(cause, f"cause {cause}"),
+            count=n,
+            bytes=b,
+            total_ns=ns,
+        )
+        for (copy, cause), (n, b, ns) in sorted(tot.items())
+    ]
+
+
 def peak_memory(tl: T.RankTimeline, devices: list[int]) -> tuple[int | None, str | None]:
-    """Peak GPU memory of the entry's devices (a trace-wide figure when the source has no
-    device: Kineto's `[memory]` events), with its source."""
-    vals = [tl.peak_memory[d] for d in devices if d in tl.peak_memory]
+    """Peak GPU memory of the entry's devices (every device of the rank when the entry has no
+    GPU activity; a trace-wide figure when the source has no device: Kineto's `[memory]`
+    events), with its source."""
+    vals = [tl.peak_memory[d] for d in _devices(tl.peak_memory, devices)]
     if not vals and -1 in tl.peak_memory:
         vals = [tl.peak_memory[-1]]
     if not vals:
         return None, None
     return max(vals), tl.peak_memory_source
+
+
+def peak_apart(peaks: dict[int, int], devices: list[int]) -> int | None:
+    """Peak pinned host or managed memory of the entry's devices (nsys; None when not seen)."""
+    vals = [peaks[d] for d in _devices(peaks, devices)]
+    return max(vals) if vals else None
+
+
+def _devices(peaks: dict[int, int], devices: list[int]) -> list[int]:
+    """The entry's devices with a peak; all of the rank's when the entry has no GPU activity
+    (a report whose import stopped before any kernel still holds the allocations)."""
+    if devices:
+        return [d for d in devices if d in peaks]
+    return [d for d in peaks if d >= 0]

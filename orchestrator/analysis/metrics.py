@@ -23,9 +23,11 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
   "99.5% kernels vs 0.5% memory" reading).
 - **copies**: memcpys by direction (HtoD, DtoH, DtoD, PtoP, UM HtoD/DtoH/DtoD migrations, other)
   with count, bytes, summed duration and bandwidth = bytes / summed duration (GB/s = 1e9 B/s).
-- **unified memory**: CPU and GPU page faults (GPU: sum of `numberOfPageFaults`), bytes migrated
-  per direction (UM memcpy kinds), and the UM share of memory operations (UM migrations /
-  all memcpys and memsets, by count) and of memory-operation time.
+- **unified memory**: CPU and GPU page faults (GPU: sum of `numberOfPageFaults`, and by access
+  type), bytes migrated per direction (UM memcpy kinds), the migrations by direction and cause
+  (nsys `migrationCause`: page fault, speculative prefetch, user prefetch, eviction, access
+  counters), and the UM share of memory operations (UM migrations / all memcpys and memsets, by
+  count) and of memory-operation time.
 - **top kernels**: per kernel name: count, total, mean, share of kernel time; `compute` tells
   HTA's class.
 - **nvtx**: NVTX push/pop and start/end ranges (Kineto: `user_annotation` and
@@ -52,7 +54,11 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
   a `cpu_offloading` override), else the Kineto trace's pattern (most DtoH bytes launched inside
   `forward` ranges and most HtoD bytes inside `backward` ranges).
 - **peak_gpu_memory_bytes**: nsys `CUDA_GPU_MEMORY_USAGE_EVENTS` (running sum of allocations
-  minus frees, per device) or Kineto `[memory]` events (max `Total Allocated` on CUDA).
+  minus frees, per device, of device memory only: `memKind` 2 device, 3 array, 5 device static)
+  or Kineto `[memory]` events (max `Total Allocated` on CUDA).
+- **peak_pinned_memory_bytes**, **peak_managed_memory_bytes**: the same running sum for pinned
+  host memory (`memKind` 1: e.g. offloaded activations) and managed memory (4, 6: Unified
+  Memory, e.g. RMM's managed pool), kept apart because neither is device memory the GPU holds.
 - **peak_gpu_memory_source**: where `peak_gpu_memory_bytes` came from. When the workload's own
   `metrics.json` (or `metrics_rank<N>.json` for rank N) sits beside a Kineto trace, its
   `peak_gpu_memory_bytes` (torch.cuda.max_memory_allocated over the whole run) wins over the
@@ -147,6 +153,19 @@ class CopyDirection(Strict):
     bandwidth_gb_s: float | None
 
 
+class UmMigrationCause(Strict):
+    """UM migrations of one direction for one cause (nsys `migrationCause`: "page fault" =
+    CUPTI's coherence migration, driven by a CPU or GPU fault; "speculative prefetch" = the
+    driver moving neighbouring pages with a faulted one; "user prefetch" = cudaMemPrefetchAsync;
+    "eviction" = pages pushed out of a full GPU (oversubscription); "access counters")."""
+
+    direction: str
+    cause: str
+    count: int
+    bytes: int
+    total_ns: int
+
+
 class UnifiedMemory(Strict):
     """Unified-Memory page faults and migrations; None = not traced."""
 
@@ -160,6 +179,10 @@ class UnifiedMemory(Strict):
     migration_ns: int = 0
     share_of_memory_ops_pct: float = 0.0
     share_of_memory_time_pct: float = 0.0
+    # migrations by direction and cause (nsys exports with `migrationCause`; empty otherwise)
+    by_cause: list[UmMigrationCause] = []
+    # GPU page faults by the access that raised them (read, write, atomic, prefetch)
+    gpu_faults_by_access: dict[str, int] = {}
 
 
 class KernelStat(Strict):
@@ -212,6 +235,8 @@ class ThreadStat(Strict):
     tid: int
     pid: int | None = None
     name: str
+    # the rank's main thread (`RankMetrics.main_thread`): names are not unique
+    main: bool = False
     osrt_calls: int = 0
     osrt_ns: int = 0
     cpu_op_ns: int = 0
@@ -357,6 +382,10 @@ class RankMetrics(Strict):
     sync: SyncStats = SyncStats()
     peak_gpu_memory_bytes: int | None = None
     peak_gpu_memory_source: str | None = None
+    # nsys: peaks of pinned host memory and of managed (Unified) memory, kept out of
+    # peak_gpu_memory_bytes (device memory only); None when the trace has no such allocation
+    peak_pinned_memory_bytes: int | None = None
+    peak_managed_memory_bytes: int | None = None
     workload: WorkloadReport | None = None
     timeline: Timeline = Timeline()
     step_view: StepView | None = None
@@ -392,6 +421,8 @@ class Aggregate(Strict):
     osrt_ns: int = 0
     cpu_op_ns: int = 0
     peak_gpu_memory_bytes: int | None = None
+    peak_pinned_memory_bytes: int | None = None
+    peak_managed_memory_bytes: int | None = None
 
 
 class RankSpread(Strict):
@@ -509,7 +540,14 @@ def aggregate(ranks: list[RankMetrics]) -> Aggregate:
         osrt_ns=sum(t.osrt_ns for r in ranks for t in r.threads),
         cpu_op_ns=sum(t.cpu_op_ns for r in ranks for t in r.threads),
         peak_gpu_memory_bytes=max(peaks) if peaks else None,
+        peak_pinned_memory_bytes=_max_of([r.peak_pinned_memory_bytes for r in ranks]),
+        peak_managed_memory_bytes=_max_of([r.peak_managed_memory_bytes for r in ranks]),
     )
+
+
+def _max_of(values: list[int | None]) -> int | None:
+    found = [v for v in values if v is not None]
+    return max(found) if found else None
 
 
 def kernel_type_shares(ranks: list[RankMetrics]) -> dict[str, float]:

@@ -17,7 +17,10 @@ Tables read (documented export schema):
   idle-time breakdown needs it) and the synchronisation calls;
 - NVTX_EVENTS (eventType 59 push/pop, 60 start/end, 70 NVtx push/pop ranges; name = text or
   StringIds[textId]), OSRT_API, ThreadNames;
-- CUDA_UM_CPU_PAGE_FAULT_EVENTS, CUDA_UM_GPU_PAGE_FAULT_EVENTS, CUDA_GPU_MEMORY_USAGE_EVENTS;
+- CUDA_UM_CPU_PAGE_FAULT_EVENTS (one row per fault, no `end` column: counted, never timed),
+  CUDA_UM_GPU_PAGE_FAULT_EVENTS (numberOfPageFaults, faultAccessType), the UM copies'
+  `migrationCause` (ENUM_CUDA_UNIF_MEM_MIGRATION), CUDA_GPU_MEMORY_USAGE_EVENTS (`memKind` per
+  ENUM_CUDA_MEM_KIND: device memory for the peak, pinned host and managed memory apart);
 - TARGET_INFO_GPU (device names), TARGET_INFO_CUDA_STREAM / TARGET_INFO_CUDA_CONTEXT_INFO (the
   processes that own CUDA streams: their main thread is the one whose waits are measured),
   TARGET_INFO_SYSTEM_ENV (`DeviceEnvironment`: the rank variables of the profiled job,
@@ -58,6 +61,11 @@ UM_CPU = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
 UM_GPU = "CUDA_UM_GPU_PAGE_FAULT_EVENTS"
 GPU_MEM = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
+# CUDA_GPU_MEMORY_USAGE_EVENTS.memKind (ENUM_CUDA_MEM_KIND): 0 pageable, 1 pinned, 2 device,
+# 3 array, 4 managed, 5 device static, 6 managed static, 7 unknown. Peak GPU memory counts the
+# device kinds only: pinned host buffers (activation offloading) and managed memory (whose pages
+# may live on either side) are peaks of their own.
+MEM_CLASSES = {1: "pinned", 2: "device", 3: "device", 4: "managed", 5: "device", 6: "managed"}
 
 # any of these makes an SQLite file an nsys export
 EXPORT_TABLES = frozenset(
@@ -618,6 +626,11 @@ class _Reader:
         lut = {i: self.names.id(strs.get(i, str(i))) for i in distinct}
         pid, tid = _pid_tid(gt)
         del gt
+        # tid 0 is no thread of the process: nsys puts its own markers there ("OS runtime
+        # libraries profiling started"), which would list a "thread 0"
+        real = tid != 0
+        if not bool(real.all()):
+            s, e, pid, tid, nid = s[real], e[real], pid[real], tid[real], nid[real]
         kind = np.full(s.size, T.OSRT, dtype=np.int8)
         return T.HostTable(s, e, pid, tid, kind, _map(nid, lut)), True
 
@@ -690,52 +703,101 @@ class _Reader:
                 }
         return pids
 
-    def _um(self) -> tuple[dict[int, int | None], dict[int, dict[int, tuple[int, int]]] | None]:
-        """CPU page faults per pid (key -1: all, when absent per pid) and GPU faults per pid and
-        device; None for GPU faults when the table is absent."""
+    def _um(
+        self, um_copies: bool
+    ) -> tuple[T.UnifiedMemoryEvents, dict[int, T.UnifiedMemoryEvents]]:
+        """Unified-Memory events of the whole file and per process (pid; -1 where a table has no
+        globalPid): CPU page faults (rows: the table has no `end`), GPU page faults (groups =
+        rows, faults = sum of numberOfPageFaults) by device and access type, and, when the GPU
+        table holds UM copies, the migrations by device, copy kind and `migrationCause`."""
         db = self.db
-        cpu: dict[int, int | None] = {}
+        whole = T.UnifiedMemoryEvents()
+        per: dict[int, T.UnifiedMemoryEvents] = {}
+
+        def both(gp: Any) -> tuple[T.UnifiedMemoryEvents, T.UnifiedMemoryEvents]:
+            p = int(_pid_tid(gp)[0]) if isinstance(gp, int) and gp >= 0 else -1
+            return whole, per.setdefault(p, T.UnifiedMemoryEvents())
+
         if db.has(UM_CPU):
+            whole.cpu_faults = int(db.q(f"SELECT count(*) FROM {UM_CPU}")[0][0])
             if "globalPid" in db.cols(UM_CPU):
                 for gp, n in db.q(f"SELECT globalPid, count(*) FROM {UM_CPU} GROUP BY globalPid"):
-                    if isinstance(gp, int):
-                        cpu[int(_pid_tid(gp)[0])] = int(n)
-            cpu[-1] = int(db.q(f"SELECT count(*) FROM {UM_CPU}")[0][0])
+                    both(gp)[1].cpu_faults = int(n)
         else:
             self.missing.append(UM_CPU)
-        gpu: dict[int, dict[int, tuple[int, int]]] | None = None
         if db.has(UM_GPU, "deviceId"):
-            gpu = {}
-            count = (
-                "sum(numberOfPageFaults)" if "numberOfPageFaults" in db.cols(UM_GPU) else "count(*)"
-            )
-            pid = "globalPid" if "globalPid" in db.cols(UM_GPU) else "-1"
-            for gp, dev, groups, faults in db.q(
-                f"SELECT {pid}, deviceId, count(*), {count} FROM {UM_GPU} GROUP BY {pid}, deviceId"
+            whole.gpu_faults = {}
+            cols = db.cols(UM_GPU)
+            count = "sum(numberOfPageFaults)" if "numberOfPageFaults" in cols else "count(*)"
+            pid = "globalPid" if "globalPid" in cols else "-1"
+            access = "faultAccessType" if "faultAccessType" in cols else "0"
+            for gp, dev, acc, groups, faults in db.q(
+                f"SELECT {pid}, deviceId, {access}, count(*), {count} FROM {UM_GPU}"
+                f" GROUP BY {pid}, deviceId, {access}"
             ):
                 if not isinstance(dev, int):
                     continue
-                p = int(_pid_tid(gp)[0]) if isinstance(gp, int) and gp >= 0 else -1
-                gpu.setdefault(p, {})[int(dev)] = (int(groups), _as_int(faults))
+                for ev in both(gp):
+                    ev.add_gpu_faults(dev, _as_int(acc), int(groups), _as_int(faults))
         else:
             self.missing.append(UM_GPU)
-        return cpu, gpu
-
-    def _peak_memory(self) -> dict[int, int]:
-        """Running sum of allocations - frees per device, its maximum."""
-        db = self.db
-        peak: dict[int, int] = {}
-        if db.has(GPU_MEM, "deviceId", "bytes", "memoryOperationType"):
-            cur: dict[int, int] = {}
-            for dev, nbytes, op in db.conn.execute(
-                f"SELECT deviceId, bytes, memoryOperationType FROM {GPU_MEM} ORDER BY start"
+        # only when the copies read hold UM kinds: the query scans the memcpy table
+        if um_copies and db.has(MEMCPY, "deviceId", "copyKind", "bytes", "migrationCause"):
+            pid = "globalPid" if "globalPid" in db.cols(MEMCPY) else "-1"
+            kinds = ",".join(str(k) for k in UM_KINDS)
+            for gp, dev, kind, cause, n, nbytes, ns in db.q(
+                f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
+                f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
+                " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
+                ' AND "end" >= start GROUP BY 1, 2, 3, 4'
             ):
-                if not isinstance(dev, int) or not isinstance(nbytes, int):
+                if not isinstance(dev, int) or not isinstance(kind, int):
                     continue
-                cur[dev] = cur.get(dev, 0) + (-nbytes if op == 1 else nbytes)
-                if cur[dev] > peak.get(dev, 0):
-                    peak[dev] = cur[dev]
-        return peak
+                for ev in both(gp):
+                    ev.add_migrations(
+                        dev, kind, _as_int(cause), int(n), _as_int(nbytes), _as_int(ns)
+                    )
+        return whole, per
+
+    def _peak_memory(self) -> tuple[dict[int, dict[str, dict[int, int]]], str | None]:
+        """Peak of the running sum of allocations - frees per memory class (`MEM_CLASSES`: device
+        memory, and apart pinned host and managed memory) and device: for the whole file (key
+        -1) and per process (the pid of `globalPid`: in a report holding several ranks each
+        counts its own allocations); and its source text (None without the table)."""
+        db = self.db
+        peaks: dict[int, dict[str, dict[int, int]]] = {}
+        if not db.has(GPU_MEM, "deviceId", "bytes", "memoryOperationType"):
+            return peaks, None
+        cols = db.cols(GPU_MEM)
+        has_kind = "memKind" in cols
+        kind = "memKind" if has_kind else "2"
+        pid = "globalPid" if "globalPid" in cols else "-1"
+        cur: dict[tuple[int, str, int], int] = {}
+        starts: set[int] = set()
+        for gp, dev, nbytes, op, k, start in db.conn.execute(
+            f"SELECT {pid}, deviceId, bytes, memoryOperationType, {kind}, start FROM {GPU_MEM}"
+            " ORDER BY start"
+        ):
+            cls = MEM_CLASSES.get(k) if isinstance(k, int) else None
+            if cls is None or not isinstance(dev, int) or not isinstance(nbytes, int):
+                continue
+            if cls == "device" and isinstance(start, int):
+                starts.add(start)
+            p = int(_pid_tid(gp)[0]) if isinstance(gp, int) and gp >= 0 else -2
+            for who in (-1, p):
+                key = (who, cls, dev)
+                cur[key] = cur.get(key, 0) + (-nbytes if op == 1 else nbytes)
+                per = peaks.setdefault(who, {}).setdefault(cls, {})
+                if cur[key] > per.get(dev, 0):
+                    per[dev] = cur[key]
+        # short: the CLI prints it on one line; docs/metrics.md says the rest (pinned host and
+        # managed memory are peaks of their own)
+        kinds = "device memory (memKind 2,3,5)" if has_kind else "every memKind (no such column)"
+        # nsys writes the allocations alive when the capture opens as rows at start 0; with no
+        # other row the peak is what was held then (torch's caching allocator reuses its pool
+        # without calling cudaMalloc), not a peak measured inside the window
+        when = "held at capture start" if starts <= {0} else "peak in the window"
+        return peaks, f"nsys memory-usage events: {kinds}, {when}"
 
     def _version(self) -> str | None:
         for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
@@ -782,8 +844,9 @@ class _Reader:
                 pool.shutdown()
             self._launches(gpu, gpu_pid if multi else None, rt)
             del rt
-            cpu_faults, gpu_faults = self._um()
-            peak = self._peak_memory()
+            um_copies = bool(np.isin(gpu.copy, list(UM_KINDS)).any())
+            um_whole, um_per_pid = self._um(um_copies)
+            peak, peak_source = self._peak_memory()
             gpu_names: dict[int, str] = {}
             if db.has("TARGET_INFO_GPU", "id", "name"):
                 gpu_names = {
@@ -811,10 +874,7 @@ class _Reader:
             single_main_rule="tid == pid (the only process)",
             osrt_traced=osrt_traced,
             device_names=gpu_names,
-            peak_memory=peak,
-            peak_memory_source=(
-                "nsys CUDA_GPU_MEMORY_USAGE_EVENTS (allocations - frees, trace window)"
-            ),
+            peak_memory_source=peak_source,
             hta=T.HtaClock(unit_ns=1, rounds=False, step_filter=False),
             split_devices=True,
             notes=self.notes,
@@ -823,13 +883,14 @@ class _Reader:
             base.rank, base.rank_rule = rank_env[0], f"{rank_env[1]} in the profiled environment"
         if not multi:
             base.pid = pids[0] if pids else (next(iter(cuda_pids)) if len(cuda_pids) == 1 else None)
-            base.um = T.UnifiedMemoryEvents(
-                cpu_faults=cpu_faults.get(-1) if cpu_faults else None,
-                gpu_faults=_merge_pids(gpu_faults),
-            )
+            base.um = um_whole
+            _set_peaks(base, peak.get(-1, {}))
             return [base]
         assert gpu_pid is not None
-        return _split(base, gpu_pid, pids, cpu_faults, gpu_faults)
+        out = _split(base, gpu_pid, pids, um_whole, um_per_pid)
+        for tl in out:
+            _set_peaks(tl, peak.get(tl.pid if tl.pid is not None else -1, {}))
+        return out
 
 
 def _ranked_pids(gpu_pid: Any, gpu: T.GpuTable, contexts: dict[int, int]) -> list[int]:
@@ -849,8 +910,8 @@ def _split(
     base: T.RankTimeline,
     gpu_pid: Any,
     pids: list[int],
-    cpu_faults: dict[int, int | None],
-    gpu_faults: dict[int, dict[int, tuple[int, int]]] | None,
+    um_whole: T.UnifiedMemoryEvents,
+    um_per_pid: dict[int, T.UnifiedMemoryEvents],
 ) -> list[T.RankTimeline]:
     """One timeline per process; host rows of processes without GPU work go to the first."""
     out = []
@@ -874,12 +935,8 @@ def _split(
             single_main_rule=base.single_main_rule,
             osrt_traced=base.osrt_traced,
             device_names=base.device_names,
-            peak_memory=base.peak_memory,
             peak_memory_source=base.peak_memory_source,
-            um=T.UnifiedMemoryEvents(
-                cpu_faults=cpu_faults.get(pid, 0) if cpu_faults else None,
-                gpu_faults=(gpu_faults or {}).get(pid, {}) if gpu_faults is not None else None,
-            ),
+            um=_um_of(pid, um_whole, um_per_pid),
             hta=base.hta,
             split_devices=True,
             pid=pid,
@@ -891,17 +948,22 @@ def _split(
     return out
 
 
-def _merge_pids(
-    gpu_faults: dict[int, dict[int, tuple[int, int]]] | None,
-) -> dict[int, tuple[int, int]] | None:
-    if gpu_faults is None:
-        return None
-    out: dict[int, tuple[int, int]] = {}
-    for per_dev in gpu_faults.values():
-        for dev, (g, f) in per_dev.items():
-            g0, f0 = out.get(dev, (0, 0))
-            out[dev] = (g0 + g, f0 + f)
-    return out
+def _set_peaks(tl: T.RankTimeline, peaks: dict[str, dict[int, int]]) -> None:
+    tl.peak_memory = peaks.get("device", {})
+    tl.peak_pinned_memory = peaks.get("pinned", {})
+    tl.peak_managed_memory = peaks.get("managed", {})
+
+
+def _um_of(
+    pid: int, whole: T.UnifiedMemoryEvents, per_pid: dict[int, T.UnifiedMemoryEvents]
+) -> T.UnifiedMemoryEvents:
+    """One process's UM events: zero faults (not None) where the file traced them."""
+    um = per_pid.get(pid, T.UnifiedMemoryEvents())
+    if um.cpu_faults is None and whole.cpu_faults is not None:
+        um.cpu_faults = 0
+    if um.gpu_faults is None and whole.gpu_faults is not None:
+        um.gpu_faults = {}
+    return um
 
 
 def _as_int(v: Any) -> int:

@@ -76,7 +76,14 @@ def _entry(
     cp = memory.copies(rows)
     um = memory.unified_memory(tl, devices, cp, g.activity, first)
     peak, peak_src = memory.peak_memory(tl, devices)
+    managed = memory.peak_apart(tl.peak_managed_memory, devices)
     notes: list[str] = []
+    if managed is not None and managed > (peak or 0):
+        notes.append(
+            f"managed (Unified) memory peaked at {managed / 2**30:.2f} GiB, more than the"
+            " device memory: it is reported apart (peak_managed_memory_bytes), since the export"
+            " does not say which of its pages sat on the GPU"
+        )
     if temporal.clamped_events:
         notes.append(
             f"{temporal.clamped_events} GPU events shorter than 1 µs came out of HTA's rounding"
@@ -126,10 +133,12 @@ def _entry(
         main_thread_wait_ns=main_wait,
         offloading=offloading,
         offloading_evidence=evidence,
-        threads=host.threads(tl) if first else [],
+        threads=host.threads(tl, main[0] if main else None) if first else [],
         sync=host.sync(tl, u.start, u.end) if first else SyncStats(),
         peak_gpu_memory_bytes=peak,
         peak_gpu_memory_source=peak_src,
+        peak_pinned_memory_bytes=memory.peak_apart(tl.peak_pinned_memory, devices),
+        peak_managed_memory_bytes=managed,
         timeline=core.timeline(u.gap_starts, u.gap_ends, u.start, u.end),
         notes=notes,
     )

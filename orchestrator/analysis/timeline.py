@@ -14,9 +14,10 @@ numpy arrays with one row per event, strings interned once in `names`. Two table
   OS-runtime calls (`OSRT`). Columns: start, end, pid, tid, kind, name.
 
 Besides the tables: process and thread names, the processes that own CUDA work, device names,
-Unified-Memory fault counts, peak GPU memory per device, and how HTA sees the source
-(`HtaClock`). Times are integer nanoseconds everywhere; a Kineto trace's microseconds are
-rounded to the nearest nanosecond when read (Kineto writes three decimals, so nothing is lost).
+Unified-Memory fault counts and migrations by cause, peak GPU memory per device (pinned host and
+managed memory apart), and how HTA sees the source (`HtaClock`). Times are integer nanoseconds
+everywhere; a Kineto trace's microseconds are rounded to the nearest nanosecond when read (Kineto
+writes three decimals, so nothing is lost).
 
 The metric families (`gpu_time`, `breakdown`, `communication`, `kernels`, `memory`, `host`,
 `cross_rank`) take a timeline and return parts of `RankMetrics`; `rank_metrics.compute` puts
@@ -65,6 +66,18 @@ COPY_NAMES = {
 }
 COPY_CODES = {v: k for k, v in COPY_NAMES.items()}
 UM_COPIES = {11: "htod", 12: "dtoh", 13: "dtod"}
+# why a Unified-Memory page moved: nsys `CUPTI_ACTIVITY_KIND_MEMCPY.migrationCause`
+# (ENUM_CUDA_UNIF_MEM_MIGRATION; CUPTI's "coherence" is the page-fault-driven migration)
+UM_CAUSES = {
+    0: "unknown",
+    1: "user prefetch",
+    2: "page fault",
+    3: "speculative prefetch",
+    4: "eviction",
+    5: "access counters",
+}
+# the access that raised a GPU page fault (ENUM_CUDA_UNIF_MEM_ACCESS_TYPE)
+UM_ACCESS = {0: "unknown", 1: "read", 2: "write", 3: "atomic", 4: "prefetch"}
 
 I64 = np.int64
 NONE = -1  # "absent" in integer columns (stream, corr, launch, pid, tid)
@@ -189,11 +202,31 @@ class HtaClock:
 
 @dataclass
 class UnifiedMemoryEvents:
-    """Unified-Memory fault counts of a rank; None = the source did not trace them."""
+    """Unified-Memory faults and migrations of a rank; None = the source did not trace them."""
 
     cpu_faults: int | None = None
     # device -> (fault groups = rows, faults = sum of numberOfPageFaults)
     gpu_faults: dict[int, tuple[int, int]] | None = None
+    # device -> access type (ENUM_CUDA_UNIF_MEM_ACCESS_TYPE, `UM_ACCESS`) -> faults
+    gpu_fault_access: dict[int, dict[int, int]] = field(default_factory=dict)
+    # device -> (UM copy code, migration cause (`UM_CAUSES`)) -> (count, bytes, summed ns); empty
+    # when the source does not say why pages moved
+    migrations: dict[int, dict[tuple[int, int], tuple[int, int, int]]] = field(default_factory=dict)
+
+    def add_gpu_faults(self, device: int, access: int, groups: int, faults: int) -> None:
+        if self.gpu_faults is None:
+            self.gpu_faults = {}
+        g, f = self.gpu_faults.get(device, (0, 0))
+        self.gpu_faults[device] = (g + groups, f + faults)
+        by_access = self.gpu_fault_access.setdefault(device, {})
+        by_access[access] = by_access.get(access, 0) + faults
+
+    def add_migrations(
+        self, device: int, copy: int, cause: int, count: int, nbytes: int, ns: int
+    ) -> None:
+        per = self.migrations.setdefault(device, {})
+        n, b, t = per.get((copy, cause), (0, 0, 0))
+        per[(copy, cause)] = (n + count, b + nbytes, t + ns)
 
 
 @dataclass
@@ -231,6 +264,10 @@ class RankTimeline:
     # device -> peak bytes (nsys); Kineto: key -1 (the trace's `[memory]` events, no device)
     peak_memory: dict[int, int] = field(default_factory=dict)
     peak_memory_source: str | None = None
+    # device -> peak bytes of pinned host and of managed memory (nsys memKind 1 and 4/6), kept
+    # apart from peak_memory (device memory only)
+    peak_pinned_memory: dict[int, int] = field(default_factory=dict)
+    peak_managed_memory: dict[int, int] = field(default_factory=dict)
     um: UnifiedMemoryEvents = field(default_factory=UnifiedMemoryEvents)
     hta: HtaClock = field(default_factory=HtaClock)
     # metadata of the trace (Kineto's top-level keys other than traceEvents)

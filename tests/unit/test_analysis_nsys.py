@@ -164,6 +164,100 @@ def test_activity_copies_and_unified_memory(export: Path) -> None:
     assert um.share_of_memory_ops_pct == pytest.approx(100 * 3 / 8)
     assert um.share_of_memory_time_pct == pytest.approx(100 * 1700 / (ct + mt))
     assert r.peak_gpu_memory_bytes == 2500
+    assert r.peak_pinned_memory_bytes is None and r.peak_managed_memory_bytes is None
+    # the three UM copies are page-fault (coherence) migrations
+    assert [(c.direction, c.cause, c.count, c.bytes, c.total_ns) for c in um.by_cause] == [
+        ("UM HtoD", "page fault", 1, 65536, 1000),
+        ("UM DtoH", "page fault", 1, 4096, 500),
+        ("UM DtoD", "page fault", 1, 8192, 200),
+    ]
+    assert um.gpu_faults_by_access == {"read": 10}
+
+
+# ---- memory kinds and Unified-Memory causes ----------------------------------------------------
+def _kinds_export(path: Path, *, in_window: bool) -> Path:
+    """Device, device-static, pinned and managed allocations (memKind 2, 5, 1, 4), all alive at
+    capture start (start 0) unless `in_window`, where device memory is allocated and freed
+    inside the window too."""
+    b = NsysBuilder(path)
+    b.add_kernel(1000, 2000, "k")
+    b.add_gpu_memory(0, 10_000, kind=2)
+    b.add_gpu_memory(0, 7, kind=5)
+    b.add_gpu_memory(0, 1_000_000, kind=1)  # pinned host buffers (offloaded activations)
+    b.add_gpu_memory(0, 5_000_000, kind=4)  # a managed pool (RMM)
+    b.add_gpu_memory(0, 99, kind=0)  # pageable: no class of its own, counted nowhere
+    if in_window:
+        b.add_gpu_memory(1500, 3_000, kind=2)
+        b.add_gpu_memory(1600, 3_000, kind=2, free=True)
+        b.add_gpu_memory(1700, 1_000_000, kind=1, free=True)
+        b.add_gpu_memory(1800, 400, kind=2)
+    return b.close()
+
+
+def test_peak_gpu_memory_is_device_memory_with_pinned_and_managed_apart(tmp_path: Path) -> None:
+    held = only(_kinds_export(tmp_path / "a.sqlite", in_window=False))
+    assert held.peak_gpu_memory_bytes == 10_007  # device + device static
+    assert held.peak_pinned_memory_bytes == 1_000_000
+    assert held.peak_managed_memory_bytes == 5_000_000
+    src = held.peak_gpu_memory_source or ""
+    assert "device memory" in src and src.endswith("held at capture start")
+    assert any("managed (Unified) memory peaked at" in n for n in held.notes)
+    moved = only(_kinds_export(tmp_path / "b.sqlite", in_window=True))
+    # 10,007 at start, +3,000 (13,007), -3,000, +400: the running sum peaks inside the window
+    assert moved.peak_gpu_memory_bytes == 13_007
+    assert moved.peak_pinned_memory_bytes == 1_000_000  # freed later: the peak stays
+    assert (moved.peak_gpu_memory_source or "").endswith("peak in the window")
+    m = analyze_paths([tmp_path / "a.sqlite"])
+    assert m.aggregate.peak_pinned_memory_bytes == 1_000_000
+    assert m.aggregate.peak_managed_memory_bytes == 5_000_000
+
+
+def test_peak_memory_without_a_memkind_column_sums_every_kind(tmp_path: Path) -> None:
+    path = _kinds_export(tmp_path / "old.sqlite", in_window=False)
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE CUDA_GPU_MEMORY_USAGE_EVENTS DROP COLUMN memKind")
+    db.commit()
+    db.close()
+    r = only(path)
+    assert r.peak_gpu_memory_bytes == 10_000 + 7 + 1_000_000 + 5_000_000 + 99
+    assert "every memKind" in (r.peak_gpu_memory_source or "")
+    assert r.peak_pinned_memory_bytes is None and r.peak_managed_memory_bytes is None
+
+
+def test_um_migrations_by_cause_and_faults_by_access_per_process(tmp_path: Path) -> None:
+    """Two processes in one report (two ranks): each reads its own migrations, faults and
+    memory; the CPU fault table has no end column and is counted per process."""
+    b = NsysBuilder(tmp_path / "node.sqlite", pid=500)
+    for pid, dev in ((500, 0), (600, 1)):
+        b.add_cuda_stream(7, pid=pid)
+        b.add_kernel(0, 100, "k", device=dev, pid=pid)
+        b.add_gpu_memory(0, 1000 * (dev + 1), device=dev, pid=pid)
+        b.add_gpu_memory(0, 77, device=dev, kind=4, pid=pid)
+    # process 500: fault-driven and speculative-prefetch migrations; 600: eviction only
+    b.add_memcpy(200, 300, 11, 4096, migration_cause=2, device=0, pid=500)
+    b.add_memcpy(300, 400, 11, 61440, migration_cause=3, device=0, pid=500)
+    b.add_memcpy(400, 450, 11, 4096, migration_cause=3, device=0, pid=500)
+    b.add_memcpy(200, 900, 12, 2 << 20, migration_cause=4, device=1, pid=600)
+    b.add_memcpy(900, 950, 1, 512, device=1, pid=600)  # an ordinary copy: no cause
+    b.add_gpu_page_fault(150, 160, 3, device=0, access=2, pid=500)
+    b.add_gpu_page_fault(160, 170, 2, device=0, access=1, pid=500)
+    b.add_gpu_page_fault(150, 160, 5, device=1, access=1, pid=600)
+    b.add_cpu_page_fault(50)  # the builder's process, 500
+    m = analyze_paths([b.close()])
+    r0, r1 = m.ranks
+    assert (r0.pid, r1.pid) == (500, 600)
+    c0 = [(c.direction, c.cause, c.count, c.bytes, c.total_ns) for c in r0.unified_memory.by_cause]
+    assert c0 == [
+        ("UM HtoD", "page fault", 1, 4096, 100),
+        ("UM HtoD", "speculative prefetch", 2, 65536, 150),
+    ]
+    c1 = [(c.direction, c.cause, c.count, c.bytes) for c in r1.unified_memory.by_cause]
+    assert c1 == [("UM DtoH", "eviction", 1, 2 << 20)]
+    assert r0.unified_memory.gpu_faults_by_access == {"write": 3, "read": 2}
+    assert r1.unified_memory.gpu_faults_by_access == {"read": 5}
+    assert (r0.unified_memory.cpu_page_faults, r1.unified_memory.cpu_page_faults) == (1, 0)
+    assert (r0.peak_gpu_memory_bytes, r1.peak_gpu_memory_bytes) == (1000, 2000)
+    assert r0.peak_managed_memory_bytes == r1.peak_managed_memory_bytes == 77
 
 
 def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
@@ -198,6 +292,7 @@ def test_kernels_nvtx_steps_threads_sync(export: Path) -> None:
     assert threads["pt_main_thread"].functions[0].total_ns == 35000
     assert threads["pt_autograd_0"].osrt_ns == 2000
     assert threads["pt_main_thread"].tid == MAIN
+    assert threads["pt_main_thread"].main and not threads["pt_autograd_0"].main
     assert r.sync.calls == 1 and r.sync.total_ns == 8000 == r.sync.wall_ns
 
 

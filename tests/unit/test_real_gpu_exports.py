@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import RankMetrics, analyze_paths, compare, headline
+from orchestrator.analysis import RankMetrics, advise, analyze_paths, compare, headline
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 H100 = DATA / "nsys_h100"
@@ -93,10 +93,51 @@ def test_offload_moves_activations_through_host_copies_and_syncs_more() -> None:
     assert autograd.osrt_ns > {t.name: t for t in base.threads}["pt_autograd_0"].osrt_ns
 
 
-def test_offload_lowers_peak_device_memory() -> None:
-    """The workload's own peak (torch's allocator) drops with offloading; so do the device
-    allocations nsys records (memKind 2). gh-run's nsys peak today sums every memory kind,
-    pinned host buffers too (memKind 1), which offloading adds: see docs/seed-readings.md."""
+def _running_peak(variant: str, kinds: str) -> int:
+    """Independent oracle: the peak of allocations - frees of the given memKinds, in SQL order
+    of start."""
+    rows = sql(
+        export(variant),
+        "SELECT bytes, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
+        f"WHERE memKind IN ({kinds}) ORDER BY start",
+    )
+    held = peak = 0
+    for nbytes, op in rows:
+        held += int(nbytes) if op == 0 else -int(nbytes)  # type: ignore[call-overload]
+        peak = max(peak, held)
+    return peak
+
+
+def test_mem_kinds_are_as_the_exports_enum_tables_name_them() -> None:
+    """memKind, migrationCause and faultAccessType codes, as each export's ENUM tables define
+    them (the labels gh-run reports depend on these numbers)."""
+    for variant in H100_VARIANTS:
+        kinds = dict(sql(export(variant), "SELECT id, name FROM ENUM_CUDA_MEM_KIND"))
+        assert kinds[1].endswith("_PINNED") and kinds[2].endswith("_DEVICE")  # type: ignore[union-attr]
+        assert kinds[4].endswith("_MANAGED") and kinds[5].endswith("_DEVICE_STATIC")  # type: ignore[union-attr]
+        causes = dict(sql(export(variant), "SELECT id, name FROM ENUM_CUDA_UNIF_MEM_MIGRATION"))
+        assert causes[2].endswith("_COHERENCE") and causes[3].endswith("_PREFETCH")  # type: ignore[union-attr]
+        assert causes[1].endswith("_USER") and causes[4].endswith("_EVICTION")  # type: ignore[union-attr]
+        access = dict(sql(export(variant), "SELECT id, name FROM ENUM_CUDA_UNIF_MEM_ACCESS_TYPE"))
+        assert access[1].endswith("_READ") and access[2].endswith("_WRITE")  # type: ignore[union-attr]
+
+
+def test_offload_lowers_peak_device_memory_and_holds_its_activations_in_pinned_memory() -> None:
+    """The seed: offloading trades GPU memory for copies. gh-run's peak GPU memory counts
+    device memory (memKind 2, 3, 5); the pinned host buffers offloading adds (memKind 1) are
+    their own peak (before: every kind summed, offload 24.60 GiB vs baseline 17.87)."""
+    base, off = rank0("baseline"), rank0("offload")
+    assert base.peak_gpu_memory_bytes is not None and off.peak_gpu_memory_bytes is not None
+    assert off.peak_gpu_memory_bytes < 0.7 * base.peak_gpu_memory_bytes
+    for r, variant in ((base, "baseline"), (off, "offload")):
+        assert r.peak_gpu_memory_bytes == _running_peak(variant, "2, 3, 5")
+        assert r.peak_pinned_memory_bytes == _running_peak(variant, "1")
+        assert r.peak_managed_memory_bytes is None
+        # every allocation row is at start 0: torch's pool, held when the capture opened
+        assert (r.peak_gpu_memory_source or "").endswith("held at capture start")
+    assert off.peak_pinned_memory_bytes is not None and off.peak_pinned_memory_bytes > 10 * 2**30
+    assert base.peak_pinned_memory_bytes is not None and base.peak_pinned_memory_bytes < 2**20
+    # the workload's own peak (torch's allocator, whole run) agrees on the direction
     assert (
         workload("offload")["peak_gpu_memory_bytes"]
         < 0.7
@@ -104,22 +145,15 @@ def test_offload_lowers_peak_device_memory() -> None:
             "peak_gpu_memory_bytes"
         ]
     )
-
-    def device_peak(variant: str, kinds: str) -> int:
-        rows = sql(
-            export(variant),
-            "SELECT bytes, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
-            f"WHERE memKind IN ({kinds}) ORDER BY start",
-        )
-        held = peak = 0
-        for nbytes, op in rows:
-            held += int(nbytes) if op == 0 else -int(nbytes)  # type: ignore[call-overload]
-            peak = max(peak, held)
-        return peak
-
-    assert device_peak("offload", "2") < 0.7 * device_peak("baseline", "2")
-    # pinned host memory: the offloaded activations vs the data loader's pinned batches
-    assert device_peak("offload", "1") > 10 * 2**30 and device_peak("baseline", "1") < 2**20
+    table = compare(
+        [analyze_paths([export("baseline")]), analyze_paths([export("offload")])],
+        labels=["baseline", "offload"],
+    )
+    rows = {row.metric: row.values for row in table.rows}
+    (b_peak, o_peak) = rows["peak GPU memory"]
+    assert b_peak is not None and o_peak is not None and o_peak < b_peak
+    (b_pin, o_pin) = rows["peak pinned host memory"]
+    assert b_pin is not None and o_pin is not None and o_pin > 10 > b_pin
 
 
 @pytest.mark.parametrize("variant", UM_STEADY)
@@ -155,6 +189,45 @@ def test_um_full_sft_migrates_more_than_lora() -> None:
     )
 
 
+@pytest.mark.parametrize("variant", UM_STEADY)
+def test_um_migrations_are_split_by_cause_as_the_memcpy_rows_say(variant: str) -> None:
+    """Why pages moved (`migrationCause` of the UM copies): gh-run's split equals the rows',
+    adds up to the migrations, and reads as the runs were made: the host snapshot's CPU reads
+    fault pages out (DtoH) and the GPU's next touch faults them back (HtoD), each fault pulling
+    neighbouring pages along by speculative prefetch, which carries most of the bytes; no
+    eviction (the pool never oversubscribes the GPU) and no user prefetch."""
+    um = rank0(variant).unified_memory
+    rows = sql(
+        export(variant),
+        'SELECT copyKind, migrationCause, count(*), sum(bytes), sum("end" - start)'
+        " FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (11, 12, 13) GROUP BY 1, 2",
+    )
+    labels = dict(sql(export(variant), "SELECT id, label FROM ENUM_CUDA_UNIF_MEM_MIGRATION"))
+    assert labels[2] == "Page fault"
+    got = {(c.direction, c.cause): (c.count, c.bytes, c.total_ns) for c in um.by_cause}
+    names = {11: "UM HtoD", 12: "UM DtoH", 13: "UM DtoD"}
+    causes = {2: "page fault", 3: "speculative prefetch"}
+    assert got == {(names[k], causes[c]): (n, b, t) for k, c, n, b, t in rows}  # type: ignore[index]
+    assert sum(c.count for c in um.by_cause) == um.migrations
+    assert sum(c.bytes for c in um.by_cause) == um.migrated_htod_bytes + um.migrated_dtoh_bytes
+    assert {c.cause for c in um.by_cause} == {"page fault", "speculative prefetch"}
+    for direction in ("UM HtoD", "UM DtoH"):
+        fault = got[(direction, "page fault")][1]
+        prefetch = got[(direction, "speculative prefetch")][1]
+        assert prefetch > 5 * fault
+    # the unified-memory advice cites the split by bytes
+    (um_advice,) = [
+        a for a in advise(analyze_paths([export(variant)])) if a.rule == "unified-memory"
+    ]
+    moved = um.migrated_htod_bytes + um.migrated_dtoh_bytes
+    fault_bytes = sum(c.bytes for c in um.by_cause if c.cause == "page fault")
+    assert um_advice.evidence["um_page_fault_bytes_pct"] == pytest.approx(100 * fault_bytes / moved)
+    assert "speculative prefetch" in um_advice.message
+    # steady state: the GPU re-reads pages the CPU took (read faults only, or nearly)
+    access = um.gpu_faults_by_access
+    assert access.get("read", 0) > 10 * access.get("write", 0)
+
+
 def test_um_first_touch_faults_without_migrating() -> None:
     """Pages first touched on the GPU fault there but copy nothing: no UM memcpy rows."""
     um = rank0("full_um_first").unified_memory
@@ -162,6 +235,9 @@ def test_um_first_touch_faults_without_migrating() -> None:
         rank0("full_um").unified_memory.gpu_page_faults or 0
     )
     assert um.migrations == 0 and um.cpu_page_faults is None  # no CPU faults: table absent
+    # first touch writes (activations, gradients, Adam state): every fault is a write
+    assert um.gpu_faults_by_access == {"write": um.gpu_page_faults}
+    assert um.by_cause == []
 
 
 def test_um_peak_memory_is_rmms_not_torchs() -> None:
@@ -175,6 +251,57 @@ def test_um_peak_memory_is_rmms_not_torchs() -> None:
         "SELECT max(bytes) FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE memKind = 4",
     )
     assert managed == workload("full_um")["peak_gpu_memory_reserved_bytes"]
+    # gh-run reports that pool apart from device memory, and says so
+    for variant in UM_STEADY:
+        r = rank0(variant)
+        assert r.peak_managed_memory_bytes == managed
+        assert r.peak_gpu_memory_bytes == _running_peak(variant, "2, 3, 5")
+        assert r.peak_gpu_memory_bytes < 2**30
+        assert any("managed (Unified) memory peaked" in n for n in r.notes)
+
+
+# --- threads: the seed's pt_main_thread / pt_autograd_0 / pthread_cond_wait -----------------------
+
+
+@pytest.mark.parametrize("variant", H100_VARIANTS)
+def test_main_thread_is_found_in_every_h100_export_and_blocks_in_pthread_cond_wait(
+    variant: str,
+) -> None:
+    """nsys names the main thread `python3` here, as it names a dozen OpenMP and loader
+    threads: gh-run finds it by tid == pid in the process owning the CUDA streams, flags it in
+    the thread table, and reads the seed's blocking in `pthread_cond_wait` on it and on
+    `pt_autograd_0`."""
+    r = rank0(variant)
+    assert r.main_thread == "python3"
+    assert r.main_thread_rule == "tid == pid in the process owning the CUDA streams"
+    ((streams_pid,),) = sql(
+        export(variant), "SELECT DISTINCT processId FROM TARGET_INFO_CUDA_STREAM"
+    )
+    (main,) = [t for t in r.threads if t.main]
+    assert (main.pid, main.tid, main.name) == (streams_pid, streams_pid, "python3")
+    assert r.pid == streams_pid
+    assert sum(t.name == "python3" for t in r.threads) > 1  # the name alone would not do
+    assert main.functions[0].name == "pthread_cond_wait"
+    assert r.main_thread_wait_ns and r.main_thread_wait_ns <= main.osrt_ns
+    autograd = {t.name: t for t in r.threads}["pt_autograd_0"]
+    assert autograd.functions[0].name == "pthread_cond_wait" and not autograd.main
+    # nsys's own marker rows at tid 0 are no thread
+    assert all(t.tid != 0 for t in r.threads)
+
+
+def test_compare_reads_the_main_thread_of_nsys_exports() -> None:
+    table = compare(
+        [analyze_paths([export("baseline")]), analyze_paths([export("workers4")])],
+        labels=["workers 0", "workers 4"],
+    )
+    rows = {row.metric: row.values for row in table.rows}
+    base, w4 = rank0("baseline"), rank0("workers4")
+    mains = [next(t for t in r.threads if t.main) for r in (base, w4)]
+    assert rows["main thread OS-runtime"] == [pytest.approx(t.osrt_ns / 1e9) for t in mains]
+    assert rows["main thread blocking waits"] == [
+        pytest.approx(r.main_thread_wait_ns / 1e9)  # type: ignore[operator]
+        for r in (base, w4)
+    ]
 
 
 # --- data parallel on two H200s ----------------------------------------------------------------
@@ -246,6 +373,18 @@ def test_one_nsys_report_around_torchrun_holds_both_ranks_processes() -> None:
     )
     assert m.sources[0].ranks == [0, 1]
     assert m.sources[0].rank_rule.endswith("process 1 of 2")
+    # each rank's threads and memory are its own process's: rank 1 has no GPU activity left in
+    # the export (the import stopped), yet its allocations are read; its device-static rows sit
+    # on device 0, its pool on device 1: a peak is per device (no frees: sums)
+    for r in m.ranks:
+        (main,) = [t for t in r.threads if t.main]
+        assert (main.pid, main.tid) == (r.pid, r.pid)
+        per_device = sql(
+            path,
+            "SELECT deviceId, sum(bytes) FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE memKind IN"
+            f" (2, 3, 5) AND ((globalPid >> 24) & 16777215) = {r.pid} GROUP BY deviceId",
+        )
+        assert r.peak_gpu_memory_bytes == max(int(b) for _, b in per_device)  # type: ignore[call-overload]
 
 
 def test_ddp_straggler_is_named_with_its_evidence() -> None:
