@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from orchestrator.analysis.labels import human, num
+from orchestrator.analysis.labels import human, num, short_kernel
 from orchestrator.campaign.model import METRICS
 from orchestrator.campaign.results import CampaignResult, NightPoint, trend
 from orchestrator.escape import markdown
@@ -154,6 +154,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["kname"] = short_kernel
     env.filters["md"] = lambda v: markdown(str(v))
     return env
 

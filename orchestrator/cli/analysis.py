@@ -39,7 +39,7 @@ from orchestrator.analysis import (
 from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.changes import WhatChanged
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
-from orchestrator.analysis.labels import column_labels, dur, num, short_labels, size
+from orchestrator.analysis.labels import column_labels, dur, num, short_kernel, short_labels, size
 from orchestrator.analysis.metrics import merged_top_kernels
 from orchestrator.analysis.verdict import NO_GPU, has_gpu
 from orchestrator.errors import UserError
@@ -680,7 +680,7 @@ def print_changes(console: Console, w: WhatChanged, label: str, base: str) -> No
         lines.append(f"phase {p.name}: {num(p.baseline_ms)} → {num(p.value_ms)} ms ({change})")
     lines += [f"{g.name}: {num(g.baseline)} → {num(g.value)} {g.unit}" for g in w.groups]
     lines += [
-        f"kernel {k.name}: {num(k.baseline_ms)} → {num(k.value_ms)} ms"
+        f"kernel {short_kernel(k.name)}: {num(k.baseline_ms)} → {num(k.value_ms)} ms"
         + (f" ({k.status})" if k.status != "changed" else "")
         for k in w.kernels
     ]
