@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,16 +143,28 @@ def connections() -> int:
     return len(re.findall(r"Accepted publickey for ", devcluster.SSHD_LOG.read_text()))
 
 
-def jobs_named(name: str) -> list[str]:
-    """Job ids SLURM (the test's own view, not gh-run's) holds under this name."""
-    res = subprocess.run(
-        ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", name, "-S", "now-1hours"],
-        env=devcluster.slurm_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return [j for j in res.stdout.split() if j]
+def jobs_named(name: str, settle_s: float = 30.0) -> list[str]:
+    """Job ids SLURM (the test's own view, not gh-run's) holds under this name, asked of the
+    controller and of accounting.
+
+    slurmdbd records a job some seconds after the controller ends it, and the controller forgets
+    it after MinJobAge: a job that has just ended may be in neither for a moment, so ask again
+    for up to `settle_s` until one shows (an empty answer after that is the answer)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        ids: set[str] = set()
+        for argv in (
+            # the controller keeps an ended job for MinJobAge; accounting has it a little later
+            ["squeue", "-h", "--states=all", "-o", "%i", "--name", name],
+            ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", name, "-S", "now-1hours"],
+        ):
+            res = subprocess.run(
+                argv, env=devcluster.slurm_env(), capture_output=True, text=True, check=True
+            )
+            ids |= {j for j in res.stdout.split() if j}
+        if ids or time.monotonic() >= deadline:
+            return sorted(ids)
+        time.sleep(1)
 
 
 def remove_remote_runs(laptop: Laptop) -> None:
