@@ -92,11 +92,11 @@ def test_slurmctld_down_during_wait(dev_cluster, cli, gh_home: Path, stopped) ->
     res = cli("submit", SMOKE, "-x", "slurm", "--set", "workload.args=[-c, 'sleep 6; echo ok']")
     assert res.rc == 0, res.text
     run = Store(gh_home).find_run("last")
-    assert _until(
-        lambda: (
-            _slurm("squeue", "-h", "-j", str(run.job_id), "-o", "%T").stdout.strip() == "RUNNING"
-        )
-    )
+    # Wait for the workload's srun step, not only the job: srun asks the controller for its step,
+    # so a batch script that reaches srun during the outage fails (a slow machine showed it).
+    step = re.compile(rf"^{run.job_id}\.\d+$", re.M)
+    steps = ("squeue", "-h", "-s", "-j", str(run.job_id), "-o", "%i")
+    assert _until(lambda: bool(step.search(_slurm(*steps).stdout)))
     # Both gone, so every poll fails (sacct alone still answers while only slurmctld is down):
     # the waiter starts during the outage and must retry with backoff until they return.
     stopped("slurmctld")

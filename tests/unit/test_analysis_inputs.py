@@ -84,12 +84,15 @@ def test_memory_follows_events_not_bytes(tmp_path: Path) -> None:
             fh.write(comp.compress(pad))
         fh.write(comp.compress(",\n".join(events[half:]).encode() + b"]" + tail.encode()))
         fh.write(comp.flush())
+    # The peak is the probe's own address space (VmHWM), not ru_maxrss: Linux carries the
+    # parent's resident size across fork and exec into ru_maxrss, so a pytest process that has
+    # grown to 500 MiB by the end of the suite would be blamed on the reader.
     probe = (
-        "import resource, sys; from pathlib import Path;"
+        "import sys; from pathlib import Path;"
         "from orchestrator.analysis import analyze_paths;"
         "m = analyze_paths([Path(sys.argv[1])]);"
-        "print(m.ranks[0].activity.kernel_count,"
-        " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)"
+        "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'));"
+        "print(m.ranks[0].activity.kernel_count, int(hwm.split()[1]) // 1024)"
     )
     r = subprocess.run(
         [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=ROOT
