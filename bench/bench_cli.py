@@ -12,6 +12,9 @@ Python's bytecode cache is on (PYTHONDONTWRITEBYTECODE is dropped), as on a user
 `render` is measured with `-x local` (what it imports) and with the default `-x auto`, which
 also asks `sinfo` whether a controller answers (a subprocess: its cost is SLURM's, not
 Python's). `check` needs a SLURM controller (`sbatch --test-only`); without one it is left out.
+`(render's libraries)` is not a command: a Python that imports what `render` cannot start
+without (Pydantic's BaseModel and Field, Typer, Jinja2, PyYAML) and stops, the floor under any
+`render` built on them.
 
 Usage: .venv/bin/python bench/bench_cli.py [--repeat 15]
 """
@@ -32,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 GOALS = {"--help": 4.0, "status": 5.0, "render -x local": 8.0, "render": 8.0}
+FLOOR = "from pydantic import BaseModel, Field; import typer, jinja2, yaml"
 
 
 def seed_home(home: Path) -> str:
@@ -80,6 +84,9 @@ def main() -> None:
             "logs RUN": [gh_run, "logs", last],
             "render -x local": [gh_run, "render", "jobs/smoke.yaml", "-x", "local"],
             "render": [gh_run, "render", "jobs/smoke.yaml"],
+            # Not a command: the floor under `render`, the libraries it cannot start without
+            # (validation, the CLI, templates, YAML), imported and nothing else done.
+            "(render's libraries)": [sys.executable, "-c", FLOOR],
         }
         if shutil.which("sbatch") and shutil.which("sinfo"):
             ok = subprocess.run(["sinfo", "-h"], capture_output=True, check=False).returncode
@@ -93,14 +100,14 @@ def main() -> None:
                 times[name].append(timed(argv, env, name == "check"))
     base = statistics.median(w for w, _ in times["python -c pass"])
     base_cpu = statistics.median(c for _, c in times["python -c pass"])
-    print(f"{'command':<18} {'median':>9} {'x python':>9} {'goal':>9} {'CPU':>9} {'x python':>9}")
+    print(f"{'command':<20} {'median':>9} {'x python':>9} {'goal':>9} {'CPU':>9} {'x python':>9}")
     for name, ts in times.items():
         med = statistics.median(w for w, _ in ts)
         cpu = statistics.median(c for _, c in ts)
         goal = GOALS.get(name)
         mark = "" if goal is None else f"<={goal:.0f}x" + (" ok" if med / base <= goal else " MISS")
         print(
-            f"{name:<18} {med * 1000:>7.1f}ms {med / base:>8.1f}x {mark:>9}"
+            f"{name:<20} {med * 1000:>7.1f}ms {med / base:>8.1f}x {mark:>9}"
             f" {cpu * 1000:>7.1f}ms {cpu / base_cpu:>8.1f}x"
         )
     print(f"({args.repeat} runs each, interleaved; python: {sys.executable})")
