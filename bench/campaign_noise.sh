@@ -4,10 +4,11 @@
 # nights as they are, then one night with a planted slowdown: data-bound's item cost (a real
 # knob of workloads/sft.py: extra tokenisation passes per sample) from 20 to PLANTED, which
 # makes its steps about 40 % slower. Printed: per night its state, wall time and regressions;
-# data-bound's step time against the band it was judged by; then false alarms (regressions
-# in ordinary nights, split into those judged by a band and those before enough history),
-# detections and misses of the planted night, and the slowdown it planted (its step time
-# over the band's centre, both measured in this run).
+# data-bound's relative CPU time per step (step_cpu_relative, with its CPU and wall time per
+# step) against the band it was judged by; then false alarms (regressions in ordinary nights,
+# split into those judged by a band and those before enough history), detections and misses
+# of the planted night, and the slowdown it planted (its relative CPU time over the band's
+# centre, both measured in this run).
 #
 # Usage: bench/campaign_noise.sh [ORDINARY_NIGHTS (default 6)] [PLANTED item cost (default 40)]
 set -euo pipefail
@@ -57,26 +58,27 @@ reports = sorted(
     (home / "campaigns").glob("*/report/campaign.json"), key=lambda p: p.stat().st_mtime
 )
 labels = [f"ordinary-{i}" for i in range(1, nights + 1)] + ["planted"]
-WATCH = "step_cpu_time_s"  # data-bound's tight limit (campaigns/canary.yaml)
+WATCH = "step_cpu_relative"  # data-bound's tight limit (campaigns/canary.yaml), a ratio
 false_band = false_warmup = 0
 planted_row = None
-print(f"{'night':<12} {'state':<10} {'exit':>4} {'wall s':>6}  data-bound {WATCH} (wall step) "
-      "vs what it was judged by  |  regressions")
+print(f"{'night':<12} {'state':<10} {'exit':>4} {'wall s':>6}  data-bound {WATCH} (CPU, wall "
+      "per step) vs what it was judged by  |  regressions")
 for label, path in zip(labels, reports, strict=False):
     r = json.loads(path.read_text())
     rc, wall = walls[label]
     db = next(v for v in r["variants"] if v["variant"] == "data-bound")
     f = next(f for f in db["findings"] if f["metric"] == WATCH)
     if f["rule"] == "band":
-        ref = f"band {f['band_low']*1e3:.2f}..{f['band_high']*1e3:.2f} ms ({f['band_nights']} nights)"
+        ref = f"band {f['band_low']:.2f}..{f['band_high']:.2f} ({f['band_nights']} nights)"
     elif f["baseline"] is not None:
-        ref = f"last good night {f['baseline']*1e3:.2f} ms"
+        ref = f"last good night {f['baseline']:.2f}"
     else:
         ref = "nothing (first night)"
     regs = [f"{g['variant']}:{g['metric']}({g['rule']})" for g in r["regressions"]]
     wall_step = db["metrics"].get("step_time_s") or 0
-    print(f"{label:<12} {r['state']:<10} {rc:>4} {wall:>6.0f}  {f['value']*1e3:.2f} ms "
-          f"({wall_step*1e3:.1f} ms) vs {ref}  |  {' '.join(regs) or '-'}")
+    cpu_step = db["metrics"].get("step_cpu_time_s") or 0
+    print(f"{label:<12} {r['state']:<10} {rc:>4} {wall:>6.0f}  {f['value']:.2f} "
+          f"({cpu_step*1e3:.1f} ms, {wall_step*1e3:.1f} ms) vs {ref}  |  {' '.join(regs) or '-'}")
     if label == "planted":
         planted_row = (r, f)
     else:

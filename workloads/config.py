@@ -25,6 +25,8 @@ class Config:
     batch_size: int = 4
     num_workers: int = 0
     item_cost: int = 0
+    # time a fixed CPU work beside each step (workloads/cpu_reference.py)
+    cpu_reference: bool = False
     # the seed experiments' knobs
     offload_activations: bool = False
     activation_checkpointing: bool = False

@@ -215,6 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--seed", type=int, default=d.seed, help="%(default)s")
     r.add_argument(
+        "--cpu-reference",
+        action="store_true",
+        help="before each step, time a fixed CPU work (tokenising a fixed text) in this "
+        "process; metrics.json gains median_step_cpu_relative, the step's CPU time in units "
+        "of it, which a shared or virtual machine's changing speed moves far less than CPU "
+        "time (for nightly comparisons on such machines)",
+    )
+    r.add_argument(
         "--output",
         default=None,
         help="directory for metrics.json (default: $GH_RUN_ARTIFACTS if set, else .)",
@@ -300,6 +308,7 @@ def config_from_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) ->
         batch_size=ns.batch_size,
         num_workers=ns.num_workers,
         item_cost=ns.item_cost,
+        cpu_reference=ns.cpu_reference,
         offload_activations=ns.offload_activations,
         activation_checkpointing=ns.activation_checkpointing,
         peft=ns.peft,

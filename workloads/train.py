@@ -15,6 +15,7 @@ from torch import Tensor
 
 from workloads import distributed
 from workloads.config import Config
+from workloads.cpu_reference import CpuReference
 from workloads.data import SyntheticInstructions, make_loader
 from workloads.distributed import DataParallel, host_work
 from workloads.lora import apply_lora
@@ -172,6 +173,9 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
     # CPU time of this process per step (all its threads): on a shared CPU machine wall time
     # swings with other load, CPU time much less (DataLoader workers are other processes).
     cpu_times: list[float] = []
+    # The same CPU time in units of a fixed work timed just before the step (--cpu-reference).
+    reference = CpuReference(cfg.vocab) if cfg.cpu_reference else None
+    cpu_relative: list[float] = []
     losses: list[float] = []
     offloaded_bytes: int | None = None
     snapshot_bytes: int | None = None
@@ -179,6 +183,9 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
     with trace:
         for step in range(cfg.steps):
             cuda_window.before_step(step)
+            if reference is not None:
+                with annotator.range("cpu_reference"):
+                    reference.measure()
             t0 = time.perf_counter()
             c0 = time.process_time()
             with annotator.range(step_range_name(step)):
@@ -198,6 +205,8 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
                         snapshot_bytes = len(snapshot)
             t_end = time.perf_counter()
             cpu_times.append(time.process_time() - c0)
+            if reference is not None:
+                cpu_relative.append(reference.relative(cpu_times[-1]))
             cuda_window.after_step(step)
             trace.step()
             step_times.append(t_end - t0)
@@ -228,6 +237,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "median_step_time_s": median_step,
         "median_data_time_s": _median_after_warmup(data_times),
         "median_step_cpu_time_s": _median_after_warmup(cpu_times),
+        "median_step_cpu_relative": _median_after_warmup(cpu_relative) if cpu_relative else None,
         "tokens_per_step": tokens_per_step,
         "tokens_per_s": tokens_per_step / median_step,
         "peak_gpu_memory_bytes": peak.allocated(),
@@ -242,6 +252,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "step_times_s": step_times,
         "data_times_s": data_times,
         "step_cpu_times_s": cpu_times,
+        "step_cpu_relative": cpu_relative or None,
         "parameters": total,
         "trainable_parameters": trainable,
         "parameter_checksum": trainer.parameter_checksum(),

@@ -13,7 +13,7 @@ from orchestrator.executors.base import Warn
 from orchestrator.store import Store
 
 # Metrics whose regression is a slower step: the traced steps should show it.
-SLOWER_IS_UP = {"step_time_s", "step_cpu_time_s", "data_time_s", "elapsed_s"}
+SLOWER_IS_UP = {"step_time_s", "step_cpu_time_s", "step_cpu_relative", "data_time_s", "elapsed_s"}
 
 
 def analysis(

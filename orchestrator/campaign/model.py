@@ -41,6 +41,8 @@ METRICS: dict[str, str] = {
     "final_loss": "loss after the last step, metrics.json",
     "data_time_s": "median time a step waits for its batch (s), metrics.json",
     "step_cpu_time_s": "median CPU time of the training process per step (s), metrics.json",
+    "step_cpu_relative": "median CPU time per step in units of a fixed work timed beside it "
+    "(x), metrics.json with --cpu-reference: steady where the machine's speed drifts",
     "gpu_idle_pct": "GPU idle share of the profiled span (%), trace analysis",
     "gpu_compute_pct": "GPU compute share of the profiled span (%), trace analysis (HTA)",
     "kernel_pct": "kernel share of GPU activity time (%), trace analysis",

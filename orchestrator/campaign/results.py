@@ -36,6 +36,7 @@ WORKLOAD_KEYS = {
     "final_loss": "final_loss",
     "median_data_time_s": "data_time_s",
     "median_step_cpu_time_s": "step_cpu_time_s",
+    "median_step_cpu_relative": "step_cpu_relative",
 }
 
 

@@ -22,8 +22,10 @@ pytestmark = pytest.mark.cluster
 
 ARGS = (
     "workload.args+=[--num-workers, 0, --layers, 1, --hidden, 32, --heads, 2, --vocab, 256, "
-    "--steps, 12, --profile-steps, '10:12']"
+    "--steps, 12, --profile-steps, '10:12', --cpu-reference]"
 )
+# The canary's tight metric: CPU time per step in units of a fixed work timed beside it.
+WATCH = "step_cpu_relative"
 
 
 def _night(home: Path, tmp: Path, item_cost: int) -> dict[str, Any]:
@@ -42,10 +44,10 @@ def _night(home: Path, tmp: Path, item_cost: int) -> dict[str, Any]:
                     }
                 ],
                 "baseline": {"band": {"nights": 10, "min_nights": 3, "width": 4}},
-                # Far looser than the canary's +30%: this test is about the mechanism on a
-                # machine other test sessions load at will (ordinary nights reached +50% in
-                # CPU time there); bench/campaign_noise.sh measures the claim.
-                "thresholds": {"step_cpu_time_s": {"increase_pct": 100}},
+                # Looser than the canary's +15%: this test is about the mechanism on a
+                # machine other test sessions load at will; bench/campaign_noise.sh
+                # measures the claim.
+                "thresholds": {WATCH: {"increase_pct": 50}},
             },
             sort_keys=False,
         )
@@ -62,7 +64,7 @@ def _night(home: Path, tmp: Path, item_cost: int) -> dict[str, Any]:
 
 
 def _step(data: dict[str, Any]) -> dict[str, Any]:
-    return next(f for f in data["variants"][0]["findings"] if f["metric"] == "step_cpu_time_s")
+    return next(f for f in data["variants"][0]["findings"] if f["metric"] == WATCH)
 
 
 def test_ordinary_nights_are_quiet_and_a_planted_slowdown_is_caught(

@@ -52,6 +52,12 @@ def test_shipped_campaigns_load_and_expand() -> None:
         f"{w}-{m}" for w in ("w0", "w2") for m in ("full", "lora", "offload")
     ] + ["data-bound"]
     assert canary.baseline.band is not None
+    # data-bound is held by the figure the machine's drifting speed does not move, and its
+    # workload is asked to measure it
+    held = canary.thresholds_of("data-bound")["step_cpu_relative"]
+    assert held.increase_pct is not None and held.increase_pct <= 20
+    (bound,) = [v for v in expand(canary) if v.name == "data-bound"]
+    assert any("--cpu-reference" in o for o in bound.overrides)
     nightly = load_campaign(REPO / "campaigns" / "nightly.yaml")
     names = [v.name for v in expand(nightly)]
     assert len(names) == 10 and names[-2:] == ["full-um", "fp8"]

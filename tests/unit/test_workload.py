@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,7 @@ def test_help_teaches_every_knob() -> None:
     for flag in (
         "--num-workers",
         "--item-cost",
+        "--cpu-reference",
         "--offload-activations",
         "--activation-checkpointing",
         "--peft",
@@ -299,6 +301,7 @@ def test_two_step_cpu_run_writes_metrics_and_kineto_trace(
     assert math.isfinite(metrics["final_loss"]) and len(metrics["step_times_s"]) == 2
     assert metrics["config"]["steps"] == 2 and metrics["config"]["device"] == "cpu"
     assert metrics["trace_file"] == "sft_rank0.pt.trace.json.gz"
+    assert metrics["median_step_cpu_relative"] is None  # only with --cpu-reference
 
     events = _trace_events(tmp_path / "trace" / "sft_rank0.pt.trace.json.gz")
     names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
@@ -311,6 +314,38 @@ def test_two_step_cpu_run_writes_metrics_and_kineto_trace(
     assert main(one) == 0
     events = _trace_events(tmp_path / "one" / "trace" / "sft_rank0.pt.trace.json.gz")
     assert "step_0" in {e["name"] for e in events if e.get("cat") == "user_annotation"}
+
+
+def test_cpu_reference_prices_a_step_in_a_fixed_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--cpu-reference: each step's CPU time over a fixed work timed just before it. A heavier
+    data pipeline raises the figure (it measures the program), and the reference work shows
+    in the trace under its own name, outside the step's range."""
+    for var in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+
+    def relative(item_cost: int) -> dict[str, Any]:
+        out = tmp_path / f"cost{item_cost}"
+        args = ["--device", "cpu", "--steps", "4", "--layers", "1", "--hidden", "32"]
+        args += ["--heads", "2", "--vocab", "256", "--item-cost", str(item_cost)]
+        args += ["--cpu-reference", "--output", str(out), "--torch-profile", str(out)]
+        args += ["--profile-steps", "0:4"]
+        assert main(args) == 0
+        return dict(json.loads((out / "metrics.json").read_text()))
+
+    light, heavy = relative(0), relative(60)
+    for m in (light, heavy):
+        per_step = m["step_cpu_relative"]
+        assert len(per_step) == 4 and all(r > 0 for r in per_step)
+        assert m["median_step_cpu_relative"] == pytest.approx(statistics.median(per_step[1:]))
+        assert m["config"]["cpu_reference"] is True
+    # 60 extra tokenisation passes per sample cost several reference works more per step
+    assert heavy["median_step_cpu_relative"] > 1.3 * light["median_step_cpu_relative"]
+    events = _trace_events(tmp_path / "cost0" / "sft_rank0.pt.trace.json.gz")
+    spans = {e["name"]: e for e in events if e.get("cat") == "user_annotation"}
+    ref, step = spans["cpu_reference"], spans["step_1"]
+    assert ref["ts"] + ref["dur"] <= step["ts"] or ref["ts"] >= step["ts"] + step["dur"]
 
 
 def test_ranks_name_their_files_and_knobs_compose(

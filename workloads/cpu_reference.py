@@ -1,0 +1,44 @@
+"""A fixed piece of CPU work timed beside each training step (`--cpu-reference`).
+
+On a shared or virtual machine the same code runs at different speeds from one minute to the
+next: on the dev machine the data-bound canary's CPU time per step moved between 19 and 37 ms
+with nothing else running (the hypervisor's other tenants share the physical cores). CPU time
+cannot tell that drift from a slower program; a ratio can. Timing a fixed work in the same
+process just before each step and dividing the step's CPU time by it cancels the machine's
+speed of the moment, and leaves what the program itself costs: `median_step_cpu_relative` in
+metrics.json. The work is the workload's own kind (tokenising a fixed text in pure Python), so
+it slows down as the data pipeline does when the machine is slow.
+"""
+
+from __future__ import annotations
+
+import time
+
+from workloads.data import WordPieceTokenizer
+
+# About 2-4 ms on the dev machine: small beside a data-bound step, long enough to time.
+_TEXT = (
+    "### Instruction:\nSummarise the design review for the on-call team.\n\n### Response:\n"
+    + "the kernel waits for the batch while the loader tokenises every sample again " * 12
+)
+_PASSES = 8
+
+
+class CpuReference:
+    """Times the fixed work; `relative(cpu_s)` is a step's CPU time in units of it."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self._tokenizer = WordPieceTokenizer(vocab_size)
+        self.last_s = 0.0
+        self.measure()  # the first pass warms the tokeniser's tables, not timed for a step
+
+    def measure(self) -> float:
+        """CPU seconds of the fixed work, now."""
+        c0 = time.process_time()
+        for _ in range(_PASSES):
+            self._tokenizer.encode(_TEXT)
+        self.last_s = max(time.process_time() - c0, 1e-9)
+        return self.last_s
+
+    def relative(self, cpu_s: float) -> float:
+        return cpu_s / self.last_s
