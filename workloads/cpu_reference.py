@@ -9,7 +9,7 @@ machine's speed of the moment and leaves what the program itself costs:
 `median_step_cpu_relative` in metrics.json. The work is the workload's own kind (tokenising a
 fixed text in pure Python), so it slows down as the data pipeline does when the machine is
 slow; the step's torch part slows a little less, so a slow machine lowers the ratio somewhat
-(by up to about 13 % measured), never raises it.
+(by up to about 13 % in the runs measured; none raised it).
 """
 
 from __future__ import annotations
