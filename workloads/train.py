@@ -185,7 +185,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
             cuda_window.before_step(step)
             if reference is not None:
                 with annotator.range("cpu_reference"):
-                    reference.measure()
+                    reference_s = reference.measure()
             t0 = time.perf_counter()
             c0 = time.process_time()
             with annotator.range(step_range_name(step)):
@@ -206,7 +206,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
             t_end = time.perf_counter()
             cpu_times.append(time.process_time() - c0)
             if reference is not None:
-                cpu_relative.append(reference.relative(cpu_times[-1]))
+                cpu_relative.append(cpu_times[-1] / reference_s)
             cuda_window.after_step(step)
             trace.step()
             step_times.append(t_end - t0)
