@@ -85,6 +85,7 @@ def test_laptop_sees_neither_slurm_nor_the_run_folders(laptop: Laptop, tmp_path:
     marker.write_text("only the cluster side sees this\n")
     listing = f"import os; print(os.listdir({str(devcluster.SCRATCH)!r}))"
     try:
+        assert any(devcluster.SCRATCH.iterdir()), "the real scratch is not empty"
         res = subprocess.run(
             [*laptop.argv([])[:-2], "-c", listing],
             env=laptop.env(),
