@@ -11,7 +11,9 @@ and, where worker processes read several files at once, of the whole process tre
    `git archive main | tar -x -C DIR`) the same command run from there, interleaved, so both
    meet the same machine load; medians and the ratio.
 2. `--ddp DIR` (bench/gen_kineto.py: N ranks of a data-parallel job): the multi-rank case.
-   Goal for 8 ranks x 500 k kernels on this 2-core machine: <= 15 s, <= 1.5 GiB.
+   Goal for 8 ranks x 500 k kernels on this 2-core machine: <= 15 s, <= 1.5 GiB. The first
+   `--ddp-numpy-runs` runs are each followed by one with the numpy scan (GH_RUN_NO_NATIVE_SCAN,
+   what a machine without a C compiler runs), for the ratio.
 3. `--hta-ddp DIR`: the whole process of `gh-run analyze DIR --json` against a Python process
    that runs HTA on the same traces (TraceAnalysis + temporal, kernel-type, comm/comp overlap
    and idle-time breakdowns of every rank: what gh-run computes for them). Goal: >= 5x.
@@ -92,11 +94,14 @@ def _tree_rss(pid: int, stop: threading.Event, out: list[float]) -> None:
     out.append(peak / 2**20)
 
 
-def run(cmd: list[str], cwd: Path) -> Run:
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Run:
     """One subprocess: wall, CPU and peak RSS (`wait4`: the process and its waited-for
     workers), and the whole tree's RSS sampled while it runs."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
     stop = threading.Event()
     sampled: list[float] = []
     watcher = threading.Thread(target=_tree_rss, args=(proc.pid, stop, sampled), daemon=True)
@@ -163,18 +168,25 @@ def bench_sqlite(sqlite: Path, runs: int, baseline: Path | None) -> None:
         )
 
 
-def bench_ddp(folder: Path, runs: int) -> None:
+def bench_ddp(folder: Path, runs: int, numpy_runs: int) -> None:
     files = sorted(folder.glob("*.json*"))
     if not files:
         print(f"{folder}: no traces; make them with: .venv/bin/python bench/gen_kineto.py {folder}")
         return
     size = sum(f.stat().st_size for f in files) / 2**20
-    print(f"2. gh-run analyze {folder} ({len(files)} ranks, {size:.0f} MiB)")
-    rs = []
+    from orchestrator.analysis import kineto_scan
+
+    scan = "the C scan" if kineto_scan.available() else "the numpy scan (the C scan is not built)"
+    print(f"2. gh-run analyze {folder} ({len(files)} ranks, {size:.0f} MiB), {scan}")
+    rs, slow = [], []
     for i in range(runs):
         r = run(analyze_cmd(folder), ROOT)
         rs.append(r)
         print(_show(f"run {i + 1}", r))
+        if kineto_scan.available() and i < numpy_runs:  # the fallback, interleaved
+            r = run(analyze_cmd(folder), ROOT, {"GH_RUN_NO_NATIVE_SCAN": "1"})
+            slow.append(r)
+            print(_show(f"numpy scan run {i + 1}", r))
     trees = [r.tree_mib for r in rs if r.tree_mib is not None]
     tree = f", whole tree {max(trees):.0f} MiB" if trees else ""
     print(
@@ -183,6 +195,13 @@ def bench_ddp(folder: Path, runs: int) -> None:
         f" {max(r.rss_mib for r in rs):.0f} MiB{tree} (goal for 8 x 500 k kernels: <= 15 s,"
         " <= 1536 MiB)"
     )
+    if slow:
+        sw, sc = statistics.median(r.wall for r in slow), statistics.median(r.cpu for r in slow)
+        print(
+            f"  numpy scan: median wall {sw:.2f} s, CPU {sc:.2f} s; C scan / numpy scan: wall"
+            f" x{statistics.median(r.wall for r in rs) / sw:.2f},"
+            f" CPU x{statistics.median(r.cpu for r in rs) / sc:.2f}"
+        )
 
 
 def bench_hta_ddp(folder: Path) -> None:
@@ -267,6 +286,10 @@ def main() -> int:
     ap.add_argument("--cli-runs", type=int, default=3)
     ap.add_argument("--ddp", type=Path, default=ROOT / "bench/out/ddp8")
     ap.add_argument("--ddp-runs", type=int, default=2)
+    ap.add_argument(
+        "--ddp-numpy-runs", type=int, default=1,
+        help="of those, how many are followed by one with the numpy scan (the fallback)",
+    )  # fmt: skip
     ap.add_argument("--hta-ddp", type=Path, default=ROOT / "bench/out/ddp8-small")
     ap.add_argument("--big", type=Path, nargs="*", default=[])
     ap.add_argument("--traces", default="tests/data/traces/*/*.pt.trace.json*")
@@ -278,7 +301,7 @@ def main() -> int:
     if "sqlite" not in args.skip:
         bench_sqlite(args.sqlite, args.cli_runs, args.baseline)
     if "ddp" not in args.skip:
-        bench_ddp(args.ddp, args.ddp_runs)
+        bench_ddp(args.ddp, args.ddp_runs, args.ddp_numpy_runs)
     if "hta-ddp" not in args.skip:
         bench_hta_ddp(args.hta_ddp)
     if "big" not in args.skip and args.big:

@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from orchestrator.analysis import kineto_layout, tracetext
+from orchestrator.analysis import kineto_layout, kineto_scan, tracetext
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import UserError
 
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")
+_BLANK = re.compile(rb"[, \t\r\n]*")
 
 # category codes of the `cat` column
 OTHER, KERNEL, MEMCPY, MEMSET, USER_ANN, GPU_USER_ANN, CPU_OP, CUDA_RT, CUDA_DRV, TRACE = range(10)
@@ -231,13 +232,14 @@ def from_json(data: dict[str, Any]) -> KinetoTrace:
 def _scan_batch(b: _Builder, raw: bytes) -> bool:
     """Columns of a batch in libkineto's layout (`kineto_layout.parse`); False (nothing added)
     when the batch is not in that layout exactly."""
-    cols = kineto_layout.parse(raw, b.ids, _ARG_CATS, _CATS_B)
+    parse = kineto_scan.parse if kineto_scan.available() else kineto_layout.parse
+    cols = parse(raw, b.ids, _ARG_CATS, _CATS_B)
     if cols is None:
         return False
     threads = kineto_layout.thread_names(raw)
-    if threads is None or threads[1] != raw.count(b'"name": "thread_name"'):
+    if threads is None:
         return False
-    b.thread_names.update(threads[0])
+    b.thread_names.update(threads)
     peak = kineto_layout.memory_peak(raw)
     if peak is not None and (b.peak is None or peak > b.peak):
         b.peak = peak
@@ -316,7 +318,7 @@ def _load(path: Path, ceiling: int, layout: str) -> KinetoTrace:
 
 def _events(b: _Builder, text: bytes, path: Path, layout: str) -> None:
     """One batch of whole events: the layout scan, else orjson in small pieces."""
-    if not text.strip(b", \t\r\n"):
+    if _BLANK.fullmatch(text):  # (a match, not a stripped copy of the batch)
         return
     if layout == "auto" and _scan_batch(b, text):
         b.scanned += 1

@@ -242,6 +242,10 @@ def parse(
     docstring). `ids` interns names across batches; `cat_code` maps category bytes to codes;
     `arg_cats` are the codes whose `stream` / `correlation` arguments are read (others must
     have none)."""
+    # every "ph" a phase key written `"ph": "`, so that no complete event hides in another
+    # spelling (`"ph":  "X"`); no `\u`, which can spell any key (`"p\u0068"`)
+    if b"\\u" in text or text.count(b'"ph"') != text.count(b'"ph": "'):
+        return None
     a = np.frombuffer(text + bytes(_PAD), dtype=np.uint8)
     newlines = np.flatnonzero(a[: len(text)] == ord("\n"))
     starts = newlines[_word8(a, newlines + 1) == _u64(_LINE)]
@@ -374,11 +378,10 @@ def _arg(
     return ev, v
 
 
-def thread_names(text: bytes) -> tuple[dict[tuple[int, int], str], int] | None:
-    """The `thread_name` metadata records of a batch (pid, tid) -> name, and how many there
-    were; None when one is not in libkineto's block layout."""
+def thread_names(text: bytes) -> dict[tuple[int, int], str] | None:
+    """The `thread_name` metadata records of a batch: (pid, tid) -> name; None when a
+    `"name": "thread_name"` in it is not such a record in libkineto's block layout."""
     out: dict[tuple[int, int], str] = {}
-    found = 0
     pos = text.find(b'"name": "thread_name"')
     while pos >= 0:
         s = text.rfind(b"\n  {", 0, pos)
@@ -388,11 +391,11 @@ def thread_names(text: bytes) -> tuple[dict[tuple[int, int], str], int] | None:
         except ValueError:
             return None
         args = ev.get("args") if isinstance(ev, dict) else None
-        if ev.get("ph") == "M" and isinstance(args, dict) and "name" in args:
-            out[(_int_or(ev.get("pid")), _int_or(ev.get("tid")))] = str(args["name"])
-            found += 1
+        if not (ev.get("ph") == "M" and isinstance(args, dict) and "name" in args):
+            return None
+        out[(_int_or(ev.get("pid")), _int_or(ev.get("tid")))] = str(args["name"])
         pos = text.find(b'"name": "thread_name"', pos + 1)
-    return out, found
+    return out
 
 
 def _int_or(v: Any) -> int:

@@ -142,8 +142,10 @@ def split(stream: Iterator[bytes], layout: str = "auto") -> Iterator[Piece]:
 
 def _kineto_split(buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
     """libkineto layout: cut at `\\n  },\\n  {`; the array ends at `\\n  }\\n  ]`."""
+    seen = 0  # the end was not in buf[:seen] (a later chunk cannot change that)
     while True:
-        end = buf.find(_KINETO_END)
+        end = buf.find(_KINETO_END, max(0, seen - len(_KINETO_END)))
+        seen = len(buf)
         if end >= 0:
             yield Piece("events", buf[: end + 4])
             yield Piece("tail", buf[end + 7 :])
@@ -155,6 +157,7 @@ def _kineto_split(buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
             if cut > 0:
                 yield Piece("events", buf[: cut + 4])
                 buf = buf[cut + 5 :]
+                seen = len(buf)
             elif len(buf) > 8 * CHUNK_BYTES:  # no boundary of this layout: read it generically
                 raise LayoutError("no event boundary of libkineto's layout in 64 MiB")
         nxt = next(it, None)

@@ -1,0 +1,124 @@
+"""The compiled scan of libkineto's text layout (`_kineto_scan.c`), loaded with ctypes.
+
+Same contract as `kineto_layout.parse` (columns of a batch's complete events, or None when the
+batch is not in the layout exactly) at about six times its speed: one pass in C over the bytes
+instead of a few hundred numpy passes over positions. No library parses JSON into columns this
+fast here: orjson, msgspec and pyarrow all read about 50-90 MB/s of Kineto text on this 2-core
+machine, once their Python objects are counted (bench/bench_analyze.py).
+
+The C file is built when gh-run is installed (setup.py: an optional extension, so an install
+without a C compiler still works); without it `available()` is False and the Kineto reader uses
+the numpy scan, which gives the same columns (tests/unit/test_kineto_scan.py checks both).
+Names are interned as the numpy scan does: grouped by a 64-bit hash the scan computes, every
+member checked byte for byte against its group's first (in C), one decode per distinct name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.machinery
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# the scan's answers other than a count
+_GIVE_UP = -1
+_NO_ROOM = -2
+HAS_STREAM, HAS_CORR = 1, 2
+
+_I64 = np.ctypeslib.ndpointer(dtype=np.int64, flags="C_CONTIGUOUS")
+_U64 = np.ctypeslib.ndpointer(dtype=np.uint64, flags="C_CONTIGUOUS")
+_U8 = np.ctypeslib.ndpointer(dtype=np.uint8, flags="C_CONTIGUOUS")
+# the int64 columns after the hashes, in the C function's order
+_INT_COLS = ("pid", "tid", "ts", "dur", "stream", "correlation", "device", "bytes")
+
+
+def _library() -> Any | None:
+    """The built scan beside this file, or None (not built, or GH_RUN_NO_NATIVE_SCAN set: the
+    numpy scan then serves, as on a machine without a C compiler)."""
+    if os.environ.get("GH_RUN_NO_NATIVE_SCAN"):
+        return None
+    here = Path(__file__).parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        f = here / f"_kineto_scan{suffix}"
+        if f.is_file():
+            try:
+                lib = ctypes.CDLL(str(f))
+            except OSError:
+                return None
+            lib.kineto_scan.restype = ctypes.c_int64
+            lib.kineto_scan.argtypes = [
+                ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+                _I64, _I64, _U64, _I64, _I64, _U64,
+                *([_I64] * len(_INT_COLS)), _U8,
+            ]  # fmt: skip
+            lib.kineto_differ.restype = ctypes.c_int64
+            lib.kineto_differ.argtypes = [ctypes.c_char_p, ctypes.c_int64, _I64, _I64, _I64, _I64]
+            return lib
+    return None
+
+
+_LIB = _library()
+
+
+def available() -> bool:
+    """Whether the compiled scan is built and loads."""
+    return _LIB is not None
+
+
+def _interned(text: bytes, lo: Any, length: Any, h: Any, ids: dict[str, int]) -> Any | None:
+    """An id per string text[lo:lo+length] from `ids` (new strings added); None when two
+    different strings share a hash (the caller then gives the batch up)."""
+    uniq_first, inv = np.unique(h, return_index=True, return_inverse=True)[1:]
+    inv = inv.reshape(-1)
+    rlo = np.ascontiguousarray(lo[uniq_first][inv])
+    rlen = np.ascontiguousarray(length[uniq_first][inv])
+    assert _LIB is not None
+    if _LIB.kineto_differ(text, lo.size, lo, length, rlo, rlen) != 0:
+        return None
+    got = np.empty(uniq_first.size, dtype=np.int32)
+    for j, i in enumerate(uniq_first.tolist()):
+        s = text[int(lo[i]) : int(lo[i] + length[i])].decode()
+        got[j] = ids.setdefault(s, len(ids))
+    return got[inv]
+
+
+def parse(
+    text: bytes, ids: dict[str, int], arg_cats: set[int], cat_code: dict[bytes, int]
+) -> dict[str, Any] | None:
+    """`kineto_layout.parse`, compiled (see the module docstring); needs `available()`."""
+    assert _LIB is not None
+    # every event the scan reads spans at least 84 bytes of its own (`\n    "ph": "X", ...}`
+    # with empty strings and one-digit numbers), so this bounds the count without a pass
+    cap = len(text) // 80 + 1
+    cat_lo, cat_len, name_lo, name_len = (np.empty(cap, dtype=np.int64) for _ in range(4))
+    cat_hash, name_hash = np.empty(cap, dtype=np.uint64), np.empty(cap, dtype=np.uint64)
+    ints = {k: np.empty(cap, dtype=np.int64) for k in _INT_COLS}
+    found = np.empty(cap, dtype=np.uint8)
+    n = _LIB.kineto_scan(
+        text, len(text), cap, cat_lo, cat_len, cat_hash, name_lo, name_len, name_hash,
+        *ints.values(), found,
+    )  # fmt: skip
+    if n < 0:  # _GIVE_UP; _NO_ROOM cannot happen (see cap)
+        return None
+    try:
+        cat_ids: dict[str, int] = {}
+        cats = _interned(text, cat_lo[:n], cat_len[:n], cat_hash[:n], cat_ids)
+        name = _interned(text, name_lo[:n], name_len[:n], name_hash[:n], ids)
+    except UnicodeDecodeError:
+        return None  # orjson then names the file and the fault
+    if cats is None or name is None:
+        return None
+    lut = np.zeros(max(len(cat_ids), 1), dtype=np.int8)
+    for c, i in cat_ids.items():
+        lut[i] = cat_code.get(c.encode(), 0)
+    cat = lut[cats] if n else np.zeros(0, dtype=np.int8)
+    off_stream = (found[:n] & (HAS_STREAM | HAS_CORR)) != 0
+    if off_stream.any() and not np.isin(cat[off_stream], list(arg_cats)).all():
+        return None  # HTA counts a stream on any event as GPU work: the generic path keeps it
+    cols: dict[str, Any] = {"cat": cat, "name": name if n else np.zeros(0, dtype=np.int32)}
+    # copies: views would keep the cap-sized arrays alive in the reader's batches
+    cols.update({k: v[:n].copy() for k, v in ints.items()})
+    return cols
