@@ -35,29 +35,35 @@ _U8 = np.ctypeslib.ndpointer(dtype=np.uint8, flags="C_CONTIGUOUS")
 _INT_COLS = ("pid", "tid", "ts", "dur", "stream", "correlation", "device", "bytes")
 
 
-def _library() -> Any | None:
-    """The built scan beside this file, or None (not built, or GH_RUN_NO_NATIVE_SCAN set: the
-    numpy scan then serves, as on a machine without a C compiler)."""
-    if os.environ.get("GH_RUN_NO_NATIVE_SCAN"):
-        return None
+def library_path() -> Path | None:
+    """The built scan beside this file, if the install built it."""
     here = Path(__file__).parent
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         f = here / f"_kineto_scan{suffix}"
         if f.is_file():
-            try:
-                lib = ctypes.CDLL(str(f))
-            except OSError:
-                return None
-            lib.kineto_scan.restype = ctypes.c_int64
-            lib.kineto_scan.argtypes = [
-                ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
-                _I64, _I64, _U64, _I64, _I64, _U64,
-                *([_I64] * len(_INT_COLS)), _U8,
-            ]  # fmt: skip
-            lib.kineto_differ.restype = ctypes.c_int64
-            lib.kineto_differ.argtypes = [ctypes.c_char_p, ctypes.c_int64, _I64, _I64, _I64, _I64]
-            return lib
+            return f
     return None
+
+
+def _library() -> Any | None:
+    """The built scan, loaded; None when not built, or with GH_RUN_NO_NATIVE_SCAN set (the numpy
+    scan then serves, as on a machine without a C compiler)."""
+    f = library_path()
+    if f is None or os.environ.get("GH_RUN_NO_NATIVE_SCAN"):
+        return None
+    try:
+        lib = ctypes.CDLL(str(f))
+    except OSError:
+        return None
+    lib.kineto_scan.restype = ctypes.c_int64
+    lib.kineto_scan.argtypes = [
+        ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+        _I64, _I64, _U64, _I64, _I64, _U64,
+        *([_I64] * len(_INT_COLS)), _U8,
+    ]  # fmt: skip
+    lib.kineto_differ.restype = ctypes.c_int64
+    lib.kineto_differ.argtypes = [ctypes.c_char_p, ctypes.c_int64, _I64, _I64, _I64, _I64]
+    return lib
 
 
 _LIB = _library()
