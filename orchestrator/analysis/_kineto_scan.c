@@ -126,10 +126,13 @@ static int skip_string(cursor *c) {
             c->p = p + 1;
             return 1;
         }
-        if (*p == '\\')
-            p++;
-        else if (*p < 0x20)
+        if (*p < 0x20)
             return 0;
+        if (*p == '\\') { /* the escaped byte too, if there is one */
+            if (c->end - p < 2)
+                return 0;
+            p++;
+        }
         p++;
     }
     return 0;
