@@ -42,6 +42,7 @@ import sqlite3
 import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,8 @@ SYNC_PATTERNS = (
     "cuStreamWaitEvent%",
 )
 FETCH_CHUNK_ROWS = 500_000
-# GPU-table columns often one value for the whole table (one process, one GPU): probed first
+# GPU-table columns often one value for the whole table (one process, one GPU): probed while
+# reading (`fetch_into`), filled instead of read where they hold it
 CONSTANT_PROBES = ("deviceId", "globalPid")
 _INT_MAX = 9223372036854775807
 # rank variables of launchers and MPI implementations, most specific first
@@ -222,6 +224,26 @@ def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
     return out
 
 
+@dataclass
+class Subset:
+    """Columns of the rows that match a condition, read in the scan that reads a table's
+    columns (aggregates with a FILTER clause): a second scan of a large table is saved (the
+    synchronisation calls among the runtime rows). `exprs` are SQL expressions that give
+    integers; `columns()` holds them after the read, or None when some did not parse."""
+
+    exprs: list[str]
+    cond: str
+    parts: list[list[Any]] = field(default_factory=list)
+    failed: bool = False
+
+    def columns(self) -> list[Any] | None:
+        if self.failed:
+            return None
+        if not self.parts:
+            return [np.zeros(0, dtype=np.int64) for _ in self.exprs]
+        return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
+
+
 def fetch_into(
     path: Path,
     table: str,
@@ -229,6 +251,8 @@ def fetch_into(
     out: list[Any],
     has_times: bool = True,
     rowids: tuple[int, int] | None = None,
+    probe: dict[str, int] | None = None,
+    subset: Subset | None = None,
 ) -> tuple[int, int]:
     """Fill `out[i][:n]` with column i of the rows of a table whose integer start <= end, and
     return (n, rows left out); `out` arrays must hold the table's rowid range.
@@ -236,37 +260,79 @@ def fetch_into(
     No Python object per row: `group_concat` builds comma-separated text inside SQLite (C speed,
     GIL released) for one rowid range of `FETCH_CHUNK_ROWS` rows at a time and numpy parses it.
     A chunk whose text does not parse whole (a NULL, text or real value in a numeric column) is
-    read again with every value CAST to an integer and only integer starts and ends."""
+    read again with every value CAST to an integer and only integer starts and ends.
+
+    `probe`: columns of `cols` with the integer they likely hold in every row (the first row's:
+    one process, one GPU). Such a column is filled, not read, while every row of a chunk holds
+    it (`IS NOT` also finds NULLs, text and non-integral reals, so what is filled is what
+    reading gives): a count in the same scan costs less than the column's text, and less than
+    a scan of its own. From the first chunk where a row differs on, the column is read.
+    `subset`: columns of some of the rows read, gathered in the same scan."""
     conn = connect_ro(path)
     try:
         rng = _rowids(conn, table) if rowids is None else rowids  # first, last rowid
         if rng is None:
             return 0, 0
-        where = 'AND "end" >= start' if has_times else ""
-        fast = (
-            "SELECT " + ", ".join(f'group_concat("{c}")' for c in cols)
-            + f' FROM "{table}" WHERE rowid >= ? AND rowid < ? {where}'
-        )  # fmt: skip
-        cast = [f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' for c in cols]
-        robust = (
-            "SELECT " + ", ".join(cast)
-            + f' FROM "{table}" WHERE rowid >= ? AND rowid < ?'
-            + (" AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
-               ' AND "end" >= start' if has_times else "")
-        )  # fmt: skip
+        dest = dict(zip(cols, out, strict=True))
+        fill = {c: v for c, v in (probe or {}).items() if c in dest}
+        times = ' AND "end" >= start' if has_times else ""
+        typed = (
+            " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'" if has_times else ""
+        )
+        where = {False: times, True: typed + times}  # fast, robust
+
+        def run(bounds: tuple[int, int], robust: bool) -> tuple[list[str], tuple[Any, ...]]:
+            read = [c for c in cols if c not in fill]
+            aggs = [
+                f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
+                else f'group_concat("{c}")' for c in read
+            ]  # fmt: skip
+            if fill:  # ?1, ?2: the rowid range; then the probed values
+                differ = " OR ".join(f'"{c}" IS NOT ?{i + 3}' for i, c in enumerate(fill))
+                aggs.append(f"count(*) FILTER (WHERE {differ})")
+            if subset is not None:
+                aggs += [f"group_concat({e}) FILTER (WHERE {subset.cond})" for e in subset.exprs]
+            sql = (
+                "SELECT " + ", ".join(aggs)
+                + f' FROM "{table}" WHERE rowid >= ?1 AND rowid < ?2{where[robust]}'
+            )  # fmt: skip
+            return read, conn.execute(sql, (*bounds, *fill.values())).fetchone()
+
         n = 0
         for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
             bounds = (lo, lo + FETCH_CHUNK_ROWS)
-            parsed = _parse(conn.execute(fast, bounds).fetchone())
-            if parsed is None:
-                parsed = _parse(conn.execute(robust, bounds).fetchone())
+            parsed = None
+            for robust in (False, True):
+                read, row = run(bounds, robust)
+                if fill and row[len(read)]:  # a probed column differs here: read it from now on
+                    fill = {
+                        c: v
+                        for c, v in fill.items()
+                        if not conn.execute(
+                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= ?1'
+                            f' AND rowid < ?2{where[robust]} AND "{c}" IS NOT ?3)',
+                            (*bounds, v),
+                        ).fetchone()[0]
+                    }
+                    read, row = run(bounds, robust)
+                parsed = _parse(row[: len(read)])
+                if parsed is not None:
+                    break
             if parsed is None:
                 raise UserError(f"{path}: {table} holds values gh-run cannot read as integers")
             k = parsed[0].size
-            for i, a in enumerate(parsed):
-                out[i][n : n + k] = a
+            for c, a in zip(read, parsed, strict=True):
+                dest[c][n : n + k] = a
+            for c, v in fill.items():
+                dest[c][n : n + k] = v
+            if subset is not None and not subset.failed:
+                part = _parse(row[len(row) - len(subset.exprs) :])
+                if part is None:
+                    subset.failed = True
+                else:
+                    subset.parts.append(part)
             n += k
-            del parsed
+            del parsed, row
         skipped = 0
         if n != rng[1] - rng[0] + 1:
             (total,) = conn.execute(
@@ -278,24 +344,26 @@ def fetch_into(
         conn.close()
 
 
-def fetch_columns(path: Path, table: str, cols: list[str], has_times: bool = True) -> list[Any]:
+def fetch_columns(
+    path: Path,
+    table: str,
+    cols: list[str],
+    has_times: bool = True,
+    probe: dict[str, int] | None = None,
+    subset: Subset | None = None,
+) -> list[Any]:
     """`fetch_into` new int64 arrays, trimmed to the rows read."""
     rng = _table_rowids(path, table)
     if rng is None:
         return [np.zeros(0, dtype=np.int64) for _ in cols]
     out = [np.empty(rng[1] - rng[0] + 1, dtype=np.int64) for _ in cols]
-    n, _ = fetch_into(path, table, cols, out, has_times)
+    n, _ = fetch_into(path, table, cols, out, has_times, rng, probe, subset)
     return [a[:n] for a in out]
 
 
-def constant_columns(path: Path, table: str, cols: list[str]) -> dict[str, int]:
-    """The columns among `cols` whose every row holds one and the same integer, with it.
-
-    A reader fills those instead of reading them: a scan that stops at the first row that
-    differs costs less than reading the column as text (a single-process, single-GPU export's
-    globalPid and deviceId), and a column that varies is found different within a few rows.
-    `IS NOT` also finds NULLs, text and non-integral reals, so what is filled is exactly what
-    reading would give."""
+def first_ints(path: Path, table: str, cols: list[str]) -> dict[str, int]:
+    """The columns among `cols` whose first row holds an integer, with it: the values to probe
+    (`fetch_into`) where a table often holds one value throughout (CONSTANT_PROBES)."""
     if not cols:
         return {}
     conn = connect_ro(path)
@@ -303,26 +371,11 @@ def constant_columns(path: Path, table: str, cols: list[str]) -> dict[str, int]:
         first = conn.execute(
             "SELECT " + ", ".join(f'"{c}"' for c in cols) + f' FROM "{table}" LIMIT 1'
         ).fetchone()
-        if first is None:
-            return {}
-        cand = {c: v for c, v in zip(cols, first, strict=True) if type(v) is int}
-        while cand:
-            hit = conn.execute(
-                "SELECT " + ", ".join(f'"{c}"' for c in cand) + f' FROM "{table}" WHERE '
-                + " OR ".join(f'"{c}" IS NOT ?' for c in cand) + " LIMIT 1",
-                tuple(cand.values()),
-            ).fetchone()  # fmt: skip
-            if hit is None:
-                return cand
-            # the columns that differ in this row are read; the others are probed again
-            cand = {
-                c: v
-                for (c, v), h in zip(cand.items(), hit, strict=True)
-                if type(h) is int and h == v
-            }
-        return {}
     finally:
         conn.close()
+    if first is None:
+        return {}
+    return {c: v for c, v in zip(cols, first, strict=True) if type(v) is int}
 
 
 def env_rank(db: _Db) -> tuple[int, str] | None:
@@ -401,27 +454,25 @@ class _Reader:
             "bytes": gpu.nbytes[sl],
             "globalPid": pid[sl] if pid is not None else None,
         }
-        const = constant_columns(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
-        read = [c for c in cols if c not in const]
-        out: list[Any] = [targets.get(c, extra) for c in read]
+        probe = first_ints(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
+        out: list[Any] = [targets.get(c, extra) for c in cols]
         big = pool is not None and n >= 4 * FETCH_CHUNK_ROWS
         rng = _table_rowids(self.path, table) if big else None
         if pool is None or rng is None:
-            got, skipped = fetch_into(self.path, table, read, out)
+            got, skipped = fetch_into(self.path, table, cols, out, probe=probe)
         else:  # two halves of the rowid range at once, the second in another thread
             half = (n // 2 // FETCH_CHUNK_ROWS) * FETCH_CHUNK_ROWS
             mid = rng[0] + half
             second = pool.submit(
-                fetch_into, self.path, table, read, [a[half:] for a in out], True, (mid, rng[1])
-            )
-            got, skipped = fetch_into(self.path, table, read, [a[:half] for a in out], True,
-                                      (rng[0], mid - 1))  # fmt: skip
+                fetch_into, self.path, table, cols, [a[half:] for a in out], True, (mid, rng[1]),
+                probe,
+            )  # fmt: skip
+            got, skipped = fetch_into(self.path, table, cols, [a[:half] for a in out], True,
+                                      (rng[0], mid - 1), probe)  # fmt: skip
             got2, skipped2 = second.result()
             for a in out:  # close the gap that rows left out of the first half leave
                 a[got : got + got2] = a[half : half + got2]
             got, skipped = got + got2, skipped + skipped2
-        for c, v in const.items():
-            targets[c][:got] = v
         return got, skipped, extra[:got]
 
     def _gpu(self, pool: ThreadPoolExecutor, by_pid: bool) -> tuple[T.GpuTable, Any]:

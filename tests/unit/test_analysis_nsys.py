@@ -731,25 +731,34 @@ def test_thread_names_of_traced_processes_only(tmp_path: Path, machine_wide: boo
     assert {t.name for t in r.threads} == want
 
 
-def test_constant_columns_are_only_those_whose_every_row_holds_one_integer(tmp_path: Path) -> None:
-    """The reader fills a probed column instead of reading it only when every row holds the
-    same integer: a NULL, a text, a non-integral real or another value anywhere keeps it read."""
-    from orchestrator.analysis.nsys_sqlite import constant_columns, fetch_columns
+def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader fills a probed column instead of reading it only while every row of a chunk
+    holds the probed integer: a NULL, a text, a non-integral real or another value in a chunk
+    has the column read from that chunk on, and what comes out is what reading gives."""
+    from orchestrator.analysis import nsys_sqlite
+    from orchestrator.analysis.nsys_sqlite import fetch_columns, first_ints
 
     db = tmp_path / "t.sqlite"
     conn = sqlite3.connect(db)
     conn.execute('CREATE TABLE t (start INTEGER, "end" INTEGER, a, b, c, d, e, f)')
     rows = [(i, i + 1, 7, 7, 7, 7, 7, 5.0 if i == 3 else 7) for i in range(6)]
     rows[4] = (4, 5, 7, None, "7x", 7.5, 8, 7)
+    rows.append((9, 3, 1, 1, 1, 1, 1, 1))  # left out (end before start): not probed
     conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     conn.commit()
     conn.close()
     cols = ["a", "b", "c", "d", "e", "f"]
-    assert constant_columns(db, "t", cols) == {"a": 7}
-    assert constant_columns(db, "t", ["f", "e"]) == {}
-    assert constant_columns(db, "t", []) == {}
-    # what is filled is what reading gives
-    assert fetch_columns(db, "t", ["a"])[0].tolist() == [7] * 6
+    assert first_ints(db, "t", cols) == dict.fromkeys(cols, 7)
+    assert first_ints(db, "t", []) == {}
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 2)  # the odd rows in chunks 2 and 3
+    read = fetch_columns(db, "t", ["start", *cols])
+    probed = fetch_columns(db, "t", ["start", *cols], probe=dict.fromkeys(cols, 7))
+    assert [a.tolist() for a in probed] == [a.tolist() for a in read]
+    assert probed[1].tolist() == [7] * 6
+    assert probed[2].tolist() == [7, 7, 7, 7, -1, 7]
+    assert probed[6].tolist() == [7, 7, 7, 5, 7, 7]
 
 
 def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
