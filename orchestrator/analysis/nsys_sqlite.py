@@ -37,6 +37,7 @@ of them in worker threads (sqlite releases the GIL); the rest are small queries.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import warnings
@@ -595,35 +596,55 @@ class _Reader:
             return []
         return ["start", "correlationId", *(["globalTid"] if by_pid else [])]
 
-    def _host(self, seen: set[int]) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
-        """Synchronisation calls, NVTX ranges and OS-runtime calls; thread names; whether the
-        export traced OS-runtime calls. `seen`: processes already known to be traced (CUDA
-        contexts, GPU rows)."""
+    def _host(
+        self, seen: set[int], sync: Any
+    ) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
+        """Synchronisation calls (`sync()`: the HostTable, once the runtime read that gathers
+        them is done), NVTX ranges and OS-runtime calls; thread names; whether the export traced
+        OS-runtime calls. `seen`: processes already known to be traced (CUDA contexts, GPU
+        rows)."""
         osrt, osrt_traced = self._osrt()
-        host = T.concat_host([self._sync_calls(), self._nvtx(), osrt])
+        host = T.concat_host([sync(), self._nvtx(), osrt])
         seen = seen | {int(p) for p in np.unique(host.pid).tolist()}
         return host, self._thread_names(seen - {0}), osrt_traced
 
-    def _sync_calls(self) -> T.HostTable:
-        """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS)."""
+    def _sync_ids(self) -> dict[int, str]:
+        """StringIds of the CUDA synchronisation functions (SYNC_PATTERNS) -> their names."""
         db = self.db
         if not db.has(RUNTIME, "start", "end", "nameId") or "StringIds" not in db.tables:
-            return T.HostTable.empty()
+            return {}
         where = " OR ".join("value LIKE ?" for _ in SYNC_PATTERNS)
-        ids = {
+        return {
             int(i): str(v)
             for i, v in db.q(f"SELECT id, value FROM StringIds WHERE {where}", SYNC_PATTERNS)
             if isinstance(i, int)
         }
+
+    def _sync_subset(self, ids: dict[int, str]) -> Subset:
+        """The rowids of the synchronisation calls, gathered by the runtime read (`fetch_into`):
+        one condition a row in that scan costs less than a scan of its own."""
+        return Subset(exprs=["rowid"], cond=f"nameId IN ({','.join(str(int(i)) for i in ids)})")
+
+    def _sync_calls(self, ids: dict[int, str], rowids: Any | None) -> T.HostTable:
+        """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS):
+        those among `rowids` (`_sync_subset`), or among all rows (a scan) when None."""
         if not ids:
             return T.HostTable.empty()
-        tid = "globalTid" if "globalTid" in db.cols(RUNTIME) else "0"
-        rows = db.q(
+        tid = "globalTid" if "globalTid" in self.db.cols(RUNTIME) else "0"
+        sql = (
             f'SELECT start, "end", CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM {RUNTIME}'
-            f" WHERE nameId IN ({','.join('?' * len(ids))}) AND typeof(start) = 'integer'"
-            ' AND typeof("end") = \'integer\' AND "end" >= start',
-            ids,
+            f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
+            " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND \"end\" >= start"
         )
+        if rowids is None:
+            rows = self.db.q(sql)
+        elif rowids.size:
+            rows = self.db.q(
+                sql + " AND rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                (json.dumps(rowids.tolist()),),
+            )
+        else:
+            return T.HostTable.empty()
         return self._host_rows(rows, T.CUDA_API, lambda v: ids.get(v, str(v)))
 
     def _host_rows(self, rows: list[tuple[Any, ...]], kind: int, name: Any) -> T.HostTable:
@@ -880,8 +901,13 @@ class _Reader:
                 # the runtime calls' process only matters with several ranks (a column of
                 # 8 bytes a call otherwise); read while this thread reads the host tables
                 rt_cols = self._runtime_cols(multi and gpu_pid is not None)
+                # the synchronisation calls are gathered in the same scan of the runtime table
+                sync_ids = self._sync_ids()
+                sync_sub = self._sync_subset(sync_ids) if sync_ids and rt_cols else None
                 rt_fut = (
-                    pool.submit(fetch_columns, self.path, RUNTIME, rt_cols) if rt_cols else None
+                    pool.submit(fetch_columns, self.path, RUNTIME, rt_cols, True, None, sync_sub)
+                    if rt_cols
+                    else None
                 )
                 seen = set(cuda_pids)
                 if gpu_pid is not None and gpu_pid.size:
@@ -889,8 +915,16 @@ class _Reader:
                     seen |= {lo} if lo == hi else {int(p) for p in np.unique(gpu_pid).tolist()}
                 if not multi:  # one rank: nothing reads the rows' pids any more
                     gpu_pid = None
-                host, threads, osrt_traced = self._host(seen)
-                rt = dict(zip(rt_cols, rt_fut.result(), strict=True)) if rt_fut else {}
+                rt_read: list[Any] = []
+
+                def sync() -> T.HostTable:
+                    if rt_fut is not None:
+                        rt_read.extend(rt_fut.result())
+                    got = sync_sub.columns() if sync_sub else None
+                    return self._sync_calls(sync_ids, got[0] if got else None)
+
+                host, threads, osrt_traced = self._host(seen, sync)
+                rt = dict(zip(rt_cols, rt_read, strict=True)) if rt_fut else {}
             finally:
                 pool.shutdown()
             self._launches(gpu, gpu_pid if multi else None, rt)
