@@ -234,6 +234,9 @@ class Subset:
 
     exprs: list[str]
     cond: str
+    # the caller matches the subset's rows to the rows read (as `cond` picks them among the
+    # values read): a chunk read the robust way (CAST values) fails it
+    aligned: bool = False
     parts: list[list[Any]] = field(default_factory=list)
     failed: bool = False
 
@@ -328,7 +331,7 @@ def fetch_into(
                 dest[c][n : n + k] = v
             if subset is not None and not subset.failed:
                 part = _parse(row[len(row) - len(subset.exprs) :])
-                if part is None:
+                if part is None or (robust and subset.aligned):
                     subset.failed = True
                 else:
                     subset.parts.append(part)
@@ -412,6 +415,8 @@ class _Reader:
         self.names = T.Names()
         self.missing: list[str] = []
         self.notes: list[str] = []
+        # the UM migrations grouped from the memcpy read (`_um_migration_groups`)
+        self._um_found: list[tuple[int, ...]] | None = None
 
     # ---- GPU work
     def _gpu_plan(self) -> list[tuple[str, list[str], int, int]]:
@@ -441,6 +446,7 @@ class _Reader:
         sl: slice,
         pid: Any,
         pool: ThreadPoolExecutor | None = None,
+        subset: Subset | None = None,
     ) -> tuple[int, int, Any]:
         """Read one GPU table into its slice of the preallocated table; (rows, left out, the
         kernel name ids or copy kinds as read)."""
@@ -460,7 +466,7 @@ class _Reader:
         big = pool is not None and n >= 4 * FETCH_CHUNK_ROWS
         rng = _table_rowids(self.path, table) if big else None
         if pool is None or rng is None:
-            got, skipped = fetch_into(self.path, table, cols, out, probe=probe)
+            got, skipped = fetch_into(self.path, table, cols, out, probe=probe, subset=subset)
         else:  # two halves of the rowid range at once, the second in another thread
             half = (n // 2 // FETCH_CHUNK_ROWS) * FETCH_CHUNK_ROWS
             mid = rng[0] + half
@@ -499,9 +505,19 @@ class _Reader:
                 jobs.append((table, cols, sl, None))
         keep = []
         for table, cols, sl, fut in jobs:
+            sub = None
+            if table == MEMCPY and self._um_migrations():
+                # the migration cause of the UM copies, in the same scan (`_um`)
+                is_um = " OR ".join(f"copyKind = {k}" for k in UM_KINDS)  # an IN list costs more
+                sub = Subset(exprs=["coalesce(migrationCause, 0)"], cond=is_um, aligned=True)
             got, skipped, extra = (
-                fut.result() if fut else self._fetch_gpu(table, cols, gpu, sl, pid)
+                fut.result() if fut else self._fetch_gpu(table, cols, gpu, sl, pid, None, sub)
             )
+            if sub is not None:
+                self._um_found = self._um_migration_groups(
+                    gpu, slice(sl.start, sl.start + got), extra,
+                    pid if "globalPid" in cols else None, sub,
+                )  # fmt: skip
             if skipped:
                 self.notes.append(
                     f"{skipped} rows of {table} left out: start or end missing, not an integer,"
@@ -775,6 +791,47 @@ class _Reader:
                 }
         return pids
 
+    def _um_migrations(self) -> bool:
+        """Whether the memcpy table says why Unified-Memory pages moved."""
+        return self.db.has(MEMCPY, "deviceId", "copyKind", "bytes", "migrationCause")
+
+    @staticmethod
+    def _um_migration_groups(
+        gpu: T.GpuTable, rows: slice, copy: Any, pid: Any, sub: Subset
+    ) -> list[tuple[int, ...]] | None:
+        """(globalPid, device, kind, cause, count, summed bytes, summed ns) of the UM copies
+        among the memcpy rows just read, per (globalPid, device, kind, cause) ascending (what the
+        SQL of `_um` gives); None when their causes could not be gathered. `copy`: the copy
+        kinds as read; `pid`: the rows' globalPid (None: -1, the table has none)."""
+        found = sub.columns()
+        if found is None:
+            return None
+        um = np.flatnonzero(np.isin(copy, list(UM_KINDS)))
+        (cause,) = found
+        if um.size != cause.size:
+            return None
+        if um.size == 0:
+            return []
+        at = um + rows.start
+        cols = [
+            pid[at] if pid is not None else np.full(um.size, -1, dtype=np.int64),
+            gpu.device[at].astype(np.int64),
+            copy[um],
+            cause,
+        ]
+        keys, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        n = np.bincount(inv, minlength=len(keys))
+        nbytes = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(nbytes, inv, gpu.nbytes[at])
+        ns = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(ns, inv, gpu.end[at] - gpu.start[at])
+        return [
+            (*k, c, b, t)
+            for k, c, b, t in zip(keys.tolist(), n.tolist(), nbytes.tolist(), ns.tolist(),
+                                  strict=True)
+        ]  # fmt: skip
+
     def _um(
         self, um_copies: bool
     ) -> tuple[T.UnifiedMemoryEvents, dict[int, T.UnifiedMemoryEvents]]:
@@ -813,16 +870,20 @@ class _Reader:
                     ev.add_gpu_faults(dev, _as_int(acc), int(groups), _as_int(faults))
         else:
             self.missing.append(UM_GPU)
-        # only when the copies read hold UM kinds: the query scans the memcpy table
-        if um_copies and db.has(MEMCPY, "deviceId", "copyKind", "bytes", "migrationCause"):
-            pid = "globalPid" if "globalPid" in db.cols(MEMCPY) else "-1"
-            kinds = ",".join(str(k) for k in UM_KINDS)
-            for gp, dev, kind, cause, n, nbytes, ns in db.q(
-                f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
-                f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
-                " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
-                ' AND "end" >= start GROUP BY 1, 2, 3, 4'
-            ):
+        # only when the copies read hold UM kinds: grouped from the memcpy read, else (values
+        # that are not all integers) a query, which scans the memcpy table
+        if um_copies and self._um_migrations():
+            groups = self._um_found
+            if groups is None:
+                pid = "globalPid" if "globalPid" in db.cols(MEMCPY) else "-1"
+                kinds = ",".join(str(k) for k in UM_KINDS)
+                groups = db.q(
+                    f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
+                    f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
+                    " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
+                    ' AND "end" >= start GROUP BY 1, 2, 3, 4'
+                )
+            for gp, dev, kind, cause, n, nbytes, ns in groups:
                 if not isinstance(dev, int) or not isinstance(kind, int):
                     continue
                 for ev in both(gp):
