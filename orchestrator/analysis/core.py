@@ -608,12 +608,14 @@ def union_from_groups(g0: Any, g1: Any, rows: int) -> UnionResult:
 
 def intersect(a0: Any, a1: Any, b0: Any, b1: Any) -> tuple[Any, Any]:
     """The intersection of two unions of disjoint intervals sorted by start, as disjoint
-    intervals sorted by start: each interval of `a` against the run of `b` intervals that
-    overlap it (two binary searches), so the pairs, at most len(a) + len(b), are the only
-    arrays built (no sort of the bounds)."""
+    intervals sorted by start: each interval of the shorter list against the run of the other's
+    intervals that overlap it (two binary searches), so the pairs, at most len(a) + len(b), are
+    the only arrays built (no sort of the bounds)."""
     if a0.size == 0 or b0.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
+    if a0.size > b0.size:  # the pieces, disjoint and sorted, are the same either way round
+        a0, a1, b0, b1 = b0, b1, a0, a1
     lo = np.searchsorted(b1, a0, side="right")  # first b ending after a starts
     cnt = np.searchsorted(b0, a1, side="left") - lo  # b starting before a ends
     np.maximum(cnt, 0, out=cnt)
