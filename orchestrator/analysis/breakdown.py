@@ -56,10 +56,17 @@ class HtaView:
             if code == ALL:
                 g = core.groups_sorted(self.start, self.end)
             else:
-                m = self.cls == code
-                g = core.groups_sorted(self.start[m], self.end[m])
+                g = core.groups_sorted(self.start, self.end, self.cls == code)
             self._groups[code] = g
         return g
+
+    def forget(self, code: int | None = None) -> None:
+        """Let go of the merged intervals of one kernel type (ALL: of every event), or of all
+        those computed, once no breakdown left to compute reads them (memory)."""
+        if code is None:
+            self._groups.clear()
+        else:
+            self._groups.pop(code, None)
 
     def seed(self, groups: tuple[Any, Any]) -> None:
         """The merged intervals of all events, where the caller already has them."""

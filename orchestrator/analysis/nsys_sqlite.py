@@ -248,6 +248,32 @@ class Subset:
         return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
 
 
+def _parse_into(texts: list[Any], dests: list[Any], n: int) -> int | None:
+    """`_parse` into `dests[i][n:]`, each text dropped from `texts` once parsed (a chunk's texts
+    are tens of MB: no more than one of them and its array alive at a time); the rows parsed,
+    or None (what was written past n is then to be overwritten)."""
+    if all(t is None for t in texts):
+        return 0
+    k = -1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i, text in enumerate(texts):
+            texts[i] = None
+            if not isinstance(text, str):
+                return None
+            try:
+                a = np.fromstring(text, sep=",", dtype=np.int64)
+            except (DeprecationWarning, ValueError):
+                return None
+            if a.size != text.count(",") + 1 or (k >= 0 and a.size != k):
+                return None
+            del text
+            dests[i][n : n + a.size] = a
+            k = a.size
+            del a
+    return k
+
+
 def fetch_into(
     path: Path,
     table: str,
@@ -305,7 +331,7 @@ def fetch_into(
         n = 0
         for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
             bounds = (lo, lo + FETCH_CHUNK_ROWS)
-            parsed = None
+            k = None
             for robust in (False, True):
                 read, row = run(bounds, robust)
                 if fill and row[len(read)]:  # a probed column differs here: read it from now on
@@ -319,24 +345,23 @@ def fetch_into(
                         ).fetchone()[0]
                     }
                     read, row = run(bounds, robust)
-                parsed = _parse(row[: len(read)])
-                if parsed is not None:
+                texts = list(row[: len(read)])
+                side = row[len(row) - len(subset.exprs) :] if subset is not None else ()
+                del row  # only `texts` holds the chunk's text, freed as it is parsed
+                k = _parse_into(texts, [dest[c] for c in read], n)
+                if k is not None:
                     break
-            if parsed is None:
+            if k is None:
                 raise UserError(f"{path}: {table} holds values gh-run cannot read as integers")
-            k = parsed[0].size
-            for c, a in zip(read, parsed, strict=True):
-                dest[c][n : n + k] = a
             for c, v in fill.items():
                 dest[c][n : n + k] = v
             if subset is not None and not subset.failed:
-                part = _parse(row[len(row) - len(subset.exprs) :])
+                part = _parse(side)
                 if part is None or (robust and subset.aligned):
                     subset.failed = True
                 else:
                     subset.parts.append(part)
             n += k
-            del parsed, row
         skipped = 0
         if n != rng[1] - rng[0] + 1:
             (total,) = conn.execute(
