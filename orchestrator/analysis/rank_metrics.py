@@ -76,7 +76,6 @@ def _entry(
         view.seed(g.groups)
     del g
     temporal = breakdown.temporal(view)
-    view.forget(breakdown.ALL)
     types_ns = breakdown.kernel_types(view)
     overlap = communication.comm_comp_overlap_pct(view)
     view.forget()  # the idle-time breakdown reads the events, not their merged intervals
