@@ -30,9 +30,11 @@ Ranks: each process with GPU work (the `globalPid` of the GPU tables) becomes a 
 its first device, then pid. Host rows of other processes (launchers, data-loader workers) stay
 with the first rank.
 
-Speed: the big tables (kernels, memcpys, memsets, runtime calls) are read once each, as columns
-(`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no Python object per row), two
-of them in worker threads (sqlite releases the GIL); the rest are small queries.
+Speed: the big tables (kernels, memcpys, memsets, runtime calls) are scanned once each, as
+columns (`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no Python object per row),
+two of them in worker threads (sqlite releases the GIL); what else is wanted of them comes from
+the same scan (FILTER aggregates: whether deviceId and globalPid hold one value, the rowids of
+the synchronisation calls, the UM copies' migration causes); the rest are small queries.
 """
 
 from __future__ import annotations
@@ -515,7 +517,9 @@ class _Reader:
         gpu = T.GpuTable(*(np.empty(total, dtype=t) for t in T.GPU_DTYPES))
         gpu.stream.fill(T.NONE)
         gpu.corr.fill(T.NONE)
-        gpu.launch.fill(T.NONE)
+        # no memory until `_launches` has the runtime calls (it allocates the column once the
+        # runtime columns are let go: a peak of memory otherwise)
+        gpu.launch = T.constant(T.NONE, total, np.int64)
         gpu.nbytes.fill(0)
         gpu.copy.fill(T.COPY_NONE)
         pid = np.zeros(total, dtype=np.int64) if by_pid else None
@@ -602,11 +606,11 @@ class _Reader:
             table = np.full(hi + 1, T.NONE, dtype=np.int64)
             table[rc] = rs  # repeated ids: the last one wins
             del rc, rs
-            # into the column itself (no temporaries of 8 bytes a row): ids out of the table's
-            # range are clipped to its edge, then set to NONE
-            np.take(table, gc, out=gpu.launch, mode="clip")
+            # ids out of the table's range are clipped to its edge, then set to NONE
+            launch = np.take(table, gc, mode="clip")
             del table
-            gpu.launch[(gc < 0) | (gc > hi)] = T.NONE
+            launch[(gc < 0) | (gc > hi)] = T.NONE
+            gpu.launch = launch
             self._drop_corr(gpu)
             return
         order = np.argsort(rc, kind="stable")
@@ -1011,6 +1015,9 @@ class _Reader:
 
                 host, threads, osrt_traced = self._host(seen, sync)
                 rt = dict(zip(rt_cols, rt_read, strict=True)) if rt_fut else {}
+                # `_launches` lets go of each runtime column once read: no other reference
+                rt_read.clear()
+                rt_fut = None
             finally:
                 pool.shutdown()
             self._launches(gpu, gpu_pid if multi else None, rt)
