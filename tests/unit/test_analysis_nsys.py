@@ -782,3 +782,36 @@ def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
     (halves,) = analyze_paths([path]).ranks
     assert halves.activity.kernel_count == 36
     assert halves.model_dump() == whole.model_dump()
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_what_the_big_scans_gather_equals_its_own_queries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bool
+) -> None:
+    """The UM copies' migration causes and the synchronisation calls come from the scans that
+    read the memcpy and runtime tables (FILTER aggregates); the metrics equal those of the
+    queries of their own (the paths taken where a chunk's values are not all integers: `odd`
+    puts a text in a memcpy's bytes and a real in a runtime call's end)."""
+    from orchestrator.analysis import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "g.sqlite")
+    b.add_gpu(0)
+    for i in range(30):
+        s = 1000 * i
+        b.add_kernel(s, s + 300, f"k{i % 3}", stream=7, launch=s - 50)
+        b.add_memcpy(s + 400, s + 600, 11 + i % 3 if i % 2 else 1, 4096 * (i + 1),
+                     migration_cause=i % 4 or None, launch=s + 350)  # fmt: skip
+        b.add_runtime(s + 700, s + 900, "cudaStreamSynchronize_v3020", tid=b.pid)
+        b.add_runtime(s + 900, s + 950, "cudaDeviceSynchronize_v3020", tid=b.pid)
+    if odd:
+        b.db.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '4096x' WHERE rowid = 5")
+        b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = 9.5 WHERE rowid = 8')
+    path = b.close()
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 8)
+    (gathered,) = analyze_paths([path]).ranks
+    # no FILTER aggregates: each table's own query
+    monkeypatch.setattr(nsys_sqlite.Subset, "columns", lambda self: None)
+    (queried,) = analyze_paths([path]).ranks
+    assert gathered.model_dump() == queried.model_dump()
+    assert gathered.unified_memory is not None and gathered.unified_memory.by_cause
+    assert gathered.sync.calls > 0
