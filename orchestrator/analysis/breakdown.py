@@ -56,10 +56,17 @@ class HtaView:
             if code == ALL:
                 g = core.groups_sorted(self.start, self.end)
             else:
-                m = self.cls == code
-                g = core.groups_sorted(self.start[m], self.end[m])
+                g = core.groups_sorted(self.start, self.end, self.cls == code)
             self._groups[code] = g
         return g
+
+    def forget(self, code: int | None = None) -> None:
+        """Let go of the merged intervals of one kernel type (ALL: of every event), or of all
+        those computed, once no breakdown left to compute reads them (memory)."""
+        if code is None:
+            self._groups.clear()
+        else:
+            self._groups.pop(code, None)
 
     def seed(self, groups: tuple[Any, Any]) -> None:
         """The merged intervals of all events, where the caller already has them."""
@@ -159,12 +166,15 @@ def _last_profiler_step(tl: T.RankTimeline, unit: int, rounds: bool) -> int | No
 def temporal(v: HtaView) -> Temporal:
     """HTA `get_temporal_breakdown` of one rank: span = last end - first start of the merged
     events, idle = span - their union, compute = union of computation events, non-compute =
-    the rest of the span."""
+    the rest of the span. The merged intervals of all events are read here only: they are let
+    go before those of the computation events are merged (memory)."""
     if v.start.size == 0:
         return Temporal(basis=v.basis, clamped_events=v.clamped)
     g0, g1 = v.groups()
     span = int(g1[-1] - g0[0])
     idle = span - int((g1 - g0).sum())
+    del g0, g1
+    v.forget(ALL)
     c0, c1 = v.groups(core.COMPUTATION)
     compute = int((c1 - c0).sum())
     non_compute = span - compute - idle

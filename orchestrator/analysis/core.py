@@ -573,17 +573,56 @@ def distinct(keys: Any) -> list[int]:
     return [int(k) for k in np.unique(keys).tolist()]
 
 
-def groups_sorted(s: Any, e: Any) -> tuple[Any, Any]:
+# rows per step of `groups_sorted` (its temporaries: ~30 bytes a row)
+GROUP_CHUNK_ROWS = 1 << 20
+
+
+def groups_sorted(s: Any, e: Any, mask: Any = None) -> tuple[Any, Any]:
     """Merged intervals of rows sorted by start (HTA's `merge_kernel_intervals`: a row opens a
     new group when it starts after the running maximum of the previous rows' ends, so touching
-    rows merge; a group spans (its first start, its max end))."""
-    if s.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
+    rows merge; a group spans (its first start, its max end)), of the rows `mask` selects (all
+    without one). Every row's end is >= its start (the callers keep those rows only).
+
+    In steps of GROUP_CHUNK_ROWS rows, the running maximum carried over, so that temporaries
+    stay bounded (millions of rows on a long export). A group's max end is the running maximum
+    before the next group opens (every earlier group ended before it started), the last one's
+    the maximum of all."""
+    empty = np.zeros(0, dtype=np.int64)
+    starts: list[Any] = []
+    before: list[Any] = []  # the running maximum before each group opens
+    run: Any = None
+    for lo in range(0, int(s.size), GROUP_CHUNK_ROWS):
+        cs, ce = s[lo : lo + GROUP_CHUNK_ROWS], e[lo : lo + GROUP_CHUNK_ROWS]
+        if mask is not None:
+            m = mask[lo : lo + GROUP_CHUNK_ROWS]
+            cs, ce = cs[m], ce[m]
+        if cs.size == 0:
+            continue
+        cm = np.maximum.accumulate(ce)
+        if run is not None:
+            np.maximum(cm, run, out=cm)
+        new = np.empty(cs.size, dtype=bool)
+        new[0] = run is None or bool(cs[0] > run)
+        np.greater(cs[1:], cm[:-1], out=new[1:])
+        idx = np.flatnonzero(new)
+        starts.append(cs[idx])
+        prev = cm[np.maximum(idx - 1, 0)]
+        if idx.size and idx[0] == 0:
+            prev[0] = run if run is not None else 0  # the first group's is never read
+        before.append(prev)
+        run = cm[-1]
+        del cs, ce, cm, new, idx
+    if run is None:
         return empty, empty
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx)
+    g0 = np.concatenate(starts)
+    del starts
+    g1 = np.empty(g0.size, dtype=np.int64)
+    pos = 0
+    for p in before:  # shifted by one group: each group's end is the next one's `before`
+        g1[max(pos - 1, 0) : pos - 1 + p.size] = p[1:] if pos == 0 else p
+        pos += p.size
+    g1[-1] = run
+    return g0, g1
 
 
 def union_of_sorted(s: Any, e: Any) -> UnionResult:
@@ -608,12 +647,14 @@ def union_from_groups(g0: Any, g1: Any, rows: int) -> UnionResult:
 
 def intersect(a0: Any, a1: Any, b0: Any, b1: Any) -> tuple[Any, Any]:
     """The intersection of two unions of disjoint intervals sorted by start, as disjoint
-    intervals sorted by start: each interval of `a` against the run of `b` intervals that
-    overlap it (two binary searches), so the pairs, at most len(a) + len(b), are the only
-    arrays built (no sort of the bounds)."""
+    intervals sorted by start: each interval of the shorter list against the run of the other's
+    intervals that overlap it (two binary searches), so the pairs, at most len(a) + len(b), are
+    the only arrays built (no sort of the bounds)."""
     if a0.size == 0 or b0.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
+    if a0.size > b0.size:  # the pieces, disjoint and sorted, are the same either way round
+        a0, a1, b0, b1 = b0, b1, a0, a1
     lo = np.searchsorted(b1, a0, side="right")  # first b ending after a starts
     cnt = np.searchsorted(b0, a1, side="left") - lo  # b starting before a ends
     np.maximum(cnt, 0, out=cnt)

@@ -73,12 +73,17 @@ def gpu_time(rows: T.GpuTable) -> GpuTime:
     groups = core.groups_sorted(s, e)
     union = core.union_from_groups(*groups, int(s.size))
     del s, e
-    dur = rows.end - rows.start
-    counts, totals = {}, {}
-    for k, key in ((T.KERNEL, "kernel"), (T.MEMCPY, "memcpy"), (T.MEMSET, "memset")):
-        m = rows.kind == k
-        counts[key] = int(m.sum())
-        totals[key] = int(dur[m].sum())
+    kinds = ((T.KERNEL, "kernel"), (T.MEMCPY, "memcpy"), (T.MEMSET, "memset"))
+    counts = {key: 0 for _, key in kinds}
+    totals = {key: 0 for _, key in kinds}
+    for lo in range(0, rows.size, core.GROUP_CHUNK_ROWS):  # bounded temporaries
+        hi = lo + core.GROUP_CHUNK_ROWS
+        kind = rows.kind[lo:hi]
+        dur = rows.end[lo:hi] - rows.start[lo:hi]
+        for k, key in kinds:
+            m = kind == k
+            counts[key] += int(m.sum())
+            totals[key] += int(dur[m].sum())
     total = sum(totals.values())
     activity = Activity(
         kernel_count=counts["kernel"],

@@ -30,18 +30,22 @@ Ranks: each process with GPU work (the `globalPid` of the GPU tables) becomes a 
 its first device, then pid. Host rows of other processes (launchers, data-loader workers) stay
 with the first rank.
 
-Speed: the big tables (kernels, memcpys, memsets, runtime calls) are read once each, as columns
-(`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no Python object per row), two
-of them in worker threads (sqlite releases the GIL); the rest are small queries.
+Speed: the big tables (kernels, memcpys, memsets, runtime calls) are scanned once each, as
+columns (`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no Python object per row),
+two of them in worker threads (sqlite releases the GIL); what else is wanted of them comes from
+the same scan (FILTER aggregates: whether deviceId and globalPid hold one value, the rowids of
+the synchronisation calls, the UM copies' migration causes); the rest are small queries.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +97,8 @@ SYNC_PATTERNS = (
     "cuStreamWaitEvent%",
 )
 FETCH_CHUNK_ROWS = 500_000
-# GPU-table columns often one value for the whole table (one process, one GPU): probed first
+# GPU-table columns often one value for the whole table (one process, one GPU): probed while
+# reading (`fetch_into`), filled instead of read where they hold it
 CONSTANT_PROBES = ("deviceId", "globalPid")
 _INT_MAX = 9223372036854775807
 # rank variables of launchers and MPI implementations, most specific first
@@ -222,6 +227,55 @@ def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
     return out
 
 
+@dataclass
+class Subset:
+    """Columns of the rows that match a condition, read in the scan that reads a table's
+    columns (aggregates with a FILTER clause): a second scan of a large table is saved (the
+    synchronisation calls among the runtime rows). `exprs` are SQL expressions that give
+    integers; `columns()` holds them after the read, or None when some did not parse."""
+
+    exprs: list[str]
+    cond: str
+    # the caller matches the subset's rows to the rows read (as `cond` picks them among the
+    # values read): a chunk read the robust way (CAST values) fails it
+    aligned: bool = False
+    parts: list[list[Any]] = field(default_factory=list)
+    failed: bool = False
+
+    def columns(self) -> list[Any] | None:
+        if self.failed:
+            return None
+        if not self.parts:
+            return [np.zeros(0, dtype=np.int64) for _ in self.exprs]
+        return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
+
+
+def _parse_into(texts: list[Any], dests: list[Any], n: int) -> int | None:
+    """`_parse` into `dests[i][n:]`, each text dropped from `texts` once parsed (a chunk's texts
+    are tens of MB: no more than one of them and its array alive at a time); the rows parsed,
+    or None (what was written past n is then to be overwritten)."""
+    if all(t is None for t in texts):
+        return 0
+    k = -1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i, text in enumerate(texts):
+            texts[i] = None
+            if not isinstance(text, str):
+                return None
+            try:
+                a = np.fromstring(text, sep=",", dtype=np.int64)
+            except (DeprecationWarning, ValueError):
+                return None
+            if a.size != text.count(",") + 1 or (k >= 0 and a.size != k):
+                return None
+            del text
+            dests[i][n : n + a.size] = a
+            k = a.size
+            del a
+    return k
+
+
 def fetch_into(
     path: Path,
     table: str,
@@ -229,6 +283,8 @@ def fetch_into(
     out: list[Any],
     has_times: bool = True,
     rowids: tuple[int, int] | None = None,
+    probe: dict[str, int] | None = None,
+    subset: Subset | None = None,
 ) -> tuple[int, int]:
     """Fill `out[i][:n]` with column i of the rows of a table whose integer start <= end, and
     return (n, rows left out); `out` arrays must hold the table's rowid range.
@@ -236,37 +292,78 @@ def fetch_into(
     No Python object per row: `group_concat` builds comma-separated text inside SQLite (C speed,
     GIL released) for one rowid range of `FETCH_CHUNK_ROWS` rows at a time and numpy parses it.
     A chunk whose text does not parse whole (a NULL, text or real value in a numeric column) is
-    read again with every value CAST to an integer and only integer starts and ends."""
+    read again with every value CAST to an integer and only integer starts and ends.
+
+    `probe`: columns of `cols` with the integer they likely hold in every row (the first row's:
+    one process, one GPU). Such a column is filled, not read, while every row of a chunk holds
+    it (`IS NOT` also finds NULLs, text and non-integral reals, so what is filled is what
+    reading gives): a count in the same scan costs less than the column's text, and less than
+    a scan of its own. From the first chunk where a row differs on, the column is read.
+    `subset`: columns of some of the rows read, gathered in the same scan."""
     conn = connect_ro(path)
     try:
         rng = _rowids(conn, table) if rowids is None else rowids  # first, last rowid
         if rng is None:
             return 0, 0
-        where = 'AND "end" >= start' if has_times else ""
-        fast = (
-            "SELECT " + ", ".join(f'group_concat("{c}")' for c in cols)
-            + f' FROM "{table}" WHERE rowid >= ? AND rowid < ? {where}'
-        )  # fmt: skip
-        cast = [f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' for c in cols]
-        robust = (
-            "SELECT " + ", ".join(cast)
-            + f' FROM "{table}" WHERE rowid >= ? AND rowid < ?'
-            + (" AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
-               ' AND "end" >= start' if has_times else "")
-        )  # fmt: skip
+        dest = dict(zip(cols, out, strict=True))
+        fill = {c: v for c, v in (probe or {}).items() if c in dest}
+        times = ' AND "end" >= start' if has_times else ""
+        typed = (
+            " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'" if has_times else ""
+        )
+        where = {False: times, True: typed + times}  # fast, robust
+
+        def run(bounds: tuple[int, int], robust: bool) -> tuple[list[str], tuple[Any, ...]]:
+            read = [c for c in cols if c not in fill]
+            aggs = [
+                f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
+                else f'group_concat("{c}")' for c in read
+            ]  # fmt: skip
+            if fill:  # ?1, ?2: the rowid range; then the probed values
+                differ = " OR ".join(f'"{c}" IS NOT ?{i + 3}' for i, c in enumerate(fill))
+                aggs.append(f"count(*) FILTER (WHERE {differ})")
+            if subset is not None:
+                aggs += [f"group_concat({e}) FILTER (WHERE {subset.cond})" for e in subset.exprs]
+            sql = (
+                "SELECT " + ", ".join(aggs)
+                + f' FROM "{table}" WHERE rowid >= ?1 AND rowid < ?2{where[robust]}'
+            )  # fmt: skip
+            return read, conn.execute(sql, (*bounds, *fill.values())).fetchone()
+
         n = 0
         for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
             bounds = (lo, lo + FETCH_CHUNK_ROWS)
-            parsed = _parse(conn.execute(fast, bounds).fetchone())
-            if parsed is None:
-                parsed = _parse(conn.execute(robust, bounds).fetchone())
-            if parsed is None:
+            k = None
+            for robust in (False, True):
+                read, row = run(bounds, robust)
+                if fill and row[len(read)]:  # a probed column differs here: read it from now on
+                    fill = {
+                        c: v
+                        for c, v in fill.items()
+                        if not conn.execute(
+                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= ?1'
+                            f' AND rowid < ?2{where[robust]} AND "{c}" IS NOT ?3)',
+                            (*bounds, v),
+                        ).fetchone()[0]
+                    }
+                    read, row = run(bounds, robust)
+                texts = list(row[: len(read)])
+                side = row[len(row) - len(subset.exprs) :] if subset is not None else ()
+                del row  # only `texts` holds the chunk's text, freed as it is parsed
+                k = _parse_into(texts, [dest[c] for c in read], n)
+                if k is not None:
+                    break
+            if k is None:
                 raise UserError(f"{path}: {table} holds values gh-run cannot read as integers")
-            k = parsed[0].size
-            for i, a in enumerate(parsed):
-                out[i][n : n + k] = a
+            for c, v in fill.items():
+                dest[c][n : n + k] = v
+            if subset is not None and not subset.failed:
+                part = _parse(side)
+                if part is None or (robust and subset.aligned):
+                    subset.failed = True
+                else:
+                    subset.parts.append(part)
             n += k
-            del parsed
         skipped = 0
         if n != rng[1] - rng[0] + 1:
             (total,) = conn.execute(
@@ -278,24 +375,26 @@ def fetch_into(
         conn.close()
 
 
-def fetch_columns(path: Path, table: str, cols: list[str], has_times: bool = True) -> list[Any]:
+def fetch_columns(
+    path: Path,
+    table: str,
+    cols: list[str],
+    has_times: bool = True,
+    probe: dict[str, int] | None = None,
+    subset: Subset | None = None,
+) -> list[Any]:
     """`fetch_into` new int64 arrays, trimmed to the rows read."""
     rng = _table_rowids(path, table)
     if rng is None:
         return [np.zeros(0, dtype=np.int64) for _ in cols]
     out = [np.empty(rng[1] - rng[0] + 1, dtype=np.int64) for _ in cols]
-    n, _ = fetch_into(path, table, cols, out, has_times)
+    n, _ = fetch_into(path, table, cols, out, has_times, rng, probe, subset)
     return [a[:n] for a in out]
 
 
-def constant_columns(path: Path, table: str, cols: list[str]) -> dict[str, int]:
-    """The columns among `cols` whose every row holds one and the same integer, with it.
-
-    A reader fills those instead of reading them: a scan that stops at the first row that
-    differs costs less than reading the column as text (a single-process, single-GPU export's
-    globalPid and deviceId), and a column that varies is found different within a few rows.
-    `IS NOT` also finds NULLs, text and non-integral reals, so what is filled is exactly what
-    reading would give."""
+def first_ints(path: Path, table: str, cols: list[str]) -> dict[str, int]:
+    """The columns among `cols` whose first row holds an integer, with it: the values to probe
+    (`fetch_into`) where a table often holds one value throughout (CONSTANT_PROBES)."""
     if not cols:
         return {}
     conn = connect_ro(path)
@@ -303,26 +402,11 @@ def constant_columns(path: Path, table: str, cols: list[str]) -> dict[str, int]:
         first = conn.execute(
             "SELECT " + ", ".join(f'"{c}"' for c in cols) + f' FROM "{table}" LIMIT 1'
         ).fetchone()
-        if first is None:
-            return {}
-        cand = {c: v for c, v in zip(cols, first, strict=True) if type(v) is int}
-        while cand:
-            hit = conn.execute(
-                "SELECT " + ", ".join(f'"{c}"' for c in cand) + f' FROM "{table}" WHERE '
-                + " OR ".join(f'"{c}" IS NOT ?' for c in cand) + " LIMIT 1",
-                tuple(cand.values()),
-            ).fetchone()  # fmt: skip
-            if hit is None:
-                return cand
-            # the columns that differ in this row are read; the others are probed again
-            cand = {
-                c: v
-                for (c, v), h in zip(cand.items(), hit, strict=True)
-                if type(h) is int and h == v
-            }
-        return {}
     finally:
         conn.close()
+    if first is None:
+        return {}
+    return {c: v for c, v in zip(cols, first, strict=True) if type(v) is int}
 
 
 def env_rank(db: _Db) -> tuple[int, str] | None:
@@ -358,6 +442,8 @@ class _Reader:
         self.names = T.Names()
         self.missing: list[str] = []
         self.notes: list[str] = []
+        # the UM migrations grouped from the memcpy read (`_um_migration_groups`)
+        self._um_found: list[tuple[int, ...]] | None = None
 
     # ---- GPU work
     def _gpu_plan(self) -> list[tuple[str, list[str], int, int]]:
@@ -387,6 +473,7 @@ class _Reader:
         sl: slice,
         pid: Any,
         pool: ThreadPoolExecutor | None = None,
+        subset: Subset | None = None,
     ) -> tuple[int, int, Any]:
         """Read one GPU table into its slice of the preallocated table; (rows, left out, the
         kernel name ids or copy kinds as read)."""
@@ -401,27 +488,25 @@ class _Reader:
             "bytes": gpu.nbytes[sl],
             "globalPid": pid[sl] if pid is not None else None,
         }
-        const = constant_columns(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
-        read = [c for c in cols if c not in const]
-        out: list[Any] = [targets.get(c, extra) for c in read]
+        probe = first_ints(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
+        out: list[Any] = [targets.get(c, extra) for c in cols]
         big = pool is not None and n >= 4 * FETCH_CHUNK_ROWS
         rng = _table_rowids(self.path, table) if big else None
         if pool is None or rng is None:
-            got, skipped = fetch_into(self.path, table, read, out)
+            got, skipped = fetch_into(self.path, table, cols, out, probe=probe, subset=subset)
         else:  # two halves of the rowid range at once, the second in another thread
             half = (n // 2 // FETCH_CHUNK_ROWS) * FETCH_CHUNK_ROWS
             mid = rng[0] + half
             second = pool.submit(
-                fetch_into, self.path, table, read, [a[half:] for a in out], True, (mid, rng[1])
-            )
-            got, skipped = fetch_into(self.path, table, read, [a[:half] for a in out], True,
-                                      (rng[0], mid - 1))  # fmt: skip
+                fetch_into, self.path, table, cols, [a[half:] for a in out], True, (mid, rng[1]),
+                probe,
+            )  # fmt: skip
+            got, skipped = fetch_into(self.path, table, cols, [a[:half] for a in out], True,
+                                      (rng[0], mid - 1), probe)  # fmt: skip
             got2, skipped2 = second.result()
             for a in out:  # close the gap that rows left out of the first half leave
                 a[got : got + got2] = a[half : half + got2]
             got, skipped = got + got2, skipped + skipped2
-        for c, v in const.items():
-            targets[c][:got] = v
         return got, skipped, extra[:got]
 
     def _gpu(self, pool: ThreadPoolExecutor, by_pid: bool) -> tuple[T.GpuTable, Any]:
@@ -432,7 +517,9 @@ class _Reader:
         gpu = T.GpuTable(*(np.empty(total, dtype=t) for t in T.GPU_DTYPES))
         gpu.stream.fill(T.NONE)
         gpu.corr.fill(T.NONE)
-        gpu.launch.fill(T.NONE)
+        # no memory until `_launches` has the runtime calls (it allocates the column once the
+        # runtime columns are let go: a peak of memory otherwise)
+        gpu.launch = T.constant(T.NONE, total, np.int64)
         gpu.nbytes.fill(0)
         gpu.copy.fill(T.COPY_NONE)
         pid = np.zeros(total, dtype=np.int64) if by_pid else None
@@ -447,9 +534,19 @@ class _Reader:
                 jobs.append((table, cols, sl, None))
         keep = []
         for table, cols, sl, fut in jobs:
+            sub = None
+            if table == MEMCPY and self._um_migrations():
+                # the migration cause of the UM copies, in the same scan (`_um`)
+                is_um = " OR ".join(f"copyKind = {k}" for k in UM_KINDS)  # an IN list costs more
+                sub = Subset(exprs=["coalesce(migrationCause, 0)"], cond=is_um, aligned=True)
             got, skipped, extra = (
-                fut.result() if fut else self._fetch_gpu(table, cols, gpu, sl, pid)
+                fut.result() if fut else self._fetch_gpu(table, cols, gpu, sl, pid, None, sub)
             )
+            if sub is not None:
+                self._um_found = self._um_migration_groups(
+                    gpu, slice(sl.start, sl.start + got), extra,
+                    pid if "globalPid" in cols else None, sub,
+                )  # fmt: skip
             if skipped:
                 self.notes.append(
                     f"{skipped} rows of {table} left out: start or end missing, not an integer,"
@@ -509,11 +606,11 @@ class _Reader:
             table = np.full(hi + 1, T.NONE, dtype=np.int64)
             table[rc] = rs  # repeated ids: the last one wins
             del rc, rs
-            # into the column itself (no temporaries of 8 bytes a row): ids out of the table's
-            # range are clipped to its edge, then set to NONE
-            np.take(table, gc, out=gpu.launch, mode="clip")
+            # ids out of the table's range are clipped to its edge, then set to NONE
+            launch = np.take(table, gc, mode="clip")
             del table
-            gpu.launch[(gc < 0) | (gc > hi)] = T.NONE
+            launch[(gc < 0) | (gc > hi)] = T.NONE
+            gpu.launch = launch
             self._drop_corr(gpu)
             return
         order = np.argsort(rc, kind="stable")
@@ -544,35 +641,55 @@ class _Reader:
             return []
         return ["start", "correlationId", *(["globalTid"] if by_pid else [])]
 
-    def _host(self, seen: set[int]) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
-        """Synchronisation calls, NVTX ranges and OS-runtime calls; thread names; whether the
-        export traced OS-runtime calls. `seen`: processes already known to be traced (CUDA
-        contexts, GPU rows)."""
+    def _host(
+        self, seen: set[int], sync: Any
+    ) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
+        """Synchronisation calls (`sync()`: the HostTable, once the runtime read that gathers
+        them is done), NVTX ranges and OS-runtime calls; thread names; whether the export traced
+        OS-runtime calls. `seen`: processes already known to be traced (CUDA contexts, GPU
+        rows)."""
         osrt, osrt_traced = self._osrt()
-        host = T.concat_host([self._sync_calls(), self._nvtx(), osrt])
+        host = T.concat_host([sync(), self._nvtx(), osrt])
         seen = seen | {int(p) for p in np.unique(host.pid).tolist()}
         return host, self._thread_names(seen - {0}), osrt_traced
 
-    def _sync_calls(self) -> T.HostTable:
-        """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS)."""
+    def _sync_ids(self) -> dict[int, str]:
+        """StringIds of the CUDA synchronisation functions (SYNC_PATTERNS) -> their names."""
         db = self.db
         if not db.has(RUNTIME, "start", "end", "nameId") or "StringIds" not in db.tables:
-            return T.HostTable.empty()
+            return {}
         where = " OR ".join("value LIKE ?" for _ in SYNC_PATTERNS)
-        ids = {
+        return {
             int(i): str(v)
             for i, v in db.q(f"SELECT id, value FROM StringIds WHERE {where}", SYNC_PATTERNS)
             if isinstance(i, int)
         }
+
+    def _sync_subset(self, ids: dict[int, str]) -> Subset:
+        """The rowids of the synchronisation calls, gathered by the runtime read (`fetch_into`):
+        one condition a row in that scan costs less than a scan of its own."""
+        return Subset(exprs=["rowid"], cond=f"nameId IN ({','.join(str(int(i)) for i in ids)})")
+
+    def _sync_calls(self, ids: dict[int, str], rowids: Any | None) -> T.HostTable:
+        """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS):
+        those among `rowids` (`_sync_subset`), or among all rows (a scan) when None."""
         if not ids:
             return T.HostTable.empty()
-        tid = "globalTid" if "globalTid" in db.cols(RUNTIME) else "0"
-        rows = db.q(
+        tid = "globalTid" if "globalTid" in self.db.cols(RUNTIME) else "0"
+        sql = (
             f'SELECT start, "end", CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM {RUNTIME}'
-            f" WHERE nameId IN ({','.join('?' * len(ids))}) AND typeof(start) = 'integer'"
-            ' AND typeof("end") = \'integer\' AND "end" >= start',
-            ids,
+            f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
+            " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND \"end\" >= start"
         )
+        if rowids is None:
+            rows = self.db.q(sql)
+        elif rowids.size:
+            rows = self.db.q(
+                sql + " AND rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                (json.dumps(rowids.tolist()),),
+            )
+        else:
+            return T.HostTable.empty()
         return self._host_rows(rows, T.CUDA_API, lambda v: ids.get(v, str(v)))
 
     def _host_rows(self, rows: list[tuple[Any, ...]], kind: int, name: Any) -> T.HostTable:
@@ -703,6 +820,47 @@ class _Reader:
                 }
         return pids
 
+    def _um_migrations(self) -> bool:
+        """Whether the memcpy table says why Unified-Memory pages moved."""
+        return self.db.has(MEMCPY, "deviceId", "copyKind", "bytes", "migrationCause")
+
+    @staticmethod
+    def _um_migration_groups(
+        gpu: T.GpuTable, rows: slice, copy: Any, pid: Any, sub: Subset
+    ) -> list[tuple[int, ...]] | None:
+        """(globalPid, device, kind, cause, count, summed bytes, summed ns) of the UM copies
+        among the memcpy rows just read, per (globalPid, device, kind, cause) ascending (what the
+        SQL of `_um` gives); None when their causes could not be gathered. `copy`: the copy
+        kinds as read; `pid`: the rows' globalPid (None: -1, the table has none)."""
+        found = sub.columns()
+        if found is None:
+            return None
+        um = np.flatnonzero(np.isin(copy, list(UM_KINDS)))
+        (cause,) = found
+        if um.size != cause.size:
+            return None
+        if um.size == 0:
+            return []
+        at = um + rows.start
+        cols = [
+            pid[at] if pid is not None else np.full(um.size, -1, dtype=np.int64),
+            gpu.device[at].astype(np.int64),
+            copy[um],
+            cause,
+        ]
+        keys, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        n = np.bincount(inv, minlength=len(keys))
+        nbytes = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(nbytes, inv, gpu.nbytes[at])
+        ns = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(ns, inv, gpu.end[at] - gpu.start[at])
+        return [
+            (*k, c, b, t)
+            for k, c, b, t in zip(keys.tolist(), n.tolist(), nbytes.tolist(), ns.tolist(),
+                                  strict=True)
+        ]  # fmt: skip
+
     def _um(
         self, um_copies: bool
     ) -> tuple[T.UnifiedMemoryEvents, dict[int, T.UnifiedMemoryEvents]]:
@@ -741,16 +899,20 @@ class _Reader:
                     ev.add_gpu_faults(dev, _as_int(acc), int(groups), _as_int(faults))
         else:
             self.missing.append(UM_GPU)
-        # only when the copies read hold UM kinds: the query scans the memcpy table
-        if um_copies and db.has(MEMCPY, "deviceId", "copyKind", "bytes", "migrationCause"):
-            pid = "globalPid" if "globalPid" in db.cols(MEMCPY) else "-1"
-            kinds = ",".join(str(k) for k in UM_KINDS)
-            for gp, dev, kind, cause, n, nbytes, ns in db.q(
-                f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
-                f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
-                " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
-                ' AND "end" >= start GROUP BY 1, 2, 3, 4'
-            ):
+        # only when the copies read hold UM kinds: grouped from the memcpy read, else (values
+        # that are not all integers) a query, which scans the memcpy table
+        if um_copies and self._um_migrations():
+            groups = self._um_found
+            if groups is None:
+                pid = "globalPid" if "globalPid" in db.cols(MEMCPY) else "-1"
+                kinds = ",".join(str(k) for k in UM_KINDS)
+                groups = db.q(
+                    f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
+                    f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
+                    " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
+                    ' AND "end" >= start GROUP BY 1, 2, 3, 4'
+                )
+            for gp, dev, kind, cause, n, nbytes, ns in groups:
                 if not isinstance(dev, int) or not isinstance(kind, int):
                     continue
                 for ev in both(gp):
@@ -829,8 +991,13 @@ class _Reader:
                 # the runtime calls' process only matters with several ranks (a column of
                 # 8 bytes a call otherwise); read while this thread reads the host tables
                 rt_cols = self._runtime_cols(multi and gpu_pid is not None)
+                # the synchronisation calls are gathered in the same scan of the runtime table
+                sync_ids = self._sync_ids()
+                sync_sub = self._sync_subset(sync_ids) if sync_ids and rt_cols else None
                 rt_fut = (
-                    pool.submit(fetch_columns, self.path, RUNTIME, rt_cols) if rt_cols else None
+                    pool.submit(fetch_columns, self.path, RUNTIME, rt_cols, True, None, sync_sub)
+                    if rt_cols
+                    else None
                 )
                 seen = set(cuda_pids)
                 if gpu_pid is not None and gpu_pid.size:
@@ -838,8 +1005,19 @@ class _Reader:
                     seen |= {lo} if lo == hi else {int(p) for p in np.unique(gpu_pid).tolist()}
                 if not multi:  # one rank: nothing reads the rows' pids any more
                     gpu_pid = None
-                host, threads, osrt_traced = self._host(seen)
-                rt = dict(zip(rt_cols, rt_fut.result(), strict=True)) if rt_fut else {}
+                rt_read: list[Any] = []
+
+                def sync() -> T.HostTable:
+                    if rt_fut is not None:
+                        rt_read.extend(rt_fut.result())
+                    got = sync_sub.columns() if sync_sub else None
+                    return self._sync_calls(sync_ids, got[0] if got else None)
+
+                host, threads, osrt_traced = self._host(seen, sync)
+                rt = dict(zip(rt_cols, rt_read, strict=True)) if rt_fut else {}
+                # `_launches` lets go of each runtime column once read: no other reference
+                rt_read.clear()
+                rt_fut = None
             finally:
                 pool.shutdown()
             self._launches(gpu, gpu_pid if multi else None, rt)

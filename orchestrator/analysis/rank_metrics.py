@@ -8,7 +8,8 @@ rank's first entry; the others carry the GPU side only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from array import array
+from dataclasses import dataclass, field, replace
 
 from orchestrator.analysis import (
     breakdown,
@@ -64,17 +65,25 @@ def _entry(
     step_rows: list[tuple[str, int, int]],
 ) -> tuple[RankMetrics, CrossRankInput]:
     g = gpu_time.gpu_time(rows)
-    u = g.union
+    # the figures of the gaps first: the merged intervals they are views of (millions on a long
+    # export) are let go once HTA's temporal breakdown has read them too
+    idle_gaps = core.gap_stats(g.union.gap_starts, g.union.gap_ends)
+    busy_timeline = core.timeline(g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end)
+    u = replace(g.union, gap_starts=array("q"), gap_ends=array("q"))
+    activity = g.activity
     view = breakdown.hta_view(tl, rows, names_cls)
     if view.same_rows and g.every_row:
         view.seed(g.groups)
+    del g
     temporal = breakdown.temporal(view)
     types_ns = breakdown.kernel_types(view)
     overlap = communication.comm_comp_overlap_pct(view)
+    view.forget()  # the idle-time breakdown reads the events, not their merged intervals
     idle = breakdown.idle_breakdown(view)
-    ks = kernels.kernel_summary(rows, tl.names, g.activity.kernel_ns)
+    del view
+    ks = kernels.kernel_summary(rows, tl.names, activity.kernel_ns)
     cp = memory.copies(rows)
-    um = memory.unified_memory(tl, devices, cp, g.activity, first)
+    um = memory.unified_memory(tl, devices, cp, activity, first)
     peak, peak_src = memory.peak_memory(tl, devices)
     managed = memory.peak_apart(tl.peak_managed_memory, devices)
     notes: list[str] = []
@@ -112,13 +121,13 @@ def _entry(
         idle_ns=idle_ns,
         busy_pct=core.pct(u.busy, span),
         idle_pct=core.pct(idle_ns, span),
-        idle_gaps=core.gap_stats(u.gap_starts, u.gap_ends),
+        idle_gaps=idle_gaps,
         temporal=temporal,
         kernel_types=breakdown.kernel_type_pcts(types_ns),
         kernel_types_ns=types_ns,
         comm_comp_overlap_pct=overlap,
         idle_breakdown=idle,
-        activity=g.activity,
+        activity=activity,
         copies=cp,
         unified_memory=um,
         top_kernels=ks.top,
@@ -139,7 +148,7 @@ def _entry(
         peak_gpu_memory_source=peak_src,
         peak_pinned_memory_bytes=memory.peak_apart(tl.peak_pinned_memory, devices),
         peak_managed_memory_bytes=managed,
-        timeline=core.timeline(u.gap_starts, u.gap_ends, u.start, u.end),
+        timeline=busy_timeline,
         notes=notes,
     )
     c = CrossRankInput(

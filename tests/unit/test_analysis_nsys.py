@@ -731,25 +731,34 @@ def test_thread_names_of_traced_processes_only(tmp_path: Path, machine_wide: boo
     assert {t.name for t in r.threads} == want
 
 
-def test_constant_columns_are_only_those_whose_every_row_holds_one_integer(tmp_path: Path) -> None:
-    """The reader fills a probed column instead of reading it only when every row holds the
-    same integer: a NULL, a text, a non-integral real or another value anywhere keeps it read."""
-    from orchestrator.analysis.nsys_sqlite import constant_columns, fetch_columns
+def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader fills a probed column instead of reading it only while every row of a chunk
+    holds the probed integer: a NULL, a text, a non-integral real or another value in a chunk
+    has the column read from that chunk on, and what comes out is what reading gives."""
+    from orchestrator.analysis import nsys_sqlite
+    from orchestrator.analysis.nsys_sqlite import fetch_columns, first_ints
 
     db = tmp_path / "t.sqlite"
     conn = sqlite3.connect(db)
     conn.execute('CREATE TABLE t (start INTEGER, "end" INTEGER, a, b, c, d, e, f)')
     rows = [(i, i + 1, 7, 7, 7, 7, 7, 5.0 if i == 3 else 7) for i in range(6)]
     rows[4] = (4, 5, 7, None, "7x", 7.5, 8, 7)
+    rows.append((9, 3, 1, 1, 1, 1, 1, 1))  # left out (end before start): not probed
     conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     conn.commit()
     conn.close()
     cols = ["a", "b", "c", "d", "e", "f"]
-    assert constant_columns(db, "t", cols) == {"a": 7}
-    assert constant_columns(db, "t", ["f", "e"]) == {}
-    assert constant_columns(db, "t", []) == {}
-    # what is filled is what reading gives
-    assert fetch_columns(db, "t", ["a"])[0].tolist() == [7] * 6
+    assert first_ints(db, "t", cols) == dict.fromkeys(cols, 7)
+    assert first_ints(db, "t", []) == {}
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 2)  # the odd rows in chunks 2 and 3
+    read = fetch_columns(db, "t", ["start", *cols])
+    probed = fetch_columns(db, "t", ["start", *cols], probe=dict.fromkeys(cols, 7))
+    assert [a.tolist() for a in probed] == [a.tolist() for a in read]
+    assert probed[1].tolist() == [7] * 6
+    assert probed[2].tolist() == [7, 7, 7, 7, -1, 7]
+    assert probed[6].tolist() == [7, 7, 7, 5, 7, 7]
 
 
 def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
@@ -773,3 +782,36 @@ def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
     (halves,) = analyze_paths([path]).ranks
     assert halves.activity.kernel_count == 36
     assert halves.model_dump() == whole.model_dump()
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_what_the_big_scans_gather_equals_its_own_queries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bool
+) -> None:
+    """The UM copies' migration causes and the synchronisation calls come from the scans that
+    read the memcpy and runtime tables (FILTER aggregates); the metrics equal those of the
+    queries of their own (the paths taken where a chunk's values are not all integers: `odd`
+    puts a text in a memcpy's bytes and a real in a runtime call's end)."""
+    from orchestrator.analysis import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "g.sqlite")
+    b.add_gpu(0)
+    for i in range(30):
+        s = 1000 * i
+        b.add_kernel(s, s + 300, f"k{i % 3}", stream=7, launch=s - 50)
+        b.add_memcpy(s + 400, s + 600, 11 + i % 3 if i % 2 else 1, 4096 * (i + 1),
+                     migration_cause=i % 4 or None, launch=s + 350)  # fmt: skip
+        b.add_runtime(s + 700, s + 900, "cudaStreamSynchronize_v3020", tid=b.pid)
+        b.add_runtime(s + 900, s + 950, "cudaDeviceSynchronize_v3020", tid=b.pid)
+    if odd:
+        b.db.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '4096x' WHERE rowid = 5")
+        b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = 9.5 WHERE rowid = 8')
+    path = b.close()
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 8)
+    (gathered,) = analyze_paths([path]).ranks
+    # no FILTER aggregates: each table's own query
+    monkeypatch.setattr(nsys_sqlite.Subset, "columns", lambda self: None)
+    (queried,) = analyze_paths([path]).ranks
+    assert gathered.model_dump() == queried.model_dump()
+    assert gathered.unified_memory is not None and gathered.unified_memory.by_cause
+    assert gathered.sync.calls > 0
