@@ -47,25 +47,33 @@ static int lit(cursor *c, const char *s, size_t n) {
 
 static int is_digit(uint8_t ch) { return ch >= '0' && ch <= '9'; }
 
-/* -?[0-9]{1,18}: an integer that fits in int64 */
-static int integer(cursor *c, int64_t *out) {
+/* 1 to `most` decimal digits at the cursor as their value; 0 when there are none or more */
+static int digits(cursor *c, int most, int64_t *out) {
     const uint8_t *p = c->p;
-    int neg = 0, nd = 0;
+    int nd = 0;
     int64_t v = 0;
-    if (p < c->end && *p == '-') {
-        neg = 1;
-        p++;
-    }
     while (p < c->end && is_digit(*p)) {
-        if (++nd > 18)
+        if (++nd > most)
             return 0;
         v = v * 10 + (*p - '0');
         p++;
     }
     if (nd == 0)
         return 0;
-    *out = neg ? -v : v;
+    *out = v;
     c->p = p;
+    return nd;
+}
+
+/* -?[0-9]{1,18}: an integer that fits in int64 */
+static int integer(cursor *c, int64_t *out) {
+    cursor d = *c;
+    int neg = LIT(&d, "-");
+    int64_t v;
+    if (!digits(&d, 18, &v))
+        return 0;
+    *out = neg ? -v : v;
+    c->p = d.p;
     return 1;
 }
 
@@ -78,20 +86,14 @@ static int micros_as_ns(cursor *c, int64_t *out) {
         return 0;
     if (whole > INT64_MAX / 1000 || whole < -(INT64_MAX / 1000))
         return 0;
-    if (c->p < c->end && *c->p == '.') {
-        const uint8_t *p = c->p + 1;
-        int nd = 0;
-        while (p < c->end && is_digit(*p)) {
-            if (++nd > 3)
-                return 0;
-            frac = frac * 10 + (*p - '0');
-            p++;
-        }
+    cursor d = *c;
+    if (LIT(&d, ".")) {
+        int nd = digits(&d, 3, &frac);
         if (nd == 0)
             return 0;
         for (int k = nd; k < 3; k++)
             frac *= 10;
-        c->p = p;
+        c->p = d.p;
     }
     /* "-0.5": the sign belongs to the fraction too */
     *out = whole * 1000 + (neg ? -frac : frac);

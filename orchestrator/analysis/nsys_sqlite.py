@@ -204,26 +204,33 @@ def _table_rowids(path: Path, table: str) -> tuple[int, int] | None:
         conn.close()
 
 
+def _ints(text: Any) -> Any | None:
+    """The comma-separated integers of one `group_concat` text, or None when it does not parse
+    whole (a NULL, text or real value somewhere)."""
+    if not isinstance(text, str):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            a = np.fromstring(text, sep=",", dtype=np.int64)
+        except (DeprecationWarning, ValueError):
+            return None
+    return a if a.size == text.count(",") + 1 else None
+
+
 def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
-    """The comma-separated integers of each `group_concat` text, or None when they do not parse
-    whole or the columns differ in length (a NULL, text or real value somewhere)."""
+    """`_ints` of each `group_concat` text, or None when one does not parse whole or the
+    columns differ in length."""
     if texts[0] is None:
         return (
             [np.zeros(0, dtype=np.int64) for _ in texts] if all(t is None for t in texts) else None
         )
     out: list[Any] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for text in texts:
-            if not isinstance(text, str):
-                return None
-            try:
-                a = np.fromstring(text, sep=",", dtype=np.int64)
-            except (DeprecationWarning, ValueError):
-                return None
-            if a.size != text.count(",") + 1 or (out and a.size != out[0].size):
-                return None
-            out.append(a)
+    for text in texts:
+        a = _ints(text)
+        if a is None or (out and a.size != out[0].size):
+            return None
+        out.append(a)
     return out
 
 
@@ -257,22 +264,15 @@ def _parse_into(texts: list[Any], dests: list[Any], n: int) -> int | None:
     if all(t is None for t in texts):
         return 0
     k = -1
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for i, text in enumerate(texts):
-            texts[i] = None
-            if not isinstance(text, str):
-                return None
-            try:
-                a = np.fromstring(text, sep=",", dtype=np.int64)
-            except (DeprecationWarning, ValueError):
-                return None
-            if a.size != text.count(",") + 1 or (k >= 0 and a.size != k):
-                return None
-            del text
-            dests[i][n : n + a.size] = a
-            k = a.size
-            del a
+    for i, text in enumerate(texts):
+        texts[i] = None
+        a = _ints(text)
+        del text
+        if a is None or (k >= 0 and a.size != k):
+            return None
+        dests[i][n : n + a.size] = a
+        k = a.size
+        del a
     return k
 
 
