@@ -1,6 +1,8 @@
-"""The one compiled part of gh-run: the Kineto layout scan (orchestrator/analysis/_kineto_scan.c,
-loaded with ctypes by kineto_scan.py). Optional: without a C compiler the install still succeeds
-and the Kineto reader uses its numpy scan. Everything else is in pyproject.toml."""
+"""The compiled parts of gh-run, each loaded with ctypes and each optional: without a C compiler
+the install still succeeds and the Python readers serve. Everything else is in pyproject.toml.
+- orchestrator/analysis/_kineto_scan.c (kineto_scan.py): the Kineto layout scan;
+- orchestrator/analysis/_sqlite_pages.c (sqlite_pages.py): the nsys export's big tables, read
+  from the file's pages."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +13,12 @@ setup(
             sources=["orchestrator/analysis/_kineto_scan.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "orchestrator.analysis._sqlite_pages",
+            sources=["orchestrator/analysis/_sqlite_pages.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

@@ -9,7 +9,9 @@ and, where worker processes read several files at once, of the whole process tre
 1. `--sqlite FILE` (default bench/out/long.sqlite, made by bench/gen_nsys.py: 5 M kernels, 1 M
    copies): this tree, and with `--baseline DIR` (a checkout of an earlier gh-run, e.g.
    `git archive main | tar -x -C DIR`) the same command run from there, interleaved, so both
-   meet the same machine load; medians and the ratio.
+   meet the same machine load; medians and the ratio. The first `--sqlite-fallback-runs` runs
+   are each followed by one with every table read through SQLite (GH_RUN_NO_NATIVE_SCAN: what a
+   machine without a C compiler runs), for the page reader's ratio.
 2. `--ddp DIR` (bench/gen_kineto.py: N ranks of a data-parallel job): the multi-rank case.
    Goal for 8 ranks x 500 k kernels on this 2-core machine: <= 15 s, <= 1.5 GiB. The first
    `--ddp-numpy-runs` runs are each followed by one with the numpy scan (GH_RUN_NO_NATIVE_SCAN,
@@ -136,19 +138,29 @@ def analyze_cmd(path: Path) -> list[str]:
     return [sys.executable, "-m", "orchestrator.analysis", "analyze", str(path), "--json"]
 
 
-def bench_sqlite(sqlite: Path, runs: int, baseline: Path | None) -> None:
+def bench_sqlite(sqlite: Path, runs: int, baseline: Path | None, fallback_runs: int) -> None:
     if not sqlite.exists():
         print(f"{sqlite}: absent; make it with: .venv/bin/python bench/gen_nsys.py {sqlite}")
         return
+    from orchestrator.analysis import sqlite_pages
+
     size = sqlite.stat().st_size / 2**20
-    print(f"1. gh-run analyze {sqlite.name} ({size:.0f} MiB), {runs} interleaved runs each")
-    trees = {"this tree": ROOT}
+    reader = "the page reader" if sqlite_pages.available() else "SQLite (the page reader is off)"
+    print(
+        f"1. gh-run analyze {sqlite.name} ({size:.0f} MiB), {reader}, {runs} interleaved runs each"
+    )
+    trees: dict[str, tuple[Path, dict[str, str] | None]] = {"this tree": (ROOT, None)}
     if baseline is not None:
-        trees = {"baseline": baseline, "this tree": ROOT}
+        trees = {"baseline": (baseline, None), "this tree": (ROOT, None)}
+    if sqlite_pages.available() and fallback_runs:
+        # what a machine without a C compiler runs: every table through SQLite
+        trees["this tree, SQLite path"] = (ROOT, {"GH_RUN_NO_NATIVE_SCAN": "1"})
     got: dict[str, list[Run]] = {k: [] for k in trees}
     for i in range(runs):
-        for label, tree in trees.items():
-            r = run(analyze_cmd(sqlite), tree)
+        for label, (tree, env) in trees.items():
+            if env is not None and i >= fallback_runs:
+                continue
+            r = run(analyze_cmd(sqlite), tree, env)
             got[label].append(r)
             print(_show(f"{label} run {i + 1}", r))
     med = {}
@@ -165,6 +177,12 @@ def bench_sqlite(sqlite: Path, runs: int, baseline: Path | None) -> None:
         print(
             f"  this tree / baseline: wall x{aw / bw:.2f}, CPU x{ac / bc:.2f},"
             f" peak RSS x{am / bm:.2f} (on {os.cpu_count()} CPUs, same load for both)"
+        )
+    if "this tree, SQLite path" in med:
+        (sw, sc, sm), (aw, ac, am) = med["this tree, SQLite path"], med["this tree"]
+        print(
+            f"  page reader / SQLite path: wall x{aw / sw:.2f}, CPU x{ac / sc:.2f},"
+            f" peak RSS x{am / sm:.2f}"
         )
 
 
@@ -284,6 +302,10 @@ def main() -> int:
     ap.add_argument("--sqlite", type=Path, default=ROOT / "bench/out/long.sqlite")
     ap.add_argument("--baseline", type=Path, default=None, help="an earlier gh-run checkout")
     ap.add_argument("--cli-runs", type=int, default=3)
+    ap.add_argument(
+        "--sqlite-fallback-runs", type=int, default=1,
+        help="of those, how many also run with every table read through SQLite (the fallback)",
+    )  # fmt: skip
     ap.add_argument("--ddp", type=Path, default=ROOT / "bench/out/ddp8")
     ap.add_argument("--ddp-runs", type=int, default=2)
     ap.add_argument(
@@ -299,7 +321,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     if "sqlite" not in args.skip:
-        bench_sqlite(args.sqlite, args.cli_runs, args.baseline)
+        bench_sqlite(args.sqlite, args.cli_runs, args.baseline, args.sqlite_fallback_runs)
     if "ddp" not in args.skip:
         bench_ddp(args.ddp, args.ddp_runs, args.ddp_numpy_runs)
     if "hta-ddp" not in args.skip:

@@ -30,20 +30,24 @@ Ranks: each process with GPU work (the `globalPid` of the GPU tables) becomes a 
 its first device, then pid. Host rows of other processes (launchers, data-loader workers) stay
 with the first rank.
 
-Speed: the big tables (kernels, memcpys, memsets, runtime calls) are scanned once each, as
-columns (`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no Python object per row),
-two of them in worker threads (sqlite releases the GIL); what else is wanted of them comes from
-the same scan (FILTER aggregates: whether deviceId and globalPid hold one value, the rowids of
-the synchronisation calls, the UM copies' migration causes); the rest are small queries.
+Speed: the big tables (kernels, memcpys, memsets, runtime calls) are read once each, as
+columns, in rowid parts that a thread pool reads on every core (`TableRead`, `PartsRead`); a
+part is read from the file's pages by the compiled reader (`sqlite_pages`) where it reads it
+exactly, else through SQLite (`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no
+Python object per row). What else is wanted of those tables comes from the same reads (the
+rowids of the synchronisation calls, the UM copies' migration causes; on SQLite's path also
+whether deviceId and globalPid hold one value); the rest are small queries.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import warnings
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
+from orchestrator.analysis import core, sqlite_pages
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import UserError
 
@@ -96,7 +100,11 @@ SYNC_PATTERNS = (
     "cudaStreamWaitEvent%",
     "cuStreamWaitEvent%",
 )
-FETCH_CHUNK_ROWS = 500_000
+FETCH_CHUNK_ROWS = 250_000
+# a big table is read in parts of this many rows, each a job of the reader's thread pool
+PART_ROWS = 1_000_000
+# the reader's threads: the parts of the big tables (SQLite releases the GIL while it reads)
+READ_THREADS = min(max(os.cpu_count() or 2, 2), 4)
 # GPU-table columns often one value for the whole table (one process, one GPU): probed while
 # reading (`fetch_into`), filled instead of read where they hold it
 CONSTANT_PROBES = ("deviceId", "globalPid")
@@ -104,6 +112,10 @@ _INT_MAX = 9223372036854775807
 # rank variables of launchers and MPI implementations, most specific first
 RANK_VARS = ("RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK",
              "MV2_COMM_WORLD_RANK")  # fmt: skip
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def connect_ro(path: Path) -> sqlite3.Connection:
@@ -117,6 +129,9 @@ def connect_ro(path: Path) -> sqlite3.Connection:
         )
     try:
         conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        # text that is not UTF-8 (a blob where a number or a name belongs) reads with U+FFFD in
+        # place of the bad bytes, instead of failing the whole query
+        conn.text_factory = _text
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:
         raise UserError(
@@ -238,22 +253,40 @@ def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
 class Subset:
     """Columns of the rows that match a condition, read in the scan that reads a table's
     columns (aggregates with a FILTER clause): a second scan of a large table is saved (the
-    synchronisation calls among the runtime rows). `exprs` are SQL expressions that give
-    integers; `columns()` holds them after the read, or None when some did not parse."""
+    synchronisation calls among the runtime rows). The rows: those whose column `cond` holds one
+    of `values`; their columns: `cols`, each (column or "rowid", its value for NULL).
+    `columns()` holds them after the read, or None when some did not parse."""
 
-    exprs: list[str]
     cond: str
+    values: tuple[int, ...]
+    cols: tuple[tuple[str, int], ...]
     # the caller matches the subset's rows to the rows read (as `cond` picks them among the
     # values read): a chunk read the robust way (CAST values) fails it
     aligned: bool = False
     parts: list[list[Any]] = field(default_factory=list)
     failed: bool = False
 
+    @property
+    def where(self) -> str:
+        """The condition in SQL (an OR list of a few values costs less than an IN list)."""
+        if len(self.values) > 8:
+            return f'"{self.cond}" IN ({",".join(str(int(v)) for v in self.values)})'
+        return " OR ".join(f'"{self.cond}" = {int(v)}' for v in self.values) or "0"
+
+    @property
+    def exprs(self) -> list[str]:
+        """The columns in SQL."""
+        return [c if c == "rowid" else f'coalesce("{c}", {int(d)})' for c, d in self.cols]
+
+    def empty(self) -> Subset:
+        """A subset of the same rows and columns, not read yet."""
+        return Subset(self.cond, self.values, self.cols, self.aligned)
+
     def columns(self) -> list[Any] | None:
         if self.failed:
             return None
         if not self.parts:
-            return [np.zeros(0, dtype=np.int64) for _ in self.exprs]
+            return [np.zeros(0, dtype=np.int64) for _ in self.cols]
         return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
 
 
@@ -299,12 +332,20 @@ def fetch_into(
     it (`IS NOT` also finds NULLs, text and non-integral reals, so what is filled is what
     reading gives): a count in the same scan costs less than the column's text, and less than
     a scan of its own. From the first chunk where a row differs on, the column is read.
-    `subset`: columns of some of the rows read, gathered in the same scan."""
+    `subset`: columns of some of the rows read, gathered in the same scan.
+
+    With the compiled reader built (`sqlite_pages`) the rows are read from the file's pages
+    instead, in one call for the range; what it leaves to SQLite (a text or real value, a file
+    or table it does not read) is read as above."""
     conn = connect_ro(path)
     try:
         rng = _rowids(conn, table) if rowids is None else rowids  # first, last rowid
         if rng is None:
             return 0, 0
+        if sqlite_pages.available():
+            got = _fetch_native(conn, path, table, cols, out, has_times, rng, subset)
+            if got is not None:
+                return got
         dest = dict(zip(cols, out, strict=True))
         fill = {c: v for c, v in (probe or {}).items() if c in dest}
         times = ' AND "end" >= start' if has_times else ""
@@ -323,7 +364,7 @@ def fetch_into(
                 differ = " OR ".join(f'"{c}" IS NOT ?{i + 3}' for i, c in enumerate(fill))
                 aggs.append(f"count(*) FILTER (WHERE {differ})")
             if subset is not None:
-                aggs += [f"group_concat({e}) FILTER (WHERE {subset.cond})" for e in subset.exprs]
+                aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
             sql = (
                 "SELECT " + ", ".join(aggs)
                 + f' FROM "{table}" WHERE rowid >= ?1 AND rowid < ?2{where[robust]}'
@@ -332,7 +373,7 @@ def fetch_into(
 
         n = 0
         for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
-            bounds = (lo, lo + FETCH_CHUNK_ROWS)
+            bounds = (lo, min(lo + FETCH_CHUNK_ROWS, rng[1] + 1))
             k = None
             for robust in (False, True):
                 read, row = run(bounds, robust)
@@ -375,6 +416,34 @@ def fetch_into(
         conn.close()
 
 
+def _fetch_native(
+    conn: sqlite3.Connection,
+    path: Path,
+    table: str,
+    cols: list[str],
+    out: list[Any],
+    has_times: bool,
+    rng: tuple[int, int],
+    subset: Subset | None,
+) -> tuple[int, int] | None:
+    """`fetch_into` by the compiled reader of the file's pages: (rows, rows left out), or None
+    when it left the range to SQLite."""
+    lay = sqlite_pages.layout(conn, path, table)
+    if lay is None:
+        return None
+    if subset is None:
+        read = sqlite_pages.fetch(path, lay, rng, cols, out, has_times)
+    else:
+        read = sqlite_pages.fetch(
+            path, lay, rng, cols, out, has_times, subset.cond, subset.values, subset.cols
+        )
+    if read is None:
+        return None
+    if subset is not None:
+        subset.parts.append(read.subset)
+    return read.kept, read.seen - read.kept
+
+
 def fetch_columns(
     path: Path,
     table: str,
@@ -390,6 +459,108 @@ def fetch_columns(
     out = [np.empty(rng[1] - rng[0] + 1, dtype=np.int64) for _ in cols]
     n, _ = fetch_into(path, table, cols, out, has_times, rng, probe, subset)
     return [a[:n] for a in out]
+
+
+class TableRead:
+    """`fetch_into` of a table's rowid range in parts of `PART_ROWS` rows, each a job of `pool`:
+    SQLite, numpy's parse and the compiled reader release the GIL, so the parts of every big
+    table run on every core at once. `result()` waits for the parts and returns (rows, rows left
+    out), the rows in table order at the front of `out`; a subset gathers in part order."""
+
+    def __init__(
+        self,
+        pool: ThreadPoolExecutor,
+        path: Path,
+        table: str,
+        cols: list[str],
+        out: list[Any],
+        rng: tuple[int, int],
+        has_times: bool = True,
+        subset: Subset | None = None,
+    ) -> None:
+        self.out = out
+        self.subset = subset
+        # the probe serves the Python reader only (the compiled one reads every column fast)
+        probe = None if sqlite_pages.available() else first_ints(
+            path, table, [c for c in cols if c in CONSTANT_PROBES]
+        )  # fmt: skip
+        self.parts: list[tuple[int, Subset | None, Any]] = []
+        step = max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS  # whole chunks
+        for lo in range(rng[0], rng[1] + 1, step):
+            off = lo - rng[0]
+            sub = subset.empty() if subset else None
+            fut = pool.submit(
+                fetch_into, path, table, cols, [a[off:] for a in out], has_times,
+                (lo, min(lo + step - 1, rng[1])), probe, sub,
+            )  # fmt: skip
+            self.parts.append((off, sub, fut))
+
+    def result(self) -> tuple[int, int]:
+        n = skipped = 0
+        for off, sub, fut in self.parts:
+            got, left = fut.result()
+            if n != off:  # close the gap that rows left out of earlier parts leave
+                for a in self.out:
+                    a[n : n + got] = a[off : off + got]
+            n += got
+            skipped += left
+            if self.subset is not None and sub is not None:
+                self.subset.failed |= sub.failed
+                self.subset.parts += sub.parts
+        return n, skipped
+
+
+class PartsRead:
+    """`fetch_columns` of a table in parts of `PART_ROWS` rows, each a job of `pool` with arrays
+    of its own (see `TableRead`): the caller takes the parts in table order and lets each go
+    once used (`take`), so the whole columns never exist at once (the runtime calls: two columns
+    of 8 bytes for every call, at the reader's peak of memory)."""
+
+    def __init__(
+        self,
+        pool: ThreadPoolExecutor,
+        path: Path,
+        table: str,
+        cols: list[str],
+        has_times: bool = True,
+        subset: Subset | None = None,
+    ) -> None:
+        self.cols = cols
+        self.subset = subset
+        self.parts: deque[tuple[list[Any], Subset | None, Any]] = deque()
+        rng = _table_rowids(path, table)
+        if rng is None:
+            return
+        probe = None if sqlite_pages.available() else first_ints(
+            path, table, [c for c in cols if c in CONSTANT_PROBES]
+        )  # fmt: skip
+        step = max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS  # whole chunks
+        for lo in range(rng[0], rng[1] + 1, step):
+            hi = min(lo + step - 1, rng[1])
+            out = [np.empty(hi - lo + 1, dtype=np.int64) for _ in cols]
+            sub = subset.empty() if subset else None
+            fut = pool.submit(fetch_into, path, table, cols, out, has_times, (lo, hi), probe, sub)
+            self.parts.append((out, sub, fut))
+
+    def wait(self) -> None:
+        """Every part read, and the subset gathered."""
+        for _, sub, fut in self.parts:
+            fut.result()
+            if self.subset is not None and sub is not None:
+                self.subset.failed |= sub.failed
+                self.subset.parts += sub.parts
+                sub.parts = []
+
+    def take(self) -> Iterator[dict[str, Any]]:
+        """Each part's columns (column name -> the rows read), in table order; a part is let go
+        once the next is asked for."""
+        while self.parts:
+            out, _, fut = self.parts.popleft()
+            got, _ = fut.result()
+            part = {c: a[:got] for c, a in zip(self.cols, out, strict=True)}
+            del out
+            yield part
+            del part
 
 
 def first_ints(path: Path, table: str, cols: list[str]) -> dict[str, int]:
@@ -432,6 +603,16 @@ def _pid_tid(gtid: Any) -> tuple[Any, Any]:
     return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
 
 
+@dataclass
+class _GpuReads:
+    """The GPU table being read (`_Reader._gpu_reads`): per table (name, columns, its slice of
+    the table, the column of kernel name ids or copy kinds, the UM subset, the read)."""
+
+    gpu: T.GpuTable
+    pid: Any
+    reads: list[tuple[str, list[str], slice, Any, Subset | None, TableRead | None]]
+
+
 class _Reader:
     """One export → timelines (see the module docstring)."""
 
@@ -465,53 +646,9 @@ class _Reader:
             offset += count
         return plan
 
-    def _fetch_gpu(
-        self,
-        table: str,
-        cols: list[str],
-        gpu: T.GpuTable,
-        sl: slice,
-        pid: Any,
-        pool: ThreadPoolExecutor | None = None,
-        subset: Subset | None = None,
-    ) -> tuple[int, int, Any]:
-        """Read one GPU table into its slice of the preallocated table; (rows, left out, the
-        kernel name ids or copy kinds as read)."""
-        n = sl.stop - sl.start
-        extra = np.empty(n, dtype=np.int64)
-        targets: dict[str, Any] = {
-            "start": gpu.start[sl],
-            "end": gpu.end[sl],
-            "deviceId": gpu.device[sl],
-            "streamId": gpu.stream[sl],
-            "correlationId": gpu.corr[sl],
-            "bytes": gpu.nbytes[sl],
-            "globalPid": pid[sl] if pid is not None else None,
-        }
-        probe = first_ints(self.path, table, [c for c in cols if c in CONSTANT_PROBES])
-        out: list[Any] = [targets.get(c, extra) for c in cols]
-        big = pool is not None and n >= 4 * FETCH_CHUNK_ROWS
-        rng = _table_rowids(self.path, table) if big else None
-        if pool is None or rng is None:
-            got, skipped = fetch_into(self.path, table, cols, out, probe=probe, subset=subset)
-        else:  # two halves of the rowid range at once, the second in another thread
-            half = (n // 2 // FETCH_CHUNK_ROWS) * FETCH_CHUNK_ROWS
-            mid = rng[0] + half
-            second = pool.submit(
-                fetch_into, self.path, table, cols, [a[half:] for a in out], True, (mid, rng[1]),
-                probe,
-            )  # fmt: skip
-            got, skipped = fetch_into(self.path, table, cols, [a[:half] for a in out], True,
-                                      (rng[0], mid - 1), probe)  # fmt: skip
-            got2, skipped2 = second.result()
-            for a in out:  # close the gap that rows left out of the first half leave
-                a[got : got + got2] = a[half : half + got2]
-            got, skipped = got + got2, skipped + skipped2
-        return got, skipped, extra[:got]
-
-    def _gpu(self, pool: ThreadPoolExecutor, by_pid: bool) -> tuple[T.GpuTable, Any]:
-        """Kernels (in worker threads), memcpys and memsets in one preallocated table, and the
-        pid of every row when the export holds several processes with CUDA work."""
+    def _gpu_reads(self, pool: ThreadPoolExecutor, by_pid: bool) -> _GpuReads:
+        """Kernels, memcpys and memsets into one preallocated table, queued on `pool` in parts
+        (`TableRead`); `_gpu` waits for them. `by_pid`: read each row's process too."""
         plan = self._gpu_plan()
         total = sum(p[2] for p in plan)
         gpu = T.GpuTable(*(np.empty(total, dtype=t) for t in T.GPU_DTYPES))
@@ -520,28 +657,45 @@ class _Reader:
         # no memory until `_launches` has the runtime calls (it allocates the column once the
         # runtime columns are let go: a peak of memory otherwise)
         gpu.launch = T.constant(T.NONE, total, np.int64)
-        gpu.nbytes.fill(0)
-        gpu.copy.fill(T.COPY_NONE)
+        # zeros from calloc: pages no row writes (the kernels' bytes and copy kinds) take no
+        # memory
+        gpu.nbytes = np.zeros(total, dtype=gpu.nbytes.dtype)
+        gpu.copy = np.full(total, T.COPY_NONE, dtype=gpu.copy.dtype) if T.COPY_NONE else (
+            np.zeros(total, dtype=gpu.copy.dtype)
+        )  # fmt: skip
         pid = np.zeros(total, dtype=np.int64) if by_pid else None
-        jobs: list[tuple[str, list[str], slice, Any]] = []
+        reads = []
         for table, cols, count, offset in plan:
             cols = cols + (["globalPid"] if by_pid and "globalPid" in self.db.cols(table) else [])
             sl = slice(offset, offset + count)
-            if table == KERNEL:
-                fut = pool.submit(self._fetch_gpu, table, cols, gpu, sl, pid, pool)
-                jobs.append((table, cols, sl, fut))
-            else:
-                jobs.append((table, cols, sl, None))
-        keep = []
-        for table, cols, sl, fut in jobs:
+            extra = np.empty(count, dtype=np.int64)  # kernel name ids or copy kinds
+            targets: dict[str, Any] = {
+                "start": gpu.start[sl],
+                "end": gpu.end[sl],
+                "deviceId": gpu.device[sl],
+                "streamId": gpu.stream[sl],
+                "correlationId": gpu.corr[sl],
+                "bytes": gpu.nbytes[sl],
+                "globalPid": pid[sl] if pid is not None else None,
+            }
             sub = None
             if table == MEMCPY and self._um_migrations():
                 # the migration cause of the UM copies, in the same scan (`_um`)
-                is_um = " OR ".join(f"copyKind = {k}" for k in UM_KINDS)  # an IN list costs more
-                sub = Subset(exprs=["coalesce(migrationCause, 0)"], cond=is_um, aligned=True)
-            got, skipped, extra = (
-                fut.result() if fut else self._fetch_gpu(table, cols, gpu, sl, pid, None, sub)
-            )
+                sub = Subset("copyKind", tuple(UM_KINDS), (("migrationCause", 0),), aligned=True)
+            out = [targets.get(c, extra) for c in cols]
+            rng = _rowids(self.db.conn, table)
+            read = TableRead(pool, self.path, table, cols, out, rng, True, sub) if rng else None
+            reads.append((table, cols, sl, extra, sub, read))
+        return _GpuReads(gpu, pid, reads)
+
+    def _gpu(self, pending: _GpuReads) -> tuple[T.GpuTable, Any]:
+        """The GPU table of `_gpu_reads` once read, and the pid of every row when the export
+        holds several processes with CUDA work."""
+        gpu, pid = pending.gpu, pending.pid
+        keep = []
+        for table, cols, sl, extra, sub, read in pending.reads:
+            got, skipped = read.result() if read is not None else (0, 0)
+            extra = extra[:got]
             if sub is not None:
                 self._um_found = self._um_migration_groups(
                     gpu, slice(sl.start, sl.start + got), extra,
@@ -569,6 +723,8 @@ class _Reader:
             else:
                 gpu.name[rows] = self.names.id("Memset")
             del extra
+        pending.reads.clear()  # the `extra` columns go
+        total = gpu.size
         if sum(r.stop - r.start for r in keep) != total:  # rows left out: close the holes
             idx = np.concatenate([np.arange(r.start, r.stop) for r in keep])
             gpu = gpu.take(idx)
@@ -590,28 +746,44 @@ class _Reader:
         lut = {i: self.names.id(strs.get(i, str(i))) for i in distinct}
         return _map(ids, lut)
 
-    def _launches(self, gpu: T.GpuTable, gpu_pid: Any, rt: dict[str, Any]) -> None:
+    def _launches(self, gpu: T.GpuTable, gpu_pid: Any, rt: Iterator[dict[str, Any]]) -> None:
         """GpuTable.launch: the start of the runtime call with the same correlationId (of the
-        same process when the export holds several; the last such call in the table)."""
-        if gpu.size == 0 or "correlationId" not in rt or rt["start"].size == 0:
+        same process when the export holds several; the last such call in the table). `rt`: the
+        runtime columns (start, correlationId, globalTid) in parts, in table order."""
+        if gpu.size == 0:
             return
-        rc = rt.pop("correlationId")
-        rs = rt.pop("start")
         gc = gpu.corr
-        if gpu_pid is not None and "globalTid" in rt:
-            rc = (_pid_tid(rt.pop("globalTid"))[0] << 40) | (rc & ((1 << 40) - 1))
-            gc = (gpu_pid << 40) | (gc & ((1 << 40) - 1))
-        lo, hi = int(rc.min()), int(rc.max())
-        if lo >= 0 and hi < 4 * rc.size + (1 << 20):  # dense ids: a lookup table, linear
-            table = np.full(hi + 1, T.NONE, dtype=np.int64)
-            table[rc] = rs  # repeated ids: the last one wins
-            del rc, rs
-            # ids out of the table's range are clipped to its edge, then set to NONE
-            launch = np.take(table, gc, mode="clip")
+        hi = int(gc.max())
+        if gpu_pid is None and 0 <= hi < 4 * gpu.size + (1 << 20):
+            # dense ids: a lookup table filled part by part, each part let go once in it
+            table = np.empty(hi + 1, dtype=np.int64)
+            found = np.zeros(hi + 1, dtype=bool)
+            for part in rt:
+                rc, rs = part["correlationId"], part["start"]
+                del part
+                inside = (rc >= 0) & (rc <= hi)
+                if not inside.all():
+                    rc, rs = rc[inside], rs[inside]
+                table[rc] = rs  # repeated ids: the last one wins
+                found[rc] = True
+                del rc, rs, inside
+            launch = np.take(table, gc, mode="clip")  # ids below 0 clipped, then set to NONE
             del table
-            launch[(gc < 0) | (gc > hi)] = T.NONE
+            launch[(gc < 0) | ~np.take(found, gc, mode="clip")] = T.NONE
             gpu.launch = launch
             self._drop_corr(gpu)
+            return
+        parts = list(rt)
+        if not parts or "correlationId" not in parts[0]:
+            return
+        rc = np.concatenate([p["correlationId"] for p in parts])
+        rs = np.concatenate([p["start"] for p in parts])
+        if gpu_pid is not None and "globalTid" in parts[0]:
+            pid = _pid_tid(np.concatenate([p["globalTid"] for p in parts]))[0]
+            rc = (pid << 40) | (rc & ((1 << 40) - 1))
+            gc = (gpu_pid << 40) | (gc & ((1 << 40) - 1))
+        del parts
+        if rc.size == 0:
             return
         order = np.argsort(rc, kind="stable")
         rc = rc[order]
@@ -668,7 +840,7 @@ class _Reader:
     def _sync_subset(self, ids: dict[int, str]) -> Subset:
         """The rowids of the synchronisation calls, gathered by the runtime read (`fetch_into`):
         one condition a row in that scan costs less than a scan of its own."""
-        return Subset(exprs=["rowid"], cond=f"nameId IN ({','.join(str(int(i)) for i in ids)})")
+        return Subset("nameId", tuple(sorted(ids)), (("rowid", 0),))
 
     def _sync_calls(self, ids: dict[int, str], rowids: Any | None) -> T.HostTable:
         """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS):
@@ -848,8 +1020,7 @@ class _Reader:
             copy[um],
             cause,
         ]
-        keys, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        keys, inv = _unique_rows(cols)
         n = np.bincount(inv, minlength=len(keys))
         nbytes = np.zeros(len(keys), dtype=np.int64)
         np.add.at(nbytes, inv, gpu.nbytes[at])
@@ -857,7 +1028,7 @@ class _Reader:
         np.add.at(ns, inv, gpu.end[at] - gpu.start[at])
         return [
             (*k, c, b, t)
-            for k, c, b, t in zip(keys.tolist(), n.tolist(), nbytes.tolist(), ns.tolist(),
+            for k, c, b, t in zip(keys, n.tolist(), nbytes.tolist(), ns.tolist(),
                                   strict=True)
         ]  # fmt: skip
 
@@ -976,11 +1147,24 @@ class _Reader:
             by_pid = len(cuda_pids) != 1 and any(
                 db.has(t, "globalPid") for t in (KERNEL, MEMCPY, MEMSET)
             )
-            # kernels in two threads (halves of the table), copies in this one; then runtime
-            # calls in one beside the host tables in this one
-            pool = ThreadPoolExecutor(max_workers=3)
+            # the big tables in parts on every core, all queued at once (GPU tables first);
+            # the host tables in this thread meanwhile
+            pool = ThreadPoolExecutor(max_workers=READ_THREADS)
             try:
-                gpu, gpu_pid = self._gpu(pool, by_pid)
+                pending = self._gpu_reads(pool, by_pid)
+                # the runtime calls' process only matters with several processes (a column of
+                # 8 bytes a call otherwise)
+                rt_cols = self._runtime_cols(by_pid)
+                # the synchronisation calls are gathered in the same scan of the runtime table
+                sync_ids = self._sync_ids()
+                sync_sub = self._sync_subset(sync_ids) if sync_ids and rt_cols else None
+                rt = (
+                    PartsRead(pool, self.path, RUNTIME, rt_cols, True, sync_sub)
+                    if rt_cols
+                    else None
+                )
+                gpu, gpu_pid = self._gpu(pending)
+                del pending
                 pids = _ranked_pids(gpu_pid, gpu, self._context_devices())
                 if len(pids) > 1 and gpu_pid is None:
                     if gpu.size:  # GPU rows without their process: one rank after all
@@ -988,40 +1172,24 @@ class _Reader:
                     else:
                         gpu_pid = np.zeros(0, dtype=np.int64)
                 multi = len(pids) > 1
-                # the runtime calls' process only matters with several ranks (a column of
-                # 8 bytes a call otherwise); read while this thread reads the host tables
-                rt_cols = self._runtime_cols(multi and gpu_pid is not None)
-                # the synchronisation calls are gathered in the same scan of the runtime table
-                sync_ids = self._sync_ids()
-                sync_sub = self._sync_subset(sync_ids) if sync_ids and rt_cols else None
-                rt_fut = (
-                    pool.submit(fetch_columns, self.path, RUNTIME, rt_cols, True, None, sync_sub)
-                    if rt_cols
-                    else None
-                )
                 seen = set(cuda_pids)
                 if gpu_pid is not None and gpu_pid.size:
                     lo, hi = int(gpu_pid.min()), int(gpu_pid.max())
                     seen |= {lo} if lo == hi else {int(p) for p in np.unique(gpu_pid).tolist()}
                 if not multi:  # one rank: nothing reads the rows' pids any more
                     gpu_pid = None
-                rt_read: list[Any] = []
 
                 def sync() -> T.HostTable:
-                    if rt_fut is not None:
-                        rt_read.extend(rt_fut.result())
+                    if rt is not None:
+                        rt.wait()
                     got = sync_sub.columns() if sync_sub else None
                     return self._sync_calls(sync_ids, got[0] if got else None)
 
                 host, threads, osrt_traced = self._host(seen, sync)
-                rt = dict(zip(rt_cols, rt_read, strict=True)) if rt_fut else {}
-                # `_launches` lets go of each runtime column once read: no other reference
-                rt_read.clear()
-                rt_fut = None
             finally:
                 pool.shutdown()
-            self._launches(gpu, gpu_pid if multi else None, rt)
-            del rt
+            self._launches(gpu, gpu_pid if multi else None, rt.take() if rt else iter(()))
+            rt = None  # the parts taken are let go
             um_copies = bool(np.isin(gpu.copy, list(UM_KINDS)).any())
             um_whole, um_per_pid = self._um(um_copies)
             peak, peak_source = self._peak_memory()
@@ -1142,6 +1310,33 @@ def _um_of(
     if um.gpu_faults is None and whole.gpu_faults is not None:
         um.gpu_faults = {}
     return um
+
+
+def _unique_rows(cols: list[Any]) -> tuple[list[tuple[int, ...]], Any]:
+    """The distinct rows of equal-length integer columns in ascending (lexicographic) order,
+    and each row's index among them: `np.unique(np.stack(cols, 1), axis=0, return_inverse=
+    True)` at a fraction of its cost (each column coded by its own sorted values, the codes
+    packed into one integer; the few distinct values of each column keep it small)."""
+    code = np.zeros(cols[0].size, dtype=np.int64)
+    values = []
+    room = 1
+    for c in cols:
+        vals, inv = np.unique(c, return_inverse=True)
+        room *= max(vals.size, 1)
+        if room >= 1 << 62:  # too many distinct values to pack: the slow way
+            rows, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+            return [tuple(k) for k in rows.tolist()], inv.reshape(-1)
+        code = code * vals.size + inv.reshape(-1)
+        values.append(vals)
+    uniq, inv = np.unique(code, return_inverse=True)
+    keys: list[tuple[int, ...]] = []
+    for k in uniq.tolist():
+        row = []
+        for vals in reversed(values):
+            k, i = divmod(k, vals.size)
+            row.append(int(vals[i]))
+        keys.append(tuple(reversed(row)))
+    return keys, inv.reshape(-1)
 
 
 def _as_int(v: Any) -> int:

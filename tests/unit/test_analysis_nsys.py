@@ -1,5 +1,6 @@
 """nsys SQLite reader: hand-built exports with metrics known by construction, and the real
-exports in tests/data/nsys/ checked against independent SQL."""
+exports in tests/data/nsys/ checked against independent SQL. Every test runs twice: with the big
+tables read from the file's pages (`sqlite_pages`, where it is built) and through SQLite."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis import analyze_paths, core, sqlite_pages
 from orchestrator.analysis.metrics import RankMetrics
 from orchestrator.errors import UserError
 from tests.fixtures.nsys_builder import NVTX_MARK, NVTX_STARTEND, NsysBuilder
@@ -34,6 +35,16 @@ COPIES = [
     (31900, 32100, 13, 8192, 2),  # UM DtoD (device-to-device migration)
 ]
 MEMSETS = [(20500, 21000, 1024)]
+
+
+@pytest.fixture(autouse=True, params=["pages", "sqlite"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which reader reads the big tables: the compiled page reader or SQLite's path."""
+    if request.param == "sqlite":
+        monkeypatch.setattr(sqlite_pages, "_LIB", None)
+    elif not sqlite_pages.available():
+        pytest.skip("the compiled page reader is not built here (no C compiler at install)")
+    return str(request.param)
 
 
 def build(path: Path, *, with_um: bool = True) -> Path:
@@ -761,11 +772,12 @@ def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
     assert probed[6].tolist() == [7, 7, 7, 5, 7, 7]
 
 
-def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
+def test_tables_read_in_parts_give_the_rows_of_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A large kernel table is read as two rowid halves in two threads; rows left out of the
-    first half (end before start) leave no hole: the metrics equal those of one read."""
+    """Large tables are read in rowid parts in several threads; rows left out of a part (end
+    before start) leave no hole, and the runtime calls taken part by part for the launch times
+    keep the last call of a repeated correlationId: the metrics equal those of one read."""
     from orchestrator.analysis import nsys_sqlite
 
     b = NsysBuilder(tmp_path / "k.sqlite")
@@ -775,13 +787,34 @@ def test_kernels_read_in_two_halves_give_the_rows_of_one_read(
         # a few inside-out rows in the first half, one in the second
         b.add_kernel(s, s - 5 if i in (3, 4, 11, 30) else s + 400 + 10 * i, f"k{i % 7}",
                      stream=7 + i % 2, launch=s - 100)  # fmt: skip
+    # a repeated correlationId in a later part of the runtime table: its call is the launch
+    b.db.execute(
+        'INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 60, "end" + 60, eventClass,'
+        " globalTid, correlationId, nameId, returnValue, callchainId"
+        " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid IN (2, 7, 20)"
+    )
+    b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1 WHERE rowid = 9')
     path = b.close()
     monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 1000)
     (whole,) = analyze_paths([path]).ranks
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 4)  # 40 rows >= 4 chunks: halves
-    (halves,) = analyze_paths([path]).ranks
-    assert halves.activity.kernel_count == 36
-    assert halves.model_dump() == whole.model_dump()
+    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 4)
+    monkeypatch.setattr(nsys_sqlite, "PART_ROWS", 8)  # parts of 8 rows: 5 of kernels, 6 of calls
+    (parts,) = analyze_paths([path]).ranks
+    assert parts.activity.kernel_count == 36
+    assert parts.model_dump() == whole.model_dump()
+    # each kernel's launch: the start of the last runtime call with its correlationId (of the
+    # calls read: not rowid 9, whose end is before its start)
+    conn = sqlite3.connect(path)
+    want = sorted(conn.execute(
+        "SELECT k.start, coalesce((SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE"
+        " r.correlationId = k.correlationId AND r.\"end\" >= r.start"
+        " ORDER BY r.rowid DESC LIMIT 1), -1)"
+        " FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE k.\"end\" >= k.start"
+    ).fetchall())  # fmt: skip
+    conn.close()
+    assert sum(1 for _, launch in want if launch % 1000 == 960) == 3  # the repeated calls'
+    (tl,) = nsys_sqlite.read_timelines(path)
+    assert sorted(zip(tl.gpu.start.tolist(), tl.gpu.launch.tolist(), strict=True)) == want
 
 
 @pytest.mark.parametrize("odd", [False, True])

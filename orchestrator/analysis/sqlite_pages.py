@@ -1,0 +1,171 @@
+"""The compiled reader of SQLite table pages (`_sqlite_pages.c`), loaded with ctypes.
+
+`nsys_sqlite.fetch_into` has SQLite print a table's integer columns as `group_concat` text that
+numpy parses: no Python object per row, yet on the 5 M-kernel benchmark that is most of the
+reader's time, and stepping the rows through SQLite's C API instead still spends about 250 ns a
+row in SQLite's virtual machine. This walks the table's b-tree in the file and decodes the
+records' integers into the same arrays, at a fraction of that (bench/bench_analyze.py). It reads
+only what it can read exactly (integers and NULLs, in a plain rowid table, in a file not in WAL
+mode) and gives the rest back (`None`): the SQLite path then reads it, so what a table gives does
+not depend on which reader read it (tests/unit/test_sqlite_pages.py checks both on the same
+files, hostile ones included).
+
+The C file is built when gh-run is installed (setup.py: an optional extension; without a C
+compiler the install still works and `available()` is False). GH_RUN_NO_NATIVE_SCAN=1 turns it
+off, as it does the Kineto scan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.machinery
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+GIVE_UP = -1
+NO_ROOM = -2
+ROWID = "rowid"
+
+
+def library_path() -> Path | None:
+    """The built reader beside this file, if the install built it."""
+    here = Path(__file__).parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        f = here / f"_sqlite_pages{suffix}"
+        if f.is_file():
+            return f
+    return None
+
+
+def _library() -> Any | None:
+    f = library_path()
+    if f is None or os.environ.get("GH_RUN_NO_NATIVE_SCAN"):
+        return None
+    try:
+        lib = ctypes.CDLL(str(f))
+    except OSError:
+        return None
+    i32, i64 = ctypes.c_int32, ctypes.c_int64
+    p32, p64 = ctypes.POINTER(i32), ctypes.POINTER(i64)
+    lib.sqlite_pages_fetch.restype = i64
+    lib.sqlite_pages_fetch.argtypes = [
+        ctypes.c_char_p, i64, i64, i64,  # path, root page, rowid range
+        i32, p32, p32, ctypes.POINTER(ctypes.c_void_p), i64,  # dests: count, columns, widths
+        i32, i32,  # start, end columns
+        i32, p64, i32,  # subset: condition column, its values
+        i32, p32, p64, ctypes.POINTER(p64), p64,  # subset columns, NULL defaults, arrays, counts
+        p64,  # rows seen
+    ]  # fmt: skip
+    return lib
+
+
+_LIB = _library()
+
+
+def available() -> bool:
+    """Whether the compiled reader is built and loads."""
+    return _LIB is not None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a table is in its file: the root page of its b-tree and each column's place in its
+    records."""
+
+    root: int
+    index: dict[str, int]
+
+    def col(self, name: str) -> int:
+        return -1 if name == ROWID else self.index[name]
+
+
+def layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | None:
+    """The layout of a plain rowid table whose every column is stored in its records, in a file
+    this reader may read by itself (no -wal or -journal file beside it that SQLite would read
+    too); None otherwise."""
+    for side in ("-wal", "-journal"):
+        f = Path(f"{path}{side}")
+        if f.exists() and (side == "-journal" or f.stat().st_size > 0):
+            return None
+    row = conn.execute(
+        "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    if row is None or not isinstance(row[0], int) or row[0] < 1:
+        return None
+    if not isinstance(row[1], str) or "WITHOUT ROWID" in row[1].upper():
+        return None
+    index: dict[str, int] = {}
+    # table_xinfo: cid is the place in the record; `hidden` marks generated columns (a virtual
+    # one is not stored) and `pk` an INTEGER PRIMARY KEY (stored as NULL: the rowid is its value)
+    for cid, name, decl, _, _, pk, hidden in conn.execute(f'PRAGMA table_xinfo("{table}")'):
+        if hidden or (pk and str(decl).upper() == "INTEGER"):
+            return None
+        index[str(name)] = int(cid)
+    return Layout(int(row[0]), index)
+
+
+@dataclass
+class Read:
+    """What one call read: rows kept, rows the range held, the subset's columns."""
+
+    kept: int
+    seen: int
+    subset: list[Any]
+
+
+def fetch(
+    path: Path,
+    lay: Layout,
+    bounds: tuple[int, int],
+    cols: list[str],
+    out: list[Any],
+    has_times: bool,
+    cond: str | None = None,
+    values: tuple[int, ...] = (),
+    sub: tuple[tuple[str, int], ...] = (),
+) -> Read | None:
+    """The rows with bounds[0] <= rowid <= bounds[1] into `out` (column i of `cols` into out[i]:
+    1-D contiguous integer arrays that hold the range); with `has_times`, only the rows whose
+    start and end are integers and end >= start. With `cond`: the subset, rows whose `cond`
+    column holds one of `values`, with the columns of `sub` (name, its value for NULL). None when
+    the range holds what this reader leaves to SQLite (see the module docstring)."""
+    assert _LIB is not None
+    cap = min(a.size for a in out) if out else 0
+    for a in out:
+        if a.dtype.kind != "i" or a.dtype.itemsize not in (1, 2, 4, 8) or a.ndim != 1:
+            raise ValueError(f"cannot store into an array of {a.dtype}, {a.ndim}-D")
+        if not a.flags.c_contiguous or not a.flags.writeable:
+            raise ValueError("cannot store into a strided or read-only array")
+    try:
+        src = [lay.col(c) for c in cols]
+        times = (lay.col("start"), lay.col("end")) if has_times else (-1, -1)
+        cond_col = lay.col(cond) if cond is not None else -1
+        sub_src = [lay.col(c) for c, _ in sub]
+    except KeyError:
+        return None  # a column the table lacks: SQLite names it
+    i32, i64 = ctypes.c_int32, ctypes.c_int64
+    p64 = ctypes.POINTER(i64)
+
+    def arr(ctype: Any, items: list[Any]) -> Any:
+        return (ctype * max(len(items), 1))(*items)
+
+    nsub = len(sub) if cond is not None else 0
+    subs = [np.empty(cap, dtype=np.int64) for _ in range(nsub)]
+    subn = arr(i64, [0] * nsub)
+    seen = i64()
+    kept = _LIB.sqlite_pages_fetch(
+        os.fsencode(path), lay.root, bounds[0], bounds[1],
+        len(out), arr(i32, src), arr(i32, [a.dtype.itemsize for a in out]),
+        arr(ctypes.c_void_p, [a.ctypes.data for a in out]), cap, *times,
+        cond_col, arr(i64, list(values)), len(values),
+        nsub, arr(i32, sub_src), arr(i64, [d for _, d in sub]),
+        arr(p64, [s.ctypes.data_as(p64) for s in subs]), subn, ctypes.byref(seen),
+    )  # fmt: skip
+    if kept < 0:
+        return None
+    return Read(int(kept), int(seen.value), [s[: subn[j]].copy() for j, s in enumerate(subs)])
