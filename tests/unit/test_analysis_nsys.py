@@ -848,3 +848,19 @@ def test_what_the_big_scans_gather_equals_its_own_queries(
     assert gathered.model_dump() == queried.model_dump()
     assert gathered.unified_memory is not None and gathered.unified_memory.by_cause
     assert gathered.sync.calls > 0
+
+
+def test_bytes_that_are_not_utf8_read_as_replacement_characters(tmp_path: Path) -> None:
+    """A kernel name whose bytes are not UTF-8, and a blob of such bytes in a numeric column:
+    the name reads with U+FFFD in place of the bad bytes, the odd value as SQLite casts it, and
+    the analysis goes on (it used to fail the whole query)."""
+    b = NsysBuilder(tmp_path / "u.sqlite")
+    b.add_gpu(0)
+    b.add_kernel(0, 100, "gemm_ok", stream=7)
+    b.add_kernel(200, 300, "bad", stream=7)
+    b.db.execute("UPDATE StringIds SET value = CAST(x'67656d6dff5f6b' AS TEXT) WHERE value = 'bad'")
+    b.db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = x'ff80' WHERE start = 200")
+    path = b.close()
+    (r,) = analyze_paths([path]).ranks
+    assert r.activity.kernel_count == 2
+    assert sorted(k.name for k in r.top_kernels) == ["gemm_ok", "gemm\ufffd_k"]
