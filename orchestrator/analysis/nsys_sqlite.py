@@ -463,8 +463,8 @@ def fetch_columns(
 
 class TableRead:
     """`fetch_into` of a table's rowid range in parts of `PART_ROWS` rows, each a job of `pool`:
-    SQLite, numpy's parse and the compiled reader release the GIL, so the parts of every big
-    table run on every core at once. `result()` waits for the parts and returns (rows, rows left
+    SQLite and the compiled reader release the GIL, so the parts of every big table run on
+    every core at once. `result()` waits for the parts and returns (rows, rows left
     out), the rows in table order at the front of `out`; a subset gathers in part order."""
 
     def __init__(
@@ -1187,7 +1187,8 @@ class _Reader:
 
                 host, threads, osrt_traced = self._host(seen, sync)
             finally:
-                pool.shutdown()
+                # parts still queued (a part failed: the error is on its way) are not read
+                pool.shutdown(cancel_futures=True)
             self._launches(gpu, gpu_pid if multi else None, rt.take() if rt else iter(()))
             rt = None  # the parts taken are let go
             um_copies = bool(np.isin(gpu.copy, list(UM_KINDS)).any())
