@@ -105,6 +105,8 @@ def layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | None:
     for cid, name, decl, _, _, pk, hidden in conn.execute(f'PRAGMA table_xinfo("{table}")'):
         if hidden or (pk and str(decl).upper() == "INTEGER"):
             return None
+        if str(name).lower() in ("rowid", "oid", "_rowid_"):  # SQL's `rowid` would mean it
+            return None
         index[str(name)] = int(cid)
     return Layout(int(row[0]), index)
 

@@ -235,11 +235,13 @@ def test_files_and_tables_it_must_not_read_alone_are_refused(tmp_path: Path) -> 
     _table(jr, rows)
     Path(f"{jr}-journal").write_bytes(b"")
     assert _layout(jr) is None
-    # tables whose records are not one value per column, in order
+    # tables whose records are not one value per column, in order, or where SQL's `rowid` is a
+    # column
     for name, schema in {
         "norowid": 'start INTEGER, "end" INTEGER, a INTEGER PRIMARY KEY) WITHOUT ROWID; --',
         "alias": 'id INTEGER PRIMARY KEY, start INTEGER, "end" INTEGER',
         "generated": 'start INTEGER, "end" INTEGER, g INTEGER AS ("end" - start)',
+        "rowid column": 'start INTEGER, "end" INTEGER, rowid INTEGER',
     }.items():
         f = tmp_path / f"{name}.sqlite"
         conn = sqlite3.connect(f)
