@@ -114,6 +114,11 @@ RANK_VARS = ("RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_R
              "MV2_COMM_WORLD_RANK")  # fmt: skip
 
 
+# what SQLite raises on a damaged file: its error, or, where its message quotes bytes that are
+# not UTF-8 (a damaged schema), Python's failure to decode that message
+DAMAGED = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
@@ -133,7 +138,7 @@ def connect_ro(path: Path) -> sqlite3.Connection:
         # place of the bad bytes, instead of failing the whole query
         conn.text_factory = _text
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.DatabaseError as exc:
+    except DAMAGED as exc:
         raise UserError(
             f"{path}: not a readable SQLite file ({exc}); export it with"
             " `nsys export --type sqlite`"
@@ -151,7 +156,7 @@ class _Db:
             self.tables = {
                 r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
-        except sqlite3.DatabaseError as exc:
+        except DAMAGED as exc:
             self.conn.close()
             raise UserError(f"{path}: not a readable SQLite file ({exc})") from exc
         self._cols: dict[str, set[str]] = {}
@@ -1363,4 +1368,10 @@ def _map(ids: Any, lut: dict[int, int]) -> Any:
 def read_timelines(path: Path) -> list[T.RankTimeline]:
     """Read one nsys SQLite export: a timeline per process with GPU work (one, with no GPU work
     at all, for the host side)."""
-    return _Reader(path).read()
+    try:
+        return _Reader(path).read()
+    except DAMAGED as exc:  # a damaged file, found partway through the reading
+        raise UserError(
+            f"{path}: SQLite cannot read this file ({exc}); it is damaged or was cut short:"
+            " copy it again, or export the report again with `nsys export --type sqlite`"
+        ) from exc

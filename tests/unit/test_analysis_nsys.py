@@ -864,3 +864,30 @@ def test_bytes_that_are_not_utf8_read_as_replacement_characters(tmp_path: Path) 
     (r,) = analyze_paths([path]).ranks
     assert r.activity.kernel_count == 2
     assert sorted(k.name for k in r.top_kernels) == ["gemm_ok", "gemm\ufffd_k"]
+
+
+def test_a_file_damaged_inside_a_table_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    """A kernel table whose b-tree points past the end of the file: SQLite finds it partway
+    through the reading ("database disk image is malformed", and the page reader gives the range
+    to SQLite); the user gets one sentence naming the file and the fix, not a traceback."""
+    b = NsysBuilder(tmp_path / "d.sqlite")
+    b.add_gpu(0)
+    for i in range(3000):
+        b.add_kernel(100 * i, 100 * i + 50, f"k{i % 5}", stream=7)
+    path = b.close()
+    conn = sqlite3.connect(path)
+    (root,) = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'"
+    ).fetchone()
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    raw = bytearray(path.read_bytes())
+    at = (root - 1) * page_size
+    assert raw[at] == 5  # an interior page: its right-most child to a page past the end
+    raw[at + 8 : at + 12] = (len(raw) // page_size + 100).to_bytes(4, "big")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(UserError) as exc:
+        analyze_paths([path])
+    msg = str(exc.value)
+    assert str(path) in msg and "SQLite cannot read this file" in msg
+    assert "nsys export --type sqlite" in msg
