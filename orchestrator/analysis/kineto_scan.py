@@ -16,12 +16,12 @@ member checked byte for byte against its group's first (in C), one decode per di
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from orchestrator.analysis import native
 
 # the scan's answers other than a count
 _GIVE_UP = -1
@@ -37,23 +37,14 @@ _INT_COLS = ("pid", "tid", "ts", "dur", "stream", "correlation", "device", "byte
 
 def library_path() -> Path | None:
     """The built scan beside this file, if the install built it."""
-    here = Path(__file__).parent
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        f = here / f"_kineto_scan{suffix}"
-        if f.is_file():
-            return f
-    return None
+    return native.library_path("_kineto_scan")
 
 
 def _library() -> Any | None:
     """The built scan, loaded; None when not built, or with GH_RUN_NO_NATIVE_SCAN set (the numpy
     scan then serves, as on a machine without a C compiler)."""
-    f = library_path()
-    if f is None or os.environ.get("GH_RUN_NO_NATIVE_SCAN"):
-        return None
-    try:
-        lib = ctypes.CDLL(str(f))
-    except OSError:
+    lib = native.load("_kineto_scan")
+    if lib is None:
         return None
     lib.kineto_scan.restype = ctypes.c_int64
     lib.kineto_scan.argtypes = [

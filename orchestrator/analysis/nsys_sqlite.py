@@ -287,6 +287,12 @@ class Subset:
         """A subset of the same rows and columns, not read yet."""
         return Subset(self.cond, self.values, self.cols, self.aligned)
 
+    def absorb(self, part: Subset) -> None:
+        """Take what `part` (one of `empty()`, read over the next rowid range) gathered."""
+        self.failed |= part.failed
+        self.parts += part.parts
+        part.parts = []
+
     def columns(self) -> list[Any] | None:
         if self.failed:
             return None
@@ -436,12 +442,8 @@ def _fetch_native(
     lay = sqlite_pages.layout(conn, path, table)
     if lay is None:
         return None
-    if subset is None:
-        read = sqlite_pages.fetch(path, lay, rng, cols, out, has_times)
-    else:
-        read = sqlite_pages.fetch(
-            path, lay, rng, cols, out, has_times, subset.cond, subset.values, subset.cols
-        )
+    sub = (subset.cond, subset.values, subset.cols) if subset is not None else (None, (), ())
+    read = sqlite_pages.fetch(path, lay, rng, cols, out, has_times, *sub)
     if read is None:
         return None
     if subset is not None:
@@ -466,6 +468,19 @@ def fetch_columns(
     return [a[:n] for a in out]
 
 
+def _parts(
+    path: Path, table: str, cols: list[str], rng: tuple[int, int]
+) -> tuple[dict[str, int] | None, list[tuple[int, int]]]:
+    """The probe (`fetch_into`) and the rowid parts of `PART_ROWS` rows (whole chunks) of a
+    big table's range, for `TableRead` and `PartsRead`."""
+    # the probe serves the Python reader only (the compiled one reads every column fast)
+    probe = None if sqlite_pages.available() else first_ints(
+        path, table, [c for c in cols if c in CONSTANT_PROBES]
+    )  # fmt: skip
+    step = max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS
+    return probe, [(lo, min(lo + step - 1, rng[1])) for lo in range(rng[0], rng[1] + 1, step)]
+
+
 class TableRead:
     """`fetch_into` of a table's rowid range in parts of `PART_ROWS` rows, each a job of `pool`:
     SQLite and the compiled reader release the GIL, so the parts of every big table run on
@@ -485,18 +500,14 @@ class TableRead:
     ) -> None:
         self.out = out
         self.subset = subset
-        # the probe serves the Python reader only (the compiled one reads every column fast)
-        probe = None if sqlite_pages.available() else first_ints(
-            path, table, [c for c in cols if c in CONSTANT_PROBES]
-        )  # fmt: skip
+        probe, parts = _parts(path, table, cols, rng)
         self.parts: list[tuple[int, Subset | None, Any]] = []
-        step = max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS  # whole chunks
-        for lo in range(rng[0], rng[1] + 1, step):
+        for lo, hi in parts:
             off = lo - rng[0]
             sub = subset.empty() if subset else None
             fut = pool.submit(
-                fetch_into, path, table, cols, [a[off:] for a in out], has_times,
-                (lo, min(lo + step - 1, rng[1])), probe, sub,
+                fetch_into, path, table, cols, [a[off:] for a in out], has_times, (lo, hi), probe,
+                sub,
             )  # fmt: skip
             self.parts.append((off, sub, fut))
 
@@ -510,8 +521,7 @@ class TableRead:
             n += got
             skipped += left
             if self.subset is not None and sub is not None:
-                self.subset.failed |= sub.failed
-                self.subset.parts += sub.parts
+                self.subset.absorb(sub)
         return n, skipped
 
 
@@ -536,12 +546,8 @@ class PartsRead:
         rng = _table_rowids(path, table)
         if rng is None:
             return
-        probe = None if sqlite_pages.available() else first_ints(
-            path, table, [c for c in cols if c in CONSTANT_PROBES]
-        )  # fmt: skip
-        step = max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS  # whole chunks
-        for lo in range(rng[0], rng[1] + 1, step):
-            hi = min(lo + step - 1, rng[1])
+        probe, parts = _parts(path, table, cols, rng)
+        for lo, hi in parts:
             out = [np.empty(hi - lo + 1, dtype=np.int64) for _ in cols]
             sub = subset.empty() if subset else None
             fut = pool.submit(fetch_into, path, table, cols, out, has_times, (lo, hi), probe, sub)
@@ -552,9 +558,7 @@ class PartsRead:
         for _, sub, fut in self.parts:
             fut.result()
             if self.subset is not None and sub is not None:
-                self.subset.failed |= sub.failed
-                self.subset.parts += sub.parts
-                sub.parts = []
+                self.subset.absorb(sub)
 
     def take(self) -> Iterator[dict[str, Any]]:
         """Each part's columns (column name -> the rows read), in table order; a part is let go

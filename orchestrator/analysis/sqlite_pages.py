@@ -18,7 +18,6 @@ off, as it does the Kineto scan.
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis import native
+
 GIVE_UP = -1
 NO_ROOM = -2
 ROWID = "rowid"
@@ -34,21 +35,12 @@ ROWID = "rowid"
 
 def library_path() -> Path | None:
     """The built reader beside this file, if the install built it."""
-    here = Path(__file__).parent
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        f = here / f"_sqlite_pages{suffix}"
-        if f.is_file():
-            return f
-    return None
+    return native.library_path("_sqlite_pages")
 
 
 def _library() -> Any | None:
-    f = library_path()
-    if f is None or os.environ.get("GH_RUN_NO_NATIVE_SCAN"):
-        return None
-    try:
-        lib = ctypes.CDLL(str(f))
-    except OSError:
+    lib = native.load("_sqlite_pages")
+    if lib is None:
         return None
     i32, i64 = ctypes.c_int32, ctypes.c_int64
     p32, p64 = ctypes.POINTER(i32), ctypes.POINTER(i64)
