@@ -9,6 +9,8 @@ GPU activity says so instead of showing zeros.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from orchestrator.analysis.advice import Advice
 from orchestrator.analysis.labels import dur, short_kernel
 from orchestrator.analysis.metrics import Metrics, merged_top_kernels
@@ -94,8 +96,9 @@ def idle_sentence(m: Metrics) -> str:
 
 
 def hta_sentence(m: Metrics) -> str | None:
-    """HTA's temporal split, and why its idle may differ from the headline's, said once."""
-    if not has_gpu(m):
+    """HTA's temporal split, and what each idle figure counts (`idle_figures`), said once."""
+    figures = idle_figures(m)
+    if figures is None:
         return None
     t = m.aggregate
     split = (
@@ -106,13 +109,61 @@ def hta_sentence(m: Metrics) -> str | None:
         "compute = kernels that are not communication or memory; non-compute = time when only"
         " copies, memsets or communication ran"
     )
-    if any(r.temporal.basis.startswith("GPU events launched before") for r in m.ranks):
-        return (
-            f"HTA's temporal breakdown ({split}; {what}) covers the GPU events launched before the"
-            " last ProfilerStep, as Holistic Trace Analysis leaves the last profiled step out:"
-            " its idle is not the headline's, which covers the whole span."
+    return f"HTA's temporal breakdown: {split} ({what}). {figures.text}."
+
+
+IDLE_DIFFER_POINTS = 0.5  # the two idle figures differ when this far apart (mean of entries)
+
+
+class IdleFigures(NamedTuple):
+    """What gh-run's idle and HTA's temporal idle count, and why they differ (`differ`: by
+    `IDLE_DIFFER_POINTS` or more)."""
+
+    text: str
+    differ: bool
+
+
+def _hta_reasons(m: Metrics) -> list[str]:
+    """Why HTA's temporal idle is not gh-run's, from how HTA's view of each entry was built
+    (`Temporal.basis`, `Temporal.span_ns`): HTA leaves out the GPU work launched in the last
+    ProfilerStep of a Kineto trace (a shorter window, without the wait before that step), and
+    rounds a Kineto trace's times to whole microseconds."""
+    out = []
+    if any("before the last ProfilerStep" in r.temporal.basis for r in m.ranks):
+        hta_span = max(r.temporal.span_ns for r in m.ranks)
+        span = max(r.span_ns for r in m.ranks)
+        out.append(
+            "it leaves out the GPU work launched in the last profiled step, so it covers"
+            f" {dur(hta_span)} of the {dur(span)} span"
         )
-    return f"HTA's temporal breakdown splits the same span: {split} ({what})."
+    if not out and any(r.temporal.clamped_events for r in m.ranks):
+        out.append("it rounds the trace's times to whole microseconds")
+    return out
+
+
+def idle_figures(m: Metrics) -> IdleFigures | None:
+    """The two idle figures a report shows, each with what it counts, and why they differ
+    where they do; None without GPU activity."""
+    if not has_gpu(m):
+        return None
+    ours, hta = m.aggregate.idle_pct_mean, m.aggregate.temporal_idle_pct_mean
+    ours_what = (
+        f"GPU idle {ours:.1f} % counts the time from the first to the last kernel, copy or"
+        " memset in which none of them ran"
+    )
+    if abs(ours - hta) < IDLE_DIFFER_POINTS:
+        return IdleFigures(
+            f"{ours_what}; HTA's temporal idle ({hta:.1f} %) counts the same here", False
+        )
+    reasons = _hta_reasons(m) or [
+        "it takes the events Holistic Trace Analysis takes: "
+        + "; ".join(sorted({r.temporal.basis for r in m.ranks if r.temporal.basis}))
+    ]
+    return IdleFigures(
+        f"{ours_what}; HTA's temporal idle ({hta:.1f} %) counts them as Holistic Trace Analysis"
+        f" does: {'; '.join(reasons)}. They differ by {abs(ours - hta):.1f} points",
+        True,
+    )
 
 
 def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:

@@ -39,7 +39,17 @@ from orchestrator.analysis import (
 from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.changes import WhatChanged
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
-from orchestrator.analysis.labels import column_labels, dur, num, short_kernel, short_labels, size
+from orchestrator.analysis.labels import (
+    NOT_MEASURED,
+    column_labels,
+    dur,
+    in_unit,
+    num,
+    row_unit,
+    short_kernel,
+    short_labels,
+    size,
+)
 from orchestrator.analysis.metrics import merged_top_kernels
 from orchestrator.analysis.verdict import NO_GPU, has_gpu
 from orchestrator.errors import UserError
@@ -641,6 +651,20 @@ def _print_cross_rank(m: Metrics, console: Console) -> None:
         console.print(f"note: {plain(note)}", markup=False)
 
 
+def compare_cells(c: Comparison) -> list[tuple[str, str, list[str]]]:
+    """(metric, the row's one unit, each run's value in it) for every row: "not measured" where
+    a run's sources cannot measure the metric (`labels.in_unit`, `labels.row_unit`)."""
+    out = []
+    for row in c.rows:
+        shown = row_unit(row.values, row.unit)
+        cells = [
+            in_unit(v, row.unit, shown) if ok else NOT_MEASURED
+            for v, ok in zip(row.values, row.measured or [True] * len(row.values), strict=True)
+        ]
+        out.append((row.metric, "" if shown == "count" else shown, cells))
+    return out
+
+
 def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table:
     """The compare table: one row per metric, one column per run (the first is the baseline),
     then the change of every other run against it (with `deltas`)."""
@@ -655,17 +679,27 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
             header = f"Δ {lab}" if len(labels) > 2 else "Δ"
             t.add_column(term(header), justify="right", no_wrap=True)
     group = None
-    for row in c.rows:
+    for row, (metric, unit, vals) in zip(c.rows, compare_cells(c), strict=True):
         if row.group != group:
             if group is not None:
                 t.add_section()
             group = row.group
             t.add_row(f"[bold]{group}[/]", *([""] * (len(t.columns) - 1)))
-        vals = [num(v) for v in row.values]
         # a percentage, a factor, "new" or "from ~0": never a percent of a near-zero baseline
         rel = row.change[1:] if deltas else []
-        t.add_row(term(f"  {row.metric}"), term(row.unit), *vals, *rel)
+        t.add_row(term(f"  {metric}"), term(unit), *vals, *rel)
     return t
+
+
+def print_wrapped(console: Console, text: str, indent: str = "") -> None:
+    """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
+    import textwrap
+
+    width = min(console.width, 100)
+    wrapped = textwrap.fill(
+        plain(text), width, initial_indent=indent, subsequent_indent=indent + "    "
+    )
+    console.print(wrapped, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_changes(console: Console, w: WhatChanged, label: str, base: str) -> None:
@@ -781,6 +815,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             t = comparison_table(c, labels, deltas=False)
             console.print("(Δ columns left out for the terminal's width: --json shows them)")
         console.print(t)
+        for note in c.notes:
+            print_wrapped(console, f"note: {note}")
         for lab, m in zip(labels, ms, strict=True):
             srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}
             for s in sorted(srcs):

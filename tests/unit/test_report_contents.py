@@ -75,10 +75,13 @@ def test_one_idle_figure_with_its_window_and_htas_split_once(
     assert window in headline.group(1)
     assert "it holds the 2 traced steps" in headline.group(1)
     assert block.count("HTA&#39;s temporal breakdown") == 1
-    assert "splits the same span" in block  # nsys: HTA's view is the same span
+    assert "counts the same here" in block  # nsys: HTA's view is the same span
     kin = write_report([analyze_paths([TRACES / "baseline"])], tmp_path / "k", "k")
     kblock = _verdict_block(kin["html"].read_text())
-    assert "leaves the last profiled step out" in kblock and "whole span" in kblock
+    # Kineto: HTA leaves out the last step's GPU work; both figures say what they count and why
+    # they differ
+    assert "leaves out the GPU work launched in the last profiled step" in kblock
+    assert "of the 376.59 ms span" in kblock and "They differ by 30.7 points" in kblock
 
 
 def test_human_units_and_no_percentages_on_a_near_zero_baseline(
