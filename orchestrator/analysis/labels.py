@@ -34,6 +34,17 @@ def dur(ns: float | None) -> str:
     return f"{ns:.0f} ns"
 
 
+def elapsed(ns: float) -> str:
+    """A time between two events, up to days: `dur` below a minute, then min / h / days."""
+    s_ = abs(ns) / 1e9
+    if s_ < 60:
+        return dur(ns)
+    for unit, f in (("days", 86400), ("h", 3600), ("min", 60)):
+        if round(s_ / f, 1) >= 1:  # 59.99 min reads 1.0 h
+            return f"{ns / 1e9 / f:.1f} {unit}"
+    return dur(ns)
+
+
 def size(b: float | None) -> str:
     """Bytes as GiB / MiB / KiB / B."""
     if b is None:

@@ -484,6 +484,8 @@ class Metrics(Strict):
     # workloads.sft flags) or "generic"; `workload_kind_evidence` says what told
     workload_kind: Literal["nemo", "reference", "generic"] = "generic"
     workload_kind_evidence: str | None = None
+    # why several inputs were read as the ranks of one job (`captures.tied`); empty for one
+    inputs_tied_by: list[str] = []
     sources: list[Source]
     ranks: list[RankMetrics]
     aggregate: Aggregate

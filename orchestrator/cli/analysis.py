@@ -29,8 +29,10 @@ from rich.table import Table
 from orchestrator.analysis import (
     Metrics,
     RankMetrics,
+    RunSet,
     advise,
     analyze_paths,
+    analyze_runs,
     compare,
     headline,
     tracetext,
@@ -691,6 +693,31 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
     return t
 
 
+def print_split(console: Console, found: RunSet, args: list[str]) -> str:
+    """What separated the runs among the inputs, each run, and how to compare them; returns
+    the offer to compare (printed again after the runs)."""
+    import shlex
+
+    n = len(found.runs)
+    where = " ".join(args)
+    print_wrapped(
+        console,
+        f"{where}: {n} separate runs, analysed one by one below (not as ranks of one job),"
+        " because:",
+    )
+    for why in found.why:
+        print_wrapped(console, f"- {why}", "  ")
+    for i, m in enumerate(found.runs):
+        ranks = (
+            f" ({len(m.ranks)} ranks: {'; '.join(m.inputs_tied_by)})" if len(m.ranks) > 1 else ""
+        )
+        print_wrapped(console, f"run {i + 1}: {m.label}{ranks}", "  ")
+    quoted = " ".join(shlex.quote(a) for a in args)
+    offer = f"side by side: gh-run compare {quoted}   (or gh-run report {quoted} --out DIR)"
+    console.print(offer, markup=False)
+    return offer
+
+
 def print_wrapped(console: Console, text: str, indent: str = "") -> None:
     """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
     import textwrap
@@ -755,33 +782,56 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces.
 
+        Inputs that are ranks of one job (distributedInfo, the launcher's rank variables,
+        rank file names, one capture time) are analysed together; separate captures (a
+        folder of unrelated runs, each a job of its own, captured apart, or with other
+        commands) are analysed one by one, with the evidence, and `compare` offered.
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
-        m = analyze_paths(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
+        found = analyze_runs(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
         if resolve is None:
             run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
             if run_ids:
-                from orchestrator.cli.state import STATE
+                from orchestrator.cli.state import STATE, warn
 
                 store = STATE.store()
                 for arg, rid in run_ids.items():
                     own = (
-                        m
+                        found
                         if len(paths) == 1
-                        else analyze_paths(res(arg), label=arg, max_trace_bytes=limit)
+                        else analyze_runs(res(arg), label=arg, max_trace_bytes=limit)
                     )
-                    store.put_metrics(rid, headline(own))
+                    if len(own.runs) == 1:
+                        store.put_metrics(rid, headline(own.runs[0]))
+                    else:
+                        warn(f"{arg}: its artifacts hold {len(own.runs)} separate runs;"
+                             " no headline stored")  # fmt: skip
         if json_out:
-            typer.echo(m.model_dump_json(indent=2))
-        else:
-            console = Console()
-            console.soft_wrap = not console.is_terminal  # piped: long lines stay whole
+            one = len(found.runs) == 1
+            typer.echo((found.runs[0] if one else found).model_dump_json(indent=2))
+            return
+        console = Console()
+        console.soft_wrap = not console.is_terminal  # piped: long lines stay whole
+        if len(found.runs) == 1:
+            print_metrics(found.runs[0], console, per_rank=per_rank)
+            return
+        offer = print_split(console, found, paths)
+        for i, m in enumerate(found.runs):
+            console.print()
+            console.print(f"run {i + 1} of {len(found.runs)}: {plain(m.label or '')}", markup=False)
             print_metrics(m, console, per_rank=per_rank)
+        console.print()
+        console.print(offer, markup=False)
 
     @app.command("compare")
     def compare_cmd(
-        runs: Annotated[list[str], typer.Argument(help="two or more runs (files or folders)")],
+        runs: Annotated[
+            list[str],
+            typer.Argument(
+                help="two or more runs (files, folders or run ids), or a folder of runs"
+            ),
+        ],
         json_out: Annotated[bool, typer.Option("--json")] = False,
         max_trace_size: MaxTraceSize = None,
     ) -> None:
@@ -790,11 +840,14 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         Columns are headed by the runs' short names, or by A, B, C… with a legend when there
         are more than two or their names are long; a narrow terminal leaves out the Δ
         columns before it squeezes a value."""
-        if len(runs) < 2:
-            raise typer.BadParameter("compare needs at least two runs")
-        names = short_labels(runs)
         limit = ceiling(max_trace_size)
-        ms = [analyze_paths(res(r), label=r, max_trace_bytes=limit) for r in runs]
+        given, ms, split_notes = runs_of(runs, res, limit)
+        if len(ms) < 2:
+            raise typer.BadParameter(
+                "compare needs at least two runs (files, folders or run ids; a folder of"
+                " separate runs counts as each of them)"
+            )
+        names = short_labels(given)
         c = compare(ms, labels=names)
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
@@ -803,6 +856,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         # Numbers are never cut: piped output is as wide as the table; in a narrow terminal
         # the metric names wrap, not the values.
         console = Console(width=None if sys.stdout.isatty() else 400)
+        for note in split_notes:
+            print_wrapped(console, f"note: {note}")
+        runs = given
         if labels != names:  # the legend: each letter, the run's name, and what was given
             for key, name, arg in zip(labels, names, runs, strict=True):
                 console.print(
@@ -840,15 +896,44 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         """Write report.html (self-contained), report.md and report.json."""
         from orchestrator.errors import UserError
 
-        labelled: list[tuple[str, list[Path]]] = [(r, res(r)) for r in runs or []]
-        if campaign:
-            labelled += _campaign_inputs(campaign)
-        if not labelled:
+        if not runs and not campaign:
             raise UserError("report: name runs, files or folders, or --campaign ID")
         limit = ceiling(max_trace_size)
-        ms = [analyze_paths(paths, label=label, max_trace_bytes=limit) for label, paths in labelled]
+        _, ms, split_notes = runs_of(list(runs or []), res, limit)
+        if campaign:
+            ms += [
+                analyze_paths(paths, label=label, max_trace_bytes=limit)
+                for label, paths in _campaign_inputs(campaign)
+            ]
+        for note in split_notes:
+            typer.echo(f"note: {note}", err=True)
         for kind, p in write_report(ms, out, title).items():
             typer.echo(f"{kind}: {p}")
+
+
+def runs_of(
+    args: list[str], res: Resolver, limit: int | None
+) -> tuple[list[str], list[Metrics], list[str]]:
+    """The runs the arguments name, in order: an argument that holds several separate runs
+    (a folder of unrelated runs) gives each of them. Returns what each run was given as (the
+    argument, or the run's folder within it), the runs, and a note per split argument."""
+    given: list[str] = []
+    out: list[Metrics] = []
+    notes: list[str] = []
+    for arg in args:
+        found = analyze_runs(res(arg), label=arg, max_trace_bytes=limit)
+        if len(found.runs) == 1:
+            given.append(arg)
+            out.append(found.runs[0])
+            continue
+        notes.append(
+            f"{arg} holds {len(found.runs)} separate runs, each taken on its own ({found.why[0]};"
+            f" `gh-run analyze {arg}` says more)"
+        )
+        for m in found.runs:
+            given.append(m.label or arg)
+            out.append(m)
+    return given, out, notes
 
 
 def _campaign_inputs(ref: str) -> list[tuple[str, list[Path]]]:
