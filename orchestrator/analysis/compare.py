@@ -108,7 +108,13 @@ def _gib(v: int | None) -> float | None:
 
 
 def _gpu(m: Metrics) -> bool:
-    """The trace holds GPU activity (kernels, copies, memsets): every GPU row is measured."""
+    """The trace holds kernels: the GPU rows are measured (without one, the span of a few
+    copies is no window to judge GPU time by)."""
+    return any(r.activity.kernel_count for r in m.ranks)
+
+
+def _activity(m: Metrics) -> bool:
+    """The trace holds GPU activity of any kind: its copies are measured."""
     return any(
         r.activity.kernel_count + r.activity.memcpy_count + r.activity.memset_count for r in m.ranks
     )
@@ -125,7 +131,7 @@ def _osrt(m: Metrics) -> bool:
 
 def _um(m: Metrics) -> bool:
     """Unified-Memory migrations are visible: nsys copy kinds (Kineto does not see them)."""
-    return _gpu(m) and any(s.kind == "nsys-sqlite" for s in m.sources)
+    return _activity(m) and any(s.kind == "nsys-sqlite" for s in m.sources)
 
 
 def _runtime(m: Metrics) -> bool:
@@ -201,8 +207,8 @@ ROWS: list[Metric] = [
            lambda m: _gib(m.aggregate.peak_pinned_memory_bytes), _um),
     Metric("GPU memory", "peak managed memory", "GiB",
            lambda m: _gib(m.aggregate.peak_managed_memory_bytes), _um),
-    Metric("Memory traffic", "HtoD", "GiB", lambda m: m.aggregate.htod_bytes / 2**30, _gpu),
-    Metric("Memory traffic", "DtoH", "GiB", lambda m: m.aggregate.dtoh_bytes / 2**30, _gpu),
+    Metric("Memory traffic", "HtoD", "GiB", lambda m: m.aggregate.htod_bytes / 2**30, _activity),
+    Metric("Memory traffic", "DtoH", "GiB", lambda m: m.aggregate.dtoh_bytes / 2**30, _activity),
     Metric("Memory traffic", "UM share of memory operations", "%",
            lambda m: m.aggregate.um_share_of_memory_ops_pct_mean, _um),
     Metric("CPU activity", "cpu_op time (Kineto)", "s", lambda m: m.aggregate.cpu_op_ns / 1e9,

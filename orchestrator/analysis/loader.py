@@ -42,6 +42,7 @@ from orchestrator.analysis import (
     nsys_sqlite,
     rank_metrics,
     ranks,
+    settings,
     step_view,
     tracetext,
 )
@@ -479,6 +480,9 @@ def _metrics(
         )
     kinds = [k for f in files if (k := workload_kind(f.parent)) is not None]
     kind, kind_evidence = kinds[0] if kinds else ("generic", None)
+    command = next((res.capture.command for res in results if res.capture.command), None)
+    spec = next((s for f in files if (s := spec_lock_file(f.parent)) is not None), None)
+    run_settings = settings.read(files[0].parent, command, spec) if files else None
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
     out = [out[i] for i in order]
     cross = [cross[i] for i in order]
@@ -487,6 +491,7 @@ def _metrics(
         workload_kind=kind,
         workload_kind_evidence=kind_evidence,
         inputs_tied_by=list(ties or []),
+        settings=run_settings or settings.RunSettings(),
         sources=sources,
         ranks=out,
         aggregate=aggregate(out),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.analysis.advice import Advice
-from orchestrator.analysis.labels import dur, short_kernel
+from orchestrator.analysis.labels import dur, short_kernel, size
 from orchestrator.analysis.metrics import Metrics, merged_top_kernels
 from orchestrator.base import Strict
 
@@ -39,6 +39,8 @@ class Finding(Strict):
     number: str
     knob: str
     rule: str | None = None
+    # the run's setting the knob was chosen by (`Advice.checked`)
+    checked: str | None = None
 
 
 class Verdict(Strict):
@@ -48,6 +50,43 @@ class Verdict(Strict):
     idle: str
     hta: str | None = None
     findings: list[Finding] = []
+
+
+def has_kernels(m: Metrics) -> bool:
+    """Whether any entry traced a kernel: without one, the span (first to last copy or memset)
+    is no window to judge GPU time by, and no GPU-side advice is given."""
+    return any(r.activity.kernel_count for r in m.ranks)
+
+
+def holdings(m: Metrics) -> str:
+    """What a trace without kernels holds and what it lacks, in one sentence: its copies and
+    memsets (over how long), NVTX ranges and steps, OS-runtime calls, CPU operators, and the
+    tables or event kinds its reader found absent."""
+    copies = sum(r.activity.memcpy_count for r in m.ranks)
+    memsets = sum(r.activity.memset_count for r in m.ranks)
+    parts = []
+    if copies or memsets:
+        moved = sum(c.bytes for r in m.ranks for c in r.copies)
+        span = max(r.span_ns for r in m.ranks)
+        parts.append(f"{copies:,} copies ({size(moved)}) and {memsets:,} memsets over {dur(span)}")
+    ranges = sum(x.count for r in m.ranks for x in r.nvtx)
+    if ranges:
+        steps = max((r.steps.count for r in m.ranks if r.steps), default=0)
+        parts.append(
+            f"{ranges:,} NVTX ranges ({steps} steps)" if steps else f"{ranges:,} NVTX ranges"
+        )
+    osrt = sum(t.osrt_calls for r in m.ranks for t in r.threads)
+    if osrt:
+        parts.append(f"{osrt:,} OS-runtime calls")
+    if any(t.cpu_op_ns for r in m.ranks for t in r.threads):
+        parts.append("CPU operators")
+    syncs = sum(r.sync.calls for r in m.ranks)
+    if syncs:
+        parts.append(f"{syncs:,} CUDA sync calls")
+    held = ", ".join(parts) if parts else "no events the analysis reads"
+    missing = sorted({t for s in m.sources for t in s.missing})
+    lacks = f"; not in it: {', '.join(missing)}" if missing else ""
+    return f"it holds {held}, but no kernels{lacks}"
 
 
 def has_gpu(m: Metrics) -> bool:
@@ -84,6 +123,8 @@ def idle_sentence(m: Metrics) -> str:
     """The one idle figure: the mean over entries of GPU idle in the span, with the window."""
     if not has_gpu(m):
         return f"GPU idle: {NO_GPU} (the profile traced no kernels, copies or memsets)."
+    if not has_kernels(m):
+        return f"GPU idle: no kernels in this trace, so no GPU window to judge ({holdings(m)})."
     idle = _mean([r.idle_pct for r in m.ranks])
     span = max(r.span_ns for r in m.ranks)
     steps = max((r.steps.count for r in m.ranks if r.steps), default=0)
@@ -181,7 +222,7 @@ def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
         ranks = f" ({n} of {len(m.ranks)} entries; the worst shown)" if n > 1 else ""
         out.append(
             Finding(title=TITLES.get(a.rule, a.rule), number=a.message + ranks, knob=a.knob,
-                    rule=a.rule)
+                    rule=a.rule, checked=a.checked)
         )  # fmt: skip
     return out
 
@@ -251,14 +292,22 @@ def _step_finding(m: Metrics) -> Finding | None:
 
 
 def _cpu_findings(m: Metrics) -> list[Finding]:
-    out = [
-        Finding(
+    if has_gpu(m):  # copies or memsets, but no kernel
+        first = Finding(
+            title="No kernels in this trace",
+            number=holdings(m)[0].upper() + holdings(m)[1:],
+            knob="capture steps that run kernels with CUDA tracing on (profile.trace: [cuda,"
+            " nvtx, osrt]); a capture range (cudaProfilerApi, NVTX) that closes before the first"
+            " kernel, or a window before training starts, holds none",
+        )
+    else:
+        first = Finding(
             title="No GPU timeline in this trace",
             number="0 kernels, copies or memsets traced",
             knob="profile on a GPU with CUDA tracing (profile.trace: [cuda, nvtx, osrt]) to see"
             " the GPU side",
         )
-    ]
+    out = [first]
     step = _step_finding(m)
     if step is not None:
         out.append(step)
@@ -288,7 +337,7 @@ def _cpu_findings(m: Metrics) -> list[Finding]:
 
 def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
     """The idle figure, HTA's split and the three findings of one run."""
-    gpu = has_gpu(m)
+    gpu = has_kernels(m)
     if not m.ranks:
         return Verdict(gpu=False, idle="no entries", findings=[])
     if not gpu:

@@ -53,7 +53,7 @@ from orchestrator.analysis.labels import (
     size,
 )
 from orchestrator.analysis.metrics import merged_top_kernels
-from orchestrator.analysis.verdict import NO_GPU, has_gpu
+from orchestrator.analysis.verdict import NO_GPU, has_gpu, has_kernels, holdings, idle_figures
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 
@@ -495,12 +495,14 @@ HOST_GROUPS = ("Steps", "CPU / sync")  # what a trace without GPU activity has t
 def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
     """The metric groups to print: without GPU activity only the host's (no rows of zeros)."""
     groups = metric_groups(m)
-    return groups if has_gpu(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
+    return groups if has_kernels(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
 
 
 def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
     if not has_gpu(m):
         console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
+    elif not has_kernels(m):
+        print_wrapped(console, f"no GPU-side figures: {holdings(m)}")
     labels = _entry_labels(m)
     wide = per_rank or len(m.ranks) <= RANK_COLUMNS
     worst_col = len(m.ranks) > 1
@@ -573,9 +575,14 @@ def _after_table(m: Metrics, console: Console, wide: bool) -> None:
         console.print(f"full timeline: {plain(hint)}", markup=False)
     if len(hints) > FOLD_OVER:
         console.print(f"full timeline: {len(hints) - FOLD_OVER} more inputs alike", markup=False)
+    figures = idle_figures(m) if has_kernels(m) else None
+    if figures is not None:
+        print_wrapped(console, f"idle figures: {figures.text}")
     for a in fold(advise(m), len(m.ranks)):
+        checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         console.print(
-            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}"
+            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob:"
+            f" {markup(a.knob)}{checked}"
         )
 
 
