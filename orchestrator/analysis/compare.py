@@ -364,3 +364,46 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
         if said is not None and said.differ:
             notes.append(f"{lab}: {said.text}")
     return Comparison(labels=labels, rows=rows, changes=changes, notes=notes)
+
+
+# the rows a reader looks at first (a report's short table), in this order: the step (the
+# workload's own timing, else the traced steps), throughput, how idle the GPU is and why
+# (copies, syncs), memory, communication
+KEY_METRICS = (
+    "step time median (workload)",
+    "step time mean",
+    "throughput (workload)",
+    "idle",
+    "memcpy share of GPU activity",
+    "sync API share of span",
+    "peak GPU memory",
+    "communication share of kernel time (HTA)",
+    "comm/comp overlap (HTA)",
+)
+MOVED_PCT = 25.0  # beside the key rows, the other rows that moved at least this much
+MOVED_ROWS = 3  # and at most this many of them
+KEY_ROWS = 10
+
+
+def key_rows(c: Comparison, limit: int = KEY_ROWS) -> list[ComparisonRow]:
+    """What matters, for a report's short table: the `KEY_METRICS` some run measured (the
+    workload's step time, or else the traced steps'), then up to `MOVED_ROWS` other rows that
+    moved most (comparable, at least `MOVED_PCT` in some run), up to `limit` rows."""
+    by_name = {r.metric: r for r in c.rows}
+
+    def has(r: ComparisonRow) -> bool:
+        return any(v is not None for v in r.values)
+
+    out = [by_name[k] for k in KEY_METRICS if k in by_name and has(by_name[k])]
+    if any(r.metric == "step time median (workload)" for r in out):
+        out = [r for r in out if r.metric != "step time mean"]
+
+    def moved(r: ComparisonRow) -> float:
+        rel = [abs(x) for x in r.delta_rel_pct[1:] if x is not None]
+        return max(rel, default=0.0)
+
+    rest = sorted(
+        (r for r in c.rows if r not in out and has(r) and moved(r) >= MOVED_PCT),
+        key=lambda r: -moved(r),
+    )
+    return (out + rest[:MOVED_ROWS])[:limit]

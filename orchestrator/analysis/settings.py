@@ -46,14 +46,28 @@ class RunSettings(Strict):
     activation_checkpointing: Setting | None = None
     unified_memory: Setting | None = None
 
-    def shown(self) -> list[str]:
-        """`name value (source)` for every known setting, for reports."""
+    def items(self) -> list[tuple[str, str, str]]:
+        """(name, value, source) of every known setting, for reports."""
         out = []
         for name in type(self).model_fields:
             s: Setting | None = getattr(self, name)
             if s is not None:
-                out.append(f"{name.replace('_', ' ')} {_word(s.value)} ({s.source})")
+                out.append((NAMES.get(name, name), _word(s.value), s.source))
         return out
+
+    def sources(self) -> list[str]:
+        """Where the settings were read, once each (`metrics.json`, `the profiled command`)."""
+        return list(dict.fromkeys(s.split(":")[0] for _, _, s in self.items()))
+
+
+NAMES = {
+    "data_workers": "data-loader workers",
+    "precision": "precision",
+    "peft": "PEFT",
+    "offload_activations": "activation offloading",
+    "activation_checkpointing": "activation checkpointing",
+    "unified_memory": "Unified Memory",
+}
 
 
 def _word(v: str | int | bool) -> str:

@@ -48,7 +48,7 @@ def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_the_verdict_comes_first_with_three_numbered_findings(gpu_report: dict[str, Path]) -> None:
     html = gpu_report["html"].read_text()
     run = html.index("<h2>baseline")
-    assert run < html.index('id="verdict"', run) < html.index("<h3>Advice", run)
+    assert run < html.index('id="verdict"', run) < html.index("One step on the timeline", run)
     block = _verdict_block(html[run:])
     items = re.findall(r"<li>(.*?)</li>", block, re.S)
     assert len(items) == 3
@@ -57,11 +57,15 @@ def test_the_verdict_comes_first_with_three_numbered_findings(gpu_report: dict[s
     # the baseline's data wait (the reference workload: its own flag, from metrics.json)
     assert "The GPU waits for input data" in items[0] and "--num-workers 4" in items[0]
     assert "GPU idle 56.3% of the span" in items[0]
+    # the advice is said once: what the verdict shows is not repeated below it
+    section = html[run : html.index("<h2>offload", run)]
+    assert section.count("data-wait ranges 54.0% of it") == 1
+    assert "<b>data-loader</b>" not in section
     md = gpu_report["md"].read_text()
     first = md.index("## baseline")
-    assert md.index("1. **The GPU waits for input data**", first) < md.index(
-        "- **data\\-loader**", first
-    )
+    md_section = md[first : md.index("## offload", first)]
+    assert "1. **The GPU waits for input data**" in md_section
+    assert md_section.count("data\\-wait ranges 54\\.0% of it") == 1
 
 
 def test_one_idle_figure_with_its_window_and_htas_split_once(
