@@ -44,6 +44,7 @@ from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
 from orchestrator.analysis.labels import (
     NOT_MEASURED,
     column_labels,
+    distinct_kernels,
     dur,
     in_unit,
     num,
@@ -623,6 +624,8 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
             _plain(console, title, ["count", "total", "share", "kernel"], body, {0, 1, 2})
         return
     for title, kernel_rows in tables:
+        # kernels whose short names collide (four at::native::elementwise_kernel<…>) told apart
+        shown = distinct_kernels([n for n, _, _, _ in kernel_rows], max(20, console.width - 38))
         table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
         table.add_column(
             "kernel", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
@@ -630,7 +633,7 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
         for col in ("count", "total", "share"):
             table.add_column(col, justify="right", no_wrap=True)
         for name, c, total, share in kernel_rows:
-            table.add_row(term(name), count(c), dur(total), pct(share))
+            table.add_row(term(shown[name]), count(c), dur(total), pct(share))
         console.print(table)
 
 
