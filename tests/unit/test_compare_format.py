@@ -157,3 +157,13 @@ def test_terminal_compare_shows_one_unit_per_row_and_not_measured() -> None:
     assert "not comparable" in " ".join(row("HTA idle"))
     assert not any("0.00000000" in x or "×1/" in x for x in lines)
     assert any(x.startswith("note: the sources differ") for x in lines)
+
+
+def test_what_changed_leaves_gpu_side_ranges_out_of_the_phases() -> None:
+    """A `… [gpu]` range covers only the kernels launched on its own thread (backward's come from
+    autograd's threads): its CPU side is the phase."""
+    kin = analyze_paths([KINETO])
+    assert any(x.name == "backward [gpu]" for x in kin.ranks[0].nvtx)
+    c = compare([analyze_paths([NSYS]), kin])
+    names = [p.name for p in c.changes[0].phases]
+    assert "backward" in names and not any(n.endswith("[gpu]") for n in names)
