@@ -780,7 +780,14 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         paths: Annotated[
             list[str], typer.Argument(help="trace files, folders, or run ids (or 'last')")
         ],
-        json_out: Annotated[bool, typer.Option("--json", help="print the Metrics as JSON")] = False,
+        json_out: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="print the Metrics as JSON (several runs: gh-run.runs/1, each run's Metrics"
+                " and why they are apart)",
+            ),
+        ] = False,
         per_rank: Annotated[
             bool,
             typer.Option(
@@ -849,7 +856,10 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
         Columns are headed by the runs' short names, or by A, B, C… with a legend when there
         are more than two or their names are long; a narrow terminal leaves out the Δ
-        columns before it squeezes a value."""
+        columns before it squeezes a value. Each row reads in one unit; what a run's
+        sources cannot measure reads "not measured" (JSON null), and a row the runs
+        measured differently (an nsys export against a PyTorch-profiler trace) "not
+        comparable", with a note on how each measured it."""
         limit = ceiling(max_trace_size)
         given, ms, split_notes = runs_of(runs, res, limit)
         if len(ms) < 2:
