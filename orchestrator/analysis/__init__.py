@@ -3,7 +3,9 @@
 and reports (docs/metrics.md).
 
 Public API:
-- `analyze_paths(paths, label=None, *, max_trace_bytes=None, jobs=None) -> Metrics`
+- `analyze_paths(paths, label=None, *, max_trace_bytes=None, jobs=None) -> Metrics` (one run)
+- `analyze_runs(paths, label=None, ...) -> RunSet` (the runs among the inputs: ranks of one job
+  together, separate captures apart; `captures`)
 - `kineto.read_timeline(path)`, `nsys_sqlite.read_timelines(path)` -> timelines;
   `rank_metrics.compute(timeline)` -> the metrics of one
 - `compare(metrics_list, labels=None) -> Comparison`
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from orchestrator.analysis.advice import Advice, advise
 from orchestrator.analysis.compare import Comparison, ComparisonRow, compare
-from orchestrator.analysis.loader import analyze_paths
+from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
 from orchestrator.analysis.metrics import Metrics, RankMetrics, Temporal, headline
 from orchestrator.analysis.report import write_report
 
@@ -26,9 +28,11 @@ __all__ = [
     "ComparisonRow",
     "Metrics",
     "RankMetrics",
+    "RunSet",
     "Temporal",
     "advise",
     "analyze_paths",
+    "analyze_runs",
     "compare",
     "headline",
     "write_report",

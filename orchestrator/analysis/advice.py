@@ -28,11 +28,22 @@ phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's 
   and points at the straggler first.
 - straggler: the cross-rank view names a rank that starts its collectives last (or has the
   slowest steps) → look at that rank's host work, GPU and node.
+
+No per-rank rule fires on a rank without kernels: its span (first to last copy or memset) is
+no window to judge data waits, copies or syncs by (`verdict.holdings` says what such a trace
+holds instead).
+
+Each knob respects what the run was set to (`Metrics.settings`: its metrics.json, the command
+nsys launched, its spec.lock.yaml) and says what it checked (`Advice.checked`): no "more
+workers" as if the run had none when it ran with 4 (it says the wait remains with 4), no
+"--peft lora" for a run that uses LoRA, no "bf16" for a run in bf16 (its fp32 GEMMs run outside
+autocast), no "offload fewer layers" without offloading on.
 """
 
 from __future__ import annotations
 
 from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.base import Strict
 
 IDLE_PCT = 10.0
@@ -94,7 +105,8 @@ def knob(rule: str, kind: str) -> str:
 
 
 class Advice(Strict):
-    """One fired rule."""
+    """One fired rule. `checked`: the run's setting the knob was chosen by (or that no source
+    said it), so a reader sees why this knob and not another."""
 
     rule: str
     rank: int
@@ -102,6 +114,7 @@ class Advice(Strict):
     knob: str
     evidence: dict[str, float]
     message: str
+    checked: str | None = None
 
 
 class AdviceGroup(Strict):
@@ -116,6 +129,7 @@ class AdviceGroup(Strict):
     evidence_range: dict[str, tuple[float, float]]
     example: Advice
     message: str
+    checked: str | None = None
 
 
 FOLD_OVER = 3  # a rule that fires on more ranks than this is one line for all of them
@@ -172,6 +186,7 @@ def fold(advice: list[Advice], entries: int, over: int = FOLD_OVER) -> list[Advi
                 knob=a.knob,
                 evidence_range=ranges,
                 example=a,
+                checked=a.checked,
                 message=(
                     f"ranks {rank_ranges(ranks)} ({len(same)} of {entries}): {shown}; e.g."
                     f" {a.message}"
@@ -181,8 +196,70 @@ def fold(advice: list[Advice], entries: int, over: int = FOLD_OVER) -> list[Advi
     return out
 
 
-def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
-    out = []
+def _unknown(what: str) -> str:
+    return f"the run's settings do not say {what} (no metrics.json config, command or spec)"
+
+
+def data_loader_knob(kind: str, st: RunSettings) -> tuple[str, str]:
+    """(knob, checked) of the data-loader rule: more workers from none; from some, the wait
+    remains with them, so twice as many and cheaper items."""
+    w = st.data_workers
+    if w is None or not isinstance(w.value, int) or isinstance(w.value, bool):
+        return knob("data-loader", kind), _unknown("how many data-loader workers it used")
+    if w.value == 0:
+        return knob("data-loader", kind), w.source
+    more = max(2 * w.value, w.value + 2)
+    words = {
+        "nemo": f"model.data.num_workers={more}",
+        "reference": f"--num-workers {more}",
+        "generic": f"DataLoader(num_workers={more}, pin_memory=True, prefetch_factor=4)",
+    }
+    return (
+        f"{words.get(kind, words['generic'])}: the wait remains with {w.value} workers, so"
+        " loading one batch takes longer than a step; also make items cheaper (tokenise and"
+        " collate ahead of training)",
+        w.source,
+    )
+
+
+def unified_memory_knob(kind: str, st: RunSettings) -> tuple[str, str]:
+    """(knob, checked) of the unified-memory rule: LoRA only for a run that does not use it."""
+    p = st.peft
+    if p is not None and uses_lora(p.value):
+        words = {
+            "nemo": "prefetch the pages the host touches (cudaMemPrefetchAsync / rmm prefetch),"
+            " or run without Unified Memory (unified_memory: false)",
+            "reference": "a smaller --um-host-touch-mb (the host touches fewer managed pages)"
+            " or drop --unified-memory",
+            "generic": "prefetch the pages the host touches (cudaMemPrefetchAsync / rmm"
+            " prefetch), or keep host access off the managed pool",
+        }
+        return f"{words.get(kind, words['generic'])}; it already uses {p.value}", p.source
+    return knob("unified-memory", kind), p.source if p is not None else _unknown(
+        "which PEFT scheme it used"
+    )
+
+
+def fp32_knob(kind: str, st: RunSettings) -> tuple[str, str]:
+    """(knob, checked) of the fp32 rule: bf16 only for a run that does not use it already."""
+    pr = st.precision
+    if pr is not None and is_low_precision(pr.value):
+        return (
+            f"it already runs {pr.value}: these GEMMs run outside autocast (an fp32 layer or"
+            " loss); find them in the top kernels and cast them to bf16, or allow TF32"
+            " (torch.backends.cuda.matmul.allow_tf32=True)",
+            pr.source,
+        )
+    return knob("fp32-kernels", kind), pr.source if pr is not None else _unknown(
+        "which precision it used"
+    )
+
+
+def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None) -> list[Advice]:
+    st = st or RunSettings()
+    out: list[Advice] = []
+    if not r.activity.kernel_count:
+        return out  # no kernels: no window to judge by (verdict.holdings says what it holds)
     span = r.span_ns or 1
     # both are unions clipped to the span (the readers' job), so neither can pass 100 %
     data_wait_pct = 100 * r.data_wait_ns / span
@@ -193,12 +270,14 @@ def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
             main_wait_pct = 100 * r.main_thread_wait_ns / span
             evidence["main_thread_wait_pct_of_span"] = main_wait_pct
             detail = f", main-thread ({r.main_thread}) blocking waits {main_wait_pct:.1f}%"
+        data_knob, checked = data_loader_knob(kind, st)
         out.append(
             Advice(
                 rule="data-loader",
                 rank=r.rank,
                 cause="the GPU sits idle while the main thread waits for input data",
-                knob=knob("data-loader", kind),
+                knob=data_knob,
+                checked=checked,
                 evidence=evidence,
                 message=(
                     f"rank {r.rank}: GPU idle {r.idle_pct:.1f}% of the span, data-wait ranges"
@@ -226,6 +305,7 @@ def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
                     " offloading on: offloading trades GPU memory for speed"
                 ),
                 knob=knob("offload-traffic", kind),
+                checked=r.offloading_evidence,
                 evidence=copy_evidence,
                 message=(
                     f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time"
@@ -256,7 +336,8 @@ def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
                 rule="fp32-kernels",
                 rank=r.rank,
                 cause="GEMMs run in fp32 without tensor cores",
-                knob=knob("fp32-kernels", kind),
+                knob=fp32_knob(kind, st)[0],
+                checked=fp32_knob(kind, st)[1],
                 evidence={"fp32_gemm_pct_of_kernel_time": r.fp32_gemm_pct},
                 message=(
                     f"rank {r.rank}: fp32 GEMM kernels are {r.fp32_gemm_pct:.1f}% of kernel time"
@@ -279,7 +360,8 @@ def _rules(r: RankMetrics, kind: str = "generic") -> list[Advice]:
                 rule="unified-memory",
                 rank=r.rank,
                 cause="Unified-Memory pages migrate between CPU and GPU on demand",
-                knob=knob("unified-memory", kind),
+                knob=unified_memory_knob(kind, st)[0],
+                checked=unified_memory_knob(kind, st)[1],
                 evidence={
                     "um_share_of_memory_ops_pct": um.share_of_memory_ops_pct,
                     "um_share_of_memory_time_pct": um.share_of_memory_time_pct,
@@ -385,5 +467,6 @@ def advise(metrics: Metrics) -> list[Advice]:
     """Every rule that fires on any rank, then the cross-rank rules. Low overlap on a rank that
     waits for a straggler is said to be waiting (`_waiting`)."""
     kind = metrics.workload_kind
-    per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r, kind)]
+    st = metrics.settings
+    per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r, kind, st)]
     return per_rank + _straggler(metrics)

@@ -73,8 +73,14 @@ class WhatChanged(Strict):
 
 def _is_phase(name: str) -> bool:
     # torch's own ranges carry a '#' (ProfilerStep#3, Optimizer.step#AdamW.step); step ranges
-    # are the step itself, not a phase of it.
-    return "#" not in name and not name.startswith(("step_", "ProfilerStep"))
+    # are the step itself, not a phase of it; a GPU-side range (`forward [gpu]`, Kineto's
+    # gpu_user_annotation) covers only the kernels launched on the range's own thread, not the
+    # phase (backward's kernels come from autograd's threads): its CPU side is the phase.
+    return (
+        "#" not in name
+        and not name.startswith(("step_", "ProfilerStep"))
+        and not name.endswith(" [gpu]")
+    )
 
 
 def phase_means(m: Metrics) -> dict[str, float]:

@@ -35,11 +35,14 @@ import yaml
 
 from orchestrator import nsys_export
 from orchestrator.analysis import (
+    captures,
+    core,
     cross_rank,
     kineto,
     nsys_sqlite,
     rank_metrics,
     ranks,
+    settings,
     step_view,
     tracetext,
 )
@@ -50,6 +53,7 @@ from orchestrator.analysis.metrics import (
     WorkloadReport,
     aggregate,
 )
+from orchestrator.base import Strict
 from orchestrator.errors import UserError
 
 SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX)
@@ -292,11 +296,13 @@ PARALLEL_BYTES = 64 << 20  # below this, starting worker processes costs more th
 @dataclass
 class FileResult:
     """What one input gives: its source record (rank fields set later), the claims of its
-    ranks, and per rank the metrics of its entries and the cross-rank inputs."""
+    ranks, per rank the metrics of its entries and the cross-rank inputs, and what it records
+    about its capture (`captures.Capture`: which run it belongs to)."""
 
     source: Source
     claims: list[ranks.Claim]
     entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
+    capture: captures.Capture
 
 
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
@@ -315,6 +321,15 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
         elif tl.rank_rule:
             by_trace = (tl.rank, tl.rank_rule)
         claims.append(ranks.Claim(path, by_trace, tl.process_index, tl.processes))
+    claimed = [c.by_trace[0] * c.processes + c.process for c in claims if c.by_trace is not None]
+    rule = next((c.by_trace[1] for c in claims if c.by_trace is not None), None)
+    if first.source.kind == "kineto-json":
+        capture = captures.of_kineto(path, first, claimed[0] if claimed else None)
+    else:
+        capture = captures.of_nsys(path, tls, claimed, rule)
+    capture.name_rank = core.rank_from_name(path)
+    spec = spec_lock_file(path.parent)
+    capture.spec = str(spec.resolve()) if spec is not None else None
     entries = []
     for tl in tls:
         entries.append(rank_metrics.compute(tl))
@@ -329,7 +344,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
         notes=list(first.notes),
         open_with=step_view.open_with(src.path, src.kind),
     )
-    return FileResult(source, claims, entries)
+    return FileResult(source, claims, entries, capture)
 
 
 def _jobs(files: list[Path], jobs: int | None) -> int:
@@ -356,6 +371,14 @@ def _read_all(files: list[Path], max_trace_bytes: int | None, jobs: int) -> list
         return [f.result() for f in futures]
 
 
+def _inputs(paths: list[Path]) -> list[Path]:
+    # A report is read through its SQLite export (made here once when the job made none).
+    return [
+        nsys_export.sqlite_for(f) if _kind(f) == "nsys-rep" else f
+        for f in expand([Path(p) for p in paths])
+    ]
+
+
 def analyze_paths(
     paths: list[Path],
     label: str | None = None,
@@ -363,17 +386,66 @@ def analyze_paths(
     max_trace_bytes: int | None = None,
     jobs: int | None = None,
 ) -> Metrics:
-    """Analyse nsys SQLite exports and/or Kineto traces into one Metrics.
+    """Analyse nsys SQLite exports and/or Kineto traces as one run (the caller knows they are:
+    a gh-run run's artifacts); `analyze_runs` finds the runs among inputs.
 
     `max_trace_bytes`: the ceiling on a Kineto trace's (uncompressed) text (default: see
     `tracetext.max_trace_bytes`); `jobs`: worker processes (default: by size and CPUs)."""
-    # A report is read through its SQLite export (made here once when the job made none).
-    files = [
-        nsys_export.sqlite_for(f) if _kind(f) == "nsys-rep" else f
-        for f in expand([Path(p) for p in paths])
-    ]
+    files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
     results = _read_all(files, ceiling, _jobs(files, jobs))
+    return _metrics(files, results, label)
+
+
+class RunSet(Strict):
+    """The runs among a set of inputs (`captures.split`): one Metrics each, with the evidence
+    that separated them (`why`; empty for one run)."""
+
+    format: str = "gh-run.runs/1"
+    label: str | None = None
+    why: list[str] = []
+    runs: list[Metrics]
+
+
+def analyze_runs(
+    paths: list[Path],
+    label: str | None = None,
+    *,
+    max_trace_bytes: int | None = None,
+    jobs: int | None = None,
+) -> RunSet:
+    """Analyse inputs as the runs they are: the ranks of one job together, separate captures
+    apart (`captures`). One run is labelled `label`; several each by their folder (or file)."""
+    files = _inputs(paths)
+    ceiling = tracetext.max_trace_bytes(max_trace_bytes)
+    results = _read_all(files, ceiling, _jobs(files, jobs))
+    groups, why = captures.split([r.capture for r in results])
+    if len(groups) == 1:
+        m = _metrics(files, results, label, groups[0].ties)
+        return RunSet(label=label, runs=[m])
+    runs = []
+    for g in groups:
+        own = [files[i] for i in g.members]
+        runs.append(_metrics(own, [results[i] for i in g.members], run_label(own, files), g.ties))
+    return RunSet(label=label, why=why, runs=runs)
+
+
+def run_label(own: list[Path], every: list[Path]) -> str:
+    """A run's name among others: the folder that holds its inputs and no other run's, else
+    its inputs' paths."""
+    if len(own) == 1 and len(every) == 1:
+        return str(own[0])
+    common = Path(os.path.commonpath([str(f.parent) for f in own]))
+    others = [f for f in every if f not in own]
+    if not any(common in f.parents for f in others) and str(common) not in ("", "."):
+        return str(common)
+    return " ".join(str(f) for f in own)
+
+
+def _metrics(
+    files: list[Path], results: list[FileResult], label: str | None, ties: list[str] | None = None
+) -> Metrics:
+    """One run's Metrics from its inputs' results."""
     claims = [c for res in results for c in res.claims]
     assigned = iter(ranks.assign(claims))
     sources: list[Source] = []
@@ -408,6 +480,9 @@ def analyze_paths(
         )
     kinds = [k for f in files if (k := workload_kind(f.parent)) is not None]
     kind, kind_evidence = kinds[0] if kinds else ("generic", None)
+    command = next((res.capture.command for res in results if res.capture.command), None)
+    spec = next((s for f in files if (s := spec_lock_file(f.parent)) is not None), None)
+    run_settings = settings.read(files[0].parent, command, spec) if files else None
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
     out = [out[i] for i in order]
     cross = [cross[i] for i in order]
@@ -415,6 +490,8 @@ def analyze_paths(
         label=label,
         workload_kind=kind,
         workload_kind_evidence=kind_evidence,
+        inputs_tied_by=list(ties or []),
+        settings=run_settings or settings.RunSettings(),
         sources=sources,
         ranks=out,
         aggregate=aggregate(out),

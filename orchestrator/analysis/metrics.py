@@ -70,6 +70,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from orchestrator.analysis.settings import RunSettings
 from orchestrator.base import Strict
 
 SCHEMA = "gh-run.metrics/1"
@@ -484,6 +485,10 @@ class Metrics(Strict):
     # workloads.sft flags) or "generic"; `workload_kind_evidence` says what told
     workload_kind: Literal["nemo", "reference", "generic"] = "generic"
     workload_kind_evidence: str | None = None
+    # why several inputs were read as the ranks of one job (`captures.tied`); empty for one
+    inputs_tied_by: list[str] = []
+    # what the run was set to (workers, precision, PEFT, ...), each with where it was read
+    settings: RunSettings = RunSettings()
     sources: list[Source]
     ranks: list[RankMetrics]
     aggregate: Aggregate

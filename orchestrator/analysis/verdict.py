@@ -9,8 +9,10 @@ GPU activity says so instead of showing zeros.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from orchestrator.analysis.advice import Advice
-from orchestrator.analysis.labels import dur, short_kernel
+from orchestrator.analysis.labels import dur, short_kernel, size
 from orchestrator.analysis.metrics import Metrics, merged_top_kernels
 from orchestrator.base import Strict
 
@@ -37,6 +39,8 @@ class Finding(Strict):
     number: str
     knob: str
     rule: str | None = None
+    # the run's setting the knob was chosen by (`Advice.checked`)
+    checked: str | None = None
 
 
 class Verdict(Strict):
@@ -46,6 +50,43 @@ class Verdict(Strict):
     idle: str
     hta: str | None = None
     findings: list[Finding] = []
+
+
+def has_kernels(m: Metrics) -> bool:
+    """Whether any entry traced a kernel: without one, the span (first to last copy or memset)
+    is no window to judge GPU time by, and no GPU-side advice is given."""
+    return any(r.activity.kernel_count for r in m.ranks)
+
+
+def holdings(m: Metrics) -> str:
+    """What a trace without kernels holds and what it lacks, in one sentence: its copies and
+    memsets (over how long), NVTX ranges and steps, OS-runtime calls, CPU operators, and the
+    tables or event kinds its reader found absent."""
+    copies = sum(r.activity.memcpy_count for r in m.ranks)
+    memsets = sum(r.activity.memset_count for r in m.ranks)
+    parts = []
+    if copies or memsets:
+        moved = sum(c.bytes for r in m.ranks for c in r.copies)
+        span = max(r.span_ns for r in m.ranks)
+        parts.append(f"{copies:,} copies ({size(moved)}) and {memsets:,} memsets over {dur(span)}")
+    ranges = sum(x.count for r in m.ranks for x in r.nvtx)
+    if ranges:
+        steps = max((r.steps.count for r in m.ranks if r.steps), default=0)
+        parts.append(
+            f"{ranges:,} NVTX ranges ({steps} steps)" if steps else f"{ranges:,} NVTX ranges"
+        )
+    osrt = sum(t.osrt_calls for r in m.ranks for t in r.threads)
+    if osrt:
+        parts.append(f"{osrt:,} OS-runtime calls")
+    if any(t.cpu_op_ns for r in m.ranks for t in r.threads):
+        parts.append("CPU operators")
+    syncs = sum(r.sync.calls for r in m.ranks)
+    if syncs:
+        parts.append(f"{syncs:,} CUDA sync calls")
+    held = ", ".join(parts) if parts else "no events the analysis reads"
+    missing = sorted({t for s in m.sources for t in s.missing})
+    lacks = f"; not in it: {', '.join(missing)}" if missing else ""
+    return f"it holds {held}, but no kernels{lacks}"
 
 
 def has_gpu(m: Metrics) -> bool:
@@ -82,6 +123,8 @@ def idle_sentence(m: Metrics) -> str:
     """The one idle figure: the mean over entries of GPU idle in the span, with the window."""
     if not has_gpu(m):
         return f"GPU idle: {NO_GPU} (the profile traced no kernels, copies or memsets)."
+    if not has_kernels(m):
+        return f"GPU idle: no kernels in this trace, so no GPU window to judge ({holdings(m)})."
     idle = _mean([r.idle_pct for r in m.ranks])
     span = max(r.span_ns for r in m.ranks)
     steps = max((r.steps.count for r in m.ranks if r.steps), default=0)
@@ -94,8 +137,9 @@ def idle_sentence(m: Metrics) -> str:
 
 
 def hta_sentence(m: Metrics) -> str | None:
-    """HTA's temporal split, and why its idle may differ from the headline's, said once."""
-    if not has_gpu(m):
+    """HTA's temporal split, and what each idle figure counts (`idle_figures`), said once."""
+    figures = idle_figures(m)
+    if figures is None:
         return None
     t = m.aggregate
     split = (
@@ -106,13 +150,61 @@ def hta_sentence(m: Metrics) -> str | None:
         "compute = kernels that are not communication or memory; non-compute = time when only"
         " copies, memsets or communication ran"
     )
-    if any(r.temporal.basis.startswith("GPU events launched before") for r in m.ranks):
-        return (
-            f"HTA's temporal breakdown ({split}; {what}) covers the GPU events launched before the"
-            " last ProfilerStep, as Holistic Trace Analysis leaves the last profiled step out:"
-            " its idle is not the headline's, which covers the whole span."
+    return f"HTA's temporal breakdown: {split} ({what}). {figures.text}."
+
+
+IDLE_DIFFER_POINTS = 0.5  # the two idle figures differ when this far apart (mean of entries)
+
+
+class IdleFigures(NamedTuple):
+    """What gh-run's idle and HTA's temporal idle count, and why they differ (`differ`: by
+    `IDLE_DIFFER_POINTS` or more)."""
+
+    text: str
+    differ: bool
+
+
+def _hta_reasons(m: Metrics) -> list[str]:
+    """Why HTA's temporal idle is not gh-run's, from how HTA's view of each entry was built
+    (`Temporal.basis`, `Temporal.span_ns`): HTA leaves out the GPU work launched in the last
+    ProfilerStep of a Kineto trace (a shorter window, without the wait before that step), and
+    rounds a Kineto trace's times to whole microseconds."""
+    out = []
+    if any("before the last ProfilerStep" in r.temporal.basis for r in m.ranks):
+        hta_span = max(r.temporal.span_ns for r in m.ranks)
+        span = max(r.span_ns for r in m.ranks)
+        out.append(
+            "it leaves out the GPU work launched in the last profiled step, so it covers"
+            f" {dur(hta_span)} of the {dur(span)} span"
         )
-    return f"HTA's temporal breakdown splits the same span: {split} ({what})."
+    if not out and any(r.temporal.clamped_events for r in m.ranks):
+        out.append("it rounds the trace's times to whole microseconds")
+    return out
+
+
+def idle_figures(m: Metrics) -> IdleFigures | None:
+    """The two idle figures a report shows, each with what it counts, and why they differ
+    where they do; None without GPU activity."""
+    if not has_gpu(m):
+        return None
+    ours, hta = m.aggregate.idle_pct_mean, m.aggregate.temporal_idle_pct_mean
+    ours_what = (
+        f"GPU idle {ours:.1f} % counts the time from the first to the last kernel, copy or"
+        " memset in which none of them ran"
+    )
+    if abs(ours - hta) < IDLE_DIFFER_POINTS:
+        return IdleFigures(
+            f"{ours_what}; HTA's temporal idle ({hta:.1f} %) counts the same here", False
+        )
+    reasons = _hta_reasons(m) or [
+        "it takes the events Holistic Trace Analysis takes: "
+        + "; ".join(sorted({r.temporal.basis for r in m.ranks if r.temporal.basis}))
+    ]
+    return IdleFigures(
+        f"{ours_what}; HTA's temporal idle ({hta:.1f} %) counts them as Holistic Trace Analysis"
+        f" does: {'; '.join(reasons)}. They differ by {abs(ours - hta):.1f} points",
+        True,
+    )
 
 
 def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
@@ -130,7 +222,7 @@ def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
         ranks = f" ({n} of {len(m.ranks)} entries; the worst shown)" if n > 1 else ""
         out.append(
             Finding(title=TITLES.get(a.rule, a.rule), number=a.message + ranks, knob=a.knob,
-                    rule=a.rule)
+                    rule=a.rule, checked=a.checked)
         )  # fmt: skip
     return out
 
@@ -200,14 +292,22 @@ def _step_finding(m: Metrics) -> Finding | None:
 
 
 def _cpu_findings(m: Metrics) -> list[Finding]:
-    out = [
-        Finding(
+    if has_gpu(m):  # copies or memsets, but no kernel
+        first = Finding(
+            title="No kernels in this trace",
+            number=holdings(m)[0].upper() + holdings(m)[1:],
+            knob="capture steps that run kernels with CUDA tracing on (profile.trace: [cuda,"
+            " nvtx, osrt]); a capture range (cudaProfilerApi, NVTX) that closes before the first"
+            " kernel, or a window before training starts, holds none",
+        )
+    else:
+        first = Finding(
             title="No GPU timeline in this trace",
             number="0 kernels, copies or memsets traced",
             knob="profile on a GPU with CUDA tracing (profile.trace: [cuda, nvtx, osrt]) to see"
             " the GPU side",
         )
-    ]
+    out = [first]
     step = _step_finding(m)
     if step is not None:
         out.append(step)
@@ -237,7 +337,7 @@ def _cpu_findings(m: Metrics) -> list[Finding]:
 
 def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
     """The idle figure, HTA's split and the three findings of one run."""
-    gpu = has_gpu(m)
+    gpu = has_kernels(m)
     if not m.ranks:
         return Verdict(gpu=False, idle="no entries", findings=[])
     if not gpu:

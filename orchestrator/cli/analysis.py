@@ -29,8 +29,10 @@ from rich.table import Table
 from orchestrator.analysis import (
     Metrics,
     RankMetrics,
+    RunSet,
     advise,
     analyze_paths,
+    analyze_runs,
     compare,
     headline,
     tracetext,
@@ -39,9 +41,20 @@ from orchestrator.analysis import (
 from orchestrator.analysis.advice import FOLD_OVER, fold
 from orchestrator.analysis.changes import WhatChanged
 from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
-from orchestrator.analysis.labels import column_labels, dur, num, short_kernel, short_labels, size
+from orchestrator.analysis.labels import (
+    NOT_MEASURED,
+    column_labels,
+    distinct_kernels,
+    dur,
+    in_unit,
+    num,
+    row_unit,
+    short_kernel,
+    short_labels,
+    size,
+)
 from orchestrator.analysis.metrics import merged_top_kernels
-from orchestrator.analysis.verdict import NO_GPU, has_gpu
+from orchestrator.analysis.verdict import NO_GPU, has_gpu, has_kernels, holdings, idle_figures
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 
@@ -483,12 +496,14 @@ HOST_GROUPS = ("Steps", "CPU / sync")  # what a trace without GPU activity has t
 def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
     """The metric groups to print: without GPU activity only the host's (no rows of zeros)."""
     groups = metric_groups(m)
-    return groups if has_gpu(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
+    return groups if has_kernels(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
 
 
 def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
     if not has_gpu(m):
         console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
+    elif not has_kernels(m):
+        print_wrapped(console, f"no GPU-side figures: {holdings(m)}")
     labels = _entry_labels(m)
     wide = per_rank or len(m.ranks) <= RANK_COLUMNS
     worst_col = len(m.ranks) > 1
@@ -561,9 +576,14 @@ def _after_table(m: Metrics, console: Console, wide: bool) -> None:
         console.print(f"full timeline: {plain(hint)}", markup=False)
     if len(hints) > FOLD_OVER:
         console.print(f"full timeline: {len(hints) - FOLD_OVER} more inputs alike", markup=False)
+    figures = idle_figures(m) if has_kernels(m) else None
+    if figures is not None:
+        print_wrapped(console, f"idle figures: {figures.text}")
     for a in fold(advise(m), len(m.ranks)):
+        checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         console.print(
-            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob: {markup(a.knob)}"
+            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob:"
+            f" {markup(a.knob)}{checked}"
         )
 
 
@@ -604,6 +624,8 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
             _plain(console, title, ["count", "total", "share", "kernel"], body, {0, 1, 2})
         return
     for title, kernel_rows in tables:
+        # kernels whose short names collide (four at::native::elementwise_kernel<…>) told apart
+        shown = distinct_kernels([n for n, _, _, _ in kernel_rows], max(20, console.width - 38))
         table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
         table.add_column(
             "kernel", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
@@ -611,7 +633,7 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
         for col in ("count", "total", "share"):
             table.add_column(col, justify="right", no_wrap=True)
         for name, c, total, share in kernel_rows:
-            table.add_row(term(name), count(c), dur(total), pct(share))
+            table.add_row(term(shown[name]), count(c), dur(total), pct(share))
         console.print(table)
 
 
@@ -641,6 +663,20 @@ def _print_cross_rank(m: Metrics, console: Console) -> None:
         console.print(f"note: {plain(note)}", markup=False)
 
 
+def compare_cells(c: Comparison) -> list[tuple[str, str, list[str]]]:
+    """(metric, the row's one unit, each run's value in it) for every row: "not measured" where
+    a run's sources cannot measure the metric (`labels.in_unit`, `labels.row_unit`)."""
+    out = []
+    for row in c.rows:
+        shown = row_unit(row.values, row.unit)
+        cells = [
+            in_unit(v, row.unit, shown) if ok else NOT_MEASURED
+            for v, ok in zip(row.values, row.measured or [True] * len(row.values), strict=True)
+        ]
+        out.append((row.metric, "" if shown == "count" else shown, cells))
+    return out
+
+
 def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table:
     """The compare table: one row per metric, one column per run (the first is the baseline),
     then the change of every other run against it (with `deltas`)."""
@@ -655,17 +691,52 @@ def comparison_table(c: Comparison, labels: list[str], *, deltas: bool) -> Table
             header = f"Δ {lab}" if len(labels) > 2 else "Δ"
             t.add_column(term(header), justify="right", no_wrap=True)
     group = None
-    for row in c.rows:
+    for row, (metric, unit, vals) in zip(c.rows, compare_cells(c), strict=True):
         if row.group != group:
             if group is not None:
                 t.add_section()
             group = row.group
             t.add_row(f"[bold]{group}[/]", *([""] * (len(t.columns) - 1)))
-        vals = [num(v) for v in row.values]
         # a percentage, a factor, "new" or "from ~0": never a percent of a near-zero baseline
         rel = row.change[1:] if deltas else []
-        t.add_row(term(f"  {row.metric}"), term(row.unit), *vals, *rel)
+        t.add_row(term(f"  {metric}"), term(unit), *vals, *rel)
     return t
+
+
+def print_split(console: Console, found: RunSet, args: list[str]) -> str:
+    """What separated the runs among the inputs, each run, and how to compare them; returns
+    the offer to compare (printed again after the runs)."""
+    import shlex
+
+    n = len(found.runs)
+    where = " ".join(args)
+    print_wrapped(
+        console,
+        f"{where}: {n} separate runs, analysed one by one below (not as ranks of one job),"
+        " because:",
+    )
+    for why in found.why:
+        print_wrapped(console, f"- {why}", "  ")
+    for i, m in enumerate(found.runs):
+        ranks = (
+            f" ({len(m.ranks)} ranks: {'; '.join(m.inputs_tied_by)})" if len(m.ranks) > 1 else ""
+        )
+        print_wrapped(console, f"run {i + 1}: {m.label}{ranks}", "  ")
+    quoted = " ".join(shlex.quote(a) for a in args)
+    offer = f"side by side: gh-run compare {quoted}   (or gh-run report {quoted} --out DIR)"
+    console.print(offer, markup=False)
+    return offer
+
+
+def print_wrapped(console: Console, text: str, indent: str = "") -> None:
+    """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
+    import textwrap
+
+    width = min(console.width, 100)
+    wrapped = textwrap.fill(
+        plain(text), width, initial_indent=indent, subsequent_indent=indent + "    "
+    )
+    console.print(wrapped, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_changes(console: Console, w: WhatChanged, label: str, base: str) -> None:
@@ -709,7 +780,14 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         paths: Annotated[
             list[str], typer.Argument(help="trace files, folders, or run ids (or 'last')")
         ],
-        json_out: Annotated[bool, typer.Option("--json", help="print the Metrics as JSON")] = False,
+        json_out: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="print the Metrics as JSON (several runs: gh-run.runs/1, each run's Metrics"
+                " and why they are apart)",
+            ),
+        ] = False,
         per_rank: Annotated[
             bool,
             typer.Option(
@@ -721,33 +799,56 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces.
 
+        Inputs that are ranks of one job (distributedInfo, the launcher's rank variables,
+        rank file names, one capture time) are analysed together; separate captures (a
+        folder of unrelated runs, each a job of its own, captured apart, or with other
+        commands) are analysed one by one, with the evidence, and `compare` offered.
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
-        m = analyze_paths(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
+        found = analyze_runs(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
         if resolve is None:
             run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
             if run_ids:
-                from orchestrator.cli.state import STATE
+                from orchestrator.cli.state import STATE, warn
 
                 store = STATE.store()
                 for arg, rid in run_ids.items():
                     own = (
-                        m
+                        found
                         if len(paths) == 1
-                        else analyze_paths(res(arg), label=arg, max_trace_bytes=limit)
+                        else analyze_runs(res(arg), label=arg, max_trace_bytes=limit)
                     )
-                    store.put_metrics(rid, headline(own))
+                    if len(own.runs) == 1:
+                        store.put_metrics(rid, headline(own.runs[0]))
+                    else:
+                        warn(f"{arg}: its artifacts hold {len(own.runs)} separate runs;"
+                             " no headline stored")  # fmt: skip
         if json_out:
-            typer.echo(m.model_dump_json(indent=2))
-        else:
-            console = Console()
-            console.soft_wrap = not console.is_terminal  # piped: long lines stay whole
+            one = len(found.runs) == 1
+            typer.echo((found.runs[0] if one else found).model_dump_json(indent=2))
+            return
+        console = Console()
+        console.soft_wrap = not console.is_terminal  # piped: long lines stay whole
+        if len(found.runs) == 1:
+            print_metrics(found.runs[0], console, per_rank=per_rank)
+            return
+        offer = print_split(console, found, paths)
+        for i, m in enumerate(found.runs):
+            console.print()
+            console.print(f"run {i + 1} of {len(found.runs)}: {plain(m.label or '')}", markup=False)
             print_metrics(m, console, per_rank=per_rank)
+        console.print()
+        console.print(offer, markup=False)
 
     @app.command("compare")
     def compare_cmd(
-        runs: Annotated[list[str], typer.Argument(help="two or more runs (files or folders)")],
+        runs: Annotated[
+            list[str],
+            typer.Argument(
+                help="two or more runs (files, folders or run ids), or a folder of runs"
+            ),
+        ],
         json_out: Annotated[bool, typer.Option("--json")] = False,
         max_trace_size: MaxTraceSize = None,
     ) -> None:
@@ -755,12 +856,18 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
         Columns are headed by the runs' short names, or by A, B, C… with a legend when there
         are more than two or their names are long; a narrow terminal leaves out the Δ
-        columns before it squeezes a value."""
-        if len(runs) < 2:
-            raise typer.BadParameter("compare needs at least two runs")
-        names = short_labels(runs)
+        columns before it squeezes a value. Each row reads in one unit; what a run's
+        sources cannot measure reads "not measured" (JSON null), and a row the runs
+        measured differently (an nsys export against a PyTorch-profiler trace) "not
+        comparable", with a note on how each measured it."""
         limit = ceiling(max_trace_size)
-        ms = [analyze_paths(res(r), label=r, max_trace_bytes=limit) for r in runs]
+        given, ms, split_notes = runs_of(runs, res, limit)
+        if len(ms) < 2:
+            raise typer.BadParameter(
+                "compare needs at least two runs (files, folders or run ids; a folder of"
+                " separate runs counts as each of them)"
+            )
+        names = short_labels(given)
         c = compare(ms, labels=names)
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
@@ -769,6 +876,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         # Numbers are never cut: piped output is as wide as the table; in a narrow terminal
         # the metric names wrap, not the values.
         console = Console(width=None if sys.stdout.isatty() else 400)
+        for note in split_notes:
+            print_wrapped(console, f"note: {note}")
+        runs = given
         if labels != names:  # the legend: each letter, the run's name, and what was given
             for key, name, arg in zip(labels, names, runs, strict=True):
                 console.print(
@@ -781,6 +891,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             t = comparison_table(c, labels, deltas=False)
             console.print("(Δ columns left out for the terminal's width: --json shows them)")
         console.print(t)
+        for note in c.notes:
+            print_wrapped(console, f"note: {note}")
         for lab, m in zip(labels, ms, strict=True):
             srcs = {r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}
             for s in sorted(srcs):
@@ -804,15 +916,44 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         """Write report.html (self-contained), report.md and report.json."""
         from orchestrator.errors import UserError
 
-        labelled: list[tuple[str, list[Path]]] = [(r, res(r)) for r in runs or []]
-        if campaign:
-            labelled += _campaign_inputs(campaign)
-        if not labelled:
+        if not runs and not campaign:
             raise UserError("report: name runs, files or folders, or --campaign ID")
         limit = ceiling(max_trace_size)
-        ms = [analyze_paths(paths, label=label, max_trace_bytes=limit) for label, paths in labelled]
+        _, ms, split_notes = runs_of(list(runs or []), res, limit)
+        if campaign:
+            ms += [
+                analyze_paths(paths, label=label, max_trace_bytes=limit)
+                for label, paths in _campaign_inputs(campaign)
+            ]
+        for note in split_notes:
+            typer.echo(f"note: {note}", err=True)
         for kind, p in write_report(ms, out, title).items():
             typer.echo(f"{kind}: {p}")
+
+
+def runs_of(
+    args: list[str], res: Resolver, limit: int | None
+) -> tuple[list[str], list[Metrics], list[str]]:
+    """The runs the arguments name, in order: an argument that holds several separate runs
+    (a folder of unrelated runs) gives each of them. Returns what each run was given as (the
+    argument, or the run's folder within it), the runs, and a note per split argument."""
+    given: list[str] = []
+    out: list[Metrics] = []
+    notes: list[str] = []
+    for arg in args:
+        found = analyze_runs(res(arg), label=arg, max_trace_bytes=limit)
+        if len(found.runs) == 1:
+            given.append(arg)
+            out.append(found.runs[0])
+            continue
+        notes.append(
+            f"{arg} holds {len(found.runs)} separate runs, each taken on its own ({found.why[0]};"
+            f" `gh-run analyze {arg}` says more)"
+        )
+        for m in found.runs:
+            given.append(m.label or arg)
+            out.append(m)
+    return given, out, notes
 
 
 def _campaign_inputs(ref: str) -> list[tuple[str, list[Path]]]:

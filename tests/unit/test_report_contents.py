@@ -48,7 +48,7 @@ def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_the_verdict_comes_first_with_three_numbered_findings(gpu_report: dict[str, Path]) -> None:
     html = gpu_report["html"].read_text()
     run = html.index("<h2>baseline")
-    assert run < html.index('id="verdict"', run) < html.index("<h3>Advice", run)
+    assert run < html.index('id="verdict"', run) < html.index("One step on the timeline", run)
     block = _verdict_block(html[run:])
     items = re.findall(r"<li>(.*?)</li>", block, re.S)
     assert len(items) == 3
@@ -57,11 +57,15 @@ def test_the_verdict_comes_first_with_three_numbered_findings(gpu_report: dict[s
     # the baseline's data wait (the reference workload: its own flag, from metrics.json)
     assert "The GPU waits for input data" in items[0] and "--num-workers 4" in items[0]
     assert "GPU idle 56.3% of the span" in items[0]
+    # the advice is said once: what the verdict shows is not repeated below it
+    section = html[run : html.index("<h2>offload", run)]
+    assert section.count("data-wait ranges 54.0% of it") == 1
+    assert "<b>data-loader</b>" not in section
     md = gpu_report["md"].read_text()
     first = md.index("## baseline")
-    assert md.index("1. **The GPU waits for input data**", first) < md.index(
-        "- **data\\-loader**", first
-    )
+    md_section = md[first : md.index("## offload", first)]
+    assert "1. **The GPU waits for input data**" in md_section
+    assert md_section.count("data\\-wait ranges 54\\.0% of it") == 1
 
 
 def test_one_idle_figure_with_its_window_and_htas_split_once(
@@ -75,10 +79,13 @@ def test_one_idle_figure_with_its_window_and_htas_split_once(
     assert window in headline.group(1)
     assert "it holds the 2 traced steps" in headline.group(1)
     assert block.count("HTA&#39;s temporal breakdown") == 1
-    assert "splits the same span" in block  # nsys: HTA's view is the same span
+    assert "counts the same here" in block  # nsys: HTA's view is the same span
     kin = write_report([analyze_paths([TRACES / "baseline"])], tmp_path / "k", "k")
     kblock = _verdict_block(kin["html"].read_text())
-    assert "leaves the last profiled step out" in kblock and "whole span" in kblock
+    # Kineto: HTA leaves out the last step's GPU work; both figures say what they count and why
+    # they differ
+    assert "leaves out the GPU work launched in the last profiled step" in kblock
+    assert "of the 376.59 ms span" in kblock and "They differ by 30.7 points" in kblock
 
 
 def test_human_units_and_no_percentages_on_a_near_zero_baseline(
