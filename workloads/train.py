@@ -254,7 +254,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "annotated": cfg.annotate,
         # the data-loading cost planted per sample and per step (this rank's batch), in ms
         "planted_item_ms": cfg.item_ms,
-        "planted_data_ms_per_step": cfg.item_ms * cfg.batch_size,
+        "planted_data_ms_per_step": round(cfg.item_ms * cfg.batch_size, 6),
         "final_loss": losses[-1],
         "losses": losses,
         "step_times_s": step_times,

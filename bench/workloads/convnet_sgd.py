@@ -269,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "images_per_s": ns.batch_size / median_step,
         "planted_item_ms": ns.item_ms,
-        "planted_data_ms_per_step": ns.item_ms * ns.batch_size,
+        "planted_data_ms_per_step": round(ns.item_ms * ns.batch_size, 6),
         "cuda_profiler_window": list(ns.cuda_profiler_window or []) or None,
         "profile_steps": list(ns.profile_steps) if ns.torch_profile else None,
         "step_times_s": step_times,
