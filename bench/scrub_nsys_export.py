@@ -1,17 +1,19 @@
 """Remove what a committed nsys export (or a workload metrics.json beside it) says about the
 machine it was recorded on: absolute paths under /work, /root, /home and /tmp, and the values of
 the profiled process's environment (nsys 2023.4 records all of it in META_DATA_CAPTURE and
-StringIds, secrets included). The rank variables the reader uses (`RANK_VARS`) and values that
-are small numbers (ranks, world sizes, ports) are kept, so rank identity from the trace still
-works; timings, names and ids are untouched.
+StringIds, secrets included), the host's name; in every other table's text columns, the paths
+alone. The rank variables the reader uses (`RANK_VARS`) and values that are small numbers
+(ranks, world sizes, ports) are kept, so rank identity from the trace still works; timings,
+names and ids are untouched.
 
-    .venv/bin/python bench/scrub_nsys_export.py FILE.sqlite|metrics.json ...
+    .venv/bin/python bench/scrub_nsys_export.py FILE.sqlite|metrics.json|TRACE.json.gz ...
 
 Rewrites each file in place (SQLite: then VACUUM).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sqlite3
@@ -23,6 +25,11 @@ from orchestrator.analysis.nsys_sqlite import RANK_VARS
 PATH = re.compile(r"(?:/work|/root|/home|/tmp)(?:/[^\s\"':;,]*)?")
 NUMBER = re.compile(r"\d{1,7}")
 ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+HOST_FIELDS = {
+    "TARGET_INFO_SYSTEM_ENV": ("Hostname",),
+    "META_DATA_CAPTURE": ("DEVICE_DISPLAY_NAME",),
+    "META_DATA_EXPORT": ("EXPORT_HOST",),
+}
 TEXT_TABLES = (
     "StringIds",
     "META_DATA_CAPTURE",
@@ -67,6 +74,29 @@ def scrub_sqlite(path: Path) -> int:
             if new != value:
                 con.execute(f'UPDATE "{table}" SET value = ? WHERE {key} = ?', (new, rid))
                 changed += 1
+    # The machine's name, where nsys writes it (the rank rules do not read it)
+    for table in set(HOST_FIELDS) & tables:
+        for name in HOST_FIELDS[table]:
+            cur = con.execute(
+                f'UPDATE "{table}" SET value = ? WHERE name = ? AND value != ?',
+                ("<host>", name, "<host>"),
+            )
+            changed += cur.rowcount
+    # Any other text column may name a path too (nsys 2024.2: ANALYSIS_FILE.filename, the
+    # DIAGNOSTIC_EVENT texts that point at the session's stdout log): paths only, no env logic.
+    for table in sorted(tables - set(TEXT_TABLES)):
+        for _, col, *_ in con.execute(f'PRAGMA table_info("{table}")').fetchall():
+            try:
+                rows = con.execute(
+                    f'SELECT rowid, "{col}" FROM "{table}" WHERE typeof("{col}") = ?', ("text",)
+                ).fetchall()
+            except sqlite3.OperationalError:  # a WITHOUT ROWID table: none in nsys exports
+                raise SystemExit(f"{path}: {table} has no rowid; scrub it by hand") from None
+            for rid, value in rows:
+                new = PATH.sub("<path>", value)
+                if new != value:
+                    con.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE rowid = ?', (new, rid))
+                    changed += 1
     con.commit()
     con.execute("VACUUM")
     con.close()
@@ -96,10 +126,27 @@ def scrub_json(path: Path) -> int:
     return count
 
 
+def scrub_trace_gz(path: Path) -> int:
+    """A gzipped Kineto trace: the paths replaced in its text as torch wrote it (no
+    re-serialising, so the layout that gh-run's fast Kineto scan reads stays as it was), then
+    checked to still parse as JSON."""
+    text = gzip.decompress(path.read_bytes()).decode()
+    new, count = PATH.subn("<path>", text)
+    if count:
+        json.loads(new)
+        path.write_bytes(gzip.compress(new.encode(), compresslevel=9, mtime=0))
+    return count
+
+
 def main(argv: list[str]) -> None:
     for name in argv:
         p = Path(name)
-        n = scrub_sqlite(p) if p.suffix == ".sqlite" else scrub_json(p)
+        if p.suffix == ".sqlite":
+            n = scrub_sqlite(p)
+        elif p.name.endswith(".json.gz"):
+            n = scrub_trace_gz(p)
+        else:
+            n = scrub_json(p)
         print(f"{p}: {n} values scrubbed")
 
 

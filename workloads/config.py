@@ -25,6 +25,8 @@ class Config:
     batch_size: int = 4
     num_workers: int = 0
     item_cost: int = 0
+    # a planted data-loading cost: each sample takes at least this many ms of CPU work in all
+    item_ms: float = 0.0
     # time a fixed CPU work beside each step (workloads/cpu_reference.py)
     cpu_reference: bool = False
     # the seed experiments' knobs
@@ -50,6 +52,8 @@ class Config:
     seed: int = 0
     output: str = "."
     # profiling
+    # the workload's own ranges (NVTX and record_function); False: a script nobody annotated
+    annotate: bool = True
     torch_profile: str | None = None
     profile_steps: tuple[int, int] = (1, 3)
     profile_memory: bool = False

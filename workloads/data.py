@@ -5,13 +5,16 @@ in the dolly-15k style, rendered into a prompt template and tokenised by a small
 tokeniser (regex split, vocabulary lookup, hashed 4-character pieces for unknown words).
 `item_cost` adds that many extra tokenisation passes over the whole sample, standing in for a
 heavier pipeline (augmentation, filtering, re-validation), so data loading can become the
-bottleneck that `--num-workers` relieves.
+bottleneck that `--num-workers` relieves. `item_ms` plants a cost known in advance instead: the
+sample keeps re-tokenising until it has taken that many milliseconds of wall time in all, so a
+batch costs `batch_size * item_ms` on any CPU (where generating it takes less).
 """
 
 from __future__ import annotations
 
 import random
 import re
+import time
 import zlib
 
 import torch
@@ -117,12 +120,19 @@ class SyntheticInstructions(Dataset[dict[str, Tensor]]):
     """
 
     def __init__(
-        self, length: int, seq_len: int, vocab_size: int, seed: int = 0, item_cost: int = 0
+        self,
+        length: int,
+        seq_len: int,
+        vocab_size: int,
+        seed: int = 0,
+        item_cost: int = 0,
+        item_ms: float = 0.0,
     ) -> None:
         self.length = length
         self.seq_len = seq_len
         self.seed = seed
         self.item_cost = item_cost
+        self.item_ms = item_ms
         self.tokenizer = WordPieceTokenizer(vocab_size)
 
     def __len__(self) -> int:
@@ -131,6 +141,7 @@ class SyntheticInstructions(Dataset[dict[str, Tensor]]):
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         if not 0 <= index < self.length:
             raise IndexError(index)
+        start = time.perf_counter()
         rng = random.Random(self.seed * 1_000_003 + index)
         instruction, response = make_sample(rng, n_words=self.seq_len)
         prompt_text = PROMPT_TEMPLATE.format(instruction=instruction)
@@ -140,6 +151,8 @@ class SyntheticInstructions(Dataset[dict[str, Tensor]]):
             again = self.tokenizer.encode(prompt_text + response)
             if len(again) != len(prompt) + len(answer) - 2:
                 raise RuntimeError("tokeniser is not deterministic")
+        if self.item_ms > 0:
+            spend_until(start + self.item_ms / 1e3, self.tokenizer, response)
         ids = (prompt + answer)[: self.seq_len + 1]
         targets = ([IGNORE] * len(prompt) + answer)[: self.seq_len + 1]
         pad = self.seq_len + 1 - len(ids)
@@ -149,6 +162,14 @@ class SyntheticInstructions(Dataset[dict[str, Tensor]]):
             "input_ids": torch.tensor(ids[:-1], dtype=torch.long),
             "labels": torch.tensor(targets[1:], dtype=torch.long),
         }
+
+
+def spend_until(deadline: float, tokenizer: WordPieceTokenizer, text: str) -> None:
+    """Real CPU work (tokenising slices of `text`, a few µs each) until `perf_counter()` reaches
+    `deadline`: a planted cost that profilers see as the process computing, not sleeping."""
+    piece = text[:200]
+    while time.perf_counter() < deadline:
+        tokenizer.encode(piece)
 
 
 def make_loader(

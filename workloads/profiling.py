@@ -30,13 +30,19 @@ def trace_file_name(rank: int) -> str:
 
 
 class Annotator:
-    """Opens a named range: always a record_function, plus an NVTX range when `nvtx` is set."""
+    """Opens a named range: a record_function, plus an NVTX range when `nvtx` is set; nothing at
+    all when `enabled` is off (the run then looks like a script nobody annotated: torch's own
+    `ProfilerStep#N` and library ranges are all a trace holds)."""
 
-    def __init__(self, nvtx: bool) -> None:
-        self.nvtx = nvtx
+    def __init__(self, nvtx: bool, enabled: bool = True) -> None:
+        self.nvtx = nvtx and enabled
+        self.enabled = enabled
 
     @contextlib.contextmanager
     def range(self, name: str) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
         with record_function(name):
             if self.nvtx:
                 torch.cuda.nvtx.range_push(name)  # type: ignore[no-untyped-call]  # untyped in torch

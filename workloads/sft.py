@@ -35,6 +35,10 @@ examples:
   --precision fp32 | --precision fp16 | --fused-adam
   --unified-memory [--um-host-touch-mb 256]   (RMM managed memory, as on a GH200)
 
+  # unannotated (no NVTX, no record_function) and data-bound on purpose: 6 ms of CPU work
+  # per sample, so the GPU waits 48 ms per batch of 8 at --num-workers 0:
+  python -m workloads.sft --no-nvtx --item-ms 6 --batch-size 8 --num-workers 0
+
   # data parallel on 2 GPUs, rank 1 a straggler (80 ms of host work a step):
   torchrun --nproc-per-node 2 -m workloads.sft --ddp --straggle-rank 1 --straggle-ms 80
 
@@ -44,8 +48,8 @@ outputs (in --output, default $GH_RUN_ARTIFACTS or .):
   --torch-profile DIR (or $GH_RUN_TORCH_PROFILE): DIR/sft_rank<N>.pt.trace.json.gz, a Kineto
   trace of --profile-steps.
 ranges: step_<N> per step, nested data / forward / backward / optimizer (and host_snapshot)
-  (NVTX on CUDA, and torch.profiler user annotations always). Rank N comes from RANK or
-  SLURM_PROCID.
+  (NVTX on CUDA, and torch.profiler user annotations always; none with --no-nvtx). Rank N
+  comes from RANK or SLURM_PROCID.
 """
 
 
@@ -77,6 +81,13 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
@@ -129,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.item_cost,
         help="extra tokenisation passes per sample, to make data loading the bottleneck "
         "(0.3-0.8 ms each at --seq-len 1024, CPU-dependent)",
+    )
+    data.add_argument(
+        "--item-ms",
+        type=_non_negative_float,
+        default=d.item_ms,
+        metavar="MS",
+        help="plant a known data-loading cost: each sample takes at least MS ms of CPU work in "
+        "all (it re-tokenises until then), so a batch costs --batch-size x MS on any CPU; "
+        "metrics.json records it as planted_data_ms_per_step",
     )
 
     k = p.add_argument_group("experiment knobs")
@@ -230,6 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     prof = p.add_argument_group("profiling")
     prof.add_argument(
+        "--no-nvtx",
+        dest="annotate",
+        action="store_false",
+        help="leave out the workload's own ranges (the NVTX ranges and their record_function "
+        "twins: step_N, data, forward, ...), as in a script nobody annotated; traces then hold "
+        "only what torch and the libraries mark (ProfilerStep#N in a Kineto trace)",
+    )
+    prof.add_argument(
         "--torch-profile",
         metavar="DIR",
         default=None,
@@ -308,6 +336,7 @@ def config_from_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) ->
         batch_size=ns.batch_size,
         num_workers=ns.num_workers,
         item_cost=ns.item_cost,
+        item_ms=ns.item_ms,
         cpu_reference=ns.cpu_reference,
         offload_activations=ns.offload_activations,
         activation_checkpointing=ns.activation_checkpointing,
@@ -327,6 +356,7 @@ def config_from_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) ->
         device=device,
         seed=ns.seed,
         output=output,
+        annotate=ns.annotate,
         torch_profile=ns.torch_profile or os.environ.get("GH_RUN_TORCH_PROFILE") or None,
         profile_steps=profile_steps,
         profile_memory=ns.profile_memory,

@@ -147,7 +147,7 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
 def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> dict[str, Any]:
     cuda = device.type == "cuda"
     rank = dp.rank
-    annotator = Annotator(nvtx=cuda)
+    annotator = Annotator(nvtx=cuda, enabled=cfg.annotate)
     trainer = Trainer(cfg, device, annotator, dp)
     shards = dp.world_size if dp.enabled else 1
     dataset = SyntheticInstructions(
@@ -156,6 +156,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         cfg.vocab,
         seed=cfg.seed,
         item_cost=cfg.item_cost,
+        item_ms=cfg.item_ms,
     )
     loader = make_loader(
         dataset, cfg.batch_size, cfg.num_workers, pin_memory=cuda, sampler=dp.sampler(dataset)
@@ -169,6 +170,8 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         cfg.torch_profile, cfg.profile_steps, cuda, rank, profile_memory=cfg.profile_memory
     )
     step_times: list[float] = []
+    # when each step began (Unix ns): lines the workload's own timings up with a trace's clock
+    step_starts: list[int] = []
     data_times: list[float] = []
     # CPU time of this process per step (all its threads): on a shared CPU machine wall time
     # swings with other load, CPU time much less (DataLoader workers are other processes).
@@ -186,6 +189,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
             if reference is not None:
                 with annotator.range("cpu_reference"):
                     reference_s = reference.measure()
+            step_starts.append(time.time_ns())
             t0 = time.perf_counter()
             c0 = time.process_time()
             with annotator.range(step_range_name(step)):
@@ -247,12 +251,17 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "offloaded_bytes_per_step": offloaded_bytes,
         "host_snapshot_bytes_per_step": snapshot_bytes,
         "straggle_ms_per_step": straggle_ms,
+        "annotated": cfg.annotate,
+        # the data-loading cost planted per sample and per step (this rank's batch), in ms
+        "planted_item_ms": cfg.item_ms,
+        "planted_data_ms_per_step": round(cfg.item_ms * cfg.batch_size, 6),
         "final_loss": losses[-1],
         "losses": losses,
         "step_times_s": step_times,
         "data_times_s": data_times,
         "step_cpu_times_s": cpu_times,
         "step_cpu_relative": cpu_relative or None,
+        "step_start_unix_ns": step_starts,
         "parameters": total,
         "trainable_parameters": trainable,
         "parameter_checksum": trainer.parameter_checksum(),

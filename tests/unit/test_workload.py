@@ -75,6 +75,8 @@ def test_help_teaches_every_knob() -> None:
     for flag in (
         "--num-workers",
         "--item-cost",
+        "--item-ms",
+        "--no-nvtx",
         "--cpu-reference",
         "--offload-activations",
         "--activation-checkpointing",
@@ -143,6 +145,26 @@ def test_dataset_is_deterministic_and_masks_the_prompt() -> None:
     # labels are the inputs shifted by one where they count
     mask = labels[:-1] != IGNORE
     assert torch.equal(labels[:-1][mask], x["input_ids"][1:][mask])
+
+
+def test_item_ms_plants_a_cost_of_at_least_that_much_and_keeps_the_sample() -> None:
+    import time
+
+    plain = SyntheticInstructions(4, 64, 512, seed=1)
+    slow = SyntheticInstructions(4, 64, 512, seed=1, item_ms=30)
+    t0 = time.perf_counter()
+    x = slow[2]
+    took = time.perf_counter() - t0
+    # a lower bound by construction (the item works until its deadline), not a timing guess
+    assert took >= 0.030
+    assert torch.equal(x["input_ids"], plain[2]["input_ids"])
+    assert torch.equal(x["labels"], plain[2]["labels"])
+
+
+def test_item_ms_refuses_a_negative_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--device", "cpu", "--item-ms", "-1"])
+    assert exc.value.code == 2 and "--item-ms" in capsys.readouterr().err
 
 
 # --- LoRA ---------------------------------------------------------------------------------
@@ -314,6 +336,34 @@ def test_two_step_cpu_run_writes_metrics_and_kineto_trace(
     assert main(one) == 0
     events = _trace_events(tmp_path / "one" / "trace" / "sft_rank0.pt.trace.json.gz")
     assert "step_0" in {e["name"] for e in events if e.get("cat") == "user_annotation"}
+
+
+def test_no_nvtx_leaves_only_torchs_own_marks_and_records_the_planted_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--no-nvtx: none of the workload's ranges (step_N, phases) reach the trace; torch's
+    ProfilerStep#N and the DataLoader's and optimizer's own annotations stay. metrics.json says
+    so, with the planted cost and when each step began."""
+    for var in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    args = ["--device", "cpu", "--steps", "3", "--layers", "1", "--hidden", "32", "--vocab"]
+    args += ["256", "--seq-len", "32", "--batch-size", "2", "--output", str(tmp_path)]
+    args += ["--torch-profile", str(tmp_path), "--profile-steps", "1:3", "--no-nvtx"]
+    args += ["--item-ms", "4"]
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["annotated"] is False and metrics["config"]["annotate"] is False
+    assert metrics["planted_item_ms"] == 4 and metrics["planted_data_ms_per_step"] == 8
+    starts = metrics["step_start_unix_ns"]
+    assert len(starts) == 3 and starts == sorted(starts)
+    # each step waited at least its planted batch cost (2 samples x 4 ms)
+    assert min(metrics["data_times_s"]) >= 0.008
+
+    events = _trace_events(tmp_path / "sft_rank0.pt.trace.json.gz")
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    assert not names & {"step_0", "step_1", "step_2", *PHASES}
+    assert {"ProfilerStep#1", "ProfilerStep#2"} <= names
+    assert any(n.startswith("enumerate(DataLoader)") for n in names)
 
 
 def test_cpu_reference_prices_a_step_in_a_fixed_work(
