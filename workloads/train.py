@@ -15,7 +15,7 @@ from torch import Tensor
 
 from workloads import distributed
 from workloads.config import Config
-from workloads.cpu_reference import CpuReference
+from workloads.cpu_reference import CpuReference, PhaseClock, phase_medians, relative_to
 from workloads.data import SyntheticInstructions, make_loader
 from workloads.distributed import DataParallel, host_work
 from workloads.lora import apply_lora
@@ -147,7 +147,9 @@ def run(cfg: Config, log: bool = True) -> dict[str, Any]:
 def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> dict[str, Any]:
     cuda = device.type == "cuda"
     rank = dp.rank
-    annotator = Annotator(nvtx=cuda, enabled=cfg.annotate)
+    # With --cpu-reference the ranges also count this process's CPU time, phase by phase.
+    clock = PhaseClock(nvtx=cuda, enabled=cfg.annotate) if cfg.cpu_reference else None
+    annotator = clock or Annotator(nvtx=cuda, enabled=cfg.annotate)
     trainer = Trainer(cfg, device, annotator, dp)
     shards = dp.world_size if dp.enabled else 1
     dataset = SyntheticInstructions(
@@ -179,6 +181,8 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
     # The same CPU time in units of a fixed work timed just before the step (--cpu-reference).
     reference = CpuReference(cfg.vocab) if cfg.cpu_reference else None
     cpu_relative: list[float] = []
+    reference_times: list[float] = []
+    phase_cpu: list[dict[str, float]] = []
     losses: list[float] = []
     offloaded_bytes: int | None = None
     snapshot_bytes: int | None = None
@@ -211,6 +215,9 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
             cpu_times.append(time.process_time() - c0)
             if reference is not None:
                 cpu_relative.append(cpu_times[-1] / reference_s)
+                reference_times.append(reference_s)
+                if clock is not None:
+                    phase_cpu.append(clock.take())
             cuda_window.after_step(step)
             trace.step()
             step_times.append(t_end - t0)
@@ -242,6 +249,13 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "median_data_time_s": _median_after_warmup(data_times),
         "median_step_cpu_time_s": _median_after_warmup(cpu_times),
         "median_step_cpu_relative": _median_after_warmup(cpu_relative) if cpu_relative else None,
+        "median_cpu_reference_s": (
+            _median_after_warmup(reference_times) if reference_times else None
+        ),
+        "median_phase_cpu_s": phase_medians(phase_cpu) if phase_cpu else None,
+        "median_phase_cpu_relative": (
+            phase_medians(relative_to(phase_cpu, reference_times)) if phase_cpu else None
+        ),
         "tokens_per_step": tokens_per_step,
         "tokens_per_s": tokens_per_step / median_step,
         "peak_gpu_memory_bytes": peak.allocated(),
@@ -262,6 +276,7 @@ def _train(cfg: Config, device: torch.device, dp: DataParallel, log: bool) -> di
         "step_cpu_times_s": cpu_times,
         "step_cpu_relative": cpu_relative or None,
         "step_start_unix_ns": step_starts,
+        "phase_cpu_s": phase_cpu or None,
         "parameters": total,
         "trainable_parameters": trainable,
         "parameter_checksum": trainer.parameter_checksum(),

@@ -3,8 +3,9 @@ batched query per poll, resumable after a kill, scheduled by cron or SLURM, comp
 last good night. See docs/campaigns.md.
 
 Modules: model (the file and its expansion), cron (expressions), records (store tables),
-submission (plan + arrays), resume, results (metrics, baseline, regressions), report, finish,
-schedule.
+submission (plan + arrays), resume, results (metrics, baseline, regressions), bands (noise
+bands and the warm-up's rule), explain (run reports, what changed), cpu_changes (what changed
+in CPU time, for a night judged on it), report, finish, schedule.
 """
 
 from __future__ import annotations

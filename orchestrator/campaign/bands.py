@@ -67,3 +67,24 @@ def judge(value: float, band: NoiseBand, threshold: Threshold) -> str | None:
     if why is None:
         return None
     return f"{why}, outside the band {band.low:.4g}..{band.high:.4g}"
+
+
+def gross(value: float, base: float, threshold: Threshold, factor: float) -> str | None:
+    """Why `value` is beyond any plausible noise against `base` (the warm-up's rule: more
+    than `factor` times it, or less than 1/`factor`, on a side the threshold calls bad, and
+    past the threshold itself), or None. A base at or below zero has no ratio: only the
+    threshold (points) can say."""
+    worse = threshold.worse
+    up = "up" in worse and (value > base * factor if base > 0 else value > base)
+    down = "down" in worse and base > 0 and value < base / factor
+    if not (up or down):
+        return None
+    past = threshold.crossed(value, base)
+    if past is None and not (threshold.needs_band and base > 0):
+        return None
+    if base <= 0:
+        return f"{past}, from {base:.4g} in the warm-up"
+    ratio = value / base
+    shown = f"x{ratio:.2f}" if up else f"/{1 / ratio:.2f}" if ratio > 0 else "to zero or below"
+    limit = f"x{factor:g}" if up else f"/{factor:g}"
+    return f"{shown} (beyond {limit}, more than noise moves a metric in the warm-up)"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from orchestrator.analysis.changes import what_changed
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.campaign.cpu_changes import JUDGED, cpu_changes
 from orchestrator.campaign.results import Analyses, CampaignResult, run_files, trace_files
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
@@ -68,12 +69,31 @@ def explain(
     analyses: Analyses,
     warn: Warn | None = None,
 ) -> None:
-    """What changed, for every regressed variant that has a baseline run with a trace."""
+    """What changed, for every regressed variant that has a baseline run: in CPU time when it
+    regressed on a CPU figure and both runs measured their phases that way, else from the two
+    runs' traces."""
     for v in result.variants:
         if not v.regressed or not v.baseline_run_id:
             continue
         mine = analysis(store, home, v.run_id, analyses, warn)
         base = analysis(store, home, v.baseline_run_id, analyses, warn)
+        judged = JUDGED & {f.metric for f in v.findings if f.regression}
+        if judged:
+            cpu = cpu_changes(
+                judged,
+                store.metrics(v.baseline_run_id),
+                store.metrics(v.run_id),
+                base_label=v.baseline_run_id,
+                label=v.run_id,
+            )
+            if cpu is not None:
+                if mine is not None and base is not None:
+                    traced = what_changed(base, mine)
+                    cpu.kernels, cpu.groups = traced.kernels, traced.groups
+                    if traced.kernels or traced.groups:
+                        cpu.notes.append("kernels and metric groups: from the traces (wall time)")
+                v.what_changed = cpu
+                continue
         if mine is None or base is None:
             continue
         w = what_changed(base, mine)

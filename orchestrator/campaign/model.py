@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
@@ -53,6 +53,9 @@ METRICS: dict[str, str] = {
     "data_wait_pct": "share of the profiled steps spent in data ranges (%), trace analysis",
     "elapsed_s": "wall-clock time of the job (s), from the scheduler",
 }
+
+
+_T = TypeVar("_T")
 
 
 def _overrides(v: object) -> object:
@@ -246,11 +249,16 @@ class Schedule(Strict):
 class Band(Strict):
     """A noise band per variant and metric, learned from the last good nights: its centre is
     the median of their values, its half-width `width` robust standard deviations (1.4826 x
-    the median absolute deviation), never narrower than `floor_pct` of the centre."""
+    the median absolute deviation), never narrower than `floor_pct` of the centre. Until a
+    variant has `min_nights` good nights (the warm-up) its nights are recorded and teach the
+    band, and only a change beyond `warmup_factor` alarms."""
 
     nights: int = Field(10, ge=2, le=365, description="K: how many good nights the band uses.")
     min_nights: int = Field(
-        3, ge=2, le=365, description="Fewer good nights: the single-night rule is used."
+        3,
+        ge=2,
+        le=365,
+        description="Fewer good nights: the warm-up, recorded and judged by warmup_factor alone.",
     )
     width: float = Field(
         4.0, gt=0, le=100, allow_inf_nan=False, description="Half-width in robust sigmas."
@@ -261,6 +269,18 @@ class Band(Strict):
         le=100,
         allow_inf_nan=False,
         description="Smallest half-width, in percent of the centre (quiet histories).",
+    )
+    # Issue 30: a busy submitting machine moved 2-step wall times 2.5-8x, and nights judged
+    # against one good night raised 10-14 alarms on 3 of 4 ordinary nights. Until the band
+    # knows the noise, only a change no noise explains may alarm.
+    warmup_factor: float = Field(
+        3.0,
+        gt=1,
+        le=1000,
+        allow_inf_nan=False,
+        description="Before min_nights good nights a night is recorded, not judged, unless a "
+        "metric moved beyond this factor of the good nights' median (and past its threshold) "
+        "in its bad direction.",
     )
 
     @model_validator(mode="after")
@@ -315,7 +335,7 @@ class Notify(Strict):
     timeout_s: int = Field(60, ge=1, le=3600)
 
 
-def _known_metrics(v: dict[str, Threshold]) -> dict[str, Threshold]:
+def _known_metrics(v: dict[str, _T]) -> dict[str, _T]:
     unknown = sorted(set(v) - set(METRICS))
     if unknown:
         raise ValueError(f"unknown metric {', '.join(unknown)}; use one of {', '.join(METRICS)}")
@@ -325,10 +345,10 @@ def _known_metrics(v: dict[str, Threshold]) -> dict[str, Threshold]:
 class ExplicitVariant(Strict):
     name: Name
     set: Overrides = Field(default_factory=list)
-    thresholds: Annotated[dict[str, Threshold], AfterValidator(_known_metrics)] = Field(
+    thresholds: Annotated[dict[str, Threshold | None], AfterValidator(_known_metrics)] = Field(
         default_factory=dict,
         description="This variant's own limits, over the campaign's (a steadier variant can "
-        "be held tighter).",
+        "be held tighter); null: this variant is not judged on that metric.",
     )
 
 
@@ -397,9 +417,11 @@ class Campaign(Strict):
         return _known_metrics(v)
 
     def thresholds_of(self, variant: str) -> dict[str, Threshold]:
-        """The limits a variant is held to: the campaign's, and an include's own over them."""
+        """The limits a variant is held to: the campaign's, and an include's own over them
+        (its null ones removing the campaign's)."""
         own = next((x.thresholds for x in self.include if x.name == variant), {})
-        return {**self.thresholds, **own}
+        merged: dict[str, Threshold | None] = {**self.thresholds, **own}
+        return {k: th for k, th in merged.items() if th is not None}
 
     @model_validator(mode="after")
     def _coherent(self) -> Campaign:
@@ -425,6 +447,7 @@ class Campaign(Strict):
                 (f"include.{i}.thresholds.{m}", th)
                 for i, x in enumerate(self.include)
                 for m, th in x.thresholds.items()
+                if th is not None
             ]
             for where, th in limits:
                 if th.needs_band:

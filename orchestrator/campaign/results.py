@@ -7,6 +7,7 @@ import json
 import math
 import statistics
 from pathlib import Path
+from typing import TypeGuard
 
 from pydantic import Field
 
@@ -19,7 +20,7 @@ from orchestrator.base import Strict
 from orchestrator.campaign import bands
 from orchestrator.campaign import records as db
 from orchestrator.campaign.bands import NoiseBand
-from orchestrator.campaign.model import Campaign, Threshold, repeat_of
+from orchestrator.campaign.model import Band, Campaign, Threshold, repeat_of
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.store import SUBMIT_FAILED, Run, Store, record
@@ -37,6 +38,14 @@ WORKLOAD_KEYS = {
     "median_data_time_s": "data_time_s",
     "median_step_cpu_time_s": "step_cpu_time_s",
     "median_step_cpu_relative": "step_cpu_relative",
+    "median_cpu_reference_s": "cpu_reference_s",
+}
+# metrics.json's per-phase CPU figures (--cpu-reference: each phase's CPU seconds per step, and
+# the same in units of the reference work) → one stored key per phase: prefix + name. Not
+# watched metrics: what "what changed" compares when a night regressed on CPU time.
+PHASE_SOURCES = {
+    "median_phase_cpu_s": "phase_cpu_s.",
+    "median_phase_cpu_relative": "phase_cpu_relative.",
 }
 
 
@@ -62,10 +71,16 @@ def extract_metrics(
             if warn:
                 warn(f"{run.run_id}: metrics.json is not readable JSON ({exc}); skipped")
             data = {}
+        if not isinstance(data, dict):
+            data = {}
         for src, key in WORKLOAD_KEYS.items():
-            value = data.get(src) if isinstance(data, dict) else None
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            if _is_number(value := data.get(src)):
                 values[key] = float(value)
+        for src, prefix in PHASE_SOURCES.items():
+            phases = data.get(src)
+            for name, value in phases.items() if isinstance(phases, dict) else ():
+                if _is_number(value) and isinstance(name, str) and 0 < len(name) <= 64:
+                    values[prefix + name] = float(value)
     if run.submitted_at and run.ended_at:
         values["elapsed_s"] = max(0.0, run.ended_at - run.submitted_at)
     traces = trace_files(folder)
@@ -81,6 +96,10 @@ def extract_metrics(
             if warn:
                 warn(f"{run.run_id}: trace analysis failed ({exc}); metrics.json only")
     return values
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -139,8 +158,10 @@ class Finding(Strict):
     baseline: float | None
     change: str | None = None
     regression: bool = False
-    # How the night was judged: "band" (learned from `band_nights` good nights), or against
-    # one baseline night ("last-good", "pinned"); `note` says why no band was used.
+    # How the night was judged: "band" (learned from `band_nights` good nights), "warm-up"
+    # (too few good nights for a band: recorded, flagged only beyond the warm-up factor of
+    # their median, the `baseline`), or against one baseline night ("last-good", "pinned");
+    # `note` says why no band was used.
     rule: str = "last-good"
     band_low: float | None = None
     band_high: float | None = None
@@ -365,6 +386,45 @@ def _judge(
     )
 
 
+def _warmup(
+    variant: str,
+    key: str,
+    th: Threshold,
+    value: float | None,
+    past: list[tuple[float, str, int]],
+    nights: int,
+    band: Band,
+) -> Finding:
+    """A night in the band's warm-up (fewer than `min_nights` good nights): recorded, so that
+    it teaches the band, and flagged only when the metric moved beyond `warmup_factor` of the
+    good nights' median (and past its threshold) in a bad direction. Judging it against one
+    night's fixed limits is what cried wolf on a busy machine (issue 30)."""
+    have = f"{nights} good night{'s' if nights != 1 else ''} of history"
+    note = (
+        f"{have}, the band needs {band.min_nights}: recorded, not judged (flagged only beyond "
+        f"x{band.warmup_factor:g} of the good nights' median)"
+    )
+    base = statistics.median(v for v, _, _ in past) if past else None
+    why = change = None
+    if value is not None and math.isnan(value):
+        why = change = "NaN (not a number): cannot be compared with the baseline"
+    elif value is not None and base is not None:
+        why = bands.gross(value, base, th, band.warmup_factor)
+        n = len({night for _, _, night in past})
+        median_of = f"the median of {n} good night{'s' if n != 1 else ''}"
+        change = why or f"{change_text(value, base, '')} against {median_of}"
+    return Finding(
+        variant=variant,
+        metric=key,
+        value=value,
+        baseline=base,
+        change=change,
+        regression=why is not None,
+        rule="warm-up",
+        note=note,
+    )
+
+
 def evaluate(store: Store, campaign_id: str) -> CampaignResult:
     """Compare every variant with its band (enough good nights) or with the same variant of
     the baseline night; decide the state."""
@@ -390,17 +450,15 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
             band = why_not = None
             if band_cfg and hist is not None:
                 past = hist.values.get(name, {}).get(key, [])
-                if nights >= band_cfg.min_nights and past:
+                if nights < band_cfg.min_nights:
+                    findings.append(_warmup(name, key, th, mine.get(key), past, nights, band_cfg))
+                    continue
+                if past:
                     band = bands.learn([v for v, _, _ in past], band_cfg, nights)
-                elif nights >= band_cfg.min_nights:
+                else:
                     why_not = (
                         f"no {key} in the last {nights} good nights: compared with the last "
                         "good night"
-                    )
-                else:
-                    why_not = (
-                        f"{nights} good night{'s' if nights != 1 else ''} of history, the band "
-                        f"needs {band_cfg.min_nights}: compared with the last good night"
                     )
                 if band is not None and near is None:
                     # The newest good night's run nearest the band's centre: what "what
@@ -442,7 +500,8 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
         note += (
             f"; bands from the last {len(hist.campaigns)} good night"
             f"{'s' if len(hist.campaigns) != 1 else ''} (up to {band_cfg.nights}, "
-            f"{band_cfg.min_nights} needed)"
+            f"{band_cfg.min_nights} needed; a variant with fewer is in its warm-up: recorded, "
+            f"and flagged only beyond x{band_cfg.warmup_factor:g})"
         )
     return CampaignResult(
         campaign_id=campaign_id,

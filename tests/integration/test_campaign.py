@@ -101,9 +101,12 @@ def test_canary_campaign_runs_to_a_report(dev_cluster: None, gh_home: Path) -> N
     } | {"data-bound"}
     for v in data["variants"]:
         assert v["metrics"]["step_time_s"] > 0, v  # from the workload's own metrics.json
+        # every variant measured the figures it is judged on, and its phases' CPU time
+        assert v["metrics"]["step_cpu_time_s"] > 0 and v["metrics"]["step_cpu_relative"] > 0
+        assert v["metrics"]["phase_cpu_s.data"] > 0 and v["metrics"]["cpu_reference_s"] > 0
         assert (report / v["report"]).is_file(), v
-        # one night of history: the band is not used yet, and the report says why
-        assert {f["rule"] for f in v["findings"]} == {"last-good"}
+        # one night of history: the band's warm-up, recorded and not judged, and it says why
+        assert {f["rule"] for f in v["findings"]} == {"warm-up"}
         assert v["findings"][0]["note"].startswith("0 good nights of history")
     html = (report / "campaign.html").read_text()
     assert (

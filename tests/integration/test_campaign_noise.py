@@ -1,10 +1,11 @@
 """Noise bands on the real dev SLURM cluster, with the real workload (workloads/sft.py).
 
 One data-bound variant (a tiny model whose steps wait on tokenisation, `--item-cost`), night
-after night: the first nights have too little history and say so; an ordinary night judged by
-the band learned from them raises no alarm (whatever jitter the shared machine adds); a night
-with a planted slowdown (a heavier item cost: a real knob of the workload) is caught, and the
-what-changed section names the data phase. `gh-run compare` of the two runs says the same.
+after night: the first nights are the band's warm-up, recorded and not judged, and say so; an
+ordinary night judged by the band learned from them raises no alarm (whatever jitter the
+shared machine adds); a night with a planted slowdown (a heavier item cost: a real knob of the
+workload) is caught, and the what-changed section names the data phase, compared in the CPU
+figure it was judged on. `gh-run compare` of the two runs (their traces) says the same.
 """
 
 from __future__ import annotations
@@ -70,20 +71,16 @@ def _step(data: dict[str, Any]) -> dict[str, Any]:
 def test_ordinary_nights_are_quiet_and_a_planted_slowdown_is_caught(
     dev_cluster: None, gh_home: Path, tmp_path: Path
 ) -> None:
-    # Too little history: each night says so and is judged against the last good night; a
-    # night flagged then (jitter against one night) does not teach the band, so nights run
-    # until three good ones exist.
+    # The band's warm-up: each night says so, is recorded (not judged: no alarm whatever the
+    # shared machine does to it) and teaches the band.
     first: list[dict[str, Any]] = []
-    while sum(n["state"] == "PASSED" for n in first) < 3:
-        assert len(first) < 6, [n["regressions"] for n in first]
+    for good in range(3):
         night = _night(gh_home, tmp_path, 20)
         f = _step(night)
-        good = sum(n["state"] == "PASSED" for n in first)
-        assert f["rule"] == "last-good", f
+        assert f["rule"] == "warm-up" and not f["regression"], f
         assert f["note"].startswith(f"{good} good night"), f
+        assert night["rc"] == 0 and night["state"] == "PASSED", night["regressions"]
         first.append(night)
-    first = [n for n in first if n["state"] == "PASSED"]
-
     ordinary = _night(gh_home, tmp_path, 20)
     f = _step(ordinary)
     assert f["rule"] == "band" and f["band_nights"] == 3, f
@@ -101,6 +98,8 @@ def test_ordinary_nights_are_quiet_and_a_planted_slowdown_is_caught(
     assert "data loading" in changed["finding"]
     data_phase = next(p for p in changed["phases"] if p["name"] == "data")
     assert data_phase["value_ms"] > data_phase["baseline_ms"]
+    # judged on CPU time over the reference, explained in it: not in the traced wall times
+    assert any(n.startswith("phases: the training process's CPU time") for n in changed["notes"])
     # The good run compared with is one of the band's nights, and both runs have reports.
     good_ids = {v["run_id"] for n in [*first, ordinary] for v in n["variants"]}
     assert variant["baseline_run_id"] in good_ids

@@ -136,18 +136,92 @@ def _finding(store: Store, cid: str, variant: str) -> Finding:
     return next(f for v in res.variants if v.variant == variant for f in v.findings)
 
 
-def test_too_little_history_says_so_and_uses_the_last_good_night(
-    tmp_path: Path, gh_home: Path
-) -> None:
+def test_a_night_in_the_warm_up_is_recorded_not_judged(tmp_path: Path, gh_home: Path) -> None:
+    """Two good nights, the band needs three: +30 % (past the +20 % threshold, which one
+    night's limit would have flagged) is recorded and says why; the night then teaches the
+    band like any good night."""
     store, path = Store(gh_home), _file(tmp_path)
     _night(store, gh_home, path, {"a": 1.0, "b": 2.0})
-    _night(store, gh_home, path, {"a": 1.0, "b": 2.0})
-    cid = _night(store, gh_home, path, {"a": 1.3, "b": 2.0}, state=db.PLANNED)
+    _night(store, gh_home, path, {"a": 1.2, "b": 2.0})
+    cid = _night(store, gh_home, path, {"a": 1.43, "b": 2.0}, state=db.PLANNED)
     res = evaluate(store, cid)
     f = next(f for v in res.variants if v.variant == "a" for f in v.findings)
-    assert f.rule == "last-good" and f.regression and f.baseline == 1.0
-    assert f.note == "2 good nights of history, the band needs 3: compared with the last good night"
-    assert "bands from the last 2 good nights" in res.baseline_note
+    assert f.rule == "warm-up" and not f.regression, f
+    assert f.baseline == pytest.approx(1.1)  # the median of the good nights so far
+    assert f.change == "+30.0 % against the median of 2 good nights"
+    assert f.note == (
+        "2 good nights of history, the band needs 3: recorded, not judged (flagged only "
+        "beyond x3 of the good nights' median)"
+    )
+    assert res.state == db.PASSED and "in its warm-up" in res.baseline_note
+    db.set_campaign(store, cid, state=res.state)
+    db.set_verdicts(store, cid, {"a": False, "b": False})
+    # Three good nights now, the +30 % one among them: the band is learned from all three.
+    cid = _night(store, gh_home, path, {"a": 1.2, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert f.rule == "band" and f.band_nights == 3 and f.baseline == pytest.approx(1.2)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "past", "value", "flagged"),
+    [
+        ({"increase_pct": 20}, [1.0, 1.0], 2.9, False),  # 2.9x: load can do that
+        ({"increase_pct": 20}, [1.0, 1.0], 3.2, True),  # beyond 3x: no noise does that
+        ({"increase_pct": 20}, [1.0, 1.0], 0.2, False),  # the good direction
+        ({"decrease_pct": 20}, [300.0, 330.0], 110.0, False),  # /2.9
+        ({"decrease_pct": 20}, [300.0, 330.0], 90.0, True),  # /3.5
+        ({"increase_points": 3}, [0.5, 0.5], 1.8, False),  # 3.6x, but 1.3 points: noise
+        ({"increase_points": 3}, [0.5, 0.5], 9.0, True),  # 18x and 8.5 points
+        ({"increase_points": 3}, [0.0, 0.0], 2.5, False),  # from 0: only points can say
+        ({"increase_points": 3}, [0.0, 0.0], 4.0, True),
+        ({"increase_widths": 2}, [1.0, 1.0], 3.5, True),  # no band to count widths in
+    ],
+)
+def test_the_warm_up_flags_only_a_change_beyond_any_plausible_noise(
+    tmp_path: Path,
+    gh_home: Path,
+    threshold: dict[str, float],
+    past: list[float],
+    value: float,
+    flagged: bool,
+) -> None:
+    store = Store(gh_home)
+    path = _file(tmp_path, thresholds={"step_time_s": threshold})
+    for v in past:
+        _night(store, gh_home, path, {"a": v, "b": 2.0})
+    cid = _night(store, gh_home, path, {"a": value, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert f.rule == "warm-up" and f.regression is flagged, f
+    if flagged:
+        assert f.change is not None and ("beyond" in f.change or "limit +3" in f.change)
+
+
+def test_the_warm_up_factor_is_a_setting_and_the_first_night_only_records(
+    tmp_path: Path, gh_home: Path
+) -> None:
+    store = Store(gh_home)
+    band = {"nights": 6, "min_nights": 3, "warmup_factor": 1.5}
+    path = _file(tmp_path, baseline={"policy": "last-good", "band": band})
+    cid = _night(store, gh_home, path, {"a": 1.0, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert f.rule == "warm-up" and not f.regression and f.baseline is None and f.change is None
+    assert f.note is not None and f.note.startswith("0 good nights of history")
+    db.set_campaign(store, cid, state=db.PASSED)
+    cid = _night(store, gh_home, path, {"a": 1.6, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert f.regression and f.change is not None and f.change.startswith("x1.60 (beyond x1.5")
+    with pytest.raises(ValueError, match="warmup_factor"):
+        Band(warmup_factor=1.0)
+    with pytest.raises(ValueError, match="warmup_factor"):
+        Band(warmup_factor=math.inf)
+
+
+def test_a_nan_in_the_warm_up_is_a_regression(tmp_path: Path, gh_home: Path) -> None:
+    store, path = Store(gh_home), _file(tmp_path)
+    _night(store, gh_home, path, {"a": 1.0, "b": 2.0})
+    cid = _night(store, gh_home, path, {"a": math.nan, "b": 2.0}, state=db.PLANNED)
+    f = _finding(store, cid, "a")
+    assert f.rule == "warm-up" and f.regression and f.change is not None and "NaN" in f.change
 
 
 def test_jitter_is_quiet_and_a_slowdown_is_caught_once_history_exists(
@@ -196,7 +270,7 @@ def test_a_variant_learns_from_nights_where_only_another_variant_regressed(
     cid = _night(store, gh_home, path, {"a": 1.01, "b": 2.0}, state=db.PLANNED)
     fa, fb = _finding(store, cid, "a"), _finding(store, cid, "b")
     assert fa.rule == "band" and fa.band_nights == 3 and not fa.regression
-    assert fb.rule == "last-good" and fb.note is not None and fb.note.startswith("0 good nights")
+    assert fb.rule == "warm-up" and fb.note is not None and fb.note.startswith("0 good nights")
 
 
 def test_an_include_holds_its_variant_to_its_own_limits(tmp_path: Path, gh_home: Path) -> None:
@@ -213,6 +287,25 @@ def test_an_include_holds_its_variant_to_its_own_limits(tmp_path: Path, gh_home:
     cid = _night(store, gh_home, path, {"a": 1.1, "b": 1.1}, state=db.PLANNED)
     assert _finding(store, cid, "a").regression  # +10%: past its own +5%, outside the band
     assert not _finding(store, cid, "b").regression  # the campaign's +20% holds b
+
+
+def test_an_include_may_drop_a_campaign_limit_with_null(tmp_path: Path, gh_home: Path) -> None:
+    """A variant whose figure the machine's drift moves is not judged on it (its own, steadier
+    figure holds it), while the others still are."""
+    store = Store(gh_home)
+    path = _file(
+        tmp_path, include=[{"name": "a", "thresholds": {"step_time_s": None}}, {"name": "b"}]
+    )
+    for _ in range(3):
+        _night(store, gh_home, path, {"a": 1.0, "b": 1.0})
+    cid = _night(store, gh_home, path, {"a": 5.0, "b": 5.0}, state=db.PLANNED)
+    res = evaluate(store, cid)
+    va, vb = res.variants
+    assert va.findings == [] and va.metrics["step_time_s"] == 5.0  # measured, not judged
+    assert [f.metric for f in res.regressions] == ["step_time_s"] and vb.regressed
+    bad = _file(tmp_path, include=[{"name": "a", "thresholds": {"step_tme_s": None}}])
+    with pytest.raises(UserError, match="unknown metric step_tme_s"):
+        load_campaign(bad)
 
 
 def test_the_band_follows_a_slow_trend(tmp_path: Path, gh_home: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from workloads.config import Config  # noqa: E402
+from workloads.cpu_reference import PhaseClock, phase_medians, relative_to  # noqa: E402
 from workloads.data import IGNORE, SyntheticInstructions  # noqa: E402
 from workloads.lora import is_adapter_param  # noqa: E402
 from workloads.memory import OffloadActivations, activation_context  # noqa: E402
@@ -400,14 +401,63 @@ def test_cpu_reference_prices_a_step_in_a_fixed_work(
         assert len(per_step) == 6 and all(r > 0 for r in per_step)
         assert m["median_step_cpu_relative"] == pytest.approx(statistics.median(per_step[1:]))
         assert m["config"]["cpu_reference"] is True
+        # each phase's CPU time, per step, inside the step's own (the ranges nest in it)
+        phases = m["phase_cpu_s"]
+        assert len(phases) == 6 and all(set(PHASES) <= set(p) for p in phases)
+        for p, step_cpu in zip(phases, m["step_cpu_times_s"], strict=True):
+            assert 0 < sum(p.values()) <= step_cpu * 1.001 + 1e-6, (p, step_cpu)
+        assert m["median_phase_cpu_s"] == pytest.approx(phase_medians(phases))
+        refs = [c / r for c, r in zip(m["step_cpu_times_s"], per_step, strict=True)]
+        assert m["median_cpu_reference_s"] == pytest.approx(statistics.median(refs[1:]))
+        rel = phase_medians(relative_to(phases, refs))
+        assert m["median_phase_cpu_relative"] == pytest.approx(rel)
     # 100 extra tokenisation passes per sample cost many reference works more per step (the
     # lighter of two light runs: the first torch steps of a process may pay for warm-up)
     base = min(m["median_step_cpu_relative"] for m in light)
     assert heavy["median_step_cpu_relative"] > 1.5 * base, (heavy, light)
+    # ... and the data phase carries that: it grew more than the model's phases together
+    lightest = min(light, key=lambda m: m["median_step_cpu_relative"])
+    grew = {
+        k: heavy["median_phase_cpu_relative"][k] - lightest["median_phase_cpu_relative"][k]
+        for k in PHASES
+    }
+    assert grew["data"] > 2 * sum(v for k, v in grew.items() if k != "data"), grew
     events = _trace_events(tmp_path / "traced" / "sft_rank0.pt.trace.json.gz")
     spans = {e["name"]: e for e in events if e.get("cat") == "user_annotation"}
     ref, step = spans["cpu_reference"], spans["step_1"]
     assert ref["ts"] + ref["dur"] <= step["ts"] or ref["ts"] >= step["ts"] + step["dur"]
+
+
+def test_the_phase_clock_charges_each_range_its_own_cpu_time() -> None:
+    """Nested ranges each get the CPU time spent inside them; the step and the reference work
+    are not phases; a sleep costs no CPU time (waiting is not charged, as on a busy machine)."""
+    import time
+
+    def spin(seconds: float) -> None:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    clock = PhaseClock(nvtx=False)
+    with clock.range("cpu_reference"):
+        spin(0.01)
+    with clock.range("step_0"):
+        with clock.range("data"):
+            spin(0.03)
+            time.sleep(0.05)
+        with clock.range("forward"):
+            spin(0.01)
+        with clock.range("forward"):  # a second occurrence adds up
+            spin(0.01)
+    spent = clock.take()
+    assert set(spent) == {"data", "forward"}
+    assert 0.03 <= spent["data"] < 0.045 and 0.02 <= spent["forward"] < 0.035, spent
+    assert clock.take() == {}  # taken: the next step starts afresh
+    assert relative_to([spent], [0.01]) == [{k: v / 0.01 for k, v in spent.items()}]
+    # medians after the first step; a step without a phase counts it as zero
+    steps = [{"data": 9.0}, {"data": 1.0, "x": 4.0}, {"data": 3.0}, {"data": 2.0, "x": 2.0}]
+    assert phase_medians(steps) == {"data": 2.0, "x": 2.0}
+    assert phase_medians(steps[:2]) == {"data": 5.0, "x": 2.0}
 
 
 def test_ranks_name_their_files_and_knobs_compose(
