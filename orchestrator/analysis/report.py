@@ -26,8 +26,8 @@ from orchestrator.analysis.compare import Comparison, compare
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
 from orchestrator.analysis.verdict import verdict
 from orchestrator.escape import markdown, plain
+from orchestrator.shipped import templates_dir
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "report"
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 W, H = 720, 220
 FOLD_RANKS = 8  # beyond this many entries the per-rank parts of a report are folded
@@ -45,7 +45,7 @@ TYPE_COLORS = {
 
 def _env() -> Environment:
     env = Environment(
-        loader=FileSystemLoader(str(TEMPLATES)),
+        loader=FileSystemLoader(str(templates_dir() / "report")),
         autoescape=select_autoescape(["html", "j2"], default_for_string=True),
         undefined=StrictUndefined,
         trim_blocks=True,
