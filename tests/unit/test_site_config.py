@@ -210,3 +210,28 @@ def test_render_submit_and_the_run_record_say_when_the_file_is_not_the_sites(
     res = gh_run(["submit", job, "-x", "local", "--wait"], env)
     assert res.returncode == 0 and "not a site file" not in res.stderr, res.stderr
     assert "not a site file" not in gh_run(["status", "last"], env).stdout
+
+
+def test_a_campaign_says_so_once_and_in_each_runs_record(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(cluster_text("mine", runs=tmp_path / "runs"))
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        (REPO / "jobs" / "smoke.yaml").read_text().replace("cluster: dev", f"cluster: {mine}")
+    )
+    camp = tmp_path / "camp.yaml"
+    camp.write_text(f"name: c\njob: {job}\ninclude: [{{name: a}}, {{name: b}}]\n")
+    env = {
+        "GH_RUN_HOME": str(tmp_path / "home"),
+        "PATH": f"{Path(sys.executable).parent}:" + os.environ["PATH"],
+    }
+    res = gh_run(["campaign", "run", str(camp), "--executor", "local", "--wait"], env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stderr.count(f"cluster dev: {mine} is given as a path, not a site file") == 1
+    runs = json.loads(gh_run(["status", "--json"], env).stdout)
+    assert len(runs) == 2
+    for r in runs:
+        events = gh_run(["status", r["run"]["run_id"]], env).stdout
+        assert "is given as a path, not a site file" in events, events
