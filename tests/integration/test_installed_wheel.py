@@ -129,6 +129,16 @@ def test_the_wheels_carry_the_package_data(installed: Installed) -> None:
             }, built
         else:
             assert built == set(), built
+        # Every file of the mapped folders, so a new kind of template cannot be left out.
+        for folder, package in (
+            ("templates", "orchestrator/templates"),
+            ("docs/schema", "orchestrator/schema"),
+            ("examples", "orchestrator/examples"),
+        ):
+            for f in (REPO / folder).rglob("*"):
+                if f.is_file() and "__pycache__" not in f.parts:
+                    rel = f.relative_to(REPO / folder).as_posix()
+                    assert f"{package}/{rel}" in names, f"{wheel.name} lacks {folder}/{rel}"
         # Nothing of the checkout beyond what the package reads.
         assert not any(n.startswith(("tests/", "jobs/", "clusters/", "docs/")) for n in names)
 
