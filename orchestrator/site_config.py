@@ -228,6 +228,14 @@ def find_cluster(name_or_path: str, cwd: Path | None = None) -> FoundCluster:
         str(p.path) if str(p.path).endswith(p.named_by) else f"{p.path} ({p.named_by})"
         for p in searched
     )
+    here = Path.cwd() / "clusters" / f"{name_or_path}.yaml"
+    if here.is_file() and not any(p.path.absolute() == here.parent for p in searched):
+        # The old habit, clusters/NAME.yaml beside the jobs: say why it is not used.
+        raise UserError(
+            f"cluster {name_or_path!r} not found in {where}; add `cluster_dirs: [clusters]` to "
+            f".gh-run/config.yaml to use clusters/{name_or_path}.yaml here (a project's folder "
+            "is searched only on its word, and only if the file is yours), or give its path"
+        )
     raise UserError(
         f"cluster {name_or_path!r} not found in {where}; check the name (`gh-run doctor` lists "
         "the clusters found), ask an admin to install the site's file (gh-run partitions import "

@@ -80,8 +80,11 @@ def test_the_project_folder_only_when_the_project_names_it(
     """A clusters/ folder where gh-run runs is anyone's: without the project's word it is not
     looked at, even with nothing else to find (issue 26, class 3)."""
     (places["project"] / "c.yaml").write_text(cluster_text("the project's"))
-    with pytest.raises(UserError, match="not found"):
+    with pytest.raises(UserError) as exc:
         load_cluster("c")
+    assert "; add `cluster_dirs: [clusters]` to .gh-run/config.yaml to use clusters/c.yaml" in (
+        str(exc.value)
+    )
     (tmp_path / "proj" / ".gh-run" / "config.yaml").write_text("default_cluster: c\n")
     with pytest.raises(UserError, match="not found"):
         load_cluster("c")
