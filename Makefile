@@ -18,7 +18,7 @@ WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
 .PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
-	cluster-status lint schema bench mutate clean
+	cluster-status lint schema bench mutate dist clean
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
@@ -58,8 +58,8 @@ deps: install
 demo: install-runtime
 	$(BIN)/gh-run submit jobs/smoke.yaml --executor local --wait
 	$(BIN)/gh-run status --limit 5
-	@echo "--- what the analysis says of two real H100 traces shipped in tests/data (offload vs not):"
-	$(BIN)/gh-run compare tests/data/traces/baseline tests/data/traces/offload
+	@echo "--- what the analysis says of two real H100 traces shipped with gh-run (offload vs not):"
+	$(BIN)/gh-run compare example:baseline example:offload
 
 cluster-up:
 	bash scripts/devcluster.sh up
@@ -95,5 +95,15 @@ mutate: install
 schema: install
 	$(BIN)/gh-run schema all --write
 
+# The wheel and the sdist an admin installs from (README, "Installing gh-run on a login node"),
+# into dist/: templates, schemas and examples inside the package; the C parts compiled where a
+# C compiler is (the wheel then fits this Python and machine), left out where none is.
+dist: install
+	rm -rf build dist
+	$(BIN)/python -m build --outdir dist .
+	@ls -l dist
+
+# The checkout's .gh-run/config.yaml (which names clusters/) is kept; its runs are not.
 clean:
-	rm -rf $(VENV) .gh-run build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
+	find .gh-run -mindepth 1 -maxdepth 1 ! -name config.yaml -exec rm -rf {} + 2>/dev/null || true

@@ -19,8 +19,8 @@ from orchestrator.base import Strict
 from orchestrator.container import parse_bind
 from orchestrator.envvars import env_dict
 from orchestrator.errors import UserError
-from orchestrator.paths import cluster_search_dirs
 from orchestrator.profile import NsysSetup, NsysSite, check_for_version, nsys_setup
+from orchestrator.site_config import FoundCluster, find_cluster
 from orchestrator.spec import JobSpec
 from orchestrator.units import format_mem, format_time, parse_mem_mib, parse_time
 
@@ -289,6 +289,8 @@ class Cluster(Strict):
     partitions: dict[str, Partition] = Field(..., min_length=1)
     # The file this cluster came from (set by load_cluster; never read from YAML).
     _source: str | None = PrivateAttr(default=None)
+    # Where the search found that file (site_config.FoundCluster); None: built in code.
+    _origin: FoundCluster | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> str | None:
@@ -297,6 +299,14 @@ class Cluster(Strict):
     @source.setter
     def source(self, value: str | None) -> None:
         self._source = value
+
+    @property
+    def origin(self) -> FoundCluster | None:
+        return self._origin
+
+    @origin.setter
+    def origin(self, value: FoundCluster | None) -> None:
+        self._origin = value
 
     @field_validator("partitions")
     @classmethod
@@ -359,30 +369,17 @@ class Cluster(Strict):
 
 
 def find_cluster_file(name_or_path: str) -> Path:
-    as_path = Path(name_or_path)
-    if as_path.suffix in {".yaml", ".yml"} or "/" in name_or_path:
-        if as_path.is_file():
-            return as_path
-        raise UserError(f"cluster file {name_or_path} does not exist; check the path")
-    if not re.fullmatch(r"^[A-Za-z0-9_.-]+$", name_or_path):
-        raise UserError(f"cluster {name_or_path!r}: not a valid cluster name")
-    searched = cluster_search_dirs()
-    for d in searched:
-        for ext in (".yaml", ".yml"):
-            candidate = d / f"{name_or_path}{ext}"
-            if candidate.is_file():
-                return candidate
-    raise UserError(
-        f"cluster {name_or_path!r} not found in {', '.join(str(d) for d in searched)}; "
-        "set `cluster:` to a file in clusters/ or pass --cluster PATH"
-    )
+    """The cluster file a name or path means (site_config.find_cluster: the search order, and
+    the refusal of other users' files)."""
+    return find_cluster(name_or_path).path
 
 
 def load_cluster(name_or_path: str) -> Cluster:
-    path = find_cluster_file(name_or_path)
-    doc = yamlio.read_file(path)
+    found = find_cluster(name_or_path)
+    doc = yamlio.read_file(found.path)
     cluster = yamlio.to_model(doc, Cluster)
-    cluster.source = str(path.resolve())
+    cluster.source = str(found.path.resolve())
+    cluster.origin = found
     return cluster
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -28,7 +28,7 @@ from orchestrator.cluster import Cluster, Partition
 from orchestrator.container import exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
-from orchestrator.paths import TEMPLATES_DIR
+from orchestrator.paths import user_cache_dir
 from orchestrator.profile import (
     PostReport,
     nsys_output,
@@ -37,6 +37,7 @@ from orchestrator.profile import (
     profiler_prefix,
     report_files,
 )
+from orchestrator.shipped import templates_dir
 from orchestrator.spec import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
 from orchestrator.yamlio import display_path
 
@@ -151,14 +152,64 @@ def make_environment(search_path: Iterable[Path]) -> jinja2.Environment:
     return _environment(tuple(str(p) for p in search_path))
 
 
+class TrustedLoader(jinja2.FileSystemLoader):
+    """Jinja's file loader that refuses a template another user owns or can change (its file
+    or its folder): a template is shell in the user's jobs. gh-run's own templates are the
+    installed package's and need no check."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        source, filename, uptodate = super().get_source(environment, template)
+        if not Path(filename).is_relative_to(templates_dir()):
+            from orchestrator import trust
+
+            trust.check_file(
+                Path(filename),
+                "template",
+                "keep admin templates in the site's folder (/etc/gh-run/templates, root's) or "
+                "in a folder you own",
+            )
+        return source, filename, uptodate
+
+
+def bytecode_cache_dir() -> Path:
+    """Where compiled templates are kept between processes: a folder of the user's own cache
+    ($XDG_CACHE_HOME/gh-run/jinja, ~/.cache/gh-run/jinja), never Jinja's default
+    /tmp/_jinja2-cache-<uid>, a name another user can take first and so break every render."""
+    return user_cache_dir() / "jinja"
+
+
+@functools.cache
+def bytecode_cache() -> jinja2.BytecodeCache | None:
+    """The compiled-template cache, in a folder created 0700 and checked to be this user's
+    alone; None (no cache: each process compiles again, nothing else changes) when it cannot
+    be, with one warning naming the folder."""
+    from orchestrator import trust
+
+    folder = bytecode_cache_dir()
+    why = trust.private_dir(folder)
+    if why is None:
+        return jinja2.FileSystemBytecodeCache(str(folder))
+    if "cannot be created" not in why:  # a folder someone else made, or opened: say so
+        import sys
+
+        print(
+            f"warning: {folder} {why}; templates are compiled afresh each time until it is "
+            f"removed (rm -r {folder})",
+            file=sys.stderr,
+        )
+    return None
+
+
 @functools.lru_cache(maxsize=16)
 def _environment(search_path: tuple[str, ...]) -> jinja2.Environment:
-    loader = jinja2.FileSystemLoader(list(search_path))
+    loader = TrustedLoader(list(search_path))
     env = jinja2.Environment(
         loader=loader,
         # Compiling the templates costs more than the rest of `gh-run render`: keep the compiled
-        # code between processes (Jinja's per-user cache folder, keyed by the template's source).
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),
+        # code between processes (keyed by the template's source), in the user's own cache.
+        bytecode_cache=bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -232,8 +283,13 @@ def directives_for(
 
 
 def search_path(cluster: Cluster) -> list[Path]:
-    """Where templates are looked up: the cluster's own template dirs first, then gh-run's."""
-    return [*cluster.template_search_path(), TEMPLATES_DIR]
+    """Where templates are looked up: the cluster's own template dirs first, then the admin
+    override folders (site_config.template_places: $GH_RUN_TEMPLATES, the user's, the
+    site's, the project's), then gh-run's."""
+    from orchestrator import site_config
+
+    overrides = [p.path for p in site_config.template_places()]
+    return [*cluster.template_search_path(), *overrides, templates_dir()]
 
 
 def partition_template(cluster: Cluster, part_name: str, part: Partition) -> str:
@@ -477,4 +533,4 @@ def render_array(
 
 
 def _template_path_of(job: RenderedJob) -> list[str]:
-    return list(job.search_path) if job.search_path else [str(TEMPLATES_DIR)]
+    return list(job.search_path) if job.search_path else [str(templates_dir())]

@@ -340,7 +340,10 @@ def submit(
         variant=variant,
         transport=registry.descriptor(transport),
     )
-    store.add_run(run)
+    from orchestrator.site_config import origin_note
+
+    origin = origin_note(prep.cluster.origin, prep.cluster.name)
+    store.add_run(run, "intent written before submission" + (f"; {origin}" if origin else ""))
     if isinstance(executor, LocalExecutor):
         executor.time_limit = prep.spec.resources.time or prep.partition.default_time
     try:

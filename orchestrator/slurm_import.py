@@ -22,12 +22,10 @@ import yaml
 
 from orchestrator.cluster import Arch, Cluster, Partition
 from orchestrator.errors import RuntimeFailure, UserError
-from orchestrator.paths import REPO_ROOT
 from orchestrator.units import format_mem, format_time, parse_time
 
 # SLURM's "no limit" for MaxTime; the model needs a number, so a year stands in for it.
 UNLIMITED_TIME = "365-00:00:00"
-SCHEMA_FILE = REPO_ROOT / "docs" / "schema" / "cluster.schema.json"
 
 # What an import can never learn from SLURM, and where the admin writes it.
 NOT_FROM_SLURM: tuple[tuple[str, str], ...] = (
@@ -242,9 +240,16 @@ def read_live(
 
 def to_yaml(cluster: Cluster, output: Path | None = None) -> str:
     """The draft as YAML: a schema comment, what the admin must add, then the model's data."""
-    folder = (output or REPO_ROOT / "clusters" / "x.yaml").absolute().parent
-    inside = folder == REPO_ROOT or REPO_ROOT in folder.parents
-    schema = os.path.relpath(SCHEMA_FILE, folder) if inside else str(SCHEMA_FILE)
+    from orchestrator.shipped import schema_dir
+
+    # The installed schema (orchestrator.schema): named relative to the file when both are in
+    # one checkout (docs/schema beside clusters/), else by its absolute path (a site's install).
+    schema_file = schema_dir() / "cluster.schema.json"
+    root = schema_file.parents[2]
+    # Printed (no --output): as if saved as clusters/NAME.yaml under the current folder.
+    folder = (output or Path.cwd() / "clusters" / "x.yaml").absolute().parent
+    inside = folder == root or root in folder.parents
+    schema = os.path.relpath(schema_file, folder) if inside else str(schema_file)
     lines = [
         f"# yaml-language-server: $schema={schema}",
         f"# Drafted by `gh-run partitions import` on {datetime.now().strftime('%Y-%m-%d %H:%M')}"

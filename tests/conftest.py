@@ -16,6 +16,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+# The tests' site is this checkout: tests/site/clusters is a link to clusters/ (dev, dev-ssh,
+# gh200), so a test finds the dev cluster where a site keeps its files (site_config.py),
+# wherever it runs gh-run from, and the machine's own /etc/gh-run plays no part. Tests of the
+# search set their own.
+os.environ["GH_RUN_SITE_DIR"] = str(REPO / "tests" / "site")
 
 # `make test` (and so CI) sets GH_RUN_NO_SKIPS=1: there everything the suite needs is installed
 # and started, so a test that would skip (no cluster, no cron, no chromium, no torch, no real
@@ -178,7 +183,8 @@ def tmpfs() -> Iterator[Callable[[Path, str], Path]]:
     def mount(target: Path, size: str) -> Path:
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
         res = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+            # mode: a tmpfs is 1777 by default, and gh-run refuses a home every user can write
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(target)],
             capture_output=True,
             text=True,
             check=False,
@@ -191,3 +197,33 @@ def tmpfs() -> Iterator[Callable[[Path, str], Path]]:
     yield mount
     for target in reversed(mounted):
         subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+OTHER_USER = "ghrun-other"
+
+
+@pytest.fixture(scope="session")
+def other_user() -> int:
+    """The uid of a second real user of this machine (made with useradd when missing), for
+    files that are another user's: gh-run must refuse them (issue 26, class 3). Root only."""
+    import pwd
+    import time
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("needs root and useradd to make a second user whose files gh-run refuses")
+    for _ in range(20):
+        try:
+            return pwd.getpwnam(OTHER_USER).pw_uid
+        except KeyError:
+            pass
+        res = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # 9: made meanwhile by another session; 10: /etc/passwd locked by one: look again.
+        if res.returncode not in (0, 9, 10):
+            pytest.fail(f"useradd {OTHER_USER} failed: {res.stderr.strip()}")
+        time.sleep(0.2)
+    pytest.fail(f"could not make user {OTHER_USER}")

@@ -27,8 +27,8 @@ from orchestrator.analysis.compare import Comparison, compare, key_rows
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
 from orchestrator.analysis.verdict import verdict
 from orchestrator.escape import markdown, plain
+from orchestrator.shipped import templates_dir
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "report"
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 FOLD_RANKS = 8  # beyond this many entries the per-rank parts of a report are folded
 # HTA kernel types: computation green, communication blue, memory orange, overlaps in between
@@ -55,7 +55,7 @@ NARROW_PX = 590
 
 def _env() -> Environment:
     env = Environment(
-        loader=FileSystemLoader(str(TEMPLATES)),
+        loader=FileSystemLoader(str(templates_dir() / "report")),
         autoescape=select_autoescape(["html", "j2"], default_for_string=True),
         undefined=StrictUndefined,
         trim_blocks=True,

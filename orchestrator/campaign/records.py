@@ -73,8 +73,11 @@ def write_plan(
     groups: list[GroupRecord],
     variants: list[VariantRecord],
     runs: list[Run],
+    notes: dict[str, str] | None = None,
 ) -> None:
-    """The whole plan, every run as an INTENT row, in one transaction."""
+    """The whole plan, every run as an INTENT row, in one transaction; `notes`: what a run's
+    intent event adds (run id -> text), e.g. that its cluster file is not the site's."""
+    notes = notes or {}
     run_rows = [as_dict(r) for r in runs]
     cols = ", ".join(run_rows[0])
     marks = ", ".join(f":{k}" for k in run_rows[0])
@@ -93,7 +96,13 @@ def write_plan(
         db.executemany(
             "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
             [
-                (r.run_id, r.created_at, r.state, f"intent: campaign {campaign.campaign_id}")
+                (
+                    r.run_id,
+                    r.created_at,
+                    r.state,
+                    f"intent: campaign {campaign.campaign_id}"
+                    + (f"; {notes[r.run_id]}" if r.run_id in notes else ""),
+                )
                 for r in runs
             ],
         )

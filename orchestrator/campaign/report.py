@@ -15,7 +15,7 @@ from orchestrator.analysis.labels import human, num, short_kernel
 from orchestrator.campaign.model import METRICS
 from orchestrator.campaign.results import CampaignResult, NightPoint, trend
 from orchestrator.escape import markdown
-from orchestrator.paths import TEMPLATES_DIR
+from orchestrator.shipped import templates_dir
 from orchestrator.store import Store
 
 
@@ -146,7 +146,7 @@ def band_svg(
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined,
         autoescape=jinja2.select_autoescape(["html.j2"]),
         trim_blocks=True,

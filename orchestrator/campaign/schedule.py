@@ -26,8 +26,8 @@ from orchestrator.campaign.model import Campaign
 from orchestrator.cluster import load_cluster
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.slurm import SlurmExecutor, run_slurm
-from orchestrator.paths import TEMPLATES_DIR
 from orchestrator.render import make_environment
+from orchestrator.shipped import templates_dir
 from orchestrator.spec import SBATCH_VALUE_RE
 from orchestrator.transport import registry
 from orchestrator.transport.base import Transport
@@ -203,7 +203,7 @@ def launcher_text(
                 f"{file}: schedule: {value!r} cannot go into an #SBATCH line; use letters, "
                 "digits and . _ : , @ % + = / -"
             )
-    jinja = make_environment([TEMPLATES_DIR])
+    jinja = make_environment([templates_dir()])
     return jinja.get_template("campaign/launcher.sbatch.j2").render(
         name=campaign.name,
         job_name=launcher_job_name(campaign.name),

@@ -289,7 +289,14 @@ def plan(
         state=db.PLANNED,
         created_at=time.time(),
     )
-    db.write_plan(store, record, groups, variants, [p.run for p in planned])
+    from orchestrator.site_config import origin_note
+
+    notes = {
+        p.run.run_id: text
+        for p in planned
+        if (text := origin_note(p.prep.cluster.origin, p.prep.cluster.name))
+    }
+    db.write_plan(store, record, groups, variants, [p.run for p in planned], notes)
     return cid
 
 

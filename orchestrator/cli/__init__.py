@@ -62,6 +62,7 @@ COMMANDS: dict[str, Entry] = {
         "last good night.",
     ),
     "doctor": Entry("doctor", "What this machine has for gh-run, or what one job needs here."),
+    "init": Entry("init", "Start a project here: starter jobs, their schemas and a .gh-run home."),
 }
 
 

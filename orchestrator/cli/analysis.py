@@ -73,9 +73,9 @@ MaxTraceSize = Annotated[
 
 
 def _run_id(arg: str) -> str | None:
-    """The run id an argument names (None for an existing file or folder)."""
+    """The run id an argument names (None for an existing file or folder, or an example)."""
     path = Path(arg)
-    if path.exists():
+    if path.exists() or arg.startswith("example:"):
         return None
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
         raise UserError(f"{arg}: no such file or folder; check the path")
@@ -88,10 +88,15 @@ def _run_id(arg: str) -> str | None:
 
 
 def _default_resolve(arg: str) -> list[Path]:
-    """A file or folder as given; otherwise a run id (or prefix, job id, `last`) of the store."""
+    """A file or folder as given; `example:NAME`, a trace shipped with gh-run; otherwise a run
+    id (or prefix, job id, `last`) of the store."""
     path = Path(arg)
     if path.exists():
         return [path]
+    if arg.startswith("example:"):
+        from orchestrator.shipped import example_trace
+
+        return [example_trace(arg)]
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
         raise UserError(f"{arg}: no such file or folder; check the path")
     from orchestrator import runs
@@ -778,7 +783,11 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     @app.command("analyze")
     def analyze_cmd(
         paths: Annotated[
-            list[str], typer.Argument(help="trace files, folders, or run ids (or 'last')")
+            list[str],
+            typer.Argument(
+                help="trace files, folders, run ids (or 'last'), or a trace shipped with gh-run: "
+                "example:baseline, example:offload"
+            ),
         ],
         json_out: Annotated[
             bool,

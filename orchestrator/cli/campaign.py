@@ -18,9 +18,9 @@ from orchestrator.campaign import tracking
 from orchestrator.campaign.finish import verdict
 from orchestrator.campaign.model import METRICS, load_campaign
 from orchestrator.campaign.results import check_pinned_baseline, history
-from orchestrator.campaign.submission import prepare_variants, resolve_executor
+from orchestrator.campaign.submission import PreparedVariants, prepare_variants, resolve_executor
 from orchestrator.cli import run_view
-from orchestrator.cli.state import STATE, err_console, out, warn
+from orchestrator.cli.state import STATE, err_console, note, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.errors import UserError
 from orchestrator.store import Run, iso
@@ -95,6 +95,19 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
         raise typer.Exit(outcome.exit_code)
 
 
+def _origin_notes(prepared: PreparedVariants) -> None:
+    """Once per cluster file that is not the site's: say so (its runs' records say it too)."""
+    from orchestrator.site_config import origin_note
+
+    seen: set[str] = set()
+    for _, _, prep in prepared:
+        cl = prep.cluster
+        text = origin_note(cl.origin, cl.name)
+        if text and str(cl.source) not in seen:
+            seen.add(str(cl.source))
+            note(text)
+
+
 def run_cmd(
     file: FileArg,
     set_: SetOpt = None,
@@ -133,6 +146,7 @@ def run_cmd(
     # Bad input changes nothing: expand and check every variant before the store is opened.
     t0 = time.perf_counter()
     prepared = prepare_variants(campaign, file, set_ or [], STATE.home, max_variants)
+    _origin_notes(prepared)
     kind = resolve_executor(kind, prepared)
     store = STATE.store()
     cid = C.plan(store, campaign, file, STATE.home, kind, prepared=prepared)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator.cli.table import Cell, Column, paint, print_table
+
+if TYPE_CHECKING:
+    from orchestrator import setup_report
 
 
 def doctor_cmd(
@@ -32,7 +35,10 @@ def doctor_cmd(
 
     Without SPEC: the SLURM clients and whether a controller answers (and which cluster), every
     nsys with its version and the `nsys stats` reports it knows, Apptainer/Singularity,
-    chromium, cron. With SPEC: what running that job from here needs (controller, container
+    chromium, cron; then how gh-run is set up: the home, the folders searched for cluster files
+    and templates (first found wins) and which file answers for each cluster, the default
+    cluster, whether the compiled trace readers are built (and what doing without costs), the
+    compiled-template cache. With SPEC: what running that job from here needs (controller, container
     runtime, image, the nsys it is rendered for), each found or missing with the fix; exit 1
     when something is missing."""
     if spec is None:
@@ -46,11 +52,14 @@ def _mark(ok: bool) -> tuple[str, str]:
 
 
 def _machine(as_json: bool) -> None:
-    from orchestrator import doctor
+    from orchestrator import doctor, setup_report
+    from orchestrator.cli.state import STATE
 
     report = doctor.machine()
+    setup = setup_report.build(str(STATE.home_override) if STATE.home_override else None)
     if as_json:
-        typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+        doc = {**report.model_dump(mode="json"), "setup": setup.model_dump(mode="json")}
+        typer.echo(json.dumps(doc, indent=2))
         return
     rows: list[list[Cell]] = []
     for c in report.slurm_clients:
@@ -80,6 +89,64 @@ def _machine(as_json: bool) -> None:
     ]
     print_table(columns, rows)
     print(f"tools prefix (scripts/install-tools.sh): {report.tools_prefix}")
+    _setup(setup)
+
+
+def _setup(s: setup_report.SetupReport) -> None:
+    print()
+    print(f"home: {s.home} ({s.home_found})")
+    marks = {"ok": ("ok", "green"), "missing": ("-", "dim"), "refused": ("refused", "red")}
+    for title, places in (
+        ("cluster files, first found wins", s.cluster_places),
+        (
+            "admin templates (after the cluster's template_dirs, before gh-run's own)",
+            s.template_places,
+        ),
+    ):
+        rows: list[list[Cell]] = [
+            [
+                str(i),
+                marks[p.state],
+                p.path,
+                p.named_by,
+                ", ".join(p.clusters) if p.clusters else (p.detail or ""),
+            ]
+            for i, p in enumerate(places, 1)
+        ]
+        print()
+        print_table(
+            [
+                Column("#", keep=True),
+                Column("state", keep=True),
+                Column("folder", keep=True),
+                Column("named by", drop=1),
+                Column("holds" if places is s.cluster_places else ""),
+            ],
+            rows,
+            title=title,
+        )
+    if s.clusters:
+        print()
+        rows = [
+            [c.name, c.file, c.found_by + (f"; hides {', '.join(c.hidden)}" if c.hidden else "")]
+            for c in s.clusters
+        ]
+        print_table(
+            [Column("cluster", keep=True), Column("file", keep=True), Column("found")],
+            rows,
+            title="which file answers",
+        )
+    for line in s.refused:
+        print(f"{paint('refused:', 'red')} {line}")
+    print(f"default cluster: {s.default_cluster or '-'} ({s.default_cluster_why})")
+    print()
+    for part in s.native:
+        state = ("built", "green") if part.built and not s.native_off else ("not used", "yellow")
+        detail = part.path if part.built and not s.native_off else part.without
+        if part.built and s.native_off:
+            detail = f"GH_RUN_NO_NATIVE_SCAN is set: {part.without}"
+        print(f"{paint(state[0], state[1])} {part.what} ({part.name}): {detail}")
+    print(f"template cache: {s.template_cache} ({s.template_cache_state})")
 
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:

@@ -12,7 +12,7 @@ import typer
 
 from orchestrator import runs as R
 from orchestrator.cli import run_view
-from orchestrator.cli.state import STATE, err_console, warn
+from orchestrator.cli.state import STATE, err_console, note, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.escape import plain
@@ -75,6 +75,17 @@ def _run_id(value: str | None) -> str | None:
     return value
 
 
+def _prepare(spec: Path, overrides: list[str] | None, cluster: str | None) -> R.Prepared:
+    """The checked job, and a note on stderr when its cluster file is not the site's."""
+    from orchestrator.site_config import origin_note
+
+    prep = R.prepare(spec, overrides or [], cluster)
+    text = origin_note(prep.cluster.origin, prep.cluster.name)
+    if text:
+        note(text)
+    return prep
+
+
 def render_cmd(
     spec: SpecArg,
     set_: SetOpt = None,
@@ -85,7 +96,7 @@ def render_cmd(
     """Print the job script exactly as `submit` would submit it.
 
     With the same options (and --run-id), `submit` writes this very script, byte for byte."""
-    prep = R.prepare(spec, set_ or [], cluster)
+    prep = _prepare(spec, set_, cluster)
     rid = _run_id(run_id) or R.new_run_id(prep.spec.name)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script; so is the run folder,
@@ -101,7 +112,7 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
 
     gh-run's own check of the partition's limits first, then the real controller's verdict
     (sbatch --test-only) on the script `submit` would send."""
-    prep = R.prepare(spec, set_ or [], cluster)
+    prep = _prepare(spec, set_, cluster)
     _check(prep)
 
 
@@ -185,7 +196,7 @@ def submit_cmd(
     once SLURM (or the local executor) has the job; with it, gh-run shows the job's state
     until it ends, then collects its artifacts. Ctrl-C stops waiting, not the job:
     `gh-run wait RUN` picks it up again."""
-    prep = R.prepare(spec, set_ or [], cluster)
+    prep = _prepare(spec, set_, cluster)
     if check:
         _check(prep)
         return

@@ -22,14 +22,29 @@ app = typer.Typer(
 )
 
 ClusterOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--cluster",
         "-c",
         envvar="GH_RUN_CLUSTER",
-        help="Cluster name (clusters/NAME.yaml) or file.",
+        help="Cluster name or file (default: the default cluster, see `gh-run doctor`).",
     ),
 ]
+
+
+def _load(cluster: str | None) -> Cluster:
+    if cluster is None:
+        from orchestrator.site_config import default_cluster
+
+        cluster, _ = default_cluster()
+    return load_cluster(cluster)
+
+
+def _origin(cl: Cluster) -> str:
+    """The cluster's file and where the search found it: `clusters/dev.yaml, the project's
+    (.gh-run/config.yaml: cluster_dirs)`."""
+    src = display_path(Path(cl.source)) if cl.source else cl.name
+    return f"{src}, {cl.origin.describe()}" if cl.origin else src
 
 
 def _gpus(p: Partition) -> str:
@@ -45,18 +60,23 @@ def _or_dash(items: list[str]) -> str:
 
 @app.command("list")
 def list_cmd(
-    cluster: ClusterOpt = "dev",
+    cluster: ClusterOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable output (every field).")
     ] = False,
 ) -> None:
-    """One row per partition: the limits a job spec may ask for."""
-    cl = load_cluster(cluster)
+    """One row per partition: the limits a job spec may ask for.
+
+    The title names the cluster file and where it was found: a path, $GH_RUN_CLUSTERS, your
+    own (~/.config/gh-run/clusters), the site's (/etc/gh-run/clusters) or the project's."""
+    cl = _load(cluster)
     src = display_path(Path(cl.source)) if cl.source else cl.name
     if as_json:
         doc = {
             "cluster": cl.name,
             "source": src,
+            "found": cl.origin.origin if cl.origin else None,
+            "found_by": cl.origin.describe() if cl.origin else None,
             "default_partition": cl.default_partition,
             "partitions": {n: p.model_dump(mode="json") for n, p in cl.partitions.items()},
         }
@@ -89,15 +109,15 @@ def list_cmd(
         ]
         for name, p in cl.partitions.items()
     ]
-    print_table(columns, rows, title=f"cluster {cl.name} ({src})")
+    print_table(columns, rows, title=f"cluster {cl.name} ({_origin(cl)})")
 
 
 @app.command("show")
 def show_cmd(
-    name: Annotated[str, typer.Argument(help="Partition name.")], cluster: ClusterOpt = "dev"
+    name: Annotated[str, typer.Argument(help="Partition name.")], cluster: ClusterOpt = None
 ) -> None:
     """Everything about one partition: limits, defaults, what every job gets."""
-    cl = load_cluster(cluster)
+    cl = _load(cluster)
     if name not in cl.partitions:
         raise UserError(
             f"partition {name!r} does not exist on cluster {cl.name!r}; "
@@ -165,21 +185,37 @@ def import_cmd(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite --output if it exists.")
     ] = False,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="Write it where the site's cluster files live ($GH_RUN_SITE_DIR or "
+            "/etc/gh-run, clusters/NAME.yaml; as root), instead of --output.",
+        ),
+    ] = False,
 ) -> None:
     """Read the live cluster (scontrol) and write a draft cluster file for the admin to finish."""
     from orchestrator import slurm_import
 
+    if install and output is not None:
+        raise UserError("--install and --output name two places; give one of them")
     if output is not None and output.exists() and not force:
         raise UserError(
             f"--output: {output} already exists; pass --force to overwrite it or pick another path"
         )
     draft = slurm_import.read_live(cluster, name, partition or [])
+    if install:
+        output = _site_file(draft.name, force)
     text = slurm_import.to_yaml(draft, output)
     if output is None:
         typer.echo(text, nl=False)
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        output.write_text(text)
+    except OSError as exc:
+        fix = "run it as the admin who owns the site's folder" if install else "pick another"
+        raise RuntimeFailure(f"cannot write {output}: {exc.strerror}; {fix}") from None
     back = load_cluster(str(output))
     if back.model_dump() != draft.model_dump():
         raise RuntimeFailure(
@@ -192,6 +228,19 @@ def import_cmd(
         "fill in what its header lists, then `gh-run partitions list --cluster "
         f"{output}`"
     )
+
+
+def _site_file(name: str, force: bool) -> Path:
+    """Where `--install` writes cluster NAME: the site's folder of cluster files."""
+    from orchestrator.paths import site_dir
+
+    path = site_dir() / "clusters" / f"{name}.yaml"
+    if path.exists() and not force:
+        raise UserError(
+            f"--install: {path} already exists; pass --force to replace the site's file, or "
+            "--name to install the draft under another name"
+        )
+    return path
 
 
 def register(root: typer.Typer) -> None:

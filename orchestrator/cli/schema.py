@@ -1,10 +1,11 @@
 """`gh-run schema job|cluster|campaign|job-overlay|campaign-overlay`: JSON Schema generated
 from the Pydantic models.
 
-The shipped files in docs/schema/ are these schemas, written by `gh-run schema all --write`;
-the YAML files point editors at them with a first line such as
-`# yaml-language-server: $schema=../docs/schema/job.schema.json`. A unit test fails when the
-written files are older than the models.
+The shipped files in docs/schema/ are these schemas, written by `gh-run schema all --write`
+(the wheel carries them as orchestrator.schema); the YAML files point editors at them with a
+first line such as `# yaml-language-server: $schema=../docs/schema/job.schema.json`. A project
+made by `gh-run init` keeps its own copy in the same place, so its files name them the same way.
+A unit test fails when the written files are older than the models.
 
 An editor validates a file as it is on disk, before `extends:` is merged. A variant that
 extends a base, and the base itself, hold only part of a job, so they name the overlay schema
@@ -23,11 +24,19 @@ from pydantic import BaseModel
 
 from orchestrator.cli.state import out
 from orchestrator.errors import UserError
-from orchestrator.paths import REPO_ROOT
+from orchestrator.paths import nearest_project_home
 
-SCHEMA_DIR = REPO_ROOT / "docs" / "schema"
-Kind = Literal["job", "cluster", "campaign", "job-overlay", "campaign-overlay"]
-KINDS: tuple[Kind, ...] = ("job", "cluster", "campaign", "job-overlay", "campaign-overlay")
+# Where --write puts the files, under the project's root (or the current folder).
+SCHEMA_SUBDIR = Path("docs") / "schema"
+Kind = Literal["job", "cluster", "campaign", "job-overlay", "campaign-overlay", "settings"]
+KINDS: tuple[Kind, ...] = (
+    "job",
+    "cluster",
+    "campaign",
+    "job-overlay",
+    "campaign-overlay",
+    "settings",
+)
 # An overlay kind: the schema of a part of a file of its full kind (see the module docstring).
 OVERLAY_OF: dict[Kind, Kind] = {"job-overlay": "job", "campaign-overlay": "campaign"}
 TITLES: dict[Kind, str] = {
@@ -36,6 +45,7 @@ TITLES: dict[Kind, str] = {
     "campaign": "gh-run campaign file (campaigns/*.yaml)",
     "job-overlay": "gh-run job spec part: a file with `extends:` or a base it extends",
     "campaign-overlay": "gh-run campaign file part: a file with `extends:` or a base it extends",
+    "settings": "gh-run settings (.gh-run/config.yaml; the site's and the user's config.yaml)",
 }
 
 
@@ -50,6 +60,10 @@ def model_for(kind: Kind) -> type[BaseModel] | None:
         from orchestrator.cluster import Cluster
 
         return Cluster
+    if kind == "settings":
+        from orchestrator.site_config import ProjectSettings
+
+        return ProjectSettings
     try:
         from orchestrator import campaign
     except ModuleNotFoundError:
@@ -116,7 +130,14 @@ def available_kinds() -> list[Kind]:
     return [k for k in KINDS if model_for(k) is not None]
 
 
-def write_all(folder: Path = SCHEMA_DIR) -> list[Path]:
+def default_folder() -> Path:
+    """docs/schema under the project's root (the folder holding the nearest .gh-run), else
+    under the current folder: where the shipped files' first lines point."""
+    home = nearest_project_home()
+    return (home.parent if home else Path.cwd()) / SCHEMA_SUBDIR
+
+
+def write_all(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for kind in available_kinds():
@@ -130,12 +151,21 @@ def schema_cmd(
     kind: Annotated[
         str,
         typer.Argument(
-            help="job, cluster, campaign, job-overlay, campaign-overlay, or all (with --write)."
+            help="job, cluster, campaign, job-overlay, campaign-overlay, settings, or all "
+            "(with --write)."
         ),
     ],
     write: Annotated[
-        bool, typer.Option("--write", help="Write docs/schema/<kind>.schema.json instead.")
+        bool,
+        typer.Option(
+            "--write",
+            help="Write <kind>.schema.json into --out instead (default: docs/schema under the "
+            "project's root, the folder holding .gh-run, else under this folder).",
+        ),
     ] = False,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="The folder --write writes into.")
+    ] = None,
 ) -> None:
     """Print the JSON Schema of a file kind (for editors: yaml-language-server, IDEs)."""
     if kind == "all":
@@ -143,7 +173,7 @@ def schema_cmd(
             raise UserError(
                 f"schema all: only with --write; name one of {', '.join(KINDS)} to print"
             )
-        for path in write_all():
+        for path in write_all(out_dir or default_folder()):
             out.print(f"wrote {path}")
         missing = sorted(set(KINDS) - set(available_kinds()))
         if missing:
@@ -153,7 +183,7 @@ def schema_cmd(
         raise UserError(f"schema {kind}: unknown kind; choose one of {', '.join(KINDS)}")
     text = schema_text(kind)
     if write:
-        path = SCHEMA_DIR / f"{kind}.schema.json"
+        path = (out_dir or default_folder()) / f"{kind}.schema.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         out.print(f"wrote {path}")

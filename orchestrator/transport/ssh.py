@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
-from orchestrator.paths import TEMPLATES_DIR
+from orchestrator.shipped import templates_dir
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.login import SshLogin
 
-SCRIPTS = TEMPLATES_DIR / "remote"
+SCRIPTS = templates_dir() / "remote"
 # Reconnection: one try, then these pauses between the next ones (nothing was sent yet).
 RECONNECT_DELAYS_S = (1.0, 2.0)
 # No data for this long ends a copy (the transfer itself may take as long as it needs).

@@ -43,6 +43,35 @@ def test_import_from_the_dev_cluster_equals_the_expectation(  # type: ignore[no-
 
 
 @pytest.mark.cluster
+def test_import_install_writes_the_sites_file(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, tmp_path: Path
+) -> None:
+    """`--install` writes the draft where the site's cluster files live ($GH_RUN_SITE_DIR or
+    /etc/gh-run, clusters/NAME.yaml), refuses to replace one without --force, and the search
+    then finds it as the site's."""
+    site = {"GH_RUN_SITE_DIR": str(tmp_path / "site")}
+    res = cli("partitions", "import", "--install", env=site)
+    assert res.rc == 0, res.text
+    path = tmp_path / "site" / "clusters" / "ghdev.yaml"
+    assert f"wrote {path}: cluster ghdev" in res.out
+    assert body(path.read_text()) == body(EXPECTED.read_text())
+    # The schema line names gh-run's installed schema, by absolute path outside a checkout.
+    first = path.read_text().splitlines()[0]
+    assert first.endswith("/cluster.schema.json") and "$schema=/" in first
+    again = cli("partitions", "import", "--install", env=site)
+    assert again.rc == 2 and f"--install: {path} already exists; pass --force" in again.err
+    assert cli("partitions", "import", "--install", "--force", env=site).rc == 0
+    listed = cli("partitions", "list", "--cluster", "ghdev", env=site)
+    assert listed.rc == 0, listed.text
+    assert (
+        listed.out.splitlines()[0]
+        == f"cluster ghdev ({path}, the site's ($GH_RUN_SITE_DIR/clusters))"
+    )
+    both = cli("partitions", "import", "--install", "--output", str(tmp_path / "x.yaml"), env=site)
+    assert both.rc == 2 and "--install and --output name two places" in both.err
+
+
+@pytest.mark.cluster
 def test_shipped_dev_cluster_file_matches_the_real_cluster(dev_cluster: None, cli) -> None:  # type: ignore[no-untyped-def]
     res = cli("partitions", "import")
     assert res.rc == 0, res.text

@@ -42,7 +42,8 @@ def _events(laptop: Laptop, run_id: str) -> list[str]:
 
 
 def _one_line(res: CliResult) -> str:
-    lines = [x for x in res.err.splitlines() if x.strip()]
+    # A cluster file given as a path is not the site's: gh-run says so first, as a note.
+    lines = [x for x in res.err.splitlines() if x.strip() and "not a site file" not in x]
     assert len(lines) == 1 and "Traceback" not in res.err, res.text
     return lines[0]
 

@@ -41,7 +41,10 @@ def test_auto_refuses_where_the_cluster_does_not_allow_local(
         site = _site(tmp_path, allow)
         res = run_cli(["submit", "jobs/smoke.yaml", "--cluster", str(site)], gh_home, env=env)
         assert res.rc == 2, res.text
-        [line] = res.err.strip().splitlines()
+        # One error sentence, after the note that a cluster file given as a path is not a
+        # site file (site_config.origin_note).
+        note, line = res.err.strip().splitlines()
+        assert "site.yaml is given as a path, not a site file" in note
         assert "site.yaml: local_fallback: no SLURM controller answers" in line
         assert "--executor local" in line and "login node" in line
         assert not gh_home.exists(), "a refused submission wrote into the home"
