@@ -48,8 +48,8 @@ $(DEV): pyproject.toml setup.py orchestrator/analysis/_kineto_scan.c orchestrato
 	$(BIN)/pip install -q -e '.[dev,workload]'
 	touch $@ $(WORKLOAD) $(RUNTIME)
 
-# System packages, then the real nsys (2023.4.4, 2022.4.2), Apptainer 1.4.5 and the test image
-# under $GH_RUN_TOOLS (default /opt/gh-run); each step returns at once when already done. The
+# System packages, then the real nsys (2023.4.4, 2022.4.2, 2024.2.3), Apptainer 1.4.5 and the test
+# image under $GH_RUN_TOOLS (default /opt/gh-run); each step returns at once when already done. The
 # image build fetches the nvtx wheel with the venv's pip, hence `install` first.
 deps: install
 	bash scripts/system-deps.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real profiler and container runtime, and the test image, for `make deps` (and so for
-# `make test` and CI): Nsight Systems CLI 2023.4.4 + 2022.4.2, Apptainer 1.4.5 (+ singularity),
-# and the SIF the tests run, all under $GH_RUN_TOOLS (default /opt/gh-run). Each step is
+# `make test` and CI): Nsight Systems CLI 2023.4.4 + 2022.4.2 + 2024.2.3, Apptainer 1.4.5 (+
+# singularity), and the SIF the tests run, all under $GH_RUN_TOOLS (default /opt/gh-run). Each step is
 # idempotent and says what it did, where, and how long it took; the two installers share one
 # private apt folder (one `apt-get update`), removed at the end. `make demo` needs none of this.
 set -euo pipefail
