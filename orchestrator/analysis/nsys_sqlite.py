@@ -45,7 +45,6 @@ import json
 import os
 import re
 import sqlite3
-import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -226,15 +225,32 @@ def _table_rowids(path: Path, table: str) -> tuple[int, int] | None:
 
 def _ints(text: Any) -> Any | None:
     """The comma-separated integers of one `group_concat` text, or None when it does not parse
-    whole (a NULL, text or real value somewhere)."""
-    if not isinstance(text, str):
+    whole (a NULL, text or real value somewhere).
+
+    No warning filter is changed here: `warnings.catch_warnings` changes the whole process's
+    filters, and this runs in the reader's worker threads (it turned other threads' warnings
+    into errors: Python 3.12's DeprecationWarnings stopped `analyze`). numpy stops at the first
+    byte that does not parse: it raises ValueError, or (before 2.3) warns and returns what it
+    read. A number cut short by such a byte is the one stop the count of commas does not show,
+    so the bytes are checked first: only digits, commas and minus signs, each minus first in its
+    number and a digit after it (numpy reads a lone minus as 0)."""
+    if not isinstance(text, str) or not text.isascii():
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            a = np.fromstring(text, sep=",", dtype=np.int64)
-        except (DeprecationWarning, ValueError):
-            return None
+    raw = text.encode("ascii")
+    if raw.translate(None, b"0123456789,-"):
+        return None
+    minus = raw.count(b"-")
+    if minus and (
+        minus != raw.count(b",-") + raw.startswith(b"-")
+        or raw.endswith(b"-")
+        or b"-," in raw
+        or b"--" in raw
+    ):
+        return None
+    try:
+        a = np.fromstring(text, sep=",", dtype=np.int64)
+    except (ValueError, DeprecationWarning):  # DeprecationWarning: where warnings are errors
+        return None
     return a if a.size == text.count(",") + 1 else None
 
 
@@ -371,16 +387,21 @@ def fetch_into(
                 f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
                 else f'group_concat("{c}")' for c in read
             ]  # fmt: skip
-            if fill:  # ?1, ?2: the rowid range; then the probed values
-                differ = " OR ".join(f'"{c}" IS NOT ?{i + 3}' for i, c in enumerate(fill))
+            # named parameters, bound from a mapping (Python 3.12 deprecates numbered ones bound
+            # from a sequence, and 3.14 refuses them): :lo, :hi the rowid range, :p0... the
+            # probed values
+            if fill:
+                differ = " OR ".join(f'"{c}" IS NOT :p{i}' for i, c in enumerate(fill))
                 aggs.append(f"count(*) FILTER (WHERE {differ})")
             if subset is not None:
                 aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
             sql = (
                 "SELECT " + ", ".join(aggs)
-                + f' FROM "{table}" WHERE rowid >= ?1 AND rowid < ?2{where[robust]}'
+                + f' FROM "{table}" WHERE rowid >= :lo AND rowid < :hi{where[robust]}'
             )  # fmt: skip
-            return read, conn.execute(sql, (*bounds, *fill.values())).fetchone()
+            params = {"lo": bounds[0], "hi": bounds[1]}
+            params |= {f"p{i}": v for i, v in enumerate(fill.values())}
+            return read, conn.execute(sql, params).fetchone()
 
         n = 0
         for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
@@ -393,9 +414,9 @@ def fetch_into(
                         c: v
                         for c, v in fill.items()
                         if not conn.execute(
-                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= ?1'
-                            f' AND rowid < ?2{where[robust]} AND "{c}" IS NOT ?3)',
-                            (*bounds, v),
+                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= :lo'
+                            f' AND rowid < :hi{where[robust]} AND "{c}" IS NOT :v)',
+                            {"lo": bounds[0], "hi": bounds[1], "v": v},
                         ).fetchone()[0]
                     }
                     read, row = run(bounds, robust)
