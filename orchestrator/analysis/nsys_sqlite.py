@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core, sqlite_pages
+from orchestrator.analysis import capture_health, core, export_schema, sqlite_pages
 from orchestrator.analysis import timeline as T
-from orchestrator.errors import UserError
+from orchestrator.errors import RuntimeFailure, UserError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -1169,8 +1169,39 @@ class _Reader:
                 return str(r[0][0]) if r else None
         return None
 
+    def _check_capture(self) -> None:
+        """Refuse (exit 1) an export that lost data the workload made (`capture_health`), unless
+        GH_RUN_ACCEPT_LOST_DATA=1 asks to read it anyway (then a note)."""
+        why = capture_health.lost_data(self.db.conn, self.db.tables)
+        if why is None:
+            return
+        if capture_health.accept_lost():
+            self.notes.append(f"this capture lost data: {why}")
+            return
+        self.db.conn.close()
+        raise RuntimeFailure(
+            f"{self.path}: this capture lost data ({why}), so its GPU figures would be wrong;"
+            " record it again (nsys 2024.2 or later keeps CUDA 12.5+ kernels that 2023.4 drops),"
+            f" or set {capture_health.ACCEPT_ENV}=1 to read what it kept"
+        )
+
+    def _schema_note(self) -> None:
+        """One note when the export's schema is newer than those gh-run has met (it is read
+        for what it has: tables and columns by name)."""
+        found = None
+        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if self.db.has(meta, "name", "value"):
+                r = self.db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'")
+                found = str(r[0][0]) if r and r[0][0] is not None else None
+                break
+        note = export_schema.note(found)
+        if note:
+            self.notes.append(note)
+
     def read(self) -> list[T.RankTimeline]:
         db = self.db
+        self._check_capture()
+        self._schema_note()
         try:
             cuda_pids = self._cuda_pids()
             # several processes with CUDA work, or no table that says: read each row's pid

@@ -1,0 +1,113 @@
+"""Exports of any schema and row order (issue 24, item 3).
+
+- The rows of every table stored in another order (shuffled, rowids reassigned, the file
+  vacuumed) give byte-identical `analyze --json`: rowid ranges are storage, not time. Checked on
+  real exports of three nsys releases: 2022.4.2 (schema 3.0.0, CPU), 2023.4.4 (3.7.2, H100) and
+  2024.5.1 (3.13.2, GPU).
+- The schema version is read (`META_DATA_EXPORT`, 2022.x's `EXPORT_META_DATA`): one met gets no
+  note, a newer one one note.
+(The same CPU workload recorded by 2022.4, 2023.4 and 2024.2 on the dev cluster gives the same
+readings: tests/integration/test_profiled.py.)"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis import export_schema
+from tests.conftest import run_cli
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXPORTS = [
+    DATA / "nsys_cpu" / "smoke-profiled.sqlite",
+    DATA / "nsys_h100" / "baseline" / "baseline.sqlite",
+    DATA / "nsys" / "cloverleaf-cuda_perlmutter.sqlite",
+]
+
+
+def shuffled(src: Path, dst: Path, seed: int) -> None:
+    """A copy of `src` whose every table holds its rows in another stored order: rowids are
+    reassigned (spread, in shuffled order) unless the rowid is the table's own key (an INTEGER
+    PRIMARY KEY such as StringIds.id: data), whose rows are inserted in shuffled order."""
+    shutil.copy(src, dst)
+    rnd = random.Random(seed)
+    conn = sqlite3.connect(dst)
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    for table in tables:
+        info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+        cols = [r[1] for r in info]
+        keys = [r for r in info if r[5]]
+        rows = conn.execute(f'SELECT * FROM "{table}"').fetchall()
+        rnd.shuffle(rows)
+        conn.execute(f'DELETE FROM "{table}"')
+        marks = ",".join("?" * len(cols))
+        names = ",".join(f'"{c}"' for c in cols)
+        if len(keys) == 1 and str(keys[0][2]).upper() == "INTEGER":
+            conn.executemany(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', rows)
+        else:
+            conn.executemany(
+                f'INSERT INTO "{table}" (rowid, {names}) VALUES (?, {marks})',
+                [(i * 7 + 3, *r) for i, r in enumerate(rows)],
+            )
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+
+
+def _first_rowids(path: Path, table: str, n: int = 20) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid LIMIT {n}').fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("export", EXPORTS, ids=lambda p: p.parent.name)
+def test_rows_stored_in_any_order_give_byte_identical_analysis(
+    export: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    plain, mixed = tmp_path / "a" / "x.sqlite", tmp_path / "b" / "x.sqlite"
+    shutil.copy(export, plain)
+    shuffled(export, mixed, seed=24)
+    # the stored order did change (the first rows of the OS-runtime table differ)
+    assert _first_rowids(plain, "OSRT_API") != _first_rowids(mixed, "OSRT_API")
+    outs = []
+    for path in (plain, mixed):
+        res = run_cli(["analyze", str(path), "--json"], tmp_path / "home")
+        assert res.rc == 0, res.text
+        outs.append(res.out.replace(str(path), "X"))
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0])["ranks"]
+
+
+def test_schema_versions_met_get_no_note_and_a_newer_one_one() -> None:
+    for version in ("3.0.0", "3.7.2", "3.11.1", "3.13.2", "3.13.9", "2.9.1"):
+        assert export_schema.note(version) is None, version
+    note = export_schema.note("3.15.0")
+    assert note is not None and "3.15.0 is newer" in note and "by name" in note
+
+
+def test_a_newer_schema_is_read_with_one_note(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    shutil.copy(EXPORTS[1], path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE META_DATA_EXPORT SET value = '3.20.0' WHERE name = 'EXPORT_SCHEMA_VERSION'"
+    )
+    conn.commit()
+    conn.close()
+    res = run_cli(["analyze", str(path), "--json"], tmp_path / "home")
+    assert res.rc == 0, res.text
+    assert res.text.count("export schema 3.20.0 is newer") == 1
