@@ -17,7 +17,7 @@ RUNTIME := $(VENV)/.installed-runtime
 WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
-.PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
+.PHONY: install install-runtime workload deps demo test test-unit test-pythons cluster-up cluster-down \
 	cluster-status lint schema bench mutate clean
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
@@ -77,6 +77,11 @@ test: install deps cluster-up
 test-unit: install
 	$(BIN)/pytest -q tests/unit
 
+# The unit tests under each extra interpreter `make deps` installs ($GH_RUN_TOOLS/python/X.Y:
+# 3.13, 3.14), each in its own venv (.venvs/X.Y), with every warning an error.
+test-pythons: install deps cluster-up
+	bash scripts/test-pythons.sh
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -96,4 +101,4 @@ schema: install
 	$(BIN)/gh-run schema all --write
 
 clean:
-	rm -rf $(VENV) .gh-run build *.egg-info
+	rm -rf $(VENV) .venvs .gh-run build *.egg-info
