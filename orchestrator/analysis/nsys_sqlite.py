@@ -615,7 +615,9 @@ def env_rank(db: _Db) -> tuple[int, str] | None:
     (`TARGET_INFO_SYSTEM_ENV.DeviceEnvironment`: NUL- or `;`-separated NAME=value pairs)."""
     if not db.has(SYSTEM_ENV, "name", "value"):
         return None
-    for (value,) in db.q(f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'DeviceEnvironment'"):
+    for (value,) in db.q(
+        f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'DeviceEnvironment' ORDER BY value"
+    ):
         if not isinstance(value, str):
             continue
         found: dict[str, int] = {}
@@ -778,8 +780,11 @@ class _Reader:
 
     def _launches(self, gpu: T.GpuTable, gpu_pid: Any, rt: Iterator[dict[str, Any]]) -> None:
         """GpuTable.launch: the start of the runtime call with the same correlationId (of the
-        same process when the export holds several; the last such call in the table). `rt`: the
-        runtime columns (start, correlationId, globalTid) in parts, in table order."""
+        same process when the export holds several). Of several calls with one id (a runtime
+        call and the driver call inside it, or a tracing layer's wrapper and the call: the
+        2022.2 export in tests/data/nsys), the latest start: what the table's last row gave in
+        the exports met, and the same whatever order the rows are stored in. `rt`: the runtime
+        columns (start, correlationId, globalTid) in parts."""
         if gpu.size == 0:
             return
         gc = gpu.corr
@@ -794,9 +799,15 @@ class _Reader:
                 inside = (rc >= 0) & (rc <= hi)
                 if not inside.all():
                     rc, rs = rc[inside], rs[inside]
-                table[rc] = rs  # repeated ids: the last one wins
+                seen = found[rc]
+                earlier = table[rc[seen]] if seen.any() else None
+                table[rc] = rs
+                if (table[rc] != rs).any():  # an id twice in this part: the latest start
+                    np.maximum.at(table, rc, rs)
+                if earlier is not None:  # an id of an earlier part: the latest start
+                    np.maximum.at(table, rc[seen], earlier)
                 found[rc] = True
-                del rc, rs, inside
+                del rc, rs, inside, seen, earlier
             launch = np.take(table, gc, mode="clip")  # ids below 0 clipped, then set to NONE
             del table
             launch[(gc < 0) | ~np.take(found, gc, mode="clip")] = T.NONE
@@ -815,7 +826,7 @@ class _Reader:
         del parts
         if rc.size == 0:
             return
-        order = np.argsort(rc, kind="stable")
+        order = np.lexsort((rs, rc))  # by id, then start: the last of each id starts latest
         rc = rc[order]
         rs = rs[order]
         del order
@@ -884,10 +895,11 @@ class _Reader:
             " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND \"end\" >= start"
         )
         if rowids is None:
-            rows = self.db.q(sql)
+            rows = self.db.q(sql + ' ORDER BY start, "end", 3, nameId')
         elif rowids.size:
             rows = self.db.q(
-                sql + " AND rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                sql + " AND rowid IN (SELECT value FROM json_each(?))"
+                ' ORDER BY start, "end", 3, nameId',  # time, never the stored order
                 (json.dumps(rowids.tolist()),),
             )
         else:
@@ -901,6 +913,8 @@ class _Reader:
         s, e, gt, nm = zip(*rows, strict=True)
         pid, tid = _pid_tid(np.array(gt, dtype=np.int64))
         ids = self.names.id
+        for text in sorted({name(x) for x in nm}):  # ids in name order, not row order
+            ids(text)
         return T.HostTable(
             start=np.array(s, dtype=np.int64),
             end=np.array(e, dtype=np.int64),
@@ -928,7 +942,7 @@ class _Reader:
             f'SELECT n.start, n."end", CAST(coalesce({tid}, 0) AS INTEGER), {name}'
             f" FROM {NVTX} n {join} WHERE n.eventType IN ({types})"
             " AND typeof(n.start) = 'integer' AND typeof(n.\"end\") = 'integer'"
-            ' AND n."end" >= n.start'
+            ' AND n."end" >= n.start ORDER BY n.start, n."end", 3, 4'  # never the stored order
         )
         return self._host_rows(
             rows, T.ANNOTATION, lambda v: str(v) if v is not None else "(unnamed)"
@@ -961,7 +975,11 @@ class _Reader:
         db = self.db
         out: dict[tuple[int, int], str] = {}
         if db.has("ThreadNames", "nameId", "globalTid"):
-            rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames")
+            # a thread named twice: the name of the highest priority, then the lowest string id
+            # (never the first row stored: row order is storage, not time)
+            order = "priority DESC, " if "priority" in db.cols("ThreadNames") else ""
+            rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames"
+                                    f" ORDER BY globalTid, {order}nameId")
                     if isinstance(r[0], int)]  # fmt: skip
             strs = db.strings(r[1] for r in rows)
             named = {int(_pid_tid(gtid)[0]) for gtid, _ in rows}
@@ -1139,7 +1157,9 @@ class _Reader:
         starts: set[int] = set()
         for gp, dev, nbytes, op, k, start in db.conn.execute(
             f"SELECT {pid}, deviceId, bytes, memoryOperationType, {kind}, start FROM {GPU_MEM}"
-            " ORDER BY start"
+            # in time; at one nanosecond frees first (no export met has such ties), then the
+            # rest of the row: never the stored order
+            f" ORDER BY start, memoryOperationType DESC, deviceId, bytes, {kind}, {pid}"
         ):
             cls = MEM_CLASSES.get(k) if isinstance(k, int) else None
             if cls is None or not isinstance(dev, int) or not isinstance(nbytes, int):

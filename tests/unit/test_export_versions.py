@@ -21,6 +21,7 @@ import pytest
 
 from orchestrator.analysis import export_schema
 from tests.conftest import run_cli
+from tests.fixtures.nsys_builder import NsysBuilder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXPORTS = [
@@ -90,6 +91,47 @@ def test_rows_stored_in_any_order_give_byte_identical_analysis(
         outs.append(res.out.replace(str(path), "X"))
     assert outs[0] == outs[1]
     assert json.loads(outs[0])["ranks"]
+
+
+def test_what_rows_once_chose_by_their_order_is_chosen_by_their_values(tmp_path: Path) -> None:
+    """Stand-in export (tests/fixtures/nsys_builder.py) with the cases where the stored order
+    used to decide: a correlationId on two runtime calls (the later start is the launch), a
+    thread named twice, an allocation and a free at the same nanosecond, two recorded
+    environments; stored in two orders, read the same."""
+    b = NsysBuilder(tmp_path / "s.sqlite")
+    b.add_gpu(0)
+    b.add_thread(4242, "pt_main_thread")
+    b.add_thread(4243, "loader")
+    b.add_thread(4243, "loader-renamed")
+    for i in range(20):
+        b.add_kernel(1000 * i, 1000 * i + 400, f"k{i % 3}", launch=1000 * i - 100)
+        b.add_osrt(1000 * i, 1000 * i + 50, "pthread_cond_wait", tid=4243)
+        b.add_nvtx(1000 * i, 1000 * i + 900, f"step {i}", tid=4242)
+    b.db.execute(
+        'INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 30, "end", eventClass,'
+        " globalTid, correlationId, nameId, returnValue, callchainId"
+        " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid % 3 = 0"
+    )
+    b.add_gpu_memory(400, 1 << 20)
+    b.add_gpu_memory(500, 1 << 20, free=True)
+    b.add_gpu_memory(500, 1 << 20)
+    b.add_env({"RANK": "1"})
+    b.add_env({"RANK": "0"})
+    path = b.close()
+    outs = []
+    for seed in (1, 2):
+        (tmp_path / str(seed)).mkdir()
+        mixed = tmp_path / str(seed) / "s.sqlite"
+        shuffled(path, mixed, seed=seed)
+        res = run_cli(["analyze", str(mixed), "--json"], tmp_path / "home")
+        assert res.rc == 0, res.text
+        outs.append(res.out.replace(str(mixed), "X"))
+    assert outs[0] == outs[1]
+    doc = json.loads(outs[0])
+    (rank,) = doc["ranks"]
+    assert rank["rank"] == 0  # "RANK=0" sorts first of the two environments
+    assert rank["peak_gpu_memory_bytes"] == 1 << 20  # the free first at 500 ns
+    assert "loader" in {t["name"] for t in rank["threads"]}  # the lower string id, both priority 0
 
 
 def test_schema_versions_met_get_no_note_and_a_newer_one_one() -> None:
