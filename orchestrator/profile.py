@@ -459,6 +459,11 @@ class PostReport(Strict):
     export: list[str] = Field(default_factory=list, description="nsys export argv (or none).")
     stats: list[str] = Field(default_factory=list, description="nsys stats argv (or none).")
     export_log: str = Field(description="Where the export's output is kept (beside the report).")
+    missing_why: str = Field(
+        "",
+        description="What a missing report means for this profile (a capture range that "
+        "never opened writes none).",
+    )
     stats_log: str = Field(description="Where the stats output is kept (beside the report).")
     csvs: list[StatsCsv] = Field(default_factory=list)
 
@@ -505,6 +510,7 @@ def post_reports(
             PostReport(
                 label=base.rsplit("/", 1)[-1],
                 rep=rep,
+                missing_why=_missing_why(spec),
                 sqlite=sqlite,
                 export=export,
                 stats=stats,
@@ -514,6 +520,25 @@ def post_reports(
             )
         )
     return out
+
+
+def _missing_why(spec: ProfileSpec) -> str:
+    """What no report means for this profile: nsys writes none, and exits 0, when the capture
+    range never opened (measured with 2024.2: `--capture-range=cudaProfilerApi` around a program
+    that never calls cudaProfilerStart)."""
+    if spec.capture_range == "cudaProfilerApi":
+        return (
+            "the capture range (cudaProfilerApi) never opened: the workload never called "
+            "cudaProfilerStart (or ended before it)"
+        )
+    if spec.capture_range == "nvtx":
+        return (
+            f"the capture range never opened: the workload never entered the NVTX range "
+            f"{spec.nvtx_capture!r} (capture_range nvtx)"
+        )
+    if spec.capture_range == "hotkey":
+        return "the capture range never opened: the hotkey was never pressed"
+    return "the profiled task wrote none (see its log)"
 
 
 def post_commands(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 KERNEL_CALLS = (
@@ -99,3 +100,34 @@ def diagnostics(conn: sqlite3.Connection, tables: set[str]) -> str | None:
 def lost_data(conn: sqlite3.Connection, tables: set[str]) -> str | None:
     """The evidence that this export lost data the workload made (None: none found)."""
     return lost_kernels(conn, tables) or diagnostics(conn, tables)
+
+
+def main(argv: list[str]) -> int:
+    """What the job's post-processing runs after each export (templates/sbatch/nsys_post.sh.j2,
+    through `python3 -c`: the package imports this module, so `-m` would warn). One line on
+    stderr per export that lost data; 1 if any did, 2 if one cannot be read, else 0."""
+    import sys
+
+    from orchestrator.analysis.nsys_sqlite import connect_ro
+    from orchestrator.errors import UserError
+
+    status = 0
+    for name in argv:
+        path = Path(name)
+        try:
+            conn = connect_ro(path)
+            try:
+                tables = {
+                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
+                why = lost_data(conn, tables)
+            finally:
+                conn.close()
+        except (UserError, sqlite3.DatabaseError) as exc:
+            print(f"gh-run: {exc}", file=sys.stderr)
+            status = max(status, 2)
+            continue
+        if why is not None:
+            print(f"gh-run: {path}: this capture lost data ({why})", file=sys.stderr)
+            status = max(status, 1)
+    return status
