@@ -131,6 +131,7 @@ def connect_ro(path: Path) -> sqlite3.Connection:
             f"{path}: empty file, not an nsys export; export the report again with"
             " `nsys export --type sqlite`"
         )
+    conn = None
     try:
         conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
         # text that is not UTF-8 (a blob where a number or a name belongs) reads with U+FFFD in
@@ -138,6 +139,8 @@ def connect_ro(path: Path) -> sqlite3.Connection:
         conn.text_factory = _text
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except DAMAGED as exc:
+        if conn is not None:  # closed here: Python 3.13 warns of a connection never closed
+            conn.close()
         raise UserError(
             f"{path}: not a readable SQLite file ({exc}); export it with"
             " `nsys export --type sqlite`"
@@ -1198,7 +1201,6 @@ class _Reader:
         if capture_health.accept_lost():
             self.notes.append(f"this capture lost data: {why}")
             return
-        self.db.conn.close()
         raise RuntimeFailure(
             f"{self.path}: this capture lost data ({why}), so its GPU figures would be wrong;"
             " record it again (nsys 2024.2 or later keeps CUDA 12.5+ kernels that 2023.4 drops),"
@@ -1220,9 +1222,9 @@ class _Reader:
 
     def read(self) -> list[T.RankTimeline]:
         db = self.db
-        self._check_capture()
-        self._schema_note()
         try:
+            self._check_capture()
+            self._schema_note()
             cuda_pids = self._cuda_pids()
             # several processes with CUDA work, or no table that says: read each row's pid
             by_pid = len(cuda_pids) != 1 and any(
