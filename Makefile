@@ -71,8 +71,10 @@ cluster-status:
 	bash scripts/devcluster.sh status
 
 # GH_RUN_NO_SKIPS=1: everything the suite needs is here, so a skipped test counts as a failure.
+# Then the unit tests under each extra interpreter (3.13, 3.14), warnings as errors (test-pythons).
 test: install deps cluster-up
 	GH_RUN_NO_SKIPS=1 $(BIN)/pytest -q
+	bash scripts/test-pythons.sh
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
