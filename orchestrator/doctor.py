@@ -170,40 +170,57 @@ def machine() -> MachineReport:
 Where = Literal["host", "container"]
 
 
+def _job_nsys(
+    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+) -> tuple[list[str], str, str] | str:
+    """(argv prefix, program, how it is asked) of the job's nsys as this machine runs it: on
+    the host, or inside the image (`<runtime> exec --bind ... IMAGE`); or why it cannot be."""
+    if placement == "container" and runtime != "none":
+        prog = tools.find(runtime)
+        if prog is None:
+            return f"no {runtime} here to look inside the image"
+        if not image or not Path(image).is_file():
+            return f"the image {image} is not on this machine"
+        prefix = [str(prog), "exec"]
+        for b in binds:
+            prefix += ["--bind", b]
+        return [*prefix, image], path, f"{runtime} exec {Path(image).name} {path}"
+    found = Path(path) if path.startswith("/") else tools.find(path)
+    if found is None or not found.is_file():
+        return f"no {path} on this machine"
+    return [], str(found), str(found)
+
+
 def probe_nsys_version(
     path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
 ) -> tuple[nv.NsysVersion | None, str]:
-    """The version of the job's nsys as this machine runs it: on the host, or inside the image
-    (`<runtime> exec --bind ... IMAGE <path> --version`). (None, why) when it cannot be asked."""
-    caps, how = probe_nsys_caps(path, placement, runtime, image, binds)
-    return (nv.NsysVersion.parse(caps.version) if caps else None), how
+    """The version of the job's nsys as this machine runs it (`--version` only: `check` and
+    `submit` ask this). (None, why) when it cannot be asked."""
+    where = _job_nsys(path, placement, runtime, image, binds)
+    if isinstance(where, str):
+        return None, where
+    prefix, program, how = where
+    rc, text = tools.output_of([*prefix, program, "--version"], timeout=60)
+    if rc != 0:
+        return None, f"{how} --version failed: {_first_line(text) or f'exit {rc}'}"
+    try:
+        return nv.NsysVersion.parse(text), how
+    except ValueError:
+        return None, f"{how} --version said {_first_line(text)!r}"
 
 
 def probe_nsys_caps(
     path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
 ) -> tuple[nv.Capabilities | None, str]:
-    """What the job's nsys answers about itself as this machine runs it (`nsys_probe`, cached):
-    on the host, or inside the image. (None, why) when it cannot be asked."""
+    """What the job's nsys answers about itself as this machine runs it (`nsys_probe`, cached
+    per binary or image): on the host, or inside the image. (None, why) when it cannot be
+    asked."""
     from orchestrator import nsys_probe
 
-    prefix: list[str] = []
-    if placement == "container" and runtime != "none":
-        prog = tools.find(runtime)
-        if prog is None:
-            return None, f"no {runtime} here to look inside the image"
-        if not image or not Path(image).is_file():
-            return None, f"the image {image} is not on this machine"
-        prefix = [str(prog), "exec"]
-        for b in binds:
-            prefix += ["--bind", b]
-        prefix.append(image)
-        how = f"{runtime} exec {Path(image).name} {path}"
-        program = path
-    else:
-        found = Path(path) if path.startswith("/") else tools.find(path)
-        if found is None or not found.is_file():
-            return None, f"no {path} on this machine"
-        program = how = str(found)
+    where = _job_nsys(path, placement, runtime, image, binds)
+    if isinstance(where, str):
+        return None, where
+    prefix, program, how = where
     caps = nsys_probe.probe(program, prefix)
     if caps is None:
         rc, text = tools.output_of([*prefix, program, "--version"], timeout=60)
@@ -216,8 +233,14 @@ def nsys_probe(
 ) -> tuple[NsysSetup, nv.NsysVersion | None, str]:
     """The setup the job is rendered for, the version its nsys answers here (None: cannot be
     asked), and how it was asked (or why not)."""
-    setup, caps, how = nsys_probe_caps(spec, part, part_name)
-    return setup, (nv.NsysVersion.parse(caps.version) if caps else None), how
+    from orchestrator.profile import nsys_setup
+
+    setup = nsys_setup(spec.profile, part.nsys, part_name)
+    binds = [*part.container.binds, *spec.container.binds]
+    found, how = probe_nsys_version(
+        setup.path, setup.placement, spec.container.runtime, spec.container.image, binds
+    )
+    return setup, found, how
 
 
 def nsys_probe_caps(
