@@ -21,6 +21,40 @@ versions; the others are in tests/data):
 
 from __future__ import annotations
 
+# The tables gh-run reads and the columns it names in each (nsys_sqlite.py, capture_health.py).
+# Every export met, of every schema above, has all of them wherever it has the table
+# (tests/unit/test_export_versions.py checks each real export, and a 2024.2 capture it makes);
+# the reader still checks each column by name, so an unknown schema reads for what it has.
+READ_COLUMNS: dict[str, tuple[str, ...]] = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
+        "shortName",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "copyKind", "bytes",
+        "migrationCause",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
+    "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid"),
+    "OSRT_API": ("start", "end", "globalTid", "nameId"),
+    "ThreadNames": ("nameId", "globalTid", "priority"),
+    "StringIds": ("id", "value"),
+    "CUDA_GPU_MEMORY_USAGE_EVENTS": (
+        "start", "globalPid", "deviceId", "bytes", "memoryOperationType", "memKind",
+    ),
+    "CUDA_UM_GPU_PAGE_FAULT_EVENTS": (
+        "globalPid", "deviceId", "numberOfPageFaults", "faultAccessType",
+    ),
+    "TARGET_INFO_GPU": ("id", "name"),
+    "TARGET_INFO_SYSTEM_ENV": ("name", "value"),
+    "TARGET_INFO_CUDA_CONTEXT_INFO": ("processId", "deviceId"),
+    "TARGET_INFO_CUDA_STREAM": ("processId",),
+    "DIAGNOSTIC_EVENT": ("timestamp", "severity", "text"),
+}  # fmt: skip
+
 KNOWN: dict[str, str] = {
     "2.9.1": "2022.2.1",
     "3.0.0": "2022.4.2",

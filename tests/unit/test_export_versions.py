@@ -15,12 +15,13 @@ import json
 import random
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from orchestrator.analysis import export_schema
-from tests.conftest import run_cli
+from tests.conftest import real_nsys, run_cli
 from tests.fixtures.nsys_builder import NsysBuilder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -132,6 +133,43 @@ def test_what_rows_once_chose_by_their_order_is_chosen_by_their_values(tmp_path:
     assert rank["rank"] == 0  # "RANK=0" sorts first of the two environments
     assert rank["peak_gpu_memory_bytes"] == 1 << 20  # the free first at 500 ns
     assert "loader" in {t["name"] for t in rank["threads"]}  # the lower string id, both priority 0
+
+
+def _schema_and_columns(path: Path) -> tuple[str, dict[str, set[str]]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        meta = "META_DATA_EXPORT" if "META_DATA_EXPORT" in tables else "EXPORT_META_DATA"
+        (schema,) = conn.execute(
+            f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'"
+        ).fetchone()
+        cols = {t: {r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+    finally:
+        conn.close()
+    return str(schema), cols
+
+
+def test_every_schema_met_has_the_columns_gh_run_reads(tmp_path: Path) -> None:
+    """Each real export here (nsys 2022.2, 2022.4, 2023.4, 2024.5) and a capture the real nsys
+    2024.2 makes now: its schema is one gh-run has met, and every table it reads has the columns
+    gh-run names (export_schema.READ_COLUMNS)."""
+    nsys = real_nsys("2024.2")
+    out = tmp_path / "cap"
+    subprocess.run(
+        [str(nsys), "profile", "--trace=osrt", "--sample=none", "--cpuctxsw=none",
+         f"--output={out}", "--export=sqlite", "/bin/sleep", "0.1"],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    exports = [*sorted(DATA.glob("**/*.sqlite")), out.with_suffix(".sqlite")]
+    schemas = set()
+    for path in exports:
+        schema, cols = _schema_and_columns(path)
+        schemas.add(schema)
+        assert schema in export_schema.KNOWN, path
+        for table, wanted in export_schema.READ_COLUMNS.items():
+            if table in cols:
+                assert set(wanted) <= cols[table], (path, table, set(wanted) - cols[table])
+    assert schemas == set(export_schema.KNOWN)  # each schema listed was met here
 
 
 def test_schema_versions_met_get_no_note_and_a_newer_one_one() -> None:
