@@ -6,16 +6,19 @@
   2024.5.1 (3.13.2, GPU).
 - The schema version is read (`META_DATA_EXPORT`, 2022.x's `EXPORT_META_DATA`): one met gets no
   note, a newer one one note.
-(The same CPU workload recorded by 2022.4, 2023.4 and 2024.2 on the dev cluster gives the same
-readings: tests/integration/test_profiled.py.)"""
+- The same small CPU workload recorded by the real nsys 2022.4, 2023.4 and 2024.2 here gives
+  the same readings (and the profiled smoke job on the dev cluster under each:
+  tests/integration/test_profiled.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,3 +194,70 @@ def test_a_newer_schema_is_read_with_one_note(tmp_path: Path) -> None:
     res = run_cli(["analyze", str(path), "--json"], tmp_path / "home")
     assert res.rc == 0, res.text
     assert res.text.count("export schema 3.20.0 is newer") == 1
+
+
+WORKLOAD = """
+import threading, time
+def work():
+    for _ in range(5):
+        time.sleep(0.02)
+t = threading.Thread(target=work)
+t.start()
+for _ in range(4):
+    time.sleep(0.03)
+t.join()
+"""
+
+
+def _readings(nsys: Path, tmp_path: Path, python: str) -> dict[str, object]:
+    """Record WORKLOAD with `nsys`, export it with the newest nsys here, and keep what
+    `analyze --json` reads of it that does not depend on how many tiny calls a version
+    records (2024.2 records far fewer pthread_cond_signal rows than 2023.4, measured)."""
+    out = tmp_path / nsys.name
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD)
+    subprocess.run(
+        [str(nsys), "profile", "--trace=osrt", "--sample=none", "--cpuctxsw=none",
+         "--force-overwrite=true", f"--output={out}", python, str(script)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    # an older nsys cannot read a newer report, the newest reads them all (nsys_export.py)
+    subprocess.run(
+        [str(real_nsys("2024.2")), "export", "--type=sqlite", "--force-overwrite=true",
+         f"--output={out}.sqlite", f"{out}.nsys-rep"],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    res = run_cli(["analyze", f"{out}.sqlite", "--json"], tmp_path / "home")
+    assert res.rc == 0, res.text
+    (rank,) = json.loads(res.out)["ranks"]
+    sleeps = {
+        ("main" if t["main"] else "other"): next(
+            (f["count"], f["total_ns"] >= f["count"] * (30 if t["main"] else 20) * 10**6)
+            for f in t["functions"]
+            if f["name"] == "clock_nanosleep"
+        )
+        for t in rank["threads"]
+        if any(f["name"] == "clock_nanosleep" for f in t["functions"])
+    }
+    return {
+        "main": rank["main_thread"],
+        "sleeps": sleeps,
+        "steps": rank["steps"],
+        "kernels": rank["activity"]["kernel_count"],
+    }
+
+
+def test_the_same_cpu_workload_reads_the_same_under_each_nsys(tmp_path: Path) -> None:
+    """The same small CPU workload (a main thread sleeping 4 × 30 ms, a thread 5 × 20 ms)
+    recorded by the real nsys 2022.4, 2023.4 and 2024.2 here: the same readings (the main
+    thread, each thread's sleeps, no steps, no kernels). The interpreter is run by its real
+    path (a launcher script in between would be the profiled process)."""
+    python = str(Path(os.path.realpath(sys.executable)))
+    got = {v: _readings(real_nsys(v), tmp_path, python) for v in ("2022.4", "2023.4", "2024.2")}
+    want = {
+        "main": Path(python).name,
+        "sleeps": {"main": (4, True), "other": (5, True)},
+        "steps": None,
+        "kernels": 0,
+    }
+    assert got == {v: want for v in got}
