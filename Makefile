@@ -17,8 +17,8 @@ RUNTIME := $(VENV)/.installed-runtime
 WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
-.PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
-	cluster-status lint schema bench mutate dist clean
+.PHONY: install install-runtime workload deps demo test test-unit test-pythons cluster-up \
+	cluster-down cluster-status lint schema bench mutate dist clean
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
@@ -48,8 +48,8 @@ $(DEV): pyproject.toml setup.py orchestrator/analysis/_kineto_scan.c orchestrato
 	$(BIN)/pip install -q -e '.[dev,workload]'
 	touch $@ $(WORKLOAD) $(RUNTIME)
 
-# System packages, then the real nsys (2023.4.4, 2022.4.2), Apptainer 1.4.5 and the test image
-# under $GH_RUN_TOOLS (default /opt/gh-run); each step returns at once when already done. The
+# System packages, then the real nsys (2023.4.4, 2022.4.2, 2024.2.3), Apptainer 1.4.5 and the test
+# image under $GH_RUN_TOOLS (default /opt/gh-run); each step returns at once when already done. The
 # image build fetches the nvtx wheel with the venv's pip, hence `install` first.
 deps: install
 	bash scripts/system-deps.sh
@@ -71,11 +71,18 @@ cluster-status:
 	bash scripts/devcluster.sh status
 
 # GH_RUN_NO_SKIPS=1: everything the suite needs is here, so a skipped test counts as a failure.
+# Then the unit tests under each extra interpreter (3.13, 3.14), warnings as errors (test-pythons).
 test: install deps cluster-up
 	GH_RUN_NO_SKIPS=1 $(BIN)/pytest -q
+	bash scripts/test-pythons.sh
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# The unit tests under each extra interpreter `make deps` installs ($GH_RUN_TOOLS/python/X.Y:
+# 3.13, 3.14), each in its own venv (.venvs/X.Y), with every warning an error.
+test-pythons: install deps cluster-up
+	bash scripts/test-pythons.sh
 
 lint: install
 	$(BIN)/ruff check .
@@ -105,5 +112,5 @@ dist: install
 
 # The checkout's .gh-run/config.yaml (which names clusters/) is kept; its runs are not.
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) .venvs build dist *.egg-info
 	find .gh-run -mindepth 1 -maxdepth 1 ! -name config.yaml -exec rm -rf {} + 2>/dev/null || true

@@ -237,7 +237,13 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
     refused: list[Refusal] = []
     if art_dir.is_dir() and not art_dir.is_symlink():
         for pattern in spec.artifacts.include:
+            # a pattern ending in ** matches folders only (not links to them), as on the cluster
+            # side (remote_collect.select) and in Python 3.11-3.12; 3.13's pathlib also yields
+            # files and links there
+            folders_only = pattern.rstrip("/").rsplit("/", 1)[-1] == "**"
             for src in sorted(art_dir.glob(pattern)):
+                if folders_only and (src.is_symlink() or not src.is_dir()):
+                    continue
                 rel = src.relative_to(art_dir).as_posix()
                 if src.is_symlink():
                     refused.append(Refusal(path=rel, reason="a symbolic link (never followed)"))

@@ -1,14 +1,16 @@
 """What this machine has for gh-run (`gh-run doctor`), and what a given job needs that it lacks
 (`gh-run doctor SPEC`); also the nsys probe `gh-run check` uses when a site declares no version.
 
-Everything is asked of the real programs (`--version`, `nsys stats --help-reports`,
-`scontrol show config`), with short timeouts; nothing is installed or changed.
+Everything is asked of the real programs (`--version`, `nsys profile --help`, `nsys export
+--help`, `nsys stats --help-reports` through `nsys_probe`, `scontrol show config`), with short
+timeouts; nothing is installed or changed.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -23,8 +25,6 @@ if TYPE_CHECKING:
     from orchestrator.profile import NsysSetup
     from orchestrator.spec import JobSpec
 
-_REPORT_LINE = re.compile(r"^\s{2}([a-z][a-z0-9_]*)(?:\[|\s+--)")
-
 
 class Tool(Strict):
     """One program: where it is and what it says its version is (None: not found)."""
@@ -38,6 +38,12 @@ class Tool(Strict):
 class Nsys(Tool):
     family: nv.Family | None = None
     reports: list[str] = Field(default_factory=list, description="nsys stats --help-reports.")
+    gpu_metrics_flag: str | None = Field(None, description="As its profile --help spells it.")
+    trace_apis: list[str] = Field(default_factory=list, description="Its --trace values.")
+    export_types: list[str] = Field(default_factory=list, description="nsys export --type.")
+    notes: list[str] = Field(
+        default_factory=list, description="Where its answers differ from gh-run's tables."
+    )
 
 
 class Controller(Strict):
@@ -81,25 +87,40 @@ def tool(name: str, version_args: tuple[str, ...] = ("--version",)) -> Tool:
 
 
 def nsys_reports(path: Path) -> list[str]:
-    # It exits 1 after listing them (2022.4 and 2023.4): the list is the answer.
+    # It exits 1 after listing them (2022.4, 2023.4, 2024.2): the list is the answer.
     _, text = tools.output_of([str(path), "stats", "--help-reports"], timeout=60)
-    return sorted({m.group(1) for line in text.splitlines() if (m := _REPORT_LINE.match(line))})
+    return nv.parse_reports(text)
 
 
 def nsys_tool(path: Path, with_reports: bool = True) -> Nsys:
-    rc, text = tools.output_of([str(path), "--version"])
-    try:
-        version = nv.NsysVersion.parse(text) if rc == 0 else None
-    except ValueError:
-        version = None
+    from orchestrator import nsys_probe
+
+    if with_reports:
+        caps = nsys_probe.probe(str(path))
+        version = nv.NsysVersion.parse(caps.version) if caps else None
+    else:
+        caps = None
+        rc, text = tools.output_of([str(path), "--version"])
+        try:
+            version = nv.NsysVersion.parse(text) if rc == 0 else None
+        except ValueError:
+            version = None
     if version is None:
+        rc, text = tools.output_of([str(path), "--version"])
         return Nsys(name=path.name, path=str(path), detail=_first_line(text) or f"exit {rc}")
+    notes = nv.differences(version, caps) if caps else []
+    if version.family == "newer" and caps is None:
+        notes.append("newer than the versions gh-run has measured: not asked for its flags")
     return Nsys(
         name=path.name,
         path=str(path),
         version=str(version),
         family=version.family,
-        reports=nsys_reports(path) if with_reports else [],
+        reports=caps.reports if caps else [],
+        gpu_metrics_flag=nv.gpu_metrics_flag(version, caps),
+        trace_apis=caps.trace_apis if caps else [],
+        export_types=caps.export_types if caps else [],
+        notes=notes,
     )
 
 
@@ -149,35 +170,62 @@ def machine() -> MachineReport:
 Where = Literal["host", "container"]
 
 
-def probe_nsys_version(
+def _job_nsys(
     path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
-) -> tuple[nv.NsysVersion | None, str]:
-    """The version of the job's nsys as this machine runs it: on the host, or inside the image
-    (`<runtime> exec --bind ... IMAGE <path> --version`). (None, why) when it cannot be asked."""
+) -> tuple[list[str], str, str] | str:
+    """(argv prefix, program, how it is asked) of the job's nsys as this machine runs it: on
+    the host, or inside the image (`<runtime> exec --bind ... IMAGE`); or why it cannot be."""
     if placement == "container" and runtime != "none":
         prog = tools.find(runtime)
         if prog is None:
-            return None, f"no {runtime} here to look inside the image"
+            return f"no {runtime} here to look inside the image"
         if not image or not Path(image).is_file():
-            return None, f"the image {image} is not on this machine"
-        argv = [str(prog), "exec"]
+            return f"the image {image} is not on this machine"
+        prefix = [str(prog), "exec"]
         for b in binds:
-            argv += ["--bind", b]
-        argv += [image, path, "--version"]
-        how = f"{runtime} exec {Path(image).name} {path}"
-    else:
-        found = Path(path) if path.startswith("/") else tools.find(path)
-        if found is None or not found.is_file():
-            return None, f"no {path} on this machine"
-        argv = [str(found), "--version"]
-        how = str(found)
-    rc, text = tools.output_of(argv, timeout=60)
+            prefix += ["--bind", b]
+        return [*prefix, image], path, f"{runtime} exec {Path(image).name} {path}"
+    found = Path(path) if path.startswith("/") else tools.find(path)
+    if found is None or not found.is_file():
+        return f"no {path} on this machine"
+    return [], str(found), str(found)
+
+
+def probe_nsys_version(
+    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+) -> tuple[nv.NsysVersion | None, str]:
+    """The version of the job's nsys as this machine runs it (`--version` only: `check` and
+    `submit` ask this). (None, why) when it cannot be asked."""
+    where = _job_nsys(path, placement, runtime, image, binds)
+    if isinstance(where, str):
+        return None, where
+    prefix, program, how = where
+    rc, text = tools.output_of([*prefix, program, "--version"], timeout=60)
     if rc != 0:
         return None, f"{how} --version failed: {_first_line(text) or f'exit {rc}'}"
     try:
         return nv.NsysVersion.parse(text), how
     except ValueError:
         return None, f"{how} --version said {_first_line(text)!r}"
+
+
+def probe_nsys_caps(
+    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+) -> tuple[nv.Capabilities | None, str]:
+    """What the job's nsys answers about itself as this machine runs it (`nsys_probe`, cached
+    per binary or image): on the host, or inside the image. (None, why) when it cannot be
+    asked."""
+    from orchestrator import nsys_probe
+
+    where = _job_nsys(path, placement, runtime, image, binds)
+    if isinstance(where, str):
+        return None, where
+    prefix, program, how = where
+    caps = nsys_probe.probe(program, prefix)
+    if caps is None:
+        rc, text = tools.output_of([*prefix, program, "--version"], timeout=60)
+        return None, f"{how} --version failed: {_first_line(text) or f'exit {rc}'}"
+    return caps, how
 
 
 def nsys_probe(
@@ -195,13 +243,42 @@ def nsys_probe(
     return setup, found, how
 
 
+def nsys_probe_caps(
+    spec: JobSpec, part: Partition, part_name: str
+) -> tuple[NsysSetup, nv.Capabilities | None, str]:
+    """`nsys_probe` with everything the job's nsys answered about itself."""
+    from orchestrator.profile import nsys_setup
+
+    setup = nsys_setup(spec.profile, part.nsys, part_name)
+    binds = [*part.container.binds, *spec.container.binds]
+    caps, how = probe_nsys_caps(
+        setup.path, setup.placement, spec.container.runtime, spec.container.image, binds
+    )
+    return setup, caps, how
+
+
+def rendered_but_absent(spec: JobSpec, setup: NsysSetup, caps: nv.Capabilities) -> list[str]:
+    """What the job is rendered with that the binary does not list (its GPU-metrics flag, trace
+    APIs, report names), one phrase each."""
+    from orchestrator.profile import version_problems
+
+    out = []
+    flag = nv.gpu_metrics_flag(setup.version, setup.caps)
+    if spec.profile.gpu_metrics_devices is not None and caps.options and flag not in caps.options:
+        out.append(f"{flag} (it takes {nv.gpu_metrics_flag(setup.version, caps)})")
+    asked = replace(setup, caps=caps)
+    out += [p.split("; ")[0] for p in version_problems(spec.profile, asked)]
+    return out
+
+
 def nsys_check(spec: JobSpec, part: Partition, part_name: str) -> Need | None:
-    """Is the nsys this job is rendered for the one this machine runs? (None: not an nsys job.)"""
+    """Is the nsys this job is rendered for the one this machine runs, and does it take what
+    the job is rendered with? (None: not an nsys job.)"""
     if spec.profile.tool != "nsys":
         return None
-    setup, found, how = nsys_probe(spec, part, part_name)
+    setup, caps, how = nsys_probe_caps(spec, part, part_name)
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
-    if found is None:
+    if caps is None:
         return Need(
             what="nsys",
             ok=False,
@@ -209,13 +286,21 @@ def nsys_check(spec: JobSpec, part: Partition, part_name: str) -> Need | None:
             fix="install it (bash scripts/install-nsys.sh), bind it into the image, or set "
             "profile.nsys_path",
         )
-    same = found.family == setup.version.family
-    return Need(
-        what="nsys",
-        ok=same,
-        detail=f"{rendered}; {how} is {found}",
-        fix=None if same else mismatch_fix(found),
-    )
+    found = nv.NsysVersion.parse(caps.version)
+    if found.family != setup.version.family:
+        return Need(
+            what="nsys", ok=False, detail=f"{rendered}; {how} is {found}", fix=mismatch_fix(found)
+        )
+    absent = rendered_but_absent(spec, setup, caps)
+    if absent:
+        return Need(
+            what="nsys",
+            ok=False,
+            detail=f"{rendered}; {how} is {found}, which does not list {'; '.join(absent)}",
+            fix="change those fields of profile, or point profile.nsys_path at another nsys",
+        )
+    note = f" ({setup.note})" if setup.note else ""
+    return Need(what="nsys", ok=True, detail=f"{rendered}; {how} is {found}{note}")
 
 
 def mismatch_fix(found: nv.NsysVersion) -> str:

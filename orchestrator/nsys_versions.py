@@ -3,21 +3,28 @@
 Rendering (`profile.py`: flag spellings, trace APIs, `nsys stats` report names) and the readers
 (export schema) consult this module; nothing else spells a version-dependent name.
 
-gh-run knows three families: 2022.4, 2023.4, and 2024.1 and later. Measured with the real CLIs
-where marked (tests/unit/test_nsys_versions.py checks the tables against the installed 2022.4.2
-and 2023.4.4):
+gh-run knows four families: 2022.4, 2023.4 and 2024.2 (each measured with the real CLI that
+`make deps` installs: tests/unit/test_nsys_versions.py checks these tables against them), and
+"newer" (2024.3 and later: what NVIDIA's documentation says, and what the binary answers when
+asked, `nsys_probe.py`). A binary's own answers (`Capabilities`: `nsys profile --help`,
+`nsys export --help`, `nsys stats --help-reports`) take precedence over the tables wherever
+gh-run has them, so a newer nsys gets the flags it lists rather than a guess.
 
-- GPU metrics flag: `--gpu-metrics-device` in 2022.4 and 2023.4 (measured), then
-  `--gpu-metrics-devices` (2024.1 and later). Its values: all, none or one GPU id before 2024;
-  lists later; `cuda-visible` from 2024.5.
+- GPU metrics flag: `--gpu-metrics-device` in 2022.4, 2023.4 and 2024.2 (measured: the plural
+  is an "unrecognised option" there), `--gpu-metrics-devices` in 2024.5 and later (NVIDIA's
+  documentation; 2024.3-2024.4 unmeasured: asked of the binary where it can be). Its values:
+  all, none or one GPU id before 2024.5; lists later; `cuda-visible` from 2024.5.
 - `--trace` APIs: 2022.4 has the common ones only (measured); 2023.4 adds python-gil
-  (measured); 2024.x adds cusolver, gds, syscall and more.
+  (measured); 2024.2 adds cusolver (measured; no gds or syscall); later ones add more.
 - `nsys stats` report names: 2022.4 knows only the old ones (`gpukernsum`, `osrtsum`, ...: 32,
   measured); 2023.4 lists the new ones (`cuda_gpu_kern_sum`, `osrt_sum`, ...: 37, measured)
-  and still runs the old; 2024.x the new.
+  and still runs the old; 2024.2 the new ones and `mpi_event_sum` (38, measured).
+- `nsys export --type`: sqlite, hdf, text, arrow, json, info in 2022.4; 2023.4 and 2024.2 add
+  arrowdir and parquetdir (measured).
 - Export metadata: table EXPORT_META_DATA in 2022.4, META_DATA_EXPORT + META_DATA_CAPTURE from
   2023.4 (measured). From 2022.4 on, a table with no rows is left out of the export (measured:
-  no NVTX_EVENTS or CUPTI_* when nothing was recorded).
+  no NVTX_EVENTS or CUPTI_* when nothing was recorded). Export schema versions met:
+  `export_schema.py`.
 
 Other measured facts that shape what gh-run does:
 - `nsys stats` exits 0 whatever happens: an unknown report name leaves no CSV ("could not be
@@ -25,13 +32,18 @@ Other measured facts that shape what gh-run does:
   ("internal error") leaves an empty CSV too. The job checks the CSVs itself (nsys_post.sh).
 - The other spelling of the GPU-metrics flag is an "unrecognised option" (exit 1), so a job
   rendered for the wrong version fails at launch.
-- 2022.4 cannot read a report written by 2023.4 ("Version number is invalid", exit 1): exports of
-  a `.nsys-rep` go through the newest local nsys (`nsys_export.py`).
+- An older nsys cannot read a report written by a newer one (2022.4 refuses 2023.4's with
+  "Version number is invalid", 2022.4 and 2023.4 refuse 2024.2's with "Please update your
+  Nsight Systems"): exports of a `.nsys-rep` go through the newest local nsys
+  (`nsys_export.py`).
 - 2022.4 (on this machine's 6.x kernel) sometimes never finishes a CPU-only profile when CPU
   sampling or context-switch tracing is on (`--sample`, `--cpuctxsw`): its agent spins after the
   application exits. Jobs for 2022.4 on such nodes set `sample: none` and `cpuctxsw: none`.
 - NVTX ranges from the PyPI `nvtx` package 0.2.12 and later are not recorded by 2022.4 or 2023.4
   (only domain rows); 0.2.10/0.2.11 are, and so is `torch.cuda.nvtx`.
+- 2023.4's importer drops the CUDA data after `cudaGetDriverEntryPointByVersion` (CUDA 12.5 and
+  later): reports that keep their runtime calls but lose their kernels (issue 24; the reader
+  refuses such an export, `analysis/capture_health.py`).
 """
 
 from __future__ import annotations
@@ -40,9 +52,14 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Family = Literal["2022.4", "2023.4", "2024+"]
-FAMILIES: tuple[Family, ...] = ("2022.4", "2023.4", "2024+")
-SUPPORTED_TEXT = "2022.4, 2023.4, or 2024.1 and later"
+from pydantic import BaseModel, ConfigDict, Field
+
+Family = Literal["2022.4", "2023.4", "2024.2", "newer"]
+FAMILIES: tuple[Family, ...] = ("2022.4", "2023.4", "2024.2", "newer")
+SUPPORTED_TEXT = "2022.4, 2023.4, 2024.1-2024.2, or 2024.3 and later"
+# the families measured with a real binary (the others follow NVIDIA's documentation and the
+# binary's own answers)
+MEASURED: tuple[Family, ...] = ("2022.4", "2023.4", "2024.2")
 # What gh-run renders for when neither the partition nor the job says which nsys the site has
 # (the release the project installs; `gh-run check` probes and says when the site differs).
 DEFAULT_VERSION = "2023.4"
@@ -87,8 +104,10 @@ class NsysVersion:
             return "2022.4"
         if (self.year, self.minor) == (2023, 4):
             return "2023.4"
-        if self.year >= 2024:
-            return "2024+"
+        if (self.year, self.minor) in ((2024, 1), (2024, 2)):
+            return "2024.2"
+        if self.at_least(2024, 3):
+            return "newer"
         return None
 
     def at_least(self, year: int, minor: int) -> bool:
@@ -109,14 +128,22 @@ def parse_supported(text: str) -> NsysVersion:
 # ---------------------------------------------------------------- nsys profile
 
 
-def gpu_metrics_flag(v: NsysVersion) -> str:
-    return "--gpu-metrics-devices" if v.year >= 2024 else "--gpu-metrics-device"
+def gpu_metrics_flag(v: NsysVersion, caps: Capabilities | None = None) -> str:
+    """The GPU-metrics flag as this version spells it: the binary's own list where known."""
+    if caps is not None:
+        for flag in ("--gpu-metrics-devices", "--gpu-metrics-device"):
+            if flag in caps.options:
+                return flag
+    return "--gpu-metrics-devices" if v.at_least(2024, 3) else "--gpu-metrics-device"
 
 
 def gpu_metrics_problem(v: NsysVersion, value: str) -> str | None:
     """Why `value` cannot be given to this version's GPU-metrics flag (None: it can)."""
-    if v.year < 2024 and value not in ("all", "none") and not value.isdigit():
-        return f"nsys {v} takes all, none or one GPU id for {gpu_metrics_flag(v)}, not {value!r}"
+    if not v.at_least(2024, 5) and value not in ("all", "none") and not value.isdigit():
+        return (
+            f"nsys {v} takes all, none or one GPU id for {gpu_metrics_flag(v)} (lists from "
+            f"2024.5), not {value!r}"
+        )
     if value == "cuda-visible" and not v.at_least(2024, 5):
         return f"nsys {v} has no cuda-visible for {gpu_metrics_flag(v)} (2024.5 and later have)"
     return None
@@ -136,23 +163,30 @@ _COMMON_TRACE = frozenset(
         "osrt",
         "cudnn",
         "opengl",
+        "opengl-annotations",
         "openacc",
         "openmp",
         "nvvideo",
         "vulkan",
+        "vulkan-annotations",
         "none",
     }
 )
-# None: every API gh-run's ProfileSpec offers.
+# None: every API gh-run's ProfileSpec offers (a newer nsys: the binary's list where known).
 TRACE_APIS: dict[Family, frozenset[str] | None] = {
     "2022.4": _COMMON_TRACE,
     "2023.4": _COMMON_TRACE | {"python-gil"},
-    "2024+": None,
+    "2024.2": _COMMON_TRACE | {"python-gil", "cusolver", "cusolver-verbose"},
+    "newer": None,
 }
 
 
-def unknown_trace_apis(v: NsysVersion, apis: list[str]) -> list[str]:
-    known = TRACE_APIS[v.family or "2024+"]
+def unknown_trace_apis(
+    v: NsysVersion, apis: list[str], caps: Capabilities | None = None
+) -> list[str]:
+    known = frozenset(caps.trace_apis) if caps and caps.trace_apis else TRACE_APIS[
+        v.family or "newer"
+    ]  # fmt: skip
     return [] if known is None else [a for a in apis if a not in known]
 
 
@@ -197,7 +231,7 @@ OLD_REPORT_NAMES: dict[str, str] = {
 NEW_REPORT_NAMES = {old: new for new, old in OLD_REPORT_NAMES.items()} | {
     "gpukerngbsum": "cuda_gpu_kern_gb_sum"
 }
-# What `nsys stats --help-reports` lists (measured): 2022.4's 32, 2023.4's 37.
+# What `nsys stats --help-reports` lists (measured): 2022.4's 32, 2023.4's 37, 2024.2's 38.
 REPORTS_2022_4 = frozenset(OLD_REPORT_NAMES.values())
 REPORTS_2023_4 = frozenset(
     {*OLD_REPORT_NAMES}
@@ -209,34 +243,147 @@ REPORTS_2023_4 = frozenset(
         "nvvideo_api_sum",
     }
 )
+REPORTS_2024_2 = REPORTS_2023_4 | {"mpi_event_sum"}
+REPORTS: dict[Family, frozenset[str]] = {
+    "2022.4": REPORTS_2022_4,
+    "2023.4": REPORTS_2023_4,
+    "2024.2": REPORTS_2024_2,
+    "newer": REPORTS_2024_2,
+}
 # 2023.4 still runs the old names (their scripts ship beside the new ones; measured).
 _ALSO_RUNS_2023_4 = REPORTS_2022_4 | {"gpukerngbsum"}
 
 
-def known_reports(v: NsysVersion) -> frozenset[str]:
-    """The report names this version lists (2024+: 2023.4's; later ones add more)."""
-    return REPORTS_2022_4 if v.family == "2022.4" else REPORTS_2023_4
+def known_reports(v: NsysVersion, caps: Capabilities | None = None) -> frozenset[str]:
+    """The report names this version lists: the binary's own list where known (newer: 2024.2's;
+    later ones add more)."""
+    if caps is not None and caps.reports:
+        return frozenset(caps.reports)
+    return REPORTS[v.family or "newer"]
 
 
-def report_name(v: NsysVersion, name: str) -> str | None:
+def report_name(v: NsysVersion, name: str, caps: Capabilities | None = None) -> str | None:
     """The spelling of report `name` (old or new, with any `:option` suffix) that this version
     runs, or None when it has no such report. New names are preferred where both run."""
     base, sep, opts = name.partition(":")
+    listed = known_reports(v, caps)
     if v.family == "2022.4":
         spelled = OLD_REPORT_NAMES.get(base, base)
-        return spelled + sep + opts if spelled in REPORTS_2022_4 else None
+        return spelled + sep + opts if spelled in listed else None
     spelled = NEW_REPORT_NAMES.get(base, base)
-    if spelled in REPORTS_2023_4:
+    if spelled in listed:
         return spelled + sep + opts
     if v.family == "2023.4" and base in _ALSO_RUNS_2023_4:
         return name
-    # 2024+ adds reports gh-run has no list of: a well-formed name is passed through.
-    return name if v.family == "2024+" else None
+    # a newer nsys not asked adds reports gh-run has no list of: a well-formed name passes
+    return name if v.family == "newer" and not (caps and caps.reports) else None
 
 
 def csv_name(output: str, report: str) -> str:
     """The file `nsys stats --format=csv --output=OUTPUT` writes for `report` (options dropped)."""
     return f"{output}_{report.partition(':')[0]}.csv"
+
+
+# ---------------------------------------------------------------- export types
+
+EXPORT_TYPES: dict[Family, frozenset[str]] = {
+    "2022.4": frozenset({"sqlite", "hdf", "text", "arrow", "json", "info"}),
+    "2023.4": frozenset(
+        {"sqlite", "hdf", "text", "arrow", "json", "info", "arrowdir", "parquetdir"}
+    ),
+    "2024.2": frozenset(
+        {"sqlite", "hdf", "text", "arrow", "json", "info", "arrowdir", "parquetdir"}
+    ),
+    "newer": frozenset(
+        {"sqlite", "hdf", "text", "arrow", "json", "info", "arrowdir", "parquetdir"}
+    ),
+}
+
+
+# ---------------------------------------------------------------- what a binary says it takes
+
+
+class Capabilities(BaseModel):
+    """What one nsys binary answers about itself (`nsys_probe.probe`): its version, the long
+    options of `nsys profile`, its `--trace` APIs, its `nsys export --type` values and its
+    `nsys stats` reports. An empty list: the binary's answer had none gh-run could read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str
+    options: list[str] = Field(default_factory=list)
+    trace_apis: list[str] = Field(default_factory=list)
+    export_types: list[str] = Field(default_factory=list)
+    reports: list[str] = Field(default_factory=list)
+
+
+_OPTION_RE = re.compile(r"^\s*(?:-[A-Za-z], )?(--[a-z][a-z0-9-]*)(?:=|\s|$)")
+_REPORT_LINE = re.compile(r"^\s{2}([a-z][a-z0-9_]*)(?:\[|\s+--)")
+_QUOTED = re.compile(r"'([a-z0-9][a-z0-9-]*)'")
+
+
+def parse_profile_help(text: str) -> tuple[list[str], list[str]]:
+    """(long options, --trace APIs) of `nsys profile --help`."""
+    options = sorted({m.group(1) for line in text.splitlines() if (m := _OPTION_RE.match(line))})
+    apis: set[str] = set()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if _OPTION_RE.match(line) and "--trace=" in line:
+            # the paragraph that follows: "Possible values are 'cuda', 'nvtx', ... or 'none'."
+            for follow in lines[i + 1 : i + 12]:
+                apis |= set(_QUOTED.findall(follow.split("Select")[0]))
+                if "." in follow.replace("'", "") and apis:
+                    break
+            break
+    return options, sorted(apis)
+
+
+def parse_export_types(text: str) -> list[str]:
+    """The `--type` values of `nsys export --help` ("Possible values are: sqlite, hdf, ...")."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "--type=" in line:
+            words: list[str] = []
+            for follow in lines[i + 1 : i + 6]:
+                if "Possible values are" in follow or words:
+                    after = follow.split("Possible values are")[-1]
+                    words += re.findall(r"[a-z][a-z0-9]*", after)
+                    if after.rstrip().endswith("."):
+                        break
+            return sorted(set(words) - {"and", "or"})
+    return []
+
+
+def parse_reports(text: str) -> list[str]:
+    """The report names `nsys stats --help-reports` lists."""
+    return sorted({m.group(1) for line in text.splitlines() if (m := _REPORT_LINE.match(line))})
+
+
+def differences(v: NsysVersion, caps: Capabilities) -> list[str]:
+    """Where a binary's answers differ from what gh-run renders for its version without them:
+    one line each (empty: the tables hold)."""
+    out = []
+    flag = gpu_metrics_flag(v)
+    if caps.options and flag not in caps.options:
+        out.append(f"{flag} is not among its options ({gpu_metrics_flag(v, caps)} is)")
+    family = v.family or "newer"
+    known = TRACE_APIS[family]
+    if caps.trace_apis and known is not None and set(caps.trace_apis) != known:
+        out.append(
+            f"its --trace APIs differ from the {family} table: "
+            + ", ".join(sorted(set(caps.trace_apis) ^ known))
+        )
+    if caps.reports and set(caps.reports) != REPORTS[family]:
+        out.append(
+            f"its nsys stats reports differ from the {family} table: "
+            + ", ".join(sorted(set(caps.reports) ^ REPORTS[family]))
+        )
+    if caps.export_types and set(caps.export_types) != EXPORT_TYPES[family]:
+        out.append(
+            f"its export types differ from the {family} table: "
+            + ", ".join(sorted(set(caps.export_types) ^ EXPORT_TYPES[family]))
+        )
+    return out
 
 
 # ---------------------------------------------------------------- export schema

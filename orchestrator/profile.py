@@ -134,12 +134,27 @@ class NsysSite(Strict):
 
 @dataclass(frozen=True)
 class NsysSetup:
-    """The nsys a job renders for: which version (and who said so), which command, where."""
+    """The nsys a job renders for: which version (and who said so), which command, where, and
+    what a binary of that version answered when asked on this machine (`nsys_probe`; None: not
+    asked, the version's tables serve)."""
 
     version: nv.NsysVersion
     version_from: str
     path: str = "nsys"
     placement: Placement = "container"
+    caps: nv.Capabilities | None = None
+
+    @property
+    def note(self) -> str | None:
+        """Why the flags may not be the binary's own: a version newer than those measured,
+        never asked here."""
+        if self.version.family != "newer" or self.caps is not None:
+            return None
+        return (
+            f"nsys {self.version} is newer than the versions gh-run has measured "
+            f"({', '.join(nv.MEASURED)}): its flags follow NVIDIA's documentation; "
+            "`gh-run doctor SPEC` asks the binary, and later renders use its answers"
+        )
 
 
 DEFAULT_SETUP = NsysSetup(
@@ -337,11 +352,15 @@ def nsys_setup(spec: ProfileSpec, site: NsysSite | None, partition: str = "") ->
             spec.nsys_path or site.path,
             spec.nsys_placement or site.placement,
         )
+    v = nv.NsysVersion.parse(version)
+    # a version measured: its tables; a newer one: what a binary of it answered here, if asked
+    caps = None
+    if v.family == "newer":
+        from orchestrator.nsys_probe import cached_for
+
+        caps = cached_for(v)
     return NsysSetup(
-        nv.NsysVersion.parse(version),
-        source,
-        spec.nsys_path or site.path,
-        spec.nsys_placement or site.placement,
+        v, source, spec.nsys_path or site.path, spec.nsys_placement or site.placement, caps
     )
 
 
@@ -351,7 +370,7 @@ def version_problems(spec: ProfileSpec, setup: NsysSetup) -> list[str]:
         return []
     v, src = setup.version, setup.version_from
     out: list[str] = []
-    unknown = nv.unknown_trace_apis(v, list(spec.trace))
+    unknown = nv.unknown_trace_apis(v, list(spec.trace), setup.caps)
     if unknown:
         out.append(
             f"profile.trace: nsys {v} ({src}) cannot trace {', '.join(unknown)}; remove it, or "
@@ -362,8 +381,8 @@ def version_problems(spec: ProfileSpec, setup: NsysSetup) -> list[str]:
         if why:
             out.append(f"profile.gpu_metrics_devices: {why} ({src}); change the value")
     for r in spec.reports:
-        if nv.report_name(v, r) is None:
-            known = ", ".join(sorted(nv.known_reports(v)))
+        if nv.report_name(v, r, setup.caps) is None:
+            known = ", ".join(sorted(nv.known_reports(v, setup.caps)))
             out.append(f"profile.reports: nsys {v} ({src}) has no report {r!r}; use one of {known}")
     return out
 
@@ -409,7 +428,7 @@ def profiler_prefix(spec: ProfileSpec, output: str, setup: NsysSetup = DEFAULT_S
         ("--event-sample", spec.event_sample),
         ("--sample", spec.sample),
         ("--cpuctxsw", spec.cpuctxsw),
-        (nv.gpu_metrics_flag(setup.version), spec.gpu_metrics_devices),
+        (nv.gpu_metrics_flag(setup.version, setup.caps), spec.gpu_metrics_devices),
     ):
         if choice is not None:
             argv.append(f"{flag}={choice}")
@@ -440,6 +459,11 @@ class PostReport(Strict):
     export: list[str] = Field(default_factory=list, description="nsys export argv (or none).")
     stats: list[str] = Field(default_factory=list, description="nsys stats argv (or none).")
     export_log: str = Field(description="Where the export's output is kept (beside the report).")
+    missing_why: str = Field(
+        "",
+        description="What a missing report means for this profile (a capture range that "
+        "never opened writes none).",
+    )
     stats_log: str = Field(description="Where the stats output is kept (beside the report).")
     csvs: list[StatsCsv] = Field(default_factory=list)
 
@@ -477,7 +501,7 @@ def post_reports(
         stats: list[str] = []
         csvs: list[StatsCsv] = []
         if spec.reports:
-            names = [nv.report_name(setup.version, r) or r for r in spec.reports]
+            names = [nv.report_name(setup.version, r, setup.caps) or r for r in spec.reports]
             stats = [*(prefix or []), setup.path, "stats"]
             stats += [f"--report={r}" for r in names]
             stats += ["--format=csv", f"--output={base}", "--force-overwrite=true", source]
@@ -486,6 +510,7 @@ def post_reports(
             PostReport(
                 label=base.rsplit("/", 1)[-1],
                 rep=rep,
+                missing_why=_missing_why(spec),
                 sqlite=sqlite,
                 export=export,
                 stats=stats,
@@ -495,6 +520,25 @@ def post_reports(
             )
         )
     return out
+
+
+def _missing_why(spec: ProfileSpec) -> str:
+    """What no report means for this profile: nsys writes none, and exits 0, when the capture
+    range never opened (measured with 2024.2: `--capture-range=cudaProfilerApi` around a program
+    that never calls cudaProfilerStart)."""
+    if spec.capture_range == "cudaProfilerApi":
+        return (
+            "the capture range (cudaProfilerApi) never opened: the workload never called "
+            "cudaProfilerStart (or ended before it)"
+        )
+    if spec.capture_range == "nvtx":
+        return (
+            f"the capture range never opened: the workload never entered the NVTX range "
+            f"{spec.nvtx_capture!r} (capture_range nvtx)"
+        )
+    if spec.capture_range == "hotkey":
+        return "the capture range never opened: the hotkey was never pressed"
+    return "the profiled task wrote none (see its log)"
 
 
 def post_commands(

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the Nsight Systems CLI (nsys) from Debian's non-free packages into gh-run's tools prefix:
-# 2023.4.4 (trixie, the default `nsys`) and 2022.4.2 (bookworm, side by side for version tests).
+# 2023.4.4 (trixie, the default `nsys`), 2022.4.2 (bookworm) and 2024.2.3 (experimental), side by
+# side for version tests.
 #
-#   bash scripts/install-nsys.sh [VERSION...]      # default: 2023.4.4 2022.4.2
+#   bash scripts/install-nsys.sh [VERSION...]      # default: 2023.4.4 2022.4.2 2024.2.3
 #
 # Idempotent: a version already installed (and answering `nsys --version`) is left alone and the
 # script returns at once. Nothing is installed through apt or dpkg and the system's apt sources are
@@ -15,6 +16,7 @@
 #   $GH_RUN_TOOLS/bin/nsys               -> ../nsys/2023.4.4/target-linux-x64/nsys  (the default)
 #   $GH_RUN_TOOLS/bin/nsys-2023.4        -> ../nsys/2023.4.4/target-linux-x64/nsys
 #   $GH_RUN_TOOLS/bin/nsys-2022.4        -> ../nsys/2022.4.2/target-linux-x64/nsys
+#   $GH_RUN_TOOLS/bin/nsys-2024.2        -> ../nsys/2024.2.3/target-linux-x64/nsys
 #   $GH_RUN_TOOLS/nsys/<VERSION>/
 #     target-linux-x64/   nsys, its launcher and injection libraries, CUPTI, python/, reports/
 #     host-linux-x64/     QdstrmImporter (turns a capture into .nsys-rep), the libraries in its
@@ -31,8 +33,14 @@
 #     the Kerberos/GSSAPI libraries, libkeyutils and libcom_err (libssh's) into host-linux-x64/.
 #     A minimal Debian image or a fresh CI machine has none of them; the install checks with ldd
 #     that nothing else comes from the system;
-#   - 2023.4: `nsys stats` imports nsysstats/gpustats from host-linux-x64/python/lib, where Debian
-#     leaves only kernel_helper.py ("No module named 'nsysstats'"): the target's copies go there.
+#   - 2023.4, 2024.2: `nsys stats` imports nsysstats/gpustats from host-linux-x64/python/lib, where
+#     Debian leaves only kernel_helper.py ("No module named 'nsysstats'"; 2024.2's --help-reports
+#     then lists nothing): the target's copies go there;
+#   - 2024.2: the importer links libarrow.so.500, which Debian ships apart (experimental's
+#     libarrow500, which links only glibc and the C++ runtime): copied into host-linux-x64/. The
+#     target package's `libc6 (>> 2.42)` comes from two weak GLIBC_PRIVATE references in
+#     libToolsInjection64.so (trixie's 2023.4 has the same); every binary needs GLIBC 2.17 at most,
+#     so it runs on bookworm unpacked as is.
 # Left out, as the CLI never uses them: from host-linux-x64 everything but QdstrmImporter,
 # ResolveSymbols, the libraries they link (found with ldd) and python/, reports/, rules/ (so the
 # GUI: Qt, ICU, WebEngine, translations, plugins, nsys-ui); from target-linux-x64 CollectX, the
@@ -40,8 +48,8 @@
 #
 # What else could be dropped, per need (the GPU helper may when packing):
 #   - only for GPU metrics (--gpu-metrics-device): target-linux-x64/libnvperf_grfx_host.so
-#     (2023.4; 27 MB, ~8 MiB of the ~35 MiB that `xz -9e` packs the 2023.4 tree to) or
-#     libnvperf_host.so (2022.4), and target-linux-x64/GpuMetrics/ (2023.4) or
+#     (2023.4, 2024.2; 27 MB, ~8 MiB of the ~35 MiB that `xz -9e` packs the 2023.4 tree to) or
+#     libnvperf_host.so (2022.4), and target-linux-x64/GpuMetrics/ (2023.4, 2024.2) or
 #     GpuMetrics.config (2022.4);
 #   - only for GPU context-switch tracing (--gpuctxsw): target-linux-x64/nvgpucs;
 #   - only for CUDA tracing (keep on a GPU machine; useless on a CPU-only one): libcupti.so.*,
@@ -58,10 +66,14 @@ PAPT_WHO="install-nsys"
 # shellcheck source=scripts/lib/private-apt.sh
 source "$REPO/scripts/lib/private-apt.sh"
 
+# The default `nsys` stays 2023.4: clusters/dev.yaml declares it (`nsys.version: "2023.4"`) and
+# the other versions are reached by name (nsys-2022.4, nsys-2024.2), as a site with several would.
 DEFAULT_VERSION="2023.4.4"
+ALL_VERSIONS=(2023.4.4 2022.4.2 2024.2.3)
 # version -> the Debian suite that carries it (trixie's 2023.4 build runs on bookworm's glibc;
-# sid's does not).
-declare -A SUITE=([2023.4.4]=trixie [2022.4.2]=bookworm)
+# sid's does not; experimental's 2024.2 does, see above). Experimental is pinned low by apt, which
+# does not matter: the version is always named.
+declare -A SUITE=([2023.4.4]=trixie [2022.4.2]=bookworm [2024.2.3]=experimental)
 # Libraries the programs link that are not in every base system (a Debian 12 container image has
 # none of them), from bookworm (they need glibc 2.34 at most): copied next to the programs, whose
 # RPATH is $ORIGIN. Package -> the file it provides -> the folder it goes to.
@@ -72,12 +84,15 @@ EXTRA_LIBS=(
     "libkrb5support0 libkrb5support.so.0 host" "libkeyutils1 libkeyutils.so.1 host"
     "libcom-err2 libcom_err.so.2 host"
 )
+# Per version, beyond EXTRA_LIBS: "package file folder suite" (the package from the version's own
+# suite and build: libarrow500 is built from the same source as nsight-systems).
+declare -A VERSION_LIBS=([2024.2.3]="libarrow500 libarrow.so.500 host experimental")
 # What the programs may still take from the system: glibc, the C++ runtime and zlib, which every
 # distribution a GPU cluster runs has.
 BASE_LIBS_RE='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libgcc_s|libstdc\+\+|libz)\.so'
 
 versions=("$@")
-((${#versions[@]})) || versions=(2023.4.4 2022.4.2)
+((${#versions[@]})) || versions=("${ALL_VERSIONS[@]}")
 for v in "${versions[@]}"; do
     [[ -n ${SUITE[$v]:-} ]] || papt_die "nsys $v is not one gh-run installs; choose from: ${!SUITE[*]}"
 done
@@ -199,10 +214,14 @@ install_version() { # VERSION
     [[ $pkgver == "$v".* ]] ||
         papt_die "Debian $suite non-free offers nsight-systems '${pkgver:-none}', not $v.x; the mirror changed: update SUITE in $0"
     papt_log "nsys $v: downloading nsight-systems and nsight-systems-target $pkgver ($suite non-free, ~190 MB)"
-    local libs=() lib entry
-    for entry in "${EXTRA_LIBS[@]}"; do
-        lib="${entry%% *}"
-        libs+=("$lib=$(papt_version "$lib" bookworm)")
+    local libs=() lib entry lib_suite lib_version entries=("${EXTRA_LIBS[@]}")
+    [[ -n ${VERSION_LIBS[$v]:-} ]] && entries+=("${VERSION_LIBS[$v]}")
+    for entry in "${entries[@]}"; do
+        read -r lib _ _ lib_suite <<<"$entry"
+        lib_suite="${lib_suite:-bookworm}"
+        lib_version="$(papt_version "$lib" "$lib_suite")"
+        [[ -n $lib_version ]] || papt_die "Debian $lib_suite offers no $lib; the mirror changed: update $0"
+        libs+=("$lib=$lib_version")
     done
     papt_download "nsight-systems=$pkgver" "nsight-systems-target=$pkgver" "${libs[@]}"
 
@@ -219,8 +238,8 @@ install_version() { # VERSION
     mkdir -p "$STAGE/libs"
     for lib in "${libs[@]}"; do dpkg-deb -x "$(papt_deb "${lib%%=*}" "${lib#*=}")" "$STAGE/libs"; done
     local soname where file
-    for entry in "${EXTRA_LIBS[@]}"; do
-        read -r lib soname where <<<"$entry"
+    for entry in "${entries[@]}"; do
+        read -r lib soname where _ <<<"$entry"
         file="$(find "$STAGE/libs" -name "$soname" -print -quit)"
         [[ -n $file ]] || papt_die "package $lib has no $soname"
         rm -f "$tree/$where-linux-x64/$soname"
@@ -241,7 +260,7 @@ install_version() { # VERSION
     cat >"$tree/INSTALLED" <<EOF
 Nsight Systems CLI $v, installed by gh-run's scripts/install-nsys.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)
 from Debian $suite non-free: nsight-systems $pkgver, nsight-systems-target $pkgver
-with bookworm's ${libs[*]}
+with ${libs[*]} (bookworm's, but for those named in VERSION_LIBS)
 EOF
     rm -rf "$dest"
     mv "$tree" "$dest"

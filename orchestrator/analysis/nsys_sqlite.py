@@ -45,7 +45,6 @@ import json
 import os
 import re
 import sqlite3
-import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -55,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core, sqlite_pages
+from orchestrator.analysis import capture_health, core, export_schema, sqlite_pages
 from orchestrator.analysis import timeline as T
-from orchestrator.errors import UserError
+from orchestrator.errors import RuntimeFailure, UserError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -132,6 +131,7 @@ def connect_ro(path: Path) -> sqlite3.Connection:
             f"{path}: empty file, not an nsys export; export the report again with"
             " `nsys export --type sqlite`"
         )
+    conn = None
     try:
         conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
         # text that is not UTF-8 (a blob where a number or a name belongs) reads with U+FFFD in
@@ -139,6 +139,8 @@ def connect_ro(path: Path) -> sqlite3.Connection:
         conn.text_factory = _text
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except DAMAGED as exc:
+        if conn is not None:  # closed here: Python 3.13 warns of a connection never closed
+            conn.close()
         raise UserError(
             f"{path}: not a readable SQLite file ({exc}); export it with"
             " `nsys export --type sqlite`"
@@ -224,18 +226,33 @@ def _table_rowids(path: Path, table: str) -> tuple[int, int] | None:
         conn.close()
 
 
+_INT = re.compile(r"-?[0-9]+")
+
+
 def _ints(text: Any) -> Any | None:
     """The comma-separated integers of one `group_concat` text, or None when it does not parse
-    whole (a NULL, text or real value somewhere)."""
+    whole (a NULL, text or real value somewhere).
+
+    No warning filter is changed here: `warnings.catch_warnings` changes the whole process's
+    filters, and this runs in the reader's worker threads (it turned other threads' warnings
+    into errors: Python 3.12's DeprecationWarnings stopped `analyze`). numpy stops at the first
+    byte that does not parse: it raises ValueError, or (older numpy) warns and returns what it
+    read, which the count of commas shows, unless the stop is in the last number: that one is
+    checked. numpy also reads a lone minus as 0: refused. (What else numpy takes, a plus sign or
+    blanks around a number, SQLite's CAST reads the same way; in nsys's INTEGER columns SQLite
+    stores such text as the integer anyway.) No copy of the text is made: a few megabytes of
+    new memory per chunk cost more in page faults than the parse."""
     if not isinstance(text, str):
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            a = np.fromstring(text, sep=",", dtype=np.int64)
-        except (DeprecationWarning, ValueError):
-            return None
-    return a if a.size == text.count(",") + 1 else None
+    try:
+        a = np.fromstring(text, sep=",", dtype=np.int64)
+    except (ValueError, DeprecationWarning):  # DeprecationWarning: where warnings are errors
+        return None
+    if a.size != text.count(",") + 1 or not _INT.fullmatch(text, text.rfind(",") + 1):
+        return None
+    if "-" in text and "-," in text:  # a lone minus before the last number
+        return None
+    return a
 
 
 def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
@@ -371,16 +388,21 @@ def fetch_into(
                 f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
                 else f'group_concat("{c}")' for c in read
             ]  # fmt: skip
-            if fill:  # ?1, ?2: the rowid range; then the probed values
-                differ = " OR ".join(f'"{c}" IS NOT ?{i + 3}' for i, c in enumerate(fill))
+            # named parameters, bound from a mapping (Python 3.12 deprecates numbered ones bound
+            # from a sequence, and 3.14 refuses them): :lo, :hi the rowid range, :p0... the
+            # probed values
+            if fill:
+                differ = " OR ".join(f'"{c}" IS NOT :p{i}' for i, c in enumerate(fill))
                 aggs.append(f"count(*) FILTER (WHERE {differ})")
             if subset is not None:
                 aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
             sql = (
                 "SELECT " + ", ".join(aggs)
-                + f' FROM "{table}" WHERE rowid >= ?1 AND rowid < ?2{where[robust]}'
+                + f' FROM "{table}" WHERE rowid >= :lo AND rowid < :hi{where[robust]}'
             )  # fmt: skip
-            return read, conn.execute(sql, (*bounds, *fill.values())).fetchone()
+            params = {"lo": bounds[0], "hi": bounds[1]}
+            params |= {f"p{i}": v for i, v in enumerate(fill.values())}
+            return read, conn.execute(sql, params).fetchone()
 
         n = 0
         for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
@@ -393,9 +415,9 @@ def fetch_into(
                         c: v
                         for c, v in fill.items()
                         if not conn.execute(
-                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= ?1'
-                            f' AND rowid < ?2{where[robust]} AND "{c}" IS NOT ?3)',
-                            (*bounds, v),
+                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= :lo'
+                            f' AND rowid < :hi{where[robust]} AND "{c}" IS NOT :v)',
+                            {"lo": bounds[0], "hi": bounds[1], "v": v},
                         ).fetchone()[0]
                     }
                     read, row = run(bounds, robust)
@@ -594,7 +616,9 @@ def env_rank(db: _Db) -> tuple[int, str] | None:
     (`TARGET_INFO_SYSTEM_ENV.DeviceEnvironment`: NUL- or `;`-separated NAME=value pairs)."""
     if not db.has(SYSTEM_ENV, "name", "value"):
         return None
-    for (value,) in db.q(f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'DeviceEnvironment'"):
+    for (value,) in db.q(
+        f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'DeviceEnvironment' ORDER BY value"
+    ):
         if not isinstance(value, str):
             continue
         found: dict[str, int] = {}
@@ -757,8 +781,11 @@ class _Reader:
 
     def _launches(self, gpu: T.GpuTable, gpu_pid: Any, rt: Iterator[dict[str, Any]]) -> None:
         """GpuTable.launch: the start of the runtime call with the same correlationId (of the
-        same process when the export holds several; the last such call in the table). `rt`: the
-        runtime columns (start, correlationId, globalTid) in parts, in table order."""
+        same process when the export holds several). Of several calls with one id (a runtime
+        call and the driver call inside it, or a tracing layer's wrapper and the call: the
+        2022.2 export in tests/data/nsys), the latest start: what the table's last row gave in
+        the exports met, and the same whatever order the rows are stored in. `rt`: the runtime
+        columns (start, correlationId, globalTid) in parts."""
         if gpu.size == 0:
             return
         gc = gpu.corr
@@ -773,9 +800,15 @@ class _Reader:
                 inside = (rc >= 0) & (rc <= hi)
                 if not inside.all():
                     rc, rs = rc[inside], rs[inside]
-                table[rc] = rs  # repeated ids: the last one wins
+                seen = found[rc]
+                earlier = table[rc[seen]] if seen.any() else None
+                table[rc] = rs
+                if (table[rc] != rs).any():  # an id twice in this part: the latest start
+                    np.maximum.at(table, rc, rs)
+                if earlier is not None:  # an id of an earlier part: the latest start
+                    np.maximum.at(table, rc[seen], earlier)
                 found[rc] = True
-                del rc, rs, inside
+                del rc, rs, inside, seen, earlier
             launch = np.take(table, gc, mode="clip")  # ids below 0 clipped, then set to NONE
             del table
             launch[(gc < 0) | ~np.take(found, gc, mode="clip")] = T.NONE
@@ -794,7 +827,7 @@ class _Reader:
         del parts
         if rc.size == 0:
             return
-        order = np.argsort(rc, kind="stable")
+        order = np.lexsort((rs, rc))  # by id, then start: the last of each id starts latest
         rc = rc[order]
         rs = rs[order]
         del order
@@ -863,10 +896,11 @@ class _Reader:
             " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND \"end\" >= start"
         )
         if rowids is None:
-            rows = self.db.q(sql)
+            rows = self.db.q(sql + ' ORDER BY start, "end", 3, nameId')
         elif rowids.size:
             rows = self.db.q(
-                sql + " AND rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                sql + " AND rowid IN (SELECT value FROM json_each(?))"
+                ' ORDER BY start, "end", 3, nameId',  # time, never the stored order
                 (json.dumps(rowids.tolist()),),
             )
         else:
@@ -880,6 +914,8 @@ class _Reader:
         s, e, gt, nm = zip(*rows, strict=True)
         pid, tid = _pid_tid(np.array(gt, dtype=np.int64))
         ids = self.names.id
+        for text in sorted({name(x) for x in nm}):  # ids in name order, not row order
+            ids(text)
         return T.HostTable(
             start=np.array(s, dtype=np.int64),
             end=np.array(e, dtype=np.int64),
@@ -907,7 +943,7 @@ class _Reader:
             f'SELECT n.start, n."end", CAST(coalesce({tid}, 0) AS INTEGER), {name}'
             f" FROM {NVTX} n {join} WHERE n.eventType IN ({types})"
             " AND typeof(n.start) = 'integer' AND typeof(n.\"end\") = 'integer'"
-            ' AND n."end" >= n.start'
+            ' AND n."end" >= n.start ORDER BY n.start, n."end", 3, 4'  # never the stored order
         )
         return self._host_rows(
             rows, T.ANNOTATION, lambda v: str(v) if v is not None else "(unnamed)"
@@ -940,7 +976,11 @@ class _Reader:
         db = self.db
         out: dict[tuple[int, int], str] = {}
         if db.has("ThreadNames", "nameId", "globalTid"):
-            rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames")
+            # a thread named twice: the name of the highest priority, then the lowest string id
+            # (never the first row stored: row order is storage, not time)
+            order = "priority DESC, " if "priority" in db.cols("ThreadNames") else ""
+            rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames"
+                                    f" ORDER BY globalTid, {order}nameId")
                     if isinstance(r[0], int)]  # fmt: skip
             strs = db.strings(r[1] for r in rows)
             named = {int(_pid_tid(gtid)[0]) for gtid, _ in rows}
@@ -1118,7 +1158,9 @@ class _Reader:
         starts: set[int] = set()
         for gp, dev, nbytes, op, k, start in db.conn.execute(
             f"SELECT {pid}, deviceId, bytes, memoryOperationType, {kind}, start FROM {GPU_MEM}"
-            " ORDER BY start"
+            # in time; at one nanosecond frees first (no export met has such ties), then the
+            # rest of the row: never the stored order
+            f" ORDER BY start, memoryOperationType DESC, deviceId, bytes, {kind}, {pid}"
         ):
             cls = MEM_CLASSES.get(k) if isinstance(k, int) else None
             if cls is None or not isinstance(dev, int) or not isinstance(nbytes, int):
@@ -1148,9 +1190,39 @@ class _Reader:
                 return str(r[0][0]) if r else None
         return None
 
+    def _check_capture(self) -> None:
+        """Refuse (exit 1) an export that lost data the workload made (`capture_health`), unless
+        GH_RUN_ACCEPT_LOST_DATA=1 asks to read it anyway (then a note)."""
+        why = capture_health.lost_data(self.db.conn, self.db.tables)
+        if why is None:
+            return
+        if capture_health.accept_lost():
+            self.notes.append(f"this capture lost data: {why}")
+            return
+        raise RuntimeFailure(
+            f"{self.path}: this capture lost data ({why}), so its GPU figures would be wrong;"
+            " record it again (nsys 2024.2 or later keeps CUDA 12.5+ kernels that 2023.4 drops),"
+            f" or set {capture_health.ACCEPT_ENV}=1 to read what it kept"
+        )
+
+    def _schema_note(self) -> None:
+        """One note when the export's schema is newer than those gh-run has met (it is read
+        for what it has: tables and columns by name)."""
+        found = None
+        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if self.db.has(meta, "name", "value"):
+                r = self.db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'")
+                found = str(r[0][0]) if r and r[0][0] is not None else None
+                break
+        note = export_schema.note(found)
+        if note:
+            self.notes.append(note)
+
     def read(self) -> list[T.RankTimeline]:
         db = self.db
         try:
+            self._check_capture()
+            self._schema_note()
             cuda_pids = self._cuda_pids()
             # several processes with CUDA work, or no table that says: read each row's pid
             by_pid = len(cuda_pids) != 1 and any(

@@ -34,10 +34,11 @@ def doctor_cmd(
     """What this machine has for gh-run, or what one job needs here.
 
     Without SPEC: the SLURM clients and whether a controller answers (and which cluster), every
-    nsys with its version and the `nsys stats` reports it knows, Apptainer/Singularity,
-    chromium, cron; then how gh-run is set up: the home, the folders searched for cluster files
-    and templates (first found wins) and which file answers for each cluster, the default
-    cluster, whether the compiled trace readers are built (and what doing without costs), the
+    nsys with its version and what it answers about itself (its GPU-metrics flag, `nsys stats`
+    reports, export types; asked once per binary and cached), Apptainer/Singularity, chromium,
+    cron; then how gh-run is set up: the home, the folders searched for cluster files and
+    templates (first found wins) and which file answers for each cluster, the default cluster,
+    whether the compiled trace readers are built (and what doing without costs), the
     compiled-template cache. With SPEC: what running that job from here needs (controller, container
     runtime, image, the nsys it is rendered for), each found or missing with the fix; exit 1
     when something is missing."""
@@ -71,8 +72,9 @@ def _machine(as_json: bool) -> None:
         rows.append(["nsys", _mark(False), "-", "install: bash scripts/install-nsys.sh"])
     for n in report.nsys:
         detail = (
-            f"{n.version} (gh-run family {n.family or 'unsupported'}; {len(n.reports)} "
-            "nsys stats reports)"
+            f"{n.version} (gh-run family {n.family or 'unsupported'}; {n.gpu_metrics_flag}; "
+            f"{len(n.reports)} nsys stats reports; export types {','.join(n.export_types)})"
+            + "".join(f"; note: {note}" for note in n.notes)
             if n.version
             else n.detail or "-"
         )

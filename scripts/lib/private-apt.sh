@@ -6,9 +6,10 @@
 #
 # Sourced by scripts/install-nsys.sh, install-apptainer.sh and build-test-image.sh, which also
 # take the tools prefix (PREFIX) and the logging helpers from here. One configuration serves
-# both (bookworm, trixie and sid; main and non-free), so when GH_RUN_APT_DIR names an existing
-# folder (scripts/install-tools.sh exports one) the second installer reuses the first's lists.
-PAPT_SUITES="bookworm trixie sid"
+# both (bookworm, trixie, sid, experimental: nsys 2024.2; main, non-free), so when GH_RUN_APT_DIR
+# names an existing folder (scripts/install-tools.sh exports one) the second installer reuses the
+# first's lists.
+PAPT_SUITES="bookworm trixie sid experimental"
 # The tools prefix every installer writes under (docs/profiling.md).
 # shellcheck disable=SC2034  # read by the scripts that source this file
 PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"

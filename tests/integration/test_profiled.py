@@ -1,6 +1,7 @@
 """The profiled, containerized job end to end on the REAL dev cluster: real SLURM, real Apptainer
-1.4.5 with the real test image (scripts/build-test-image.sh), real Nsight Systems 2023.4.4 and
-2022.4.2 (scripts/install-nsys.sh), submitted through the real CLI. Nothing is mocked.
+1.4.5 with the real test image (scripts/build-test-image.sh), real Nsight Systems 2023.4.4,
+2022.4.2 and 2024.2.3 (scripts/install-nsys.sh), submitted through the real CLI. Nothing is
+mocked.
 
 jobs/smoke_profiled.yaml runs workloads/cpu_steps.py (baked into the image, with nvtx 0.2.11)
 on two nodes, one report per rank (%q{SLURM_PROCID}); the job exports and summarises each
@@ -34,6 +35,7 @@ def prefix() -> Path:
     need = [
         p / "bin" / "nsys",
         p / "bin" / "nsys-2022.4",
+        p / "bin" / "nsys-2024.2",
         p / "bin" / "apptainer",
         p / "images" / "gh-run-test.sif",
     ]
@@ -267,6 +269,36 @@ def test_the_same_job_under_nsys_2022_4(  # type: ignore[no-untyped-def]
     doc = _analyze_last(cli)
     assert {s["tool_version"] for s in doc["sources"]} == {"2022.4.2.1"}
     _check_analysis(doc, ranks=2, steps=6, loader_named=False)
+
+
+def test_the_same_job_under_nsys_2024_2(  # type: ignore[no-untyped-def]
+    dev_cluster, cli, gh_home: Path, prefix: Path
+) -> None:
+    """Rendered for 2024.2 (issue 24): its report names, its export schema (3.11.1, with nsys's
+    own diagnostics in DIAGNOSTIC_EVENT), and the same readings as under 2023.4."""
+    _submit(
+        cli,
+        prefix,
+        "profile.nsys_version=2024.2",
+        f"profile.nsys_path={prefix}/bin/nsys-2024.2",
+    )
+    root, files = _collected(gh_home)
+    for rank in (0, 1):
+        sqlite = _verified(root, files, f"artifacts/smoke-profiled.{rank}.sqlite")
+        conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        meta = dict(conn.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+        conn.close()
+        assert meta["EXPORT_PRODUCT_VERSION"].startswith("2024.2.3")
+        assert meta["EXPORT_SCHEMA_VERSION"] == "3.11.1"
+        assert "DIAGNOSTIC_EVENT" in tables
+        assert _nvtx_steps(sqlite) == [f"train_step {i}" for i in range(6)]
+        for report in ("osrt_sum", "nvtx_sum"):
+            csv = _verified(root, files, f"artifacts/smoke-profiled.{rank}_{report}.csv")
+            assert "Time (%)" in csv.read_text()
+    doc = _analyze_last(cli)
+    assert {s["tool_version"] for s in doc["sources"]} == {"2024.2.3.38"}
+    _check_analysis(doc, ranks=2, steps=6)
 
 
 def test_a_missing_image_is_refused_before_submit(  # type: ignore[no-untyped-def]

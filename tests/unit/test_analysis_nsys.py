@@ -777,7 +777,8 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
 ) -> None:
     """Large tables are read in rowid parts in several threads; rows left out of a part (end
     before start) leave no hole, and the runtime calls taken part by part for the launch times
-    keep the last call of a repeated correlationId: the metrics equal those of one read."""
+    keep the call of a repeated correlationId that starts latest: the metrics equal those of
+    one read."""
     from orchestrator.analysis import nsys_sqlite
 
     b = NsysBuilder(tmp_path / "k.sqlite")
@@ -802,13 +803,13 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     (parts,) = analyze_paths([path]).ranks
     assert parts.activity.kernel_count == 36
     assert parts.model_dump() == whole.model_dump()
-    # each kernel's launch: the start of the last runtime call with its correlationId (of the
-    # calls read: not rowid 9, whose end is before its start)
+    # each kernel's launch: the start of the latest runtime call with its correlationId (of
+    # the calls read: not rowid 9, whose end is before its start)
     conn = sqlite3.connect(path)
     want = sorted(conn.execute(
         "SELECT k.start, coalesce((SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE"
         " r.correlationId = k.correlationId AND r.\"end\" >= r.start"
-        " ORDER BY r.rowid DESC LIMIT 1), -1)"
+        " ORDER BY r.start DESC LIMIT 1), -1)"
         " FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE k.\"end\" >= k.start"
     ).fetchall())  # fmt: skip
     conn.close()

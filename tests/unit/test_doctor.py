@@ -19,6 +19,14 @@ def test_json_names_the_real_tools_and_what_they_know(tmp_path: Path, dev_cluste
     nsys = {n["family"]: n for n in doc["nsys"]}
     assert nsys["2023.4"]["version"].startswith("2023.4.4")
     assert nsys["2022.4"]["version"].startswith("2022.4.2")
+    assert nsys["2024.2"]["version"].startswith("2024.2.3")
+    # what each answered about itself: the GPU-metrics flag, the reports, the export types
+    assert {n["gpu_metrics_flag"] for n in nsys.values()} == {"--gpu-metrics-device"}
+    assert "mpi_event_sum" in nsys["2024.2"]["reports"]
+    assert "mpi_event_sum" not in nsys["2023.4"]["reports"]
+    assert "parquetdir" in nsys["2024.2"]["export_types"]
+    assert "parquetdir" not in nsys["2022.4"]["export_types"]
+    assert all(n["notes"] == [] for n in nsys.values())  # answers as gh-run's tables say
     assert "cuda_gpu_kern_sum" in nsys["2023.4"]["reports"]
     assert "gpukernsum" in nsys["2022.4"]["reports"]
     assert "cuda_gpu_kern_sum" not in nsys["2022.4"]["reports"]

@@ -1,13 +1,17 @@
 """The in-job post-processing (nsys_post.sh) with the REAL nsys, run as the local executor runs
 it (the whole rendered script, launcher direct, no container): rendered for the version the
-site has, every report becomes a non-empty CSV; rendered for the wrong version, the real
-`nsys stats` exits 0 but writes no CSV, and the job fails loudly with the report kept."""
+site has, every report becomes a non-empty CSV and the export passes gh-run's check for lost
+data; rendered for the wrong version, the real `nsys stats` exits 0 but writes no CSV, and the
+job fails loudly with the report kept; a capture range that never opens leaves no report, and
+the job says why."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from orchestrator.cluster import load_cluster, validate_job
 from orchestrator.render import render_job
@@ -16,7 +20,7 @@ from tests.conftest import real_nsys
 
 
 def _run(
-    tmp_path: Path, declared: str, nsys: Path
+    tmp_path: Path, declared: str, nsys: Path, **profile: Any
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     job = JobSpec.model_validate(
         {
@@ -29,6 +33,7 @@ def _run(
                 "reports": ["osrt_sum"],
                 "nsys_version": declared,
                 "nsys_path": str(nsys),
+                **profile,
             },
             "workload": {"command": "python3", "args": ["-c", "import time; time.sleep(0.2)"]},
         }
@@ -44,7 +49,8 @@ def _run(
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ},
+        # the job's python3 is the one with gh-run, as a job submitted from its venv has
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
     )
     return res, run_dir / "artifacts"
 
@@ -56,6 +62,31 @@ def test_rendered_for_the_right_version_every_report_is_a_csv(tmp_path: Path) ->
     assert csv.stat().st_size > 0 and "Time (%)" in csv.read_text()
     assert (art / "post.sqlite").stat().st_size > 0
     assert (art / "post.nsys-rep").stat().st_size > 0
+    # gh-run's check of the export ran on the node, and found nothing lost
+    assert "no gh-run on this node" not in res.stderr and "lost data" not in res.stderr
+
+
+def test_a_capture_range_that_never_opens_fails_the_job_saying_so(tmp_path: Path) -> None:
+    """nsys 2024.2 writes no report, and exits 0, when the workload never calls
+    cudaProfilerStart (measured): the post-processing says which range never opened."""
+    res, art = _run(
+        tmp_path, "2024.2", real_nsys("2024.2"), capture_range="cudaProfilerApi",
+        reports=["osrt_sum"],
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "the capture range (cudaProfilerApi) never opened" in res.stderr
+    assert not (art / "post.nsys-rep").exists()
+
+
+def test_the_check_run_on_the_node_refuses_a_real_export_that_lost_its_kernels(
+    capsys: Any,
+) -> None:
+    from orchestrator.analysis.capture_health import main
+
+    ddp = Path(__file__).resolve().parents[1] / "data" / "ddp_h200" / "nsys"
+    assert main([str(ddp / "nsys.rank1.sqlite")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "this capture lost data" in line and "holds no kernel" in line
 
 
 def test_rendered_for_the_wrong_version_the_job_fails_and_keeps_the_report(tmp_path: Path) -> None:

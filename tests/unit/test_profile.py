@@ -95,8 +95,11 @@ def test_every_flag_in_long_form() -> None:
         "--cuda-memory-usage=true", "--cuda-um-cpu-page-faults=true",
         "--cuda-um-gpu-page-faults=false",
     ]  # fmt: skip
+    # 2024.2 keeps the singular (measured); 2024.5 spells it plural (NVIDIA's documentation)
     v2024 = NsysSetup(NsysVersion.parse("2024.2"), "test", path="/opt/nsys/bin/nsys")
-    later = profiler_prefix(spec, "/o", v2024)
+    assert "--gpu-metrics-device=all" in profiler_prefix(spec, "/o", v2024)
+    v2024_5 = NsysSetup(NsysVersion.parse("2024.5"), "test", path="/opt/nsys/bin/nsys")
+    later = profiler_prefix(spec, "/o", v2024_5)
     assert later[0] == "/opt/nsys/bin/nsys" and "--gpu-metrics-devices=all" in later
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.analysis import RankMetrics, advise, analyze_paths, compare, headline
+from tests.conftest import run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 H100 = DATA / "nsys_h100"
@@ -337,7 +338,23 @@ def test_ddp_straggler_shows_in_data_wait_and_in_the_other_ranks_nccl_time() -> 
     assert _nccl_share(slow[0]) > 2 * _nccl_share(normal[0])
 
 
-def test_ddp_nsys_reports_are_named_per_rank_and_say_their_rank_inside() -> None:
+def test_ddp_nsys_reports_lost_their_kernels_and_are_refused(tmp_path: Path) -> None:
+    """nsys 2023.4's importer stopped at cudaGetDriverEntryPointByVersion on these reports and
+    kept their kernel lookups but no kernel (README): `analyze` exits 1 with one sentence."""
+    for rank in (0, 1):
+        path = DDP / "nsys" / f"nsys.rank{rank}.sqlite"
+        res = run_cli(["analyze", str(path)], tmp_path / "home")
+        assert res.rc == 1, res.text
+        (line,) = res.err.strip().splitlines()
+        assert "this capture lost data" in line and "holds no kernel" in line, line
+        assert "GH_RUN_ACCEPT_LOST_DATA=1" in line and "Traceback" not in res.text
+        assert "cuKernelGetAttribute" in line or "cudaGetFuncBySymbol" in line
+
+
+def test_ddp_nsys_reports_are_named_per_rank_and_say_their_rank_inside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GH_RUN_ACCEPT_LOST_DATA", "1")  # read what they kept (the test above)
     metrics = analyze_paths([DDP / "nsys"])
     # the rank inside the report (its RANK variable) wins over the name (nsys.rank1.sqlite)
     assert [(s.rank, s.rank_rule) for s in metrics.sources] == [
@@ -387,7 +404,7 @@ def test_one_nsys_report_around_torchrun_holds_both_ranks_processes() -> None:
         assert r.peak_gpu_memory_bytes == max(int(b) for _, b in per_device)  # type: ignore[call-overload]
 
 
-def test_ddp_straggler_is_named_with_its_evidence() -> None:
+def test_ddp_straggler_is_named_with_its_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rank 1 of the straggler run does ~100 ms of extra host work per step (README): gh-run
     names it from the collectives' starts; the normal run has no straggler."""
     slow = analyze_paths([DDP / "kineto_straggler"]).cross_rank
@@ -395,4 +412,5 @@ def test_ddp_straggler_is_named_with_its_evidence() -> None:
     assert slow.straggler.evidence["late_in_pct_of_collectives"] > 90
     assert 80_000 < slow.straggler.evidence["late_us_per_step"] < 120_000
     assert analyze_paths([DDP / "kineto"]).cross_rank.straggler is None
+    monkeypatch.setenv("GH_RUN_ACCEPT_LOST_DATA", "1")  # they lost their kernels
     assert analyze_paths([DDP / "nsys"]).cross_rank.straggler is None

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The unit tests (tests/unit: the analysis readers and everything that needs no torch) under each
+# extra CPython interpreter that scripts/install-python.sh put in the tools prefix, with every
+# warning an error (`-W error`: what Python 3.12-3.14 deprecates fails here first), except
+# ResourceWarning, which is shown: it reports a leak, not a change of the language (Python
+# ignores it by default), and some are by design (the local executor leaves its supervisor
+# running, and Python warns of a Popen object let go while its process runs; 3.13 added one for
+# each sqlite3 connection never closed). Each
+# interpreter has its own small venv, .venvs/<X.Y>, with gh-run (editable, its C readers built
+# for that interpreter) and the `test` extra; it is made again when pyproject.toml or setup.py
+# change. The whole suite runs under the system Python (`make test`).
+#
+#   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
+#   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
+cd "$REPO"
+log() { printf '[test-pythons] %s\n' "$*" >&2; }
+
+versions=("$@")
+if ((${#versions[@]} == 0)); then
+    for py in "$PREFIX"/python/*/bin/python3.*; do
+        [[ -x $py ]] && versions+=("${py##*/python}")
+    done
+fi
+((${#versions[@]})) || { log "no extra interpreter in $PREFIX/python (bash scripts/install-python.sh)"; exit 1; }
+
+failed=()
+for v in "${versions[@]}"; do
+    py="$PREFIX/python/$v/bin/python$v"
+    [[ -x $py ]] || { log "no Python $v in $PREFIX/python (bash scripts/install-python.sh $v)"; exit 1; }
+    venv=".venvs/$v"
+    stamp="$venv/.installed"
+    t0=$SECONDS
+    if [[ ! -e $stamp || pyproject.toml -nt $stamp || setup.py -nt $stamp ]]; then
+        rm -rf "$venv"
+        "$py" -m venv --without-pip "$venv"
+        # the system venv's pip installs pip into it (Debian's interpreters carry no ensurepip wheels)
+        .venv/bin/pip --python "$venv/bin/python" install -q pip
+        "$venv/bin/pip" install -q -e '.[test]'
+        touch "$stamp"
+        log "Python $v: $venv made in $((SECONDS - t0)) s"
+    fi
+    t0=$SECONDS
+    # shellcheck disable=SC2086  # PYTEST_ARGS: words on purpose
+    if GH_RUN_NO_SKIPS=1 "$venv/bin/python" -W error -W default::ResourceWarning -m pytest -q \
+        -p no:cacheprovider tests/unit \
+        --ignore=tests/unit/test_workload.py --ignore=tests/unit/test_workload_um_ddp.py ${PYTEST_ARGS:-}; then
+        log "Python $v: unit tests passed in $((SECONDS - t0)) s"
+    else
+        log "Python $v: unit tests FAILED ($((SECONDS - t0)) s)"
+        failed+=("$v")
+    fi
+done
+((${#failed[@]} == 0)) || { log "failed under Python ${failed[*]}"; exit 1; }
