@@ -340,7 +340,14 @@ def submit(
         variant=variant,
         transport=registry.descriptor(transport),
     )
-    store.add_run(run)
+    try:
+        store.add_run(run)
+    except BaseException:
+        # no intent row (a store locked past its wait, a full disk): no run folder either
+        import shutil  # only on this failure path: status's start-up imports this module
+
+        shutil.rmtree(here / run_id, ignore_errors=True)
+        raise
     if isinstance(executor, LocalExecutor):
         executor.time_limit = prep.spec.resources.time or prep.partition.default_time
     try:
