@@ -612,3 +612,20 @@ def test_a_hot_rollback_journal_is_named_with_its_fix(tmp_path: Path) -> None:
     conn.close()
     assert not Path(f"{path}-journal").exists()
     assert nsys_sqlite.read_timelines(path)
+
+
+def test_text_in_a_time_column_is_no_time_on_either_path(tmp_path: Path) -> None:
+    """Found by bench/fuzz_readers.py: a kernel whose end was a tab read as end 0 on SQLite's
+    path (`group_concat` prints text as it prints integers, and numpy reads a field of white
+    space as 0, '+5' as 5, ' 12' as 12), where SQLite's own scan leaves the row out."""
+    path = tmp_path / "t.sqlite"
+    odd = ["\t", " ", "+5", " 12", "7", "-", "1e3", ""]
+    rows = [(i, i + 10, i, i, i) for i in range(20)]
+    rows += [(100, v, 1, 1, 1) for v in odd] + [(v, 200, 2, 2, 2) for v in odd]
+    _table(path, rows, schema='start, "end", a INTEGER, b INTEGER, c INTEGER')  # no affinity
+    want = _reference(path, "t", COLS)
+    assert len(want) == 20
+    got = _both_paths(path, "t", COLS)
+    assert got["pages"] == got["sqlite"] == want
+    got = _both_paths(path, "t", COLS, step=7)
+    assert got["pages"] == got["sqlite"] == want
