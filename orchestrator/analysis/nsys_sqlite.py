@@ -403,11 +403,12 @@ def fetch_into(
         where = {False: times, True: times}  # fast, robust
 
         def run(bounds: tuple[int, int], robust: bool) -> tuple[list[str], tuple[Any, ...]]:
-            """(columns read, (min rowid, max rowid, texts, probe count, subset texts))."""
+            """(columns read, (min rowid, texts, probe count, subset texts))."""
             read = [c for c in cols if c not in fill]
-            # the rowids the scan met: a damaged tree can walk SQLite's range scan (a seek by
-            # the keys, then leaf after leaf) past the range's lower end
-            aggs = ["min(rowid)", "max(rowid)"] + [
+            # the lowest rowid the scan met: a damaged tree can walk SQLite's range scan (a seek
+            # by the keys, then leaf after leaf) past the range's lower end (its upper end is
+            # checked on every row)
+            aggs = ["min(rowid)"] + [
                 f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
                 else f'group_concat("{c}")' for c in read
             ]  # fmt: skip
@@ -428,7 +429,7 @@ def fetch_into(
             k = None
             for robust in (False, True):
                 read, row = run(bounds, robust)
-                if fill and row[2 + len(read)]:  # a probed column differs here: read it from now on
+                if fill and row[1 + len(read)]:  # a probed column differs here: read it from now on
                     fill = {
                         c: v
                         for c, v in fill.items()
@@ -439,7 +440,7 @@ def fetch_into(
                         ).fetchone()[0]
                     }
                     read, row = run(bounds, robust)
-                met, row = row[:2], row[2:]
+                lowest, row = row[0], row[1:]
                 texts = list(row[: len(read)])
                 side = row[len(row) - len(subset.exprs) :] if subset is not None else ()
                 del row  # only `texts` holds the chunk's text, freed as it is parsed
@@ -456,10 +457,9 @@ def fetch_into(
                     subset.failed = True
                 else:
                     subset.parts.append(gathered)
-            if k and (met[0] < chunk.lo or met[1] > chunk.hi):
+            if k and lowest < chunk.lo:
                 raise TP.DamagedTable(
-                    table,
-                    f"a scan of rowids {chunk.lo} to {chunk.hi} met rowids {met[0]} to {met[1]}",
+                    table, f"a scan of rowids {chunk.lo} to {chunk.hi} met rowid {lowest}"
                 )
             n += k
             # the rows the chunk's scan met (kept or left out by their times), counted by the
