@@ -147,7 +147,11 @@ def _id(v: Any, what: str, default: int = NONE) -> int:
 
 
 def _nint(v: Any) -> int:
-    return _id(v, "id")
+    """An id of the metadata (a device's): NONE where it is not a 64-bit integer."""
+    try:
+        return _id(v, "id")
+    except Beyond:
+        return NONE
 
 
 def _not_a_trace(path: Path | str, why: object) -> UserError:
