@@ -2,7 +2,8 @@
 
 - the compiled parts of gh-run, each loaded with ctypes and each optional: without a C compiler
   the install still succeeds and the Python readers serve (`gh-run doctor` says which):
-  orchestrator/analysis/_kineto_scan.c (kineto_scan.py): the Kineto layout scan;
+  orchestrator/analysis/_kineto_scan.c (kineto_scan.py): the Kineto scan (JSON checked, events
+  read);
   orchestrator/analysis/_sqlite_pages.c (sqlite_pages.py): the nsys export's big tables, read
   from the file's pages;
 - the package data kept at the repository's top level, mapped into the package (read through

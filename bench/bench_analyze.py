@@ -14,7 +14,8 @@ and, where worker processes read several files at once, of the whole process tre
    machine without a C compiler runs), for the page reader's ratio.
 2. `--ddp DIR` (bench/gen_kineto.py: N ranks of a data-parallel job): the multi-rank case.
    Goal for 8 ranks x 500 k kernels on this 2-core machine: <= 15 s, <= 1.5 GiB. The first
-   `--ddp-numpy-runs` runs are each followed by one with the numpy scan (GH_RUN_NO_NATIVE_SCAN,
+   `--ddp-fallback-runs` runs are each followed by one without the C scan (GH_RUN_NO_NATIVE_SCAN:
+   orjson parses every batch,
    what a machine without a C compiler runs), for the ratio.
 3. `--hta-ddp DIR`: the whole process of `gh-run analyze DIR --json` against a Python process
    that runs HTA on the same traces (TraceAnalysis + temporal, kernel-type, comm/comp overlap
@@ -194,7 +195,7 @@ def bench_ddp(folder: Path, runs: int, numpy_runs: int) -> None:
     size = sum(f.stat().st_size for f in files) / 2**20
     from orchestrator.analysis import kineto_scan
 
-    scan = "the C scan" if kineto_scan.available() else "the numpy scan (the C scan is not built)"
+    scan = "the C scan" if kineto_scan.available() else "orjson (the C scan is not built)"
     print(f"2. gh-run analyze {folder} ({len(files)} ranks, {size:.0f} MiB), {scan}")
     rs, slow = [], []
     for i in range(runs):
@@ -204,7 +205,7 @@ def bench_ddp(folder: Path, runs: int, numpy_runs: int) -> None:
         if kineto_scan.available() and i < numpy_runs:  # the fallback, interleaved
             r = run(analyze_cmd(folder), ROOT, {"GH_RUN_NO_NATIVE_SCAN": "1"})
             slow.append(r)
-            print(_show(f"numpy scan run {i + 1}", r))
+            print(_show(f"orjson path run {i + 1}", r))
     trees = [r.tree_mib for r in rs if r.tree_mib is not None]
     tree = f", whole tree {max(trees):.0f} MiB" if trees else ""
     print(
@@ -216,7 +217,7 @@ def bench_ddp(folder: Path, runs: int, numpy_runs: int) -> None:
     if slow:
         sw, sc = statistics.median(r.wall for r in slow), statistics.median(r.cpu for r in slow)
         print(
-            f"  numpy scan: median wall {sw:.2f} s, CPU {sc:.2f} s; C scan / numpy scan: wall"
+            f"  orjson path: median wall {sw:.2f} s, CPU {sc:.2f} s; C scan / orjson path: wall"
             f" x{statistics.median(r.wall for r in rs) / sw:.2f},"
             f" CPU x{statistics.median(r.cpu for r in rs) / sc:.2f}"
         )
@@ -309,8 +310,8 @@ def main() -> int:
     ap.add_argument("--ddp", type=Path, default=ROOT / "bench/out/ddp8")
     ap.add_argument("--ddp-runs", type=int, default=2)
     ap.add_argument(
-        "--ddp-numpy-runs", type=int, default=1,
-        help="of those, how many are followed by one with the numpy scan (the fallback)",
+        "--ddp-fallback-runs", type=int, default=1,
+        help="of those, how many are followed by one without the C scan (the fallback)",
     )  # fmt: skip
     ap.add_argument("--hta-ddp", type=Path, default=ROOT / "bench/out/ddp8-small")
     ap.add_argument("--big", type=Path, nargs="*", default=[])
@@ -323,7 +324,7 @@ def main() -> int:
     if "sqlite" not in args.skip:
         bench_sqlite(args.sqlite, args.cli_runs, args.baseline, args.sqlite_fallback_runs)
     if "ddp" not in args.skip:
-        bench_ddp(args.ddp, args.ddp_runs, args.ddp_numpy_runs)
+        bench_ddp(args.ddp, args.ddp_runs, args.ddp_fallback_runs)
     if "hta-ddp" not in args.skip:
         bench_hta_ddp(args.hta_ddp)
     if "big" not in args.skip and args.big:

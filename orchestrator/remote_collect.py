@@ -35,9 +35,9 @@ RUN_FILES = ("job.sbatch", "spec.lock.yaml", "exit_code", "task.sh", "nsys_post.
 
 @dataclass(frozen=True)
 class Entry:
-    """One file or link of a run folder on the cluster side (find -printf %y %Y %s %p)."""
+    """One entry of a run folder on the cluster side (find -printf %y %Y %s %p)."""
 
-    kind: str  # f: file, l: link, x: the run folder does not exist
+    kind: str  # f: file, l: link, p/s/b/c: FIFO, socket, device; x: the run folder is absent
     target: str  # for a link: what it points at (f, d, N for nothing)
     size: int
     path: str  # from the runs root: <run>/artifacts/...
@@ -60,7 +60,8 @@ def select(
     entries: Sequence[Entry], name: str, spec: JobSpec
 ) -> tuple[dict[str, str], list[Refusal]]:
     """What artifacts.select_sources would choose in run folder `name`: store key → path from
-    the runs root; and the refused matches (links, whatever they point at)."""
+    the runs root; and the refused matches (links, whatever they point at; FIFOs, sockets and
+    devices: not regular files, as locally)."""
     prefix = f"{name}/"
     files = {e.path[len(prefix) :]: e for e in entries if e.path.startswith(prefix)}
     arts = {
@@ -77,10 +78,13 @@ def select(
             if not glob_match(parts, rel.split("/")):
                 continue
             entry = arts[rel]
-            if entry.kind == "l":
+            if entry.kind != "f":  # as a local run refuses them (artifacts.select_sources)
                 if rel not in seen:
                     seen.add(rel)
-                    refused.append(Refusal(path=rel, reason="a symbolic link (never followed)"))
+                    why = "a symbolic link (never followed)" if entry.kind == "l" else (
+                        "not a regular file"
+                    )  # fmt: skip
+                    refused.append(Refusal(path=rel, reason=why))
                 continue
             chosen[f"artifacts/{rel}"] = f"{prefix}artifacts/{rel}"
     if spec.artifacts.logs:

@@ -44,6 +44,19 @@ from orchestrator.yamlio import display_path
 LauncherKind = Literal["srun", "direct"]
 # The post-processing script of nsys jobs (templates/sbatch/nsys_post.sh.j2), in the run folder.
 NSYS_POST_NAME = "nsys_post.sh"
+# A job with secrets: the file the batch script moves their values into (base.sbatch.j2 names it
+# too: "$GH_RUN_DIR/.secrets"), the step that checks the run folder, and the program it runs
+SECRETS_NAME = ".secrets"
+SECRETS_POST_NAME = "secrets_post.sh"
+SECRET_SCRUB_NAME = "secret_scrub.py"
+
+
+def secret_launcher(secrets_file: str) -> list[str]:
+    """The argv before the workload's own in a job with secrets: a POSIX sh that reads the values
+    from the job's private file into its environment and execs the workload (inside the
+    container where there is one: the run folder is bound there). So no process before it, nsys
+    and the container runtime included, holds them in its environment."""
+    return ["sh", "-c", '. "$1" && shift && exec "$@"', "gh-run-secrets", secrets_file]
 
 
 def shell_quote(value: object) -> str:
@@ -114,6 +127,11 @@ class RenderContext(Strict):
     secret_env: list[str] = Field(
         default_factory=list,
         description="Names of variables the job needs from the submit environment (never values).",
+    )
+    secrets_file: str | None = Field(
+        None,
+        description="With secret_env: the file the batch script moves their values into "
+        "(`<run_dir>/.secrets`, 0600, removed when the job ends).",
     )
     forward_usr1: bool = Field(
         False, description="Trap USR1 in the batch shell and forward it to the tasks."
@@ -346,6 +364,9 @@ def build_context(
     # nsys inside the image (`runtime exec IMAGE nsys profile APP`) or on the host around the
     # runtime (`nsys profile runtime exec IMAGE APP`); the same without a container.
     on_host = setup.placement == "host"
+    secrets_file = f"{run_dir}/{SECRETS_NAME}" if workload.secret_env else None
+    if secrets_file is not None:  # the values reach the workload alone (`secret_launcher`)
+        app = [*secret_launcher(secrets_file), *app]
     argv = [*profiler, *container, *app] if on_host else [*container, *profiler, *app]
     # Rank filtering: when only some ranks are profiled, task.sh picks by SLURM_PROCID.
     profiled = prof.ranks if prof.ranks is not None else list(range(world))
@@ -353,6 +374,9 @@ def build_context(
     reports = report_files(artifacts_dir, report_base, profiled if world > 1 else None)
     nsys_post = post_reports(prof, reports, setup, [] if on_host else container)
     post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
+    if secrets_file is not None:  # last: after the reports are exported and summarised
+        post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
+        files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
     env = {
         "GH_RUN_ID": run_id,
         "GH_RUN_NAME": spec.name,
@@ -390,8 +414,10 @@ def build_context(
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,
         secret_env=list(workload.secret_env),
+        secrets_file=secrets_file,
         forward_usr1=spec.retries.signal_seconds is not None,
-        container_env=forwarded_env(spec.container, [*env, *workload.env, *workload.secret_env]),
+        # secrets are not forwarded: the launcher sets them where the workload runs
+        container_env=forwarded_env(spec.container, [*env, *workload.env]),
         nsys_version=str(setup.version) if prof.tool == "nsys" else None,
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
         nsys_post=nsys_post,
@@ -448,6 +474,9 @@ def render_job(
             1,
             EmbeddedFile(name=NSYS_POST_NAME, content=post if post.endswith("\n") else post + "\n"),
         )
+    if ctx.secrets_file:
+        check = render_context(ctx, "sbatch/secrets_post.sh.j2", templates)
+        ctx.files.append(EmbeddedFile(name=SECRETS_POST_NAME, content=check.rstrip("\n") + "\n"))
     return RenderedJob(
         context=ctx,
         template=template,
@@ -534,3 +563,8 @@ def render_array(
 
 def _template_path_of(job: RenderedJob) -> list[str]:
     return list(job.search_path) if job.search_path else [str(templates_dir())]
+
+
+def _scrub_source() -> str:
+    """The source of orchestrator/secret_scrub.py, copied into a run folder with secrets."""
+    return (Path(__file__).parent / "secret_scrub.py").read_text()

@@ -343,7 +343,14 @@ def submit(
     from orchestrator.site_config import origin_note
 
     origin = origin_note(prep.cluster.origin, prep.cluster.name)
-    store.add_run(run, "intent written before submission" + (f"; {origin}" if origin else ""))
+    try:
+        store.add_run(run, "intent written before submission" + (f"; {origin}" if origin else ""))
+    except BaseException:
+        # no intent row (a store locked past its wait, a full disk): no run folder either
+        import shutil  # only on this failure path: status's start-up imports this module
+
+        shutil.rmtree(here / run_id, ignore_errors=True)
+        raise
     if isinstance(executor, LocalExecutor):
         executor.time_limit = prep.spec.resources.time or prep.partition.default_time
     try:

@@ -290,6 +290,16 @@ def record(model: type[T], row: sqlite3.Row | Mapping[str, Any]) -> T:
     return model(**{k: row[k] for k in row.keys() if k in known})  # noqa: SIM118
 
 
+# SQLite's LIMIT is a signed 64-bit integer: a larger one is text to it ("datatype mismatch",
+# which read as a broken store), so any count past it means every row
+SQL_MAX_LIMIT = (1 << 63) - 1
+
+
+def sql_limit(n: int) -> int:
+    """A row count for SQL's LIMIT: `n` up to SQLite's largest (every row)."""
+    return max(0, min(int(n), SQL_MAX_LIMIT))
+
+
 class Store:
     """Thread- and process-safe enough for many gh-run processes on one file (WAL + busy wait).
 
@@ -604,7 +614,7 @@ class Store:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, rowid DESC"
         if limit:
-            sql += f" LIMIT {int(limit)}"
+            sql += f" LIMIT {sql_limit(limit)}"
         return [record(Run, r) for r in self._q(sql, args)]
 
     def events(self, run_id: str) -> list[Event]:

@@ -12,10 +12,16 @@
  *   -wal file), a page type other than a table b-tree's, a cell whose payload spills to overflow
  *   pages, a record with fewer columns than a read one needs (a column added later: its default
  *   would apply), rowids not in ascending order, a tree deeper than SQLite builds, a page visited
- *   twice: all GIVE_UP; every read is bounds-checked against the page, so a corrupt or hostile
- *   file can only make it give up;
+ *   twice, an interior key out of order or outside its parent's bounds, a row outside the bounds
+ *   its parents' keys give it: all GIVE_UP; every read is bounds-checked against the page, so a
+ *   corrupt or hostile file can only make it give up;
+ * - `sqlite_pages_shape` walks the whole tree by its child pointers with the same checks and
+ *   counts its rows: the number of rows the reader must find, and where every `step`-th row is
+ *   (parts of equal rows whatever the rowids: memory follows rows, never the rowid range);
  * - with times (`tstart`, `tend` >= 0): a row is kept when both are integers and end >= start
- *   (what the Python reader keeps), else counted as seen and left out;
+ *   (what the Python reader keeps), else counted as seen and left out; a real with an integral
+ *   value in int64's range counts as that integer (SQLite's `CAST(x AS INTEGER) = x`: a column
+ *   declared REAL holds its integers so, and the SQLite path keeps such rows too);
  * - in a kept row, an integer is stored as it is, a NULL as -1 (`coalesce(c, -1)`); a real, text
  *   or blob: GIVE_UP (SQLite's CAST rules then apply);
  * - the subset: rows whose condition column holds one of `cond_vals` (a NULL: not among them;
@@ -108,6 +114,20 @@ static int64_t int_value(uint64_t t, const uint8_t *p) {
     return (int64_t)x;
 }
 
+/* a float (serial type 7) that is an integer in int64's range: 1 and its value in *v */
+static int integral_real(const uint8_t *p, int64_t *v) {
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; i++) bits = (bits << 8) | p[i];
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    /* NaN fails every comparison; -2^63 is in range, 2^63 is not */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return 0;
+    int64_t i = (int64_t)d;
+    if ((double)i != d) return 0;
+    *v = i;
+    return 1;
+}
+
 static void store(void *dest, int width, int64_t i, int64_t v) {
     switch (width) {
     case 1: ((int8_t *)dest)[i] = (int8_t)v; break;
@@ -136,10 +156,25 @@ typedef struct {
     /* what was read */
     int64_t kept, seen, last_rowid;
     int64_t *subn;
+    int any; /* a row was met (last_rowid holds it) */
+    /* the shape pass (`marks` not NULL): the rows counted, and the rowid of every `step`-th */
+    int64_t step, nmarks, marks_cap;
+    int64_t *marks;
 } job_t;
 
+/* The rowids a subtree may hold, from its parents' keys: lo < rowid <= hi (SQLite's own rule:
+ * an interior cell's key is >= every rowid of its child and < every rowid of the next). */
+typedef struct {
+    int has_lo, has_hi;
+    int64_t lo, hi;
+} bounds_t;
+
+static int within(const bounds_t *b, int64_t v) {
+    return (!b->has_lo || v > b->lo) && (!b->has_hi || v <= b->hi);
+}
+
 /* one leaf cell: 0 done with it, GIVE_UP or NO_ROOM */
-static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c) {
+static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c, const bounds_t *b) {
     const uint8_t *end = pg + f->usable;
     uint64_t plen, rowid_u;
     int k = varint(c, end, &plen);
@@ -149,8 +184,18 @@ static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c) {
     if (!k) return GIVE_UP;
     c += k;
     int64_t rowid = (int64_t)rowid_u;
-    if (rowid <= j->last_rowid) return GIVE_UP; /* not ascending: corrupt */
+    if (j->any && rowid <= j->last_rowid) return GIVE_UP; /* not ascending: corrupt */
+    if (!within(b, rowid)) return GIVE_UP; /* not where its parents' keys put it: corrupt */
+    j->any = 1;
     j->last_rowid = rowid;
+    if (j->marks) { /* the shape pass: counted, every step-th row's rowid kept */
+        if (j->seen % j->step == 0) {
+            if (j->nmarks >= j->marks_cap) return NO_ROOM;
+            j->marks[j->nmarks++] = rowid;
+        }
+        j->seen++;
+        return 0;
+    }
     if (rowid < j->lo || rowid > j->hi) return 0;
     j->seen++;
     /* a payload over usable - 35 bytes spills to overflow pages */
@@ -187,6 +232,8 @@ static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c) {
         int ks, ke;
         VALUE(j->tstart, s, ks);
         VALUE(j->tend, e, ke);
+        if (ks == V_OTHER && types[j->tstart] == 7 && integral_real(at[j->tstart], &s)) ks = V_INT;
+        if (ke == V_OTHER && types[j->tend] == 7 && integral_real(at[j->tend], &e)) ke = V_INT;
         if (ks != V_INT || ke != V_INT || e < s) return 0;
     }
     if (j->kept >= j->cap) return NO_ROOM;
@@ -212,8 +259,8 @@ static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c) {
     return 0;
 }
 
-/* the rows of the tree under `pgno` within [lo, hi] */
-static int64_t walk(job_t *j, file_t *f, uint64_t pgno, int depth) {
+/* the rows of the tree under `pgno` within [lo, hi]; `b`: the rowids its parents' keys allow */
+static int64_t walk(job_t *j, file_t *f, uint64_t pgno, int depth, const bounds_t *b) {
     if (depth >= MAX_DEPTH) return GIVE_UP;
     if (pgno < 1 || pgno > f->npages || (f->seen[(pgno - 1) >> 3] & (1 << ((pgno - 1) & 7)))) {
         return GIVE_UP; /* out of the file, or a cycle */
@@ -230,36 +277,77 @@ static int64_t walk(job_t *j, file_t *f, uint64_t pgno, int depth) {
         for (uint32_t i = 0; i < ncells; i++) {
             uint32_t off = be16(h + 8 + 2 * i);
             if (off < hdr + 8 + 2 * ncells || off >= f->usable) return GIVE_UP;
-            int64_t r = cell(j, f, pg, pg + off);
+            int64_t r = cell(j, f, pg, pg + off, b);
             if (r < 0) return r;
             if (j->last_rowid >= j->hi) break;
         }
         return 0;
     }
     if (h[0] != 5) return GIVE_UP; /* not a table b-tree page (an index, WITHOUT ROWID) */
-    if (hdr + 12 + 2 * (uint64_t)ncells > f->usable) return GIVE_UP;
-    /* the page may leave the block while its children are read: a copy of its own */
-    uint8_t *copy = malloc(f->page_size);
-    if (!copy) return GIVE_UP;
-    memcpy(copy, pg, f->page_size);
-    h = copy + hdr;
+    if (ncells == 0 || hdr + 12 + 2 * (uint64_t)ncells > f->usable) return GIVE_UP;
+    /* the children and keys first, every key checked (ascending, within the page's own bounds)
+     * before any child is skipped for its key: a page may leave the block while its children
+     * are read, so they are copied */
+    uint64_t *child = malloc(sizeof(uint64_t) * (ncells + 1));
+    int64_t *key = malloc(sizeof(int64_t) * ncells);
     int64_t r = 0;
-    for (uint32_t i = 0; i <= ncells && r == 0; i++) {
-        uint64_t child, key = UINT64_MAX;
-        if (i < ncells) {
-            uint32_t off = be16(h + 12 + 2 * i);
-            if (off < hdr + 12 + 2 * ncells || off + 4 >= f->usable) { r = GIVE_UP; break; }
-            child = be32(copy + off);
-            if (!varint(copy + off + 4, copy + f->usable, &key)) { r = GIVE_UP; break; }
-            if ((int64_t)key < j->lo) continue; /* every rowid below is under lo */
-        } else {
-            child = be32(h + 8); /* the right-most child */
+    if (!child || !key) r = GIVE_UP;
+    for (uint32_t i = 0; i < ncells && r == 0; i++) {
+        uint32_t off = be16(h + 12 + 2 * i);
+        uint64_t k;
+        if (off < hdr + 12 + 2 * ncells || off + 4 >= f->usable ||
+            !varint(pg + off + 4, pg + f->usable, &k)) {
+            r = GIVE_UP;
+            break;
         }
-        r = walk(j, f, child, depth + 1);
-        if ((int64_t)key >= j->hi) break; /* every rowid further on is over hi */
+        child[i] = be32(pg + off);
+        key[i] = (int64_t)k;
+        if (!within(b, key[i]) || (i > 0 && key[i] <= key[i - 1])) r = GIVE_UP;
     }
-    free(copy);
+    if (r == 0) child[ncells] = be32(h + 8); /* the right-most child */
+    for (uint32_t i = 0; i <= ncells && r == 0; i++) {
+        /* child i holds key[i-1] < rowid <= key[i] (the right-most: <= the page's own bound) */
+        bounds_t cb = *b;
+        if (i > 0) cb.has_lo = 1, cb.lo = key[i - 1];
+        if (i < ncells) {
+            cb.has_hi = 1, cb.hi = key[i];
+            if (key[i] < j->lo) continue; /* every rowid below is under lo */
+        }
+        r = walk(j, f, child[i], depth + 1, &cb);
+        if (i < ncells && key[i] >= j->hi) break; /* every rowid further on is over hi */
+    }
+    free(child);
+    free(key);
     return r;
+}
+
+/* the file's header read and checked, its block and page bitmap allocated: 0, else GIVE_UP (the
+ * file is closed again by close_file either way) */
+static int open_file(file_t *f, const char *path) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    uint8_t head[100];
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0 || pread(f->fd, head, 100, 0) != 100) return GIVE_UP;
+    if (memcmp(head, "SQLite format 3", 16) != 0) return GIVE_UP;
+    if (head[18] != 1 || head[19] != 1) return GIVE_UP; /* WAL: rows may be in the -wal file */
+    f->page_size = be16(head + 16) == 1 ? 65536 : be16(head + 16);
+    if (f->page_size < 512 || (f->page_size & (f->page_size - 1))) return GIVE_UP;
+    if (head[20] > f->page_size - 480) return GIVE_UP;
+    f->usable = f->page_size - head[20];
+    off_t size = lseek(f->fd, 0, SEEK_END);
+    if (size <= 0) return GIVE_UP;
+    f->npages = (uint64_t)size / f->page_size;
+    f->block = malloc((size_t)BLOCK_PAGES * f->page_size);
+    f->seen = calloc(f->npages / 8 + 1, 1);
+    if (!f->block || !f->seen) return GIVE_UP;
+    return 0;
+}
+
+static void close_file(file_t *f) {
+    if (f->fd >= 0) close(f->fd);
+    free(f->block);
+    free(f->seen);
 }
 
 /* The rows with lo <= rowid <= hi of the table whose b-tree root is page `root` of the file at
@@ -273,7 +361,7 @@ int64_t sqlite_pages_fetch(const char *path, int64_t root, int64_t lo, int64_t h
                            const int32_t *sub_src, const int64_t *sub_null, int64_t **subs,
                            int64_t *subn, int64_t *seen) {
     job_t j = {lo, hi, ndest, src, widths, dests, cap, tstart, tend, cond_col, ncond, cond_vals,
-               nsub, sub_src, sub_null, subs, 0, 0, 0, INT64_MIN, subn};
+               nsub, sub_src, sub_null, subs, 0, 0, 0, INT64_MIN, subn, 0, 0, 0, 0, NULL};
     *seen = 0;
     for (int32_t i = 0; i < nsub; i++) subn[i] = 0;
     int32_t cols[3 + 2 * MAX_COLS], nc = 0;
@@ -289,29 +377,41 @@ int64_t sqlite_pages_fetch(const char *path, int64_t root, int64_t lo, int64_t h
     }
     if ((tstart < 0) != (tend < 0)) return GIVE_UP;
 
-    file_t f = {-1, 0, 0, 0, NULL, 0, 0, NULL};
+    file_t f;
     int64_t r = GIVE_UP;
-    uint8_t head[100];
-    f.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f.fd < 0 || pread(f.fd, head, 100, 0) != 100) goto done;
-    if (memcmp(head, "SQLite format 3", 16) != 0) goto done;
-    if (head[18] != 1 || head[19] != 1) goto done; /* WAL: rows may be in the -wal file */
-    f.page_size = be16(head + 16) == 1 ? 65536 : be16(head + 16);
-    if (f.page_size < 512 || (f.page_size & (f.page_size - 1))) goto done;
-    if (head[20] > f.page_size - 480) goto done;
-    f.usable = f.page_size - head[20];
-    off_t size = lseek(f.fd, 0, SEEK_END);
-    if (size <= 0) goto done;
-    f.npages = (uint64_t)size / f.page_size;
-    f.block = malloc((size_t)BLOCK_PAGES * f.page_size);
-    f.seen = calloc(f.npages / 8 + 1, 1);
-    if (!f.block || !f.seen) goto done;
-    r = walk(&j, &f, (uint64_t)root, 0);
+    bounds_t all = {0, 0, 0, 0};
+    if (open_file(&f, path) == 0) r = walk(&j, &f, (uint64_t)root, 0, &all);
     if (r == 0) r = j.kept;
-done:
-    if (f.fd >= 0) close(f.fd);
-    free(f.block);
-    free(f.seen);
+    close_file(&f);
     *seen = j.seen;
+    return r;
+}
+
+/* The shape of the table whose b-tree root is page `root`: its whole tree walked by the child
+ * pointers, every page checked as the fetch checks it (keys ascending and within their parent's
+ * bounds, rows within their leaf's bounds and ascending, no page twice); *rows its rows, *last
+ * the last one's rowid, and marks[k] the rowid of row k * step (k < *nmarks <= marks_cap). GIVE_UP where a check fails,
+ * NO_ROOM where marks_cap is too small; else 0. */
+int64_t sqlite_pages_shape(const char *path, int64_t root, int64_t step, int64_t *marks,
+                           int64_t marks_cap, int64_t *nmarks, int64_t *rows, int64_t *last) {
+    job_t j;
+    memset(&j, 0, sizeof j);
+    j.lo = INT64_MIN;
+    j.hi = INT64_MAX;
+    j.last_rowid = INT64_MIN;
+    j.step = step;
+    j.marks = marks;
+    j.marks_cap = marks_cap;
+    *nmarks = *rows = 0;
+    *last = INT64_MIN;
+    if (step < 1 || marks_cap < 1) return GIVE_UP;
+    file_t f;
+    int64_t r = GIVE_UP;
+    bounds_t all = {0, 0, 0, 0};
+    if (open_file(&f, path) == 0) r = walk(&j, &f, (uint64_t)root, 0, &all);
+    close_file(&f);
+    *nmarks = j.nmarks;
+    *rows = j.seen;
+    *last = j.last_rowid;
     return r;
 }

@@ -11,17 +11,25 @@ What is read (trace event format, `ph: "X"` complete events, `ts`/`dur` in micro
   thread names from `thread_name` metadata events;
 - PyTorch <= 1.9 names its categories `Kernel`, `Memcpy`, `Memset`, `Runtime`, `Operator`: the
   same columns (its `ProfilerStep#N` operators count as annotations, as later versions write);
-- peak memory: `[memory]` instant events, max `Total Allocated` where `Device Type` is 1 (CUDA);
+- peak memory: `[memory]` instant events (top-level objects of phase `i` named `[memory]`, never
+  the text elsewhere), max `Total Allocated` where `Device Type` is 1 (CUDA);
 - rank: `distributedInfo.rank` (`trace_rank`); the loader applies the file-name rules otherwise.
+
+Any integer the trace holds: ids (pid, tid, stream, device, correlation) are 64-bit columns; an
+unsigned id above 2^63 - 1 keeps its 64 bits (2^64 - 1 is -1, as a C program's uint64 set to -1
+is), an id beyond 64 bits, a time whose nanoseconds do not fit 64 bits, or an event whose end
+does not, is refused in one sentence. An event with a negative duration is left out with a note
+(as the nsys reader leaves out rows whose end is before their start).
 
 Parsing is bounded (`tracetext`): the text streams through in batches of whole events, each
 parsed into numpy columns, so memory follows the number of events (about 55 bytes each while
 reading, then the timeline's columns), never the size of the text. Two batch parsers:
-- `_scan_batch`: the layout libkineto writes, read by numpy over the bytes
-  (`kineto_layout.parse`: fields at fixed literals, numbers digit by digit, timestamps straight
-  to nanoseconds); it checks itself and gives the batch up when anything differs, to
+- `_scan_batch`: the compiled scan (`kineto_scan`): the batch checked as JSON and its top-level
+  objects read in the layout libkineto writes (fields at fixed literals, numbers digit by digit,
+  timestamps straight to nanoseconds); it gives the batch up when anything differs, to
 - `_generic_events`: orjson into Python objects, one loop, for any other layout (traces
-  rewritten by other tools, `json.dumps` output, PyTorch <= 1.9).
+  rewritten by other tools, `json.dumps` output, PyTorch <= 1.9), and for every batch where the
+  compiled scan is not built.
 Both give identical columns on the same events (tests check it on the real traces).
 """
 
@@ -36,12 +44,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from orchestrator.analysis import kineto_layout, kineto_scan, tracetext
+from orchestrator.analysis import kineto_scan, tracetext
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import UserError
 
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")
-_BLANK = re.compile(rb"[, \t\r\n]*")
+_BLANK = re.compile(rb"[ \t\r\n]*")  # JSON white space (a comma is a separator: checked)
 
 # category codes of the `cat` column
 OTHER, KERNEL, MEMCPY, MEMSET, USER_ANN, GPU_USER_ANN, CPU_OP, CUDA_RT, CUDA_DRV, TRACE = range(10)
@@ -68,10 +76,13 @@ _ARG_CODES = (KERNEL, MEMCPY, MEMSET, CUDA_RT, CUDA_DRV)  # events whose args ar
 _ARG_KEYS = ("stream", "correlation", "device", "bytes")
 NONE = T.NONE  # "absent" in the integer columns
 _COLS = ("cat", "name", "pid", "tid", "ts", "dur", "stream", "corr", "device", "nbytes")
-# cat, name, pid, tid, ts, dur, stream, corr, device, nbytes: the narrowest types their values
-# need (pid / tid / stream / device fit 32 bits; ids and times do not always)
-_DTYPES = (np.int8, np.int32, np.int32, np.int32, np.int64, np.int64, np.int32, np.int64,
-           np.int32, np.int64)  # fmt: skip
+# cat, name, pid, tid, ts, dur, stream, corr, device, nbytes: ids are any 64-bit value (a trace
+# of HTA's holds tid 4294967295; a stream id of 2^32 + 7 is not stream 7)
+_DTYPES = (np.int8, np.int32, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64,
+           np.int64, np.int64)  # fmt: skip
+_I64_MAX = (1 << 63) - 1
+# microseconds whose nanoseconds fit int64
+_MAX_US = _I64_MAX // 1000
 
 
 @dataclass
@@ -106,6 +117,15 @@ class KinetoTrace:
         return out
 
 
+class Beyond(ValueError):
+    """A value the trace holds that no 64-bit column holds (the reader refuses the file)."""
+
+    def __init__(self, what: str, value: Any) -> None:
+        super().__init__(f"{what} {value!r}")
+        self.what = what
+        self.value = value
+
+
 def _int(v: Any) -> int | None:
     try:
         return int(v)
@@ -113,9 +133,25 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def _nint(v: Any) -> int:
+def _id(v: Any, what: str, default: int = NONE) -> int:
+    """An id (or byte count) as its 64 bits: an unsigned value above 2^63 - 1 as the int64 of the
+    same bits; `default` when it is not a number; `Beyond` past 64 bits."""
     i = _int(v) if not isinstance(v, bool) else None
-    return NONE if i is None else i
+    if i is None:
+        return default
+    if -(1 << 63) <= i <= _I64_MAX:
+        return i
+    if i < 1 << 64 and i > 0:
+        return i - (1 << 64)
+    raise Beyond(what, v)
+
+
+def _nint(v: Any) -> int:
+    """An id of the metadata (a device's): NONE where it is not a 64-bit integer."""
+    try:
+        return _id(v, "id")
+    except Beyond:
+        return NONE
 
 
 def _not_a_trace(path: Path | str, why: object) -> UserError:
@@ -145,6 +181,21 @@ class _Builder:
             v = _int(args.get("Total Allocated"))
             if v is not None and (self.peak is None or v > self.peak):
                 self.peak = v
+
+    def record(self, ev: Any) -> None:
+        """A record that is not a complete event: a thread's name (`M`, `thread_name`) or a
+        memory sample (`i`, `[memory]`); anything else is not read."""
+        if not isinstance(ev, dict):
+            return
+        ph = ev.get("ph")
+        a = ev.get("args")
+        args: dict[str, Any] = a if isinstance(a, dict) else {}
+        if ph == "M":
+            if ev.get("name") == "thread_name" and "name" in args:
+                key = (_id(ev.get("pid"), "pid"), _id(ev.get("tid"), "tid"))
+                self.thread_names[key] = str(args["name"])
+        elif ph == "i" and ev.get("name") == "[memory]":
+            self.memory(args)
 
     def finish(self, meta: dict[str, Any]) -> KinetoTrace:
         cols = []
@@ -178,44 +229,45 @@ def _generic_events(b: _Builder, events: Iterable[Any]) -> None:
         if not isinstance(ev, dict):
             continue
         ph = ev.get("ph")
-        a = ev.get("args")
-        args: dict[str, Any] = a if isinstance(a, dict) else {}
-        if ph == "M":
-            if ev.get("name") == "thread_name" and "name" in args:
-                key = (_nint(ev.get("pid")), _nint(ev.get("tid")))
-                b.thread_names[key] = str(args["name"])
-            continue
-        if ph == "i" and ev.get("name") == "[memory]":
-            b.memory(args)
-            continue
         if ph != "X":
+            b.record(ev)
             continue
         t, d = ev.get("ts"), ev.get("dur")
         if not isinstance(t, int | float) or not isinstance(d, int | float):
             continue
+        if isinstance(t, bool) or isinstance(d, bool):
+            continue
+        a = ev.get("args")
+        args: dict[str, Any] = a if isinstance(a, dict) else {}
         cat.append(CATS.get(str(ev.get("cat", "")), OTHER))
         nm = str(ev.get("name", ""))
         name.append(ids.setdefault(nm, len(ids)))
-        pid.append(_nint(ev.get("pid")))
-        tid.append(_nint(ev.get("tid")))
+        pid.append(_id(ev.get("pid"), "pid"))
+        tid.append(_id(ev.get("tid"), "tid"))
         ts.append(float(t))
         dur.append(float(d))
-        stream.append(_nint(args.get("stream")))
-        corr.append(_nint(args.get("correlation")))
-        device.append(_nint(args.get("device")))
-        nbytes.append(_int(args.get("bytes")) or 0)
+        stream.append(_id(args.get("stream"), "args.stream"))
+        corr.append(_id(args.get("correlation"), "args.correlation"))
+        device.append(_id(args.get("device"), "args.device"))
+        nbytes.append(_id(args.get("bytes"), "args.bytes", 0))
     floats = {4, 5}  # ts, dur: microseconds as parsed, to nanoseconds
     b.add(
         tuple(
-            _us_to_ns(np.asarray(c, dtype=np.float64)) if i in floats else np.asarray(c, dtype=t)
+            _us_to_ns(np.asarray(c, dtype=np.float64), "ts" if i == 4 else "dur")
+            if i in floats
+            else np.asarray(c, dtype=t)
             for i, (c, t) in enumerate(zip(out, _DTYPES, strict=True))
         )
     )
 
 
-def _us_to_ns(us: Any) -> Any:
+def _us_to_ns(us: Any, what: str = "ts") -> Any:
     """Microseconds (floats) to integer nanoseconds: whole part exact, fraction rounded, so a
-    value written with three decimals comes back exactly (as the layout parser reads it)."""
+    value written with three decimals comes back exactly (as the layout parser reads it);
+    `Beyond` where the nanoseconds do not fit int64 (they would wrap to -9.2e18)."""
+    big = ~(np.abs(us) < _MAX_US)  # NaN too
+    if big.any():
+        raise Beyond(f"a {what} of", float(us[np.flatnonzero(big)[0]]))
     whole = np.floor(us)
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
 
@@ -230,19 +282,17 @@ def from_json(data: dict[str, Any]) -> KinetoTrace:
 
 # ---- the layout scan
 def _scan_batch(b: _Builder, raw: bytes) -> bool:
-    """Columns of a batch in libkineto's layout (`kineto_layout.parse`); False (nothing added)
-    when the batch is not in that layout exactly."""
-    parse = kineto_scan.parse if kineto_scan.available() else kineto_layout.parse
-    cols = parse(raw, b.ids, _ARG_CATS, _CATS_B)
-    if cols is None:
+    """Columns of a batch by the compiled scan (`kineto_scan.parse`; its memory and metadata
+    records parsed by orjson); False (nothing added) when the scan is not built or gives the
+    batch up."""
+    if not kineto_scan.available():
         return False
-    threads = kineto_layout.thread_names(raw)
-    if threads is None:
+    got = kineto_scan.parse(raw, b.ids, _ARG_CATS, _CATS_B)
+    if got is None:
         return False
-    b.thread_names.update(threads)
-    peak = kineto_layout.memory_peak(raw)
-    if peak is not None and (b.peak is None or peak > b.peak):
-        b.peak = peak
+    cols, records = got
+    for lo, hi in records:
+        b.record(orjson.loads(raw[lo:hi]))
     b.add(tuple(cols[k] for k in ("cat", "name", "pid", "tid", "ts", "dur", "stream",
                                   "correlation", "device", "bytes")))  # fmt: skip
     return True
@@ -279,16 +329,25 @@ def load_trace(path: Path, max_bytes: int | None = None) -> KinetoTrace:
     """Parse a Kineto JSON file (plain or .gz) in bounded memory (see the module docstring)."""
     ceiling = tracetext.max_trace_bytes(max_bytes)
     try:
-        return _load(path, ceiling, "auto")
-    except tracetext.LayoutError:
-        pass
-    try:
+        try:
+            return _load(path, ceiling, "auto")
+        except tracetext.LayoutError:
+            pass
         return _load(path, ceiling, "structure")
-    except tracetext.LayoutError as exc:
-        if "traceEvents" in str(exc):
+    except Beyond as exc:
+        if exc.what.startswith("a "):  # a time
             raise UserError(
-                f"{path}: no traceEvents list; pass a torch.profiler Chrome trace"
+                f"{path}: an event holds {exc.what} {exc.value} µs, past what 64-bit nanoseconds"
+                " hold (292 years); the trace is damaged: record it again"
             ) from exc
+        raise UserError(
+            f"{path}: an event's {exc.what} is {exc.value}, beyond the 64 bits an id or a byte"
+            " count holds; the trace is damaged or was not written by torch.profiler: record it"
+            " again"
+        ) from exc
+    except tracetext.LayoutError as exc:
+        if str(exc).startswith("no traceEvents"):
+            raise UserError(f"{path}: {exc}; pass a torch.profiler Chrome trace") from exc
         raise _not_a_trace(path, exc) from exc
 
 
@@ -296,13 +355,21 @@ def _load(path: Path, ceiling: int, layout: str) -> KinetoTrace:
     b = _Builder()
     head = bytearray()
     tail = bytearray()
+    first = True  # no event read yet (the structural splitter's pieces: comma before the rest)
     for piece in tracetext.split(tracetext.chunks(path, ceiling), layout):
         if piece.kind == "head":
             head += piece.text
         elif piece.kind == "tail":
             tail += piece.text
-            if len(tail) > tracetext.MAX_EVENT_BYTES:
+            if len(tail) > tracetext.MAX_HEAD_BYTES:
                 raise _not_a_trace(path, "too much text after the traceEvents list")
+        elif layout == "structure":
+            body = _structure_body(piece.text, first)
+            if body is None:
+                raise _not_a_trace(path, "events not separated by single commas")
+            if body:
+                first = False
+                _events(b, body, path, layout)
         else:
             _events(b, piece.text, path, layout)
     try:
@@ -316,6 +383,22 @@ def _load(path: Path, ceiling: int, layout: str) -> KinetoTrace:
     return b.finish(doc)
 
 
+_WS = b" \t\r\n"  # JSON's white space
+
+
+def _structure_body(text: bytes, first: bool) -> bytes | None:
+    """The events of a piece the structural splitter cut after an event: the separator comma
+    before it (every piece but the first) taken off; None when the separators are not JSON's (a
+    missing comma, one more, or one before the array's end)."""
+    body = text.strip(_WS)
+    if not body or first:
+        return body
+    if body[:1] != b",":
+        return None
+    body = body[1:].strip(_WS)
+    return body or None
+
+
 def _events(b: _Builder, text: bytes, path: Path, layout: str) -> None:
     """One batch of whole events: the layout scan, else orjson in small pieces."""
     if _BLANK.fullmatch(text):  # (a match, not a stripped copy of the batch)
@@ -325,7 +408,7 @@ def _events(b: _Builder, text: bytes, path: Path, layout: str) -> None:
         return
     b.generic += 1
     for part in _pieces(text) if layout == "auto" else [text]:
-        body = part.strip(b", \t\r\n")
+        body = part.strip(_WS)
         if not body:
             continue
         try:
@@ -373,7 +456,24 @@ def _step_operator(names: list[str]) -> Any:
 
 
 def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
-    """The trace's columns as a `RankTimeline` (the raw columns are released as it goes)."""
+    """The trace's columns as a `RankTimeline` (the raw columns are released as it goes). Events
+    with a negative duration are left out with a note; an event whose end does not fit 64-bit
+    nanoseconds is refused."""
+    notes: list[str] = []
+    negative = t.dur < 0
+    if bool(negative.any()):
+        keep = ~negative
+        for k in ("cat", "name", "pid", "tid", "ts", "dur", "stream", "corr", "device", "nbytes"):
+            setattr(t, k, getattr(t, k)[keep])
+        notes.append(
+            f"{int(negative.sum())} events with a negative duration left out (their end is"
+            " before their start)"
+        )
+    if bool((t.ts > _I64_MAX - t.dur).any()):
+        raise UserError(
+            f"{path}: an event ends (ts + dur) past what 64-bit nanoseconds hold (292 years);"
+            " the trace is damaged: record it again"
+        )
     names = t.names
     cat = t.cat
     start = t.ts
@@ -420,7 +520,7 @@ def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
     device = np.where(t.device[gi] != NONE, t.device[gi], np.where(t.pid[gi] != NONE, t.pid[gi], 0))
     del rc, rs, order, last, api
     gpu = T.GpuTable(
-        start=start[gi], end=end[gi], device=device.astype(np.int32), stream=t.stream[gi],
+        start=start[gi], end=end[gi], device=device.astype(np.int64), stream=t.stream[gi],
         kind=kind, name=gname, corr=gcorr, launch=launch, nbytes=t.nbytes[gi],
         copy=copy.astype(np.int8),
     )  # fmt: skip
@@ -472,6 +572,7 @@ def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
         hta=T.HtaClock(unit_ns=1000, rounds=fractional, step_filter=True),
         meta=t.meta,
         split_devices=False,
+        notes=notes,
     )
 
 

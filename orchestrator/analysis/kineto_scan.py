@@ -1,14 +1,18 @@
-"""The compiled scan of libkineto's text layout (`_kineto_scan.c`), loaded with ctypes.
+"""The compiled scan of a batch of Kineto trace events (`_kineto_scan.c`), loaded with ctypes.
 
-Same contract as `kineto_layout.parse` (columns of a batch's complete events, or None when the
-batch is not in the layout exactly) at about six times its speed: one pass in C over the bytes
-instead of a few hundred numpy passes over positions. No library parses JSON into columns this
-fast here: orjson, msgspec and pyarrow all read about 50-90 MB/s of Kineto text on this 2-core
-machine, once their Python objects are counted (bench/bench_analyze.py).
+`parse` gives the columns of a batch's complete events, or None when the batch is not JSON or
+holds a complete event that is not in the layout libkineto writes (the reader then parses the
+batch with orjson: the same columns, tests/unit/test_kineto_scan.py). It checks the whole batch
+as JSON (structure, strings, numbers, UTF-8) in the pass that reads the events, and takes only
+the top-level objects as events, so an object laid out like an event inside another event's
+`args` is never counted. No library parses JSON into columns this fast here: orjson, msgspec and
+pyarrow all read about 50-90 MB/s of Kineto text on this 2-core machine, once their Python
+objects are counted (bench/bench_analyze.py).
 
 The C file is built when gh-run is installed (setup.py: an optional extension, so an install
-without a C compiler still works); without it `available()` is False and the Kineto reader uses
-the numpy scan, which gives the same columns (tests/unit/test_kineto_scan.py checks both).
+without a C compiler still works); without it `available()` is False and the Kineto reader
+parses every batch with orjson (a layout scan in numpy was the fallback until issue 26: proving
+that its events are the document's own top-level objects cost it as much as orjson's parse).
 Names are interned as the numpy scan does: grouped by a 64-bit hash the scan computes, every
 member checked byte for byte against its group's first (in C), one decode per distinct name.
 """
@@ -41,8 +45,8 @@ def library_path() -> Path | None:
 
 
 def _library() -> Any | None:
-    """The built scan, loaded; None when not built, or with GH_RUN_NO_NATIVE_SCAN set (the numpy
-    scan then serves, as on a machine without a C compiler)."""
+    """The built scan, loaded; None when not built, or with GH_RUN_NO_NATIVE_SCAN set (orjson
+    then parses every batch, as on a machine without a C compiler)."""
     lib = native.load("_kineto_scan")
     if lib is None:
         return None
@@ -51,6 +55,7 @@ def _library() -> Any | None:
         ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
         _I64, _I64, _U64, _I64, _I64, _U64,
         *([_I64] * len(_INT_COLS)), _U8,
+        ctypes.c_int64, _I64, _I64, _I64,  # the other records: capacity, starts, ends, count
     ]  # fmt: skip
     lib.kineto_differ.restype = ctypes.c_int64
     lib.kineto_differ.argtypes = [ctypes.c_char_p, ctypes.c_int64, _I64, _I64, _I64, _I64]
@@ -84,8 +89,11 @@ def _interned(text: bytes, lo: Any, length: Any, h: Any, ids: dict[str, int]) ->
 
 def parse(
     text: bytes, ids: dict[str, int], arg_cats: set[int], cat_code: dict[bytes, int]
-) -> dict[str, Any] | None:
-    """`kineto_layout.parse`, compiled (see the module docstring); needs `available()`."""
+) -> tuple[dict[str, Any], list[tuple[int, int]]] | None:
+    """The columns of the batch's complete events (`cat` codes from `cat_code`; names interned
+    in `ids`; `stream` / `correlation` only on the categories of `arg_cats`), and the byte ranges
+    of its memory and metadata records (`ph` i or M: for a JSON parser); None when the batch is
+    left to orjson (see the module docstring). Needs `available()`."""
     assert _LIB is not None
     # every event the scan reads spans at least 84 bytes of its own (`\n    "ph": "X", ...}`
     # with empty strings and one-digit numbers), so this bounds the count without a pass
@@ -94,18 +102,25 @@ def parse(
     cat_hash, name_hash = np.empty(cap, dtype=np.uint64), np.empty(cap, dtype=np.uint64)
     ints = {k: np.empty(cap, dtype=np.int64) for k in _INT_COLS}
     found = np.empty(cap, dtype=np.uint8)
-    n = _LIB.kineto_scan(
-        text, len(text), cap, cat_lo, cat_len, cat_hash, name_lo, name_len, name_hash,
-        *ints.values(), found,
-    )  # fmt: skip
-    if n < 0:  # _GIVE_UP; _NO_ROOM cannot happen (see cap)
+    nother = np.zeros(1, dtype=np.int64)
+    # records of phase i or M are few beside the complete events; an object takes 10 bytes at
+    # least (`{"ph":"i"}`), so the second try always has room
+    for ocap in (len(text) // 256 + 16, len(text) // 10 + 2):
+        other_lo, other_hi = np.empty(ocap, dtype=np.int64), np.empty(ocap, dtype=np.int64)
+        n = _LIB.kineto_scan(
+            text, len(text), cap, cat_lo, cat_len, cat_hash, name_lo, name_len, name_hash,
+            *ints.values(), found, ocap, other_lo, other_hi, nother,
+        )  # fmt: skip
+        if n != _NO_ROOM:
+            break
+    if n < 0:  # _GIVE_UP (_NO_ROOM cannot happen: see the capacities)
         return None
     try:
         cat_ids: dict[str, int] = {}
         cats = _interned(text, cat_lo[:n], cat_len[:n], cat_hash[:n], cat_ids)
         name = _interned(text, name_lo[:n], name_len[:n], name_hash[:n], ids)
     except UnicodeDecodeError:
-        return None  # orjson then names the file and the fault
+        return None  # (the scan checks UTF-8: not reached)
     if cats is None or name is None:
         return None
     lut = np.zeros(max(len(cat_ids), 1), dtype=np.int8)
@@ -118,4 +133,5 @@ def parse(
     cols: dict[str, Any] = {"cat": cat, "name": name if n else np.zeros(0, dtype=np.int32)}
     # copies: views would keep the cap-sized arrays alive in the reader's batches
     cols.update({k: v[:n].copy() for k, v in ints.items()})
-    return cols
+    k = int(nother[0])
+    return cols, list(zip(other_lo[:k].tolist(), other_hi[:k].tolist(), strict=True))

@@ -31,7 +31,10 @@ its first device, then pid. Host rows of other processes (launchers, data-loader
 with the first rank.
 
 Speed: the big tables (kernels, memcpys, memsets, runtime calls) are read once each, as
-columns, in rowid parts that a thread pool reads on every core (`TableRead`, `PartsRead`); a
+columns, in parts of equal rows that a thread pool reads on every core (`TableRead`,
+`PartsRead`; `table_parts`: the rows counted from the b-tree, never taken from the rowid range,
+and each part's read checked against that count: a damaged tree is refused, never read in
+part); a
 part is read from the file's pages by the compiled reader (`sqlite_pages`) where it reads it
 exactly, else through SQLite (`fetch_into`: `group_concat` in rowid chunks parsed by numpy, no
 Python object per row). What else is wanted of those tables comes from the same reads (the
@@ -55,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import capture_health, core, export_schema, sqlite_pages
+from orchestrator.analysis import table_parts as TP
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import RuntimeFailure, UserError
 
@@ -100,6 +104,7 @@ SYNC_PATTERNS = (
     "cuStreamWaitEvent%",
 )
 FETCH_CHUNK_ROWS = 250_000
+END = '"end"'  # a keyword of SQL: quoted wherever the column is named
 # a big table is read in parts of this many rows, each a job of the reader's thread pool
 PART_ROWS = 1_000_000
 # the reader's threads: the parts of the big tables (SQLite releases the GIL while it reads)
@@ -141,6 +146,18 @@ def connect_ro(path: Path) -> sqlite3.Connection:
     except DAMAGED as exc:
         if conn is not None:  # closed here: Python 3.13 warns of a connection never closed
             conn.close()
+        journal = Path(f"{path}-journal")
+        if journal.is_file() and journal.stat().st_size > 0:
+            # SQLite must roll a hot journal back before reading, which a read-only
+            # connection cannot (SQLITE_READONLY_ROLLBACK: "attempt to write a readonly
+            # database")
+            raise UserError(
+                f"{path}: a rollback journal lies beside it ({journal.name}): a write to the"
+                " file stopped midway, and SQLite must undo that write before the file can be"
+                " read, which gh-run does not do (it never writes to an export); run `sqlite3"
+                f" {path} 'PRAGMA quick_check'` once to undo it (copy both files first to keep"
+                " them as they are), or export the report again with `nsys export --type sqlite`"
+            ) from exc
         raise UserError(
             f"{path}: not a readable SQLite file ({exc}); export it with"
             " `nsys export --type sqlite`"
@@ -209,21 +226,31 @@ class _Db:
         return None
 
 
-def _rowids(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
-    """First and last rowid (two queries: SQLite answers each from the b-tree's edge, but
-    scans the table for both in one)."""
-    (lo,) = conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()
-    (hi,) = conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
-    return None if lo is None or hi is None else (int(lo), int(hi))
-
-
-def _table_rowids(path: Path, table: str) -> tuple[int, int] | None:
-    """`_rowids` on a connection of the calling thread's own."""
-    conn = connect_ro(path)
+def _shape(path: Path, table: str, conn: sqlite3.Connection | None = None) -> TP.Shape | None:
+    """The table's rows and where they are (`table_parts.shape`: counted, never taken from the
+    rowid range), in parts of `PART_ROWS`; None when it holds none. On `conn`, else on a
+    connection of the calling thread's own."""
+    if conn is not None:
+        return TP.shape(conn, path, table, _part_step())
+    own = connect_ro(path)
     try:
-        return _rowids(conn, table)
+        return TP.shape(own, path, table, _part_step())
     finally:
-        conn.close()
+        own.close()
+
+
+def _part_step() -> int:
+    """Rows per part: whole chunks of the SQLite path."""
+    return max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS
+
+
+def _integral(col: str) -> str:
+    """SQL: the column holds an integer, or a real with an integral value in int64's range (what
+    `CAST(col AS INTEGER)` keeps unchanged: a column declared REAL holds its integers so). Rows
+    whose start or end is anything else are left out, on both paths alike (the page reader
+    applies the same rule to the values it decodes)."""
+    real = f"typeof({col}) = 'real' AND CAST({col} AS INTEGER) = {col}"
+    return f"(typeof({col}) = 'integer' OR ({real}))"
 
 
 _INT = re.compile(r"-?[0-9]+")
@@ -318,10 +345,11 @@ class Subset:
         return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
 
 
-def _parse_into(texts: list[Any], dests: list[Any], n: int) -> int | None:
+def _parse_into(texts: list[Any], dests: list[Any], n: int, table: str) -> int | None:
     """`_parse` into `dests[i][n:]`, each text dropped from `texts` once parsed (a chunk's texts
     are tens of MB: no more than one of them and its array alive at a time); the rows parsed,
-    or None (what was written past n is then to be overwritten)."""
+    or None (what was written past n is then to be overwritten). More rows than the arrays
+    hold (sized by the rows the table's tree holds): `table_parts.DamagedTable`."""
     if all(t is None for t in texts):
         return 0
     k = -1
@@ -331,6 +359,10 @@ def _parse_into(texts: list[Any], dests: list[Any], n: int) -> int | None:
         del text
         if a is None or (k >= 0 and a.size != k):
             return None
+        if n + a.size > dests[i].size:
+            raise TP.DamagedTable(
+                table, f"{n + a.size} rows found by rowid where its tree holds {dests[i].size}"
+            )
         dests[i][n : n + a.size] = a
         k = a.size
         del a
@@ -343,12 +375,14 @@ def fetch_into(
     cols: list[str],
     out: list[Any],
     has_times: bool = True,
-    rowids: tuple[int, int] | None = None,
+    part: TP.Part | None = None,
     probe: dict[str, int] | None = None,
     subset: Subset | None = None,
 ) -> tuple[int, int]:
-    """Fill `out[i][:n]` with column i of the rows of a table whose integer start <= end, and
-    return (n, rows left out); `out` arrays must hold the table's rowid range.
+    """Fill `out[i][:n]` with column i of the rows of a table (or of `part`: a rowid range and
+    the rows it holds, `table_parts`) whose integer start <= end, and return (n, rows left out);
+    `out` arrays must hold the part's rows. The rows met must be the rows the part holds, else
+    `table_parts.DamagedTable` (a damaged b-tree: refused, never a fraction of the table).
 
     No Python object per row: `group_concat` builds comma-separated text inside SQLite (C speed,
     GIL released) for one rowid range of `FETCH_CHUNK_ROWS` rows at a time and numpy parses it.
@@ -367,24 +401,31 @@ def fetch_into(
     or table it does not read) is read as above."""
     conn = connect_ro(path)
     try:
-        rng = _rowids(conn, table) if rowids is None else rowids  # first, last rowid
-        if rng is None:
-            return 0, 0
+        if part is None:
+            shape = _shape(path, table, conn)
+            if shape is None:
+                return 0, 0
+            part = shape.whole()
         if sqlite_pages.available():
-            got = _fetch_native(conn, path, table, cols, out, has_times, rng, subset)
+            got = _fetch_native(conn, path, table, cols, out, has_times, part, subset)
             if got is not None:
                 return got
         dest = dict(zip(cols, out, strict=True))
         fill = {c: v for c, v in (probe or {}).items() if c in dest}
-        times = ' AND "end" >= start' if has_times else ""
-        typed = (
-            " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'" if has_times else ""
-        )
-        where = {False: times, True: typed + times}  # fast, robust
+        # the time rule's types in both queries: `group_concat` prints the text '7' as it prints
+        # the integer 7, and numpy reads a field of white space as 0 (a fuzzed export kept a
+        # kernel whose end was a tab, at end 0, where SQLite's own scan leaves it out)
+        typed = f" AND {_integral('start')} AND {_integral(END)}" if has_times else ""
+        times = typed + (' AND "end" >= start' if has_times else "")
+        where = {False: times, True: times}  # fast, robust
 
         def run(bounds: tuple[int, int], robust: bool) -> tuple[list[str], tuple[Any, ...]]:
+            """(columns read, (min rowid, texts, probe count, subset texts))."""
             read = [c for c in cols if c not in fill]
-            aggs = [
+            # the lowest rowid the scan met: a damaged tree can walk SQLite's range scan (a seek
+            # by the keys, then leaf after leaf) past the range's lower end (its upper end is
+            # checked on every row)
+            aggs = ["min(rowid)"] + [
                 f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
                 else f'group_concat("{c}")' for c in read
             ]  # fmt: skip
@@ -398,33 +439,34 @@ def fetch_into(
                 aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
             sql = (
                 "SELECT " + ", ".join(aggs)
-                + f' FROM "{table}" WHERE rowid >= :lo AND rowid < :hi{where[robust]}'
+                + f' FROM "{table}" WHERE rowid >= :lo AND rowid <= :hi{where[robust]}'
             )  # fmt: skip
             params = {"lo": bounds[0], "hi": bounds[1]}
             params |= {f"p{i}": v for i, v in enumerate(fill.values())}
             return read, conn.execute(sql, params).fetchone()
 
-        n = 0
-        for lo in range(rng[0], rng[1] + 1, FETCH_CHUNK_ROWS):
-            bounds = (lo, min(lo + FETCH_CHUNK_ROWS, rng[1] + 1))
+        n = seen = 0
+        for chunk in TP.chunks(conn, table, part, FETCH_CHUNK_ROWS):
+            bounds = (chunk.lo, chunk.hi)
             k = None
             for robust in (False, True):
                 read, row = run(bounds, robust)
-                if fill and row[len(read)]:  # a probed column differs here: read it from now on
+                if fill and row[1 + len(read)]:  # a probed column differs here: read it from now on
                     fill = {
                         c: v
                         for c, v in fill.items()
                         if not conn.execute(
                             f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= :lo'
-                            f' AND rowid < :hi{where[robust]} AND "{c}" IS NOT :v)',
+                            f' AND rowid <= :hi{where[robust]} AND "{c}" IS NOT :v)',
                             {"lo": bounds[0], "hi": bounds[1], "v": v},
                         ).fetchone()[0]
                     }
                     read, row = run(bounds, robust)
+                lowest, row = row[0], row[1:]
                 texts = list(row[: len(read)])
                 side = row[len(row) - len(subset.exprs) :] if subset is not None else ()
                 del row  # only `texts` holds the chunk's text, freed as it is parsed
-                k = _parse_into(texts, [dest[c] for c in read], n)
+                k = _parse_into(texts, [dest[c] for c in read], n, table)
                 if k is not None:
                     break
             if k is None:
@@ -432,19 +474,25 @@ def fetch_into(
             for c, v in fill.items():
                 dest[c][n : n + k] = v
             if subset is not None and not subset.failed:
-                part = _parse(side)
-                if part is None or (robust and subset.aligned):
+                gathered = _parse(side)
+                if gathered is None or (robust and subset.aligned):
                     subset.failed = True
                 else:
-                    subset.parts.append(part)
+                    subset.parts.append(gathered)
+            if k and lowest < chunk.lo:
+                raise TP.DamagedTable(
+                    table, f"a scan of rowids {chunk.lo} to {chunk.hi} met rowid {lowest}"
+                )
             n += k
-        skipped = 0
-        if n != rng[1] - rng[0] + 1:
-            (total,) = conn.execute(
-                f'SELECT count(*) FROM "{table}" WHERE rowid >= ? AND rowid <= ?', rng
-            ).fetchone()
-            skipped = int(total) - n
-        return n, skipped
+            # the rows the chunk's scan met (kept or left out by their times), counted by the
+            # same scan (the same seek and end): a count of the whole part would seek elsewhere
+            seen += k if k == chunk.hi - chunk.lo + 1 else int(
+                conn.execute(
+                    f'SELECT count(*) FROM "{table}" WHERE rowid >= ? AND rowid <= ?', bounds
+                ).fetchone()[0]
+            )  # fmt: skip
+        TP.check(table, part, seen)
+        return n, seen - n
     finally:
         conn.close()
 
@@ -456,18 +504,19 @@ def _fetch_native(
     cols: list[str],
     out: list[Any],
     has_times: bool,
-    rng: tuple[int, int],
+    part: TP.Part,
     subset: Subset | None,
 ) -> tuple[int, int] | None:
     """`fetch_into` by the compiled reader of the file's pages: (rows, rows left out), or None
-    when it left the range to SQLite."""
+    when it left the range to SQLite (which is then checked the same way)."""
     lay = sqlite_pages.layout(conn, path, table)
     if lay is None:
         return None
     sub = (subset.cond, subset.values, subset.cols) if subset is not None else (None, (), ())
-    read = sqlite_pages.fetch(path, lay, rng, cols, out, has_times, *sub)
+    read = sqlite_pages.fetch(path, lay, (part.lo, part.hi), cols, out, has_times, *sub)
     if read is None:
         return None
+    TP.check(table, part, read.seen)
     if subset is not None:
         subset.parts.append(read.subset)
     return read.kept, read.seen - read.kept
@@ -481,30 +530,36 @@ def fetch_columns(
     probe: dict[str, int] | None = None,
     subset: Subset | None = None,
 ) -> list[Any]:
-    """`fetch_into` new int64 arrays, trimmed to the rows read."""
-    rng = _table_rowids(path, table)
-    if rng is None:
+    """`fetch_into` new int64 arrays (sized by the table's rows), trimmed to the rows read."""
+    shape = _shape(path, table)
+    if shape is None:
         return [np.zeros(0, dtype=np.int64) for _ in cols]
-    out = [np.empty(rng[1] - rng[0] + 1, dtype=np.int64) for _ in cols]
-    n, _ = fetch_into(path, table, cols, out, has_times, rng, probe, subset)
+    out = [np.empty(shape.rows, dtype=np.int64) for _ in cols]
+    n, _ = fetch_into(path, table, cols, out, has_times, shape.whole(), probe, subset)
     return [a[:n] for a in out]
 
 
 def _parts(
-    path: Path, table: str, cols: list[str], rng: tuple[int, int]
-) -> tuple[dict[str, int] | None, list[tuple[int, int]]]:
-    """The probe (`fetch_into`) and the rowid parts of `PART_ROWS` rows (whole chunks) of a
-    big table's range, for `TableRead` and `PartsRead`."""
+    path: Path, table: str, cols: list[str], shape: TP.Shape
+) -> tuple[dict[str, int] | None, list[TP.Part]]:
+    """The probe (`fetch_into`) and the parts of `PART_ROWS` rows (whole chunks) of a big
+    table, for `TableRead` and `PartsRead`."""
     # the probe serves the Python reader only (the compiled one reads every column fast)
     probe = None if sqlite_pages.available() else first_ints(
         path, table, [c for c in cols if c in CONSTANT_PROBES]
     )  # fmt: skip
-    step = max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS
-    return probe, [(lo, min(lo + step - 1, rng[1])) for lo in range(rng[0], rng[1] + 1, step)]
+    if shape.dense or shape.marks is not None:
+        return probe, shape.parts()
+    conn = connect_ro(path)
+    try:
+        return probe, shape.parts(conn)
+    finally:
+        conn.close()
 
 
 class TableRead:
-    """`fetch_into` of a table's rowid range in parts of `PART_ROWS` rows, each a job of `pool`:
+    """`fetch_into` of a table (its `table_parts.Shape`) in parts of `PART_ROWS` rows, each a job
+    of `pool`:
     SQLite and the compiled reader release the GIL, so the parts of every big table run on
     every core at once. `result()` waits for the parts and returns (rows, rows left
     out), the rows in table order at the front of `out`; a subset gathers in part order."""
@@ -516,21 +571,20 @@ class TableRead:
         table: str,
         cols: list[str],
         out: list[Any],
-        rng: tuple[int, int],
+        shape: TP.Shape,
         has_times: bool = True,
         subset: Subset | None = None,
     ) -> None:
         self.out = out
         self.subset = subset
-        probe, parts = _parts(path, table, cols, rng)
+        probe, parts = _parts(path, table, cols, shape)
         self.parts: list[tuple[int, Subset | None, Any]] = []
-        for lo, hi in parts:
-            off = lo - rng[0]
+        for part in parts:
+            off = part.offset
             sub = subset.empty() if subset else None
-            fut = pool.submit(
-                fetch_into, path, table, cols, [a[off:] for a in out], has_times, (lo, hi), probe,
-                sub,
-            )  # fmt: skip
+            # each part writes its own rows' slice only (a damaged tree cannot spill into the next)
+            dests = [a[off : off + part.rows] for a in out]
+            fut = pool.submit(fetch_into, path, table, cols, dests, has_times, part, probe, sub)
             self.parts.append((off, sub, fut))
 
     def result(self) -> tuple[int, int]:
@@ -565,14 +619,14 @@ class PartsRead:
         self.cols = cols
         self.subset = subset
         self.parts: deque[tuple[list[Any], Subset | None, Any]] = deque()
-        rng = _table_rowids(path, table)
-        if rng is None:
+        shape = _shape(path, table)
+        if shape is None:
             return
-        probe, parts = _parts(path, table, cols, rng)
-        for lo, hi in parts:
-            out = [np.empty(hi - lo + 1, dtype=np.int64) for _ in cols]
+        probe, parts = _parts(path, table, cols, shape)
+        for part in parts:
+            out = [np.empty(part.rows, dtype=np.int64) for _ in cols]
             sub = subset.empty() if subset else None
-            fut = pool.submit(fetch_into, path, table, cols, out, has_times, (lo, hi), probe, sub)
+            fut = pool.submit(fetch_into, path, table, cols, out, has_times, part, probe, sub)
             self.parts.append((out, sub, fut))
 
     def wait(self) -> None:
@@ -660,8 +714,9 @@ class _Reader:
         self._um_found: list[tuple[int, ...]] | None = None
 
     # ---- GPU work
-    def _gpu_plan(self) -> list[tuple[str, list[str], int, int]]:
-        """(table, columns, rowid count, offset) of the GPU tables present."""
+    def _gpu_plan(self) -> list[tuple[str, list[str], TP.Shape | None, int]]:
+        """(table, columns, its rows (`table_parts.Shape`; None: no row), offset) of the GPU
+        tables present."""
         db = self.db
         plan = []
         offset = 0
@@ -673,17 +728,16 @@ class _Reader:
                 continue
             cols = ["start", "end", "deviceId", *self._opt(table, "streamId", "correlationId")]
             cols += [name_col] if table == KERNEL and name_col else list(self._opt(table, *extra))
-            rng = _rowids(db.conn, table)
-            count = rng[1] - rng[0] + 1 if rng else 0
-            plan.append((table, cols, count, offset))
-            offset += count
+            shape = _shape(self.path, table, db.conn)
+            plan.append((table, cols, shape, offset))
+            offset += shape.rows if shape else 0
         return plan
 
     def _gpu_reads(self, pool: ThreadPoolExecutor, by_pid: bool) -> _GpuReads:
         """Kernels, memcpys and memsets into one preallocated table, queued on `pool` in parts
         (`TableRead`); `_gpu` waits for them. `by_pid`: read each row's process too."""
         plan = self._gpu_plan()
-        total = sum(p[2] for p in plan)
+        total = sum(p[2].rows for p in plan if p[2] is not None)
         gpu = T.GpuTable(*(np.empty(total, dtype=t) for t in T.GPU_DTYPES))
         gpu.stream.fill(T.NONE)
         gpu.corr.fill(T.NONE)
@@ -698,7 +752,8 @@ class _Reader:
         )  # fmt: skip
         pid = np.zeros(total, dtype=np.int64) if by_pid else None
         reads = []
-        for table, cols, count, offset in plan:
+        for table, cols, shape, offset in plan:
+            count = shape.rows if shape else 0
             cols = cols + (["globalPid"] if by_pid and "globalPid" in self.db.cols(table) else [])
             sl = slice(offset, offset + count)
             extra = np.empty(count, dtype=np.int64)  # kernel name ids or copy kinds
@@ -716,8 +771,7 @@ class _Reader:
                 # the migration cause of the UM copies, in the same scan (`_um`)
                 sub = Subset("copyKind", tuple(UM_KINDS), (("migrationCause", 0),), aligned=True)
             out = [targets.get(c, extra) for c in cols]
-            rng = _rowids(self.db.conn, table)
-            read = TableRead(pool, self.path, table, cols, out, rng, True, sub) if rng else None
+            read = TableRead(pool, self.path, table, cols, out, shape, True, sub) if shape else None
             reads.append((table, cols, sl, extra, sub, read))
         return _GpuReads(gpu, pid, reads)
 
@@ -891,9 +945,10 @@ class _Reader:
             return T.HostTable.empty()
         tid = "globalTid" if "globalTid" in self.db.cols(RUNTIME) else "0"
         sql = (
-            f'SELECT start, "end", CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM {RUNTIME}'
+            'SELECT CAST(start AS INTEGER), CAST("end" AS INTEGER),'
+            f" CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM {RUNTIME}"
             f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
-            " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND \"end\" >= start"
+            f' AND {_integral("start")} AND {_integral(END)} AND "end" >= start'
         )
         if rowids is None:
             rows = self.db.q(sql + ' ORDER BY start, "end", 3, nameId')
@@ -940,9 +995,10 @@ class _Reader:
             name, join = text, ""
         types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
         rows = db.q(
-            f'SELECT n.start, n."end", CAST(coalesce({tid}, 0) AS INTEGER), {name}'
+            f'SELECT CAST(n.start AS INTEGER), CAST(n."end" AS INTEGER),'
+            f" CAST(coalesce({tid}, 0) AS INTEGER), {name}"
             f" FROM {NVTX} n {join} WHERE n.eventType IN ({types})"
-            " AND typeof(n.start) = 'integer' AND typeof(n.\"end\") = 'integer'"
+            f" AND {_integral('n.start')} AND {_integral('n.' + END)}"
             ' AND n."end" >= n.start ORDER BY n.start, n."end", 3, 4'  # never the stored order
         )
         return self._host_rows(
@@ -1129,7 +1185,7 @@ class _Reader:
                 groups = db.q(
                     f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
                     f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
-                    " AND typeof(start) = 'integer' AND typeof(\"end\") = 'integer'"
+                    f" AND {_integral('start')} AND {_integral(END)}"
                     ' AND "end" >= start GROUP BY 1, 2, 3, 4'
                 )
             for gp, dev, kind, cause, n, nbytes, ns in groups:
@@ -1446,6 +1502,12 @@ def read_timelines(path: Path) -> list[T.RankTimeline]:
     at all, for the host side)."""
     try:
         return _Reader(path).read()
+    except TP.DamagedTable as exc:  # a b-tree that contradicts itself: never a fraction of it
+        raise UserError(
+            f"{path}: {exc.table} is damaged: {exc.detail}; copy the file again, or export the"
+            " report again with `nsys export --type sqlite` (`sqlite3 FILE 'PRAGMA"
+            " integrity_check'` lists the damage)"
+        ) from exc
     except DAMAGED as exc:  # a damaged file, found partway through the reading
         raise UserError(
             f"{path}: SQLite cannot read this file ({exc}); it is damaged or was cut short:"

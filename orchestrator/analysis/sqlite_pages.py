@@ -53,6 +53,8 @@ def _library() -> Any | None:
         i32, p32, p64, ctypes.POINTER(p64), p64,  # subset columns, NULL defaults, arrays, counts
         p64,  # rows seen
     ]  # fmt: skip
+    lib.sqlite_pages_shape.restype = i64
+    lib.sqlite_pages_shape.argtypes = [ctypes.c_char_p, i64, i64, p64, i64, p64, p64, p64]
     return lib
 
 
@@ -101,6 +103,35 @@ def layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | None:
             return None
         index[str(name)] = int(cid)
     return Layout(int(row[0]), index)
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """What a table's b-tree holds, found by walking every page by its child pointers (keys
+    ascending and bounding their children, rows within their bounds and ascending, no page
+    twice): its rows, the rowid of every `step`-th row (row 0 first) and of the last."""
+
+    rows: int
+    marks: tuple[int, ...]
+    last: int
+
+
+def shape(path: Path, lay: Layout, step: int) -> TreeShape | None:
+    """The table's `TreeShape`, or None where a check failed (a damaged tree, or a file this
+    reader does not read alone: SQLite's count and rowid bounds then serve)."""
+    assert _LIB is not None
+    # a row takes at least 4 bytes of its page (its 2-byte cell pointer, a payload length and
+    # a rowid), so the file's size bounds the rows and with them the marks
+    size = path.stat().st_size
+    cap = max(size // 4 // max(step, 1) + 2, 2)
+    marks = (ctypes.c_int64 * cap)()
+    nmarks, rows, last = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+    got = _LIB.sqlite_pages_shape(
+        os.fsencode(path), lay.root, step, marks, cap, *map(ctypes.byref, (nmarks, rows, last))
+    )
+    if got != 0:
+        return None
+    return TreeShape(int(rows.value), tuple(marks[: nmarks.value]), int(last.value))
 
 
 @dataclass

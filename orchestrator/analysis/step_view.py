@@ -170,11 +170,17 @@ def _gpu_rows(g: T.GpuTable, lo: int, hi: int) -> tuple[list[_Spec], list[str]]:
     kern = g.kind == T.KERNEL
     streams: list[tuple[int, int, int]] = []  # busy, device, stream
     if bool(kern.any()):
-        # one int64 key per (device, stream): np.unique over rows of a 2-D array sorts slowly
-        key = (g.device.astype(np.int64) << 32) | (g.stream.astype(np.int64) & 0xFFFFFFFF)
-        for k in np.unique(key[kern]).tolist():
-            d, st = k >> 32, int(np.int32(np.uint32(k & 0xFFFFFFFF)))
-            m = kern & (key == k)
+        dev, stream = g.device.astype(np.int64), g.stream.astype(np.int64)
+        i32 = np.iinfo(np.int32)
+        if all(int(c.min()) >= i32.min and int(c.max()) <= i32.max for c in (dev, stream)):
+            # one int64 key per (device, stream): np.unique over rows of a 2-D array sorts slowly
+            key = (dev << 32) | (stream & 0xFFFFFFFF)
+            pairs = [(k >> 32, int(np.int32(np.uint32(k & 0xFFFFFFFF))))
+                     for k in np.unique(key[kern]).tolist()]  # fmt: skip
+        else:  # ids beyond 32 bits: never folded into a key
+            pairs = [tuple(r) for r in np.unique(np.stack([dev[kern], stream[kern]], 1), axis=0)]
+        for d, st in pairs:
+            m = kern & (dev == d) & (stream == st)
             busy = int((np.minimum(g.end[m], hi) - np.maximum(g.start[m], lo)).sum())
             streams.append((busy, int(d), int(st)))
         streams.sort(key=lambda x: (-x[0], x[1], x[2]))

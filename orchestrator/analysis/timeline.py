@@ -145,7 +145,8 @@ GPU_COLUMNS = (
     "nbytes",
     "copy",
 )
-GPU_DTYPES = (I64, I64, np.int32, np.int32, np.int8, np.int32, I64, I64, I64, np.int8)
+# device and stream: any 64-bit id a trace holds (a stream of 2^32 + 7 is not stream 7)
+GPU_DTYPES = (I64, I64, I64, I64, np.int8, np.int32, I64, I64, I64, np.int8)
 
 
 @dataclass

@@ -22,6 +22,7 @@ The first is tried when the head looks like libkineto's; the reader falls back t
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import re
 import zlib
@@ -34,9 +35,14 @@ import numpy as np
 from orchestrator.errors import UserError
 
 CHUNK_BYTES = 8 << 20
-# one event (or the white space between two) larger than this is refused: the splitter would
-# have to hold it whole
-MAX_EVENT_BYTES = 256 << 20
+# one event (or the white space between two) larger than this is refused: the splitter holds it
+# whole, and a JSON parser may make Python objects of it (orjson: up to ~60 bytes for each 3
+# bytes of `{},`); the largest event of the public traces of HTA, TraceLens and our recordings
+# is far smaller (issue 26: 30 KB of gzip drove the reader to 1 GB with 256 MiB here)
+MAX_EVENT_BYTES = 8 << 20
+# the document's text around the events array (its metadata: tens of KB in real traces) larger
+# than this is refused: it is parsed whole into Python objects
+MAX_HEAD_BYTES = 4 << 20
 # batches for the generic (orjson) path stay small: orjson's objects take ~11x their text
 GENERIC_BATCH_BYTES = 4 << 20
 DEFAULT_MAX_TRACE = 8 << 30
@@ -158,8 +164,8 @@ def _kineto_split(buf: bytes, it: Iterator[bytes]) -> Iterator[Piece]:
                 yield Piece("events", buf[: cut + 4])
                 buf = buf[cut + 5 :]
                 seen = len(buf)
-            elif len(buf) > 8 * CHUNK_BYTES:  # no boundary of this layout: read it generically
-                raise LayoutError("no event boundary of libkineto's layout in 64 MiB")
+            elif len(buf) > CHUNK_BYTES + MAX_EVENT_BYTES:  # no boundary of this layout
+                raise LayoutError("no event boundary of libkineto's layout in 16 MiB")
         nxt = next(it, None)
         if nxt is None:
             raise LayoutError("no end of the traceEvents array in libkineto's layout")
@@ -210,17 +216,29 @@ class Structure:
         self, a: np.ndarray, pos: np.ndarray, ch: np.ndarray, quote: np.ndarray
     ) -> np.ndarray:
         """Quotes that end or start a string: not preceded by an odd run of backslashes (the run
-        may begin in the previous chunk: `self.escape`)."""
+        may begin in the previous chunk: `self.escape`). Vectorised over the backslashes and the
+        quotes (one Python turn per quote took 2-3 MB/s of text full of escaped quotes)."""
         quote = quote.copy()
-        for i in np.flatnonzero(quote).tolist():
-            p = int(pos[i])
-            run = 0
-            while p - run - 1 >= 0 and a[p - run - 1] == _BSLASH:
-                run += 1
-            if p - run == 0 and self.escape:
-                run += 1
-            if run % 2:
-                quote[i] = False
+        bpos = np.flatnonzero(ch == _BSLASH)
+        bpos = pos[bpos]  # positions of the backslashes in the chunk
+        qi = np.flatnonzero(quote)
+        qpos = pos[qi]
+        if bpos.size == 0:
+            if self.escape and qpos.size and qpos[0] == 0:
+                quote[qi[0]] = False
+            return quote
+        # the first backslash of the run each backslash belongs to
+        first = np.ones(bpos.size, dtype=bool)
+        first[1:] = bpos[1:] != bpos[:-1] + 1
+        run_start = bpos[np.maximum.accumulate(np.where(first, np.arange(bpos.size), 0))]
+        # the backslash right before each quote, if any, and the length of its run
+        j = np.maximum(np.searchsorted(bpos, qpos) - 1, 0)
+        has = bpos[j] == qpos - 1
+        run = np.where(has, qpos - run_start[j], 0)
+        # a run that starts the chunk continues the previous chunk's
+        reaches = np.where(has, run_start[j] == 0, qpos == 0)
+        run += reaches & self.escape
+        quote[qi[run % 2 == 1]] = False
         return quote
 
     def _ends_escaped(self, a: np.ndarray) -> bool:
@@ -248,9 +266,12 @@ class Structure:
                 if start is None:
                     head += pending
                     pending = b""
-                    if len(head) > MAX_EVENT_BYTES:
+                    if len(head) > MAX_HEAD_BYTES:
                         raise LayoutError(
-                            f"more than {MAX_EVENT_BYTES >> 20} MiB before the events"
+                            f"more than {MAX_HEAD_BYTES >> 20} MiB before the events"
+                            if b'"traceEvents"' in head
+                            else f"no traceEvents list in the first {MAX_HEAD_BYTES >> 20} MiB"
+                            " (real traces hold tens of KB of metadata before it)"
                         )
                     continue
                 head += pending[: start + 1]
@@ -275,12 +296,15 @@ class Structure:
                 pending = b""
                 continue
             pending = pending[cut:]
-            if not pending.strip(b", \t\r\n"):
-                pending = b""  # only white space between events: nothing to keep
+            rest = pending.strip(b" \t\r\n")
+            if len(rest) <= 1 and rest in (b"", b","):
+                # only white space between events: nothing to keep but the separator (the
+                # reader checks the separators)
+                pending = rest
             elif len(pending) > MAX_EVENT_BYTES:
                 raise LayoutError(f"an event of more than {MAX_EVENT_BYTES >> 20} MiB")
         if self.phase == "head":
-            raise LayoutError("no traceEvents array")
+            raise LayoutError("no traceEvents list")
         if self.phase == "events":
             raise LayoutError("the traceEvents array does not end")
 
@@ -304,13 +328,16 @@ class Structure:
         return None
 
 
+# the structural scan's arrays take up to ~50 bytes for each structural byte of what it scans
+# (`{},{},...`: two in three bytes), so it scans the chunks in pieces of this size
+SCAN_BYTES = 1 << 20
+
+
 def _chain(first: bytes, it: Iterator[bytes]) -> Iterator[bytes]:
-    """The non-empty chunks: what was read ahead, then the rest."""
-    if first:
-        yield first
-    for b in it:
-        if b:
-            yield b
+    """The text in pieces of at most SCAN_BYTES: what was read ahead, then the rest."""
+    for b in itertools.chain([first], it):
+        for i in range(0, len(b), SCAN_BYTES):
+            yield b[i : i + SCAN_BYTES]
 
 
 def _batch_ends(ends: np.ndarray, start: int, size: int) -> Iterator[int]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.base import Strict
 from orchestrator.errors import UserError
-from orchestrator.store import Run, Store, as_dict, record
+from orchestrator.store import Run, Store, as_dict, record, sql_limit
 
 # Campaign states.
 PLANNED = "PLANNED"  # plan in the store, submissions under way
@@ -246,6 +246,7 @@ def get_campaign(store: Store, ref: str) -> CampaignRecord:
 
 
 def list_campaigns(store: Store, name: str | None = None, limit: int = 50) -> list[CampaignRecord]:
+    limit = sql_limit(limit)
     if name:
         rows = store.rows(
             "SELECT * FROM campaigns WHERE name = ? ORDER BY created_at DESC LIMIT ?", (name, limit)

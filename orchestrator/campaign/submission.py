@@ -394,7 +394,9 @@ def _send_group(
             runs = [store.get_run(r) for r in run_ids]
             ex = SlurmExecutor(warn=warn, transport=registry.for_run(runs[0]))
             secrets = {k: v for run in runs for k, v in secrets_of(run).items()}
-            job_id = ex.sbatch(g.script, ["--hold"] if hold else [], env=secrets)
+            job_id = ex.sbatch(
+                g.script, ["--hold"] if hold else [], env=secrets, job_name=g.job_name
+            )
         else:
             run = store.get_run(run_ids[0])
             local = LocalExecutor(time_limit=_time_limit(Path(g.script)))

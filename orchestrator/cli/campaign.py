@@ -296,7 +296,9 @@ def unschedule_cmd(name: Annotated[str, typer.Argument(help="Campaign name.")]) 
 
 
 def list_cmd(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many campaigns.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="How many campaigns, newest first.")
+    ] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Installed schedules and recent campaigns."""

@@ -274,7 +274,9 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
 
 def status_cmd(
     run: Annotated[str | None, typer.Argument(help="A run (default: the latest runs).")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs to list.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="How many runs to list, newest first.")
+    ] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show runs and their states (refreshed in one batched query).

@@ -60,6 +60,19 @@ def memory_kill_evidence(run_dir: Path, job_id: str) -> str | None:
     return memory_kill_match(LOCAL.tails(str(run_dir), job_id, LOG_TAIL_BYTES))
 
 
+# sbatch --parsable's answer: `JOBID` or `JOBID;CLUSTER` (an array: its job id alone) on a line
+PARSABLE = re.compile(r"\s*(\d+)(?:_\d+)?(?:;[\w.-]+)?\s*")
+
+
+def parsable_job_id(stdout: str) -> str | None:
+    """The job id in `sbatch --parsable`'s answer: the one line of stdout that is such an answer.
+    Banners, notices and warnings that a site's sbatch wrapper or its plugins print around it are
+    other lines; None when no line, or more than one, reads as an answer (then only the job's
+    name can say which job it is)."""
+    found = [m.group(1) for ln in stdout.splitlines() if (m := PARSABLE.fullmatch(ln))]
+    return found[0] if len(found) == 1 else None
+
+
 def run_slurm(
     argv: Sequence[str],
     timeout: float = SLURM_TIMEOUT_S,
@@ -116,15 +129,22 @@ class SlurmExecutor(Executor):
         return self.job_class.watcher
 
     def submit(self, script: Path, run: Run) -> str:
-        return self.sbatch(script, env=secrets_of(run))
+        return self.sbatch(script, env=secrets_of(run), job_name=run.job_name)
 
     def sbatch(
-        self, script: Path | str, extra: Sequence[str] = (), env: Mapping[str, str] | None = None
+        self,
+        script: Path | str,
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        job_name: str | None = None,
     ) -> str:
         """sbatch --parsable SCRIPT (a single job or a whole job array); the job id.
 
         `env`: variables the job must get from here (secrets named by the spec), for a remote
         sbatch whose environment is the login node's (locally sbatch inherits them anyway).
+        `job_name`: the script's unique job name, by which a job whose answer holds no clear id
+        is found (`parsable_job_id`); without it, or when SLURM cannot say, the submission is
+        reported as one that may have run (the caller keeps its intent for the repair).
         """
         try:
             res = run_slurm(
@@ -136,6 +156,14 @@ class SlurmExecutor(Executor):
             if not exc.maybe_ran:
                 raise TransportError(f"{exc}; nothing was submitted", maybe_ran=False) from None
             raise
+        job_id = parsable_job_id(res.stdout)
+        if res.returncode != 0 and job_id is not None:
+            # a job id printed, then a failure (a site wrapper's own step after sbatch): the
+            # job is queued, and is recorded as such
+            if self._warn is not None:
+                why = " ".join(res.stderr.split()) or "no message"
+                self._warn(f"sbatch exited {res.returncode} after submitting job {job_id} ({why})")
+            return job_id
         if res.returncode != 0:
             msg = " ".join(res.stderr.split()) or f"sbatch exited {res.returncode}"
             msg = msg.removeprefix("sbatch: error: ")
@@ -148,10 +176,31 @@ class SlurmExecutor(Executor):
                 f"the SLURM controller refused the job: {msg}; change the request in the "
                 "spec (resources/partition) to fit the partition"
             )
-        job_id = res.stdout.strip().split(";")[0]
-        if not re.fullmatch(r"^\d+(_\d+)?$", job_id):
-            raise RuntimeFailure(f"sbatch answered {res.stdout.strip()!r}, not a job id")
+        if job_id is None:
+            job_id = self._unclear_answer(res.stdout, job_name)
         return job_id
+
+    def _unclear_answer(self, stdout: str, job_name: str | None) -> str:
+        """The id of a job sbatch submitted (exit 0) without a clear answer, found by its unique
+        name; a TransportError that may have run (the caller keeps the intent, and `status`
+        repairs it by name later) when the name is unknown or SLURM cannot say yet."""
+        shown = " ".join(stdout.split())[:200] or "nothing"
+        if job_name is not None:
+            try:
+                found = self.find_array_by_name(job_name)
+            except RuntimeFailure:
+                found = None
+            if found is not None:
+                if self._warn is not None:
+                    self._warn(
+                        f"sbatch's answer held no clear job id ({shown!r}): found job {found} by"
+                        f" its name {job_name}"
+                    )
+                return found
+        raise TransportError(
+            f"sbatch succeeded, but its answer held no clear job id ({shown!r})",
+            maybe_ran=True,
+        )
 
     def test_only(self, script_text: str) -> tuple[bool, str]:
         """Ask the controller whether it would run the script (`sbatch --test-only`, the

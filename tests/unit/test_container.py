@@ -248,7 +248,7 @@ def test_forwarding_prefix_and_what_is_not_forwarded() -> None:
     assert forwarded_env(spec(runtime="none", cleanenv=True), ["GH_RUN_ID"]) == {}
 
 
-def test_secret_reaches_the_container_by_name_only(tmp_path: Path) -> None:
+def test_a_secret_reaches_the_container_through_the_launcher_only(tmp_path: Path) -> None:
     from orchestrator.render import render_job
     from tests.unit.test_render import extract_files
 
@@ -262,5 +262,9 @@ def test_secret_reaches_the_container_by_name_only(tmp_path: Path) -> None:
     cluster = load_cluster("dev")
     pn, part = validate_job(job, cluster)
     task = extract_files(render_job(job, cluster, pn, part, "r", "/runs/r").script)["task.sh"]
-    assert _forwards(task, "APPTAINERENV_", "HF_TOKEN")
+    # the value never passes through the task's or the runtime's environment (nsys records
+    # them): the launcher inside the container reads it from the job's private file
+    assert not _forwards(task, "APPTAINERENV_", "HF_TOKEN")
+    assert '/i.sif \\\n  sh \\\n  -c \\\n  \'. "$1" && shift && exec "$@"\'' in task
+    assert "/runs/r/.secrets \\\n  true" in task
     assert _forwards(task, "APPTAINERENV_", "GH_RUN_ARTIFACTS")

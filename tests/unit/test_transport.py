@@ -260,6 +260,10 @@ def _tree(root: Path) -> Path:
     (art / "inner.txt").symlink_to(art / "a.txt")
     (art / "broken.txt").symlink_to(root / "nowhere")
     (art / "subdir_link").symlink_to(art / "sub")
+    # a FIFO among the artifacts: refused on both sides, never skipped (issue 26: skipped
+    # silently over SSH while a local run listed it as refused)
+    os.mkfifo(art / "pipe.txt")
+    os.mkfifo(art / "sub" / "deep" / "fifo.json")
     for name in ("7_0_log.out", "7_0_log.err", "7_1_log.err", "job.sbatch", "task.sh", "exit_code"):
         (run / name).write_text(name)
     (run / "notes.txt").write_text("not an artifact")
@@ -302,6 +306,8 @@ def test_remote_selection_equals_the_local_one(
     chosen, remote_refused = remote_collect.select(entries, "run1", spec)
     assert {k: f"run1/{p.relative_to(run)}" for k, p in local.items()} == chosen
     assert sorted(refused, key=str) == sorted(remote_refused, key=str)
+    if include in (["*.txt"], ["*"]):
+        assert any(r.path == "pipe.txt" and r.reason == "not a regular file" for r in refused)
 
 
 def test_old_state_store_gets_the_transport_column(tmp_path: Path) -> None:
