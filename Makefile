@@ -18,7 +18,7 @@ WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
 .PHONY: install install-runtime workload deps demo test test-unit cluster-up cluster-down \
-	cluster-status lint schema bench mutate clean
+	cluster-status lint schema bench mutate clean golden
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
@@ -76,6 +76,11 @@ test: install deps cluster-up
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# Regenerate the golden outputs (rendered job scripts, analyze / compare / report of every
+# committed trace) after an intended change; review `git diff tests/golden` before committing.
+golden: install
+	GH_RUN_UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/test_golden.py tests/unit/test_golden_outputs.py
 
 lint: install
 	$(BIN)/ruff check .
