@@ -1,6 +1,8 @@
 """Golden analysis outputs: `analyze` (text, as piped and as a terminal shows it, and --json),
 `compare` (text and --json) and `report` (md, json, html) of every committed export and trace
-(tests/data, the xz-packed recordings unpacked), byte for byte against tests/golden/analysis/.
+(tests/data, the xz-packed recordings unpacked), and what the state store and a campaign record
+of each run (`headline`, the campaign's trace metrics), byte for byte against
+tests/golden/analysis/.
 Rendered job scripts have their own golden files (test_golden.py). Together they say that a
 change which should not change behaviour did not.
 
@@ -14,6 +16,7 @@ After an intended change, regenerate and review the diff by eye:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -45,7 +48,7 @@ RECORDINGS = {
     "rec/unannotated/nsys/sft_w4": "unannotated/nsys/sft_w4",
 }
 
-ANALYZE = ("analyze.txt", "analyze.term.txt", "analyze.json")
+ANALYZE = ("analyze.txt", "analyze.term.txt", "analyze.json", "headline.json")
 COMPARE = ("compare.txt", "compare.json")
 REPORT = ("report.md", "report.json", "report.html")
 
@@ -156,6 +159,8 @@ def _app() -> typer.Typer:
 def produce(case: Case, output: str, root: Path) -> str:
     """One output of a case, as the CLI writes it (a report's file read back)."""
     command, _, kind = output.partition(".")
+    if command == "headline":
+        return _recorded(case)
     args = ["analyze" if command == "analyze" else "compare", *case.args]
     env = TERMINAL if kind == "term.txt" else PIPED
     if command == "report":
@@ -168,6 +173,19 @@ def produce(case: Case, output: str, root: Path) -> str:
     if command == "report":
         return (root / out / f"report.{kind}").read_text(encoding="utf-8")
     return res.stdout
+
+
+def _recorded(case: Case) -> str:
+    """Each run's headline numbers (what `analyze RUN_ID` stores) and campaign trace metrics."""
+    from orchestrator.analysis import headline
+    from orchestrator.campaign.results import trace_metrics
+
+    found = cli_analysis.analyze_runs([Path(a) for a in case.args], label=" ".join(case.args))
+    doc = [
+        {"label": m.label, "headline": headline(m), "campaign": trace_metrics(m)}
+        for m in found.runs
+    ]
+    return json.dumps(doc, indent=2) + "\n"
 
 
 @pytest.mark.parametrize(("case", "output"), PAIRS, ids=[f"{c.name}/{o}" for c, o in PAIRS])
