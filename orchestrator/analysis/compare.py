@@ -233,11 +233,8 @@ ROWS: list[Metric] = [
         "Sync overhead", "sync API share of span", "%",
         _per_rank(lambda r: 100 * r.sync.wall_ns / r.span_ns if r.span_ns else None), _runtime,
     ),
-    Metric(
-        "Steps", "step time mean", "ms",
-        lambda m: m.aggregate.step_mean_ns / 1e6 if m.aggregate.step_mean_ns else None,
-        None, _step_basis,
-    ),
+    Metric("Steps", "step time mean", "ms",
+           _per_rank(lambda r: r.steps.mean_ns / 1e6 if r.steps else None), None, _step_basis),
     Metric("Steps", "step time p90", "ms",
            _per_rank(lambda r: r.steps.p90_ns / 1e6 if r.steps else None), None, _step_basis),
     Metric("Steps", "step time median (workload)", "s",
