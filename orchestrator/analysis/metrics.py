@@ -391,6 +391,9 @@ class RankMetrics(Strict):
     timeline: Timeline = Timeline()
     step_view: StepView | None = None
     notes: list[str] = []
+    # figures of the metric catalogue that a family computes from the entry's timeline
+    # (`catalogue.Metric.compute`), by the metric's key; None where the entry has none
+    figures: dict[str, float | None] = {}
 
 
 class Aggregate(Strict):

@@ -131,6 +131,9 @@ class Metric:
     sources: Sources = ANY
     rank_measured: Callable[[RankMetrics], bool] | None = None
     basis: Callable[[Metrics], str | None] | None = None
+    # a family function that computes the figure from the entry's timeline (`Entry`); kept in
+    # RankMetrics.figures under `key`, where `rank_value` reads it when `rank` is None
+    compute: Callable[[Entry], float | None] | None = None
     # other names of the same number in the state store (kept for campaigns that watch them)
     aliases: tuple[str, ...] = ()
     # the views that show it where no layout places it (`views.OPEN_VIEWS`); None: every
@@ -144,9 +147,12 @@ class Metric:
 
     def rank_value(self, r: RankMetrics, unit: str | None = None) -> float | None:
         """One entry's value, in `unit` (default `rank_unit`)."""
-        if self.rank is None:
+        if self.rank is not None:
+            v = self.rank(r)
+        elif self.compute is not None:
+            v = r.figures.get(self.key)
+        else:
             return None
-        v = self.rank(r)
         if v is None or unit is None:
             return v
         return L.convert(v, self.rank_unit or self.unit, unit)
@@ -160,7 +166,7 @@ class Metric:
         if self.run is not None:
             v = self.run(m)
             return None if v is None else L.convert(v, self.unit, to)
-        if self.rank is None:
+        if self.rank is None and self.compute is None:
             return None
         if self.across == "mean":
             each = [v for r in m.ranks if (v := self.rank_value(r, to)) is not None]

@@ -296,6 +296,11 @@ def metrics() -> dict[str, Metric]:
     return out
 
 
+def computed() -> list[Metric]:
+    """The metrics a family computes from an entry's timeline (`Metric.compute`)."""
+    return [m for m in CATALOGUE if m.compute is not None]
+
+
 def families() -> dict[str, Family]:
     return {f.key: f for f in FAMILIES}
 
