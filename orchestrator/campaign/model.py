@@ -12,7 +12,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -34,7 +34,7 @@ CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}-\d{8}-\d{6}-[0-9a
 
 # Metrics a threshold can watch (docs/campaigns.md): from the workload's metrics.json and, when
 # the run left a trace, from orchestrator.analysis (docs/metrics.md's catalogue defines them).
-METRICS: dict[str, str] = {
+_WORKLOAD_METRICS = {
     "step_time_s": "median training-step time (s), metrics.json",
     "tokens_per_s": "training throughput (tokens/s), metrics.json",
     "peak_gpu_memory_bytes": "peak GPU memory allocated (bytes), metrics.json",
@@ -44,10 +44,28 @@ METRICS: dict[str, str] = {
     "step_cpu_time_s": "median CPU time of the training process per step (s), metrics.json",
     "step_cpu_relative": "median CPU time per step in units of a fixed work timed beside it "
     "(x), metrics.json with --cpu-reference: steady where the machine's speed drifts",
-    # what the trace analysis gives: the metric catalogue's campaign view
-    **campaign_descriptions(),
-    "elapsed_s": "wall-clock time of the job (s), from the scheduler",
 }
+_ELAPSED = {"elapsed_s": "wall-clock time of the job (s), from the scheduler"}
+
+
+class _Metrics(Mapping[str, str]):
+    """Name → description of every metric a campaign can watch, read when asked: a metric added
+    to the catalogue's campaign view is one at once."""
+
+    def _all(self) -> dict[str, str]:
+        return {**_WORKLOAD_METRICS, **campaign_descriptions(), **_ELAPSED}
+
+    def __getitem__(self, key: str) -> str:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+METRICS: Mapping[str, str] = _Metrics()
 
 
 def _overrides(v: object) -> object:

@@ -4,14 +4,21 @@ the entry says, and "not measured" follows the sources the entry names."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
-from orchestrator.analysis import analyze_paths
-from orchestrator.analysis.catalogue import CATALOGUE, FAMILIES, views
+from orchestrator.analysis import analyze_paths, headline
+from orchestrator.analysis.catalogue import CATALOGUE, FAMILIES, Entry, Metric, views
+from orchestrator.analysis.labels import dur
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.cli.analysis import register
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # what a key's ending says of its unit (the state store and campaigns read it so)
@@ -96,3 +103,95 @@ def test_not_measured_follows_the_sources() -> None:
     # the workload's own numbers only beside its metrics.json
     assert views.value("tokens_per_s", nsys) is None
     assert views.value("tokens_per_s", kineto) is not None
+
+
+# ---- a new metric: its family's function plus one entry
+def longest_kernel_ns(e: Entry) -> float | None:
+    """The family function of the new metric: the entry's longest kernel (ns)."""
+    import numpy as np
+
+    from orchestrator.analysis import timeline as T
+
+    kernels = e.rows.kind == T.KERNEL
+    if not bool(kernels.any()):
+        return None
+    return float(np.max(e.rows.end[kernels] - e.rows.start[kernels]))
+
+
+NEW = Metric(
+    "longest_kernel_us", "Kernels", "longest kernel", "us",
+    "the longest kernel of the entry", rank_unit="ns", across="max", better="lower",
+    compute=longest_kernel_ns,
+)  # fmt: skip
+H100 = DATA / "nsys_h100"
+
+
+@pytest.fixture
+def new_metric() -> Iterator[Metric]:
+    CATALOGUE.append(NEW)
+    try:
+        yield NEW
+    finally:
+        CATALOGUE.remove(NEW)
+
+
+def _longest_by_sql(run: str) -> int:
+    with sqlite3.connect(H100 / run / f"{run}.sqlite") as db:
+        row = db.execute('SELECT max("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    return int(row[0])
+
+
+def test_a_new_metric_shows_in_analyze_compare_report_and_campaigns(
+    new_metric: Metric, tmp_path: Path
+) -> None:
+    want = {run: _longest_by_sql(run) for run in ("baseline", "workers4")}
+    runner = CliRunner(env={"COLUMNS": "200"})
+    app = typer.Typer()
+    register(app)
+    base, other = (str(H100 / run) for run in want)
+
+    # analyze: computed on every entry, in --json and as a row of its group
+    res = runner.invoke(app, ["analyze", base, "--json"])
+    assert res.exit_code == 0, res.output
+    (rank,) = json.loads(res.stdout)["ranks"]
+    assert rank["figures"] == {"longest_kernel_us": want["baseline"]}
+    res = runner.invoke(app, ["analyze", base])
+    lines = res.stdout.splitlines()
+    row = next(x for x in lines if x.strip().startswith("longest kernel"))
+    assert row.split()[-2:] == dur(want["baseline"]).split()
+    assert lines[lines.index(row) - 1].strip() == "Kernels"  # its group, a new one at the end
+
+    # compare: a row of its group, in its unit, with the change
+    res = runner.invoke(app, ["compare", base, other, "--json"])
+    (cmp_row,) = [r for r in json.loads(res.stdout)["rows"] if r["metric"] == "longest kernel"]
+    assert cmp_row["group"] == "Kernels" and cmp_row["unit"] == "us"
+    assert cmp_row["values"] == [want["baseline"] / 1e3, want["workers4"] / 1e3]
+    assert cmp_row["measured"] == [True, True]
+
+    # the report: in the comparison and in each run's per-rank table
+    res = runner.invoke(app, ["report", base, other, "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "r" / "report.md").read_text().splitlines()
+    per_rank = [x for x in md if x.startswith("| longest kernel |")]  # each run's own table
+    assert [x.replace("\\", "") for x in per_rank] == [
+        f"| longest kernel | {dur(want[run])} |" for run in want
+    ]
+    assert sum(x.startswith("| Kernels | longest kernel |") for x in md) == 1  # the comparison
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "longest kernel" in html
+
+    # campaigns: a metric thresholds can watch, recorded from each run's trace, and stored
+    from orchestrator.campaign.model import METRICS
+    from orchestrator.campaign.results import trace_metrics
+
+    assert "longest_kernel_us" in METRICS
+    m = analyze_paths([H100 / "baseline"])
+    assert trace_metrics(m)["longest_kernel_us"] == want["baseline"] / 1e3
+    assert headline(m)["longest_kernel_us"] == want["baseline"] / 1e3
+
+
+def test_without_the_entry_nothing_shows_it() -> None:
+    """The other side: no entry, no figure (the fixture above removes it again)."""
+    m = analyze_paths([H100 / "baseline"])
+    assert m.ranks[0].figures == {}
+    assert "longest_kernel_us" not in views.campaign_keys()
