@@ -78,9 +78,11 @@ test-unit: install
 	$(BIN)/pytest -q tests/unit
 
 # Regenerate the golden outputs (rendered job scripts, analyze / compare / report of every
-# committed trace) after an intended change; review `git diff tests/golden` before committing.
+# committed trace) and docs/metrics.md's catalogue table after an intended change; review
+# `git diff tests/golden docs` before committing.
 golden: install
-	GH_RUN_UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/test_golden.py tests/unit/test_golden_outputs.py
+	GH_RUN_UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/test_golden.py \
+	  tests/unit/test_golden_outputs.py tests/unit/test_catalogue.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ the entry says, and "not measured" follows the sources the entry names."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import statistics
 from collections.abc import Iterator
@@ -195,3 +196,20 @@ def test_without_the_entry_nothing_shows_it() -> None:
     m = analyze_paths([H100 / "baseline"])
     assert m.ranks[0].figures == {}
     assert "longest_kernel_us" not in views.campaign_keys()
+
+
+def test_the_metrics_documentation_is_current() -> None:
+    """docs/metrics.md's catalogue section is what the catalogue says (regenerate it with
+    `python -m orchestrator.analysis.catalogue docs/metrics.md`, or `make golden`)."""
+    from orchestrator.analysis.catalogue import docs
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+    if os.environ.get("GH_RUN_UPDATE_GOLDEN") == "1":
+        docs.rewrite(path)
+    text = path.read_text(encoding="utf-8")
+    assert docs.markdown() in text, (
+        "docs/metrics.md's catalogue section is stale: run"
+        " `python -m orchestrator.analysis.catalogue docs/metrics.md` and review the diff"
+    )
+    for m in CATALOGUE:
+        assert f"| `{m.key}`" in text

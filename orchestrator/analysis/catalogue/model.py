@@ -60,9 +60,9 @@ def _workload(m: Metrics) -> bool:
 
 # Without kernels the span of a few copies is no window to judge GPU time by.
 KERNELS = Need("kernels", _kernels)
-ACTIVITY = Need("GPU activity (kernels, copies or memsets)", _activity)
-OSRT = Need("OS-runtime calls traced (nsys --trace osrt)", _osrt)
-RUNTIME = Need("kernels and the CUDA runtime calls", _runtime)
+ACTIVITY = Need("GPU activity: kernels, copies or memsets", _activity)
+OSRT = Need("OS-runtime calls traced: nsys --trace osrt", _osrt)
+RUNTIME = Need("kernels and their CUDA runtime calls", _runtime)
 WORKLOAD = Need("the workload's metrics.json beside the trace", _workload)
 
 
@@ -86,7 +86,7 @@ class Sources:
 
     def says(self) -> str:
         kinds = " and ".join(KIND_NAMES[k] for k in KIND_NAMES if k in self.kinds)
-        return f"{kinds} ({self.need.says})" if self.need else kinds
+        return f"{kinds}, with {self.need.says}" if self.need else kinds
 
 
 NSYS_ONLY = frozenset({"nsys-sqlite"})
