@@ -47,6 +47,9 @@ class ComparisonRow(Strict):
     measured: list[bool] = []
     # False where a run measured it in another way than the baseline (`notes` says how)
     comparable: list[bool] = []
+    # the metric's key in the catalogue (docs/metrics.md), as the state store and campaigns
+    # name it; `metric` is its label here
+    key: str = ""
 
 
 class Comparison(Strict):
@@ -146,6 +149,7 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
                 change=change,
                 measured=measured,
                 comparable=comparable,
+                key=met.key,
             )
         )
     changes = []
@@ -169,19 +173,14 @@ def key_rows(c: Comparison, limit: int = KEY_ROWS) -> list[ComparisonRow]:
     """What matters, for a report's short table: the catalogue's `KEY` rows some run measured
     (the workload's step time, or else the traced steps'), then up to `MOVED_ROWS` other rows
     that moved most (comparable, at least `MOVED_PCT` in some run), up to `limit` rows."""
-    by_name = {r.metric: r for r in c.rows}
+    by_key = {r.key: r for r in c.rows}
 
     def has(r: ComparisonRow) -> bool:
         return any(v is not None for v in r.values)
 
-    key = views.key_labels()
-    out = [by_name[k] for k in key if k in by_name and has(by_name[k])]
-    workload, traced = (
-        views.key_label("workload_step_median_s"),
-        views.key_label("step_time_mean_ms"),
-    )
-    if any(r.metric == workload for r in out):
-        out = [r for r in out if r.metric != traced]
+    out = [by_key[k] for k in views.KEY if k in by_key and has(by_key[k])]
+    if any(r.key == "workload_step_median_s" for r in out):
+        out = [r for r in out if r.key != "step_time_mean_ms"]
 
     def moved(r: ComparisonRow) -> float:
         rel = [abs(x) for x in r.delta_rel_pct[1:] if x is not None]

@@ -76,6 +76,7 @@ def spreads(rs: list[RankMetrics], names: list[str]) -> list[RankSpread]:
                 max_rank=hi[1],
                 worst_rank=hi[1] if worse == "higher" else lo[1],
                 worse=worse,
+                key=row.metric.key,
             )
         )
     return out

@@ -442,6 +442,8 @@ class RankSpread(Strict):
     worst_rank: str
     # "higher" or "lower": which direction is worse for this metric
     worse: str
+    # the metric's key in the catalogue (docs/metrics.md); `metric` is its label here
+    key: str = ""
 
 
 class SkewStats(Strict):

@@ -506,14 +506,3 @@ def campaign_values(m: Metrics) -> dict[str, float | None]:
         elif (v := met.run_value(m, check=False)) is not None:
             out[k] = v
     return out
-
-
-def key_label(key: str) -> str:
-    """The label of a metric's compare row."""
-    return next(row.label for row in run_rows("compare") if row.metric.key == key)
-
-
-def key_labels() -> list[str]:
-    """The compare labels of the `KEY` rows, in order."""
-    by_key = {row.metric.key: row.label for row in run_rows("compare")}
-    return [by_key[k] for k in KEY if k in by_key]
