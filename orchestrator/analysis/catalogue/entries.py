@@ -23,6 +23,7 @@ from orchestrator.analysis.catalogue.model import (
     WORKLOAD,
     Family,
     Metric,
+    RunGet,
     Sources,
 )
 
@@ -108,7 +109,7 @@ def _median_step_s(m: Metrics) -> float | None:
     return max(traced) / 1e9 if traced else None
 
 
-def _skew(which: str) -> object:
+def _skew(which: str) -> RunGet:
     def get(m: Metrics) -> float | None:
         s = getattr(m.cross_rank, which)
         return s.median_ns / 1e3 if s else None
@@ -310,10 +311,10 @@ CATALOGUE: list[Metric] = [
            rank=lambda r: r.comm_comp_overlap_pct, better="higher", sources=GPU),
     Metric("collective_start_skew_us", "Communication", "collective start skew, median", "us",
            "latest minus earliest start of each collective matched across ranks, median",
-           run=_skew("collective_start_skew"), better="lower"),  # type: ignore[arg-type]
+           run=_skew("collective_start_skew"), better="lower"),
     Metric("step_time_skew_us", "Communication", "step time skew, median", "us",
            "longest minus shortest duration of each step present on every rank, median",
-           run=_skew("step_time_skew"), better="lower"),  # type: ignore[arg-type]
+           run=_skew("step_time_skew"), better="lower"),
     # ---- kernels (kernels)
     Metric("kernels", "Kernels", "kernels", "count",
            "kernels launched in the capture",
