@@ -18,7 +18,7 @@ WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
 .PHONY: install install-runtime workload deps demo test test-unit test-pythons cluster-up \
-	cluster-down cluster-status lint schema bench mutate dist clean
+	cluster-down cluster-status lint schema bench mutate dist clean golden
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
@@ -83,6 +83,13 @@ test-unit: install
 # 3.13, 3.14), each in its own venv (.venvs/X.Y), with every warning an error.
 test-pythons: install deps cluster-up
 	bash scripts/test-pythons.sh
+
+# Regenerate the golden outputs (rendered job scripts, analyze / compare / report of every
+# committed trace) and docs/metrics.md's catalogue table after an intended change; review
+# `git diff tests/golden docs` before committing.
+golden: install
+	GH_RUN_UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/test_golden.py \
+	  tests/unit/test_golden_outputs.py tests/unit/test_catalogue.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
 
@@ -113,30 +114,10 @@ def kernel_totals(m: Metrics) -> dict[str, float]:
     return out
 
 
-def sync_share_pct(m: Metrics) -> float | None:
-    """Share of the GPU span a host thread waited in a CUDA sync (%), mean over ranks."""
-    shares = [100 * r.sync.wall_ns / r.span_ns for r in m.ranks if r.span_ns]
-    return sum(shares) / len(shares) if shares else None
-
-
-def data_wait_pct(m: Metrics) -> float | None:
-    """Share of the traced steps spent in data ranges (%), mean over ranks; CPU traces too."""
-    waits = [
-        100 * r.data_wait_ns / r.steps.total_ns for r in m.ranks if r.steps and r.steps.total_ns
-    ]
-    return sum(waits) / len(waits) if waits else None
-
-
 def groups(m: Metrics) -> dict[str, tuple[str, float | None]]:
-    """The metric groups: name → (unit, value); GPU ones only with a GPU timeline."""
-    a = m.aggregate
-    gpu = a.span_ns > 0
-    return {
-        "GPU idle": ("% of span", a.idle_pct_mean if gpu else None),
-        "copies": ("% of GPU activity", a.memcpy_pct_mean if gpu else None),
-        "sync": ("% of span", sync_share_pct(m)),
-        "data wait": ("% of steps", data_wait_pct(m)),
-    }
+    """The metric groups (the metric catalogue's `CHANGES` view): name → (unit, value); the GPU
+    ones only with a GPU timeline."""
+    return {name: (unit, views.recorded(key, m)) for name, unit, key in views.CHANGES}
 
 
 def _pct(new: float | None, old: float | None) -> float | None:

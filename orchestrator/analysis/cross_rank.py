@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from orchestrator.analysis import core
+from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.labels import dur as human_dur
 from orchestrator.analysis.metrics import CrossRank, RankMetrics, RankSpread, SkewStats, Straggler
 from orchestrator.analysis.rank_metrics import CrossRankInput
@@ -37,50 +37,6 @@ LATE_SHARE = 0.6
 LATE_MIN_NS = 20_000
 LATE_MIN_STEP_SHARE = 0.01
 SLOW_STEP = 1.10
-
-
-def _comm_pct(r: RankMetrics) -> float | None:
-    if not r.kernel_types:
-        return None
-    return sum(v for k, v in r.kernel_types.items() if "COMMUNICATION" in k)
-
-
-def _share_of_span(ns: int | None, r: RankMetrics) -> float | None:
-    return 100.0 * ns / r.span_ns if ns is not None and r.span_ns else None
-
-
-# (metric, unit, value, which direction is worse)
-SPREADS: list[tuple[str, str, Callable[[RankMetrics], float | None], str]] = [
-    ("span", "ms", lambda r: r.span_ns / 1e6 if r.span_ns else None, "higher"),
-    ("GPU busy", "%", lambda r: r.busy_pct if r.span_ns else None, "lower"),
-    ("GPU idle", "%", lambda r: r.idle_pct if r.span_ns else None, "higher"),
-    ("HTA compute", "%", lambda r: r.temporal.compute_pct if r.temporal.span_ns else None, "lower"),
-    (
-        "HTA non-compute",
-        "%",
-        lambda r: r.temporal.non_compute_pct if r.temporal.span_ns else None,
-        "higher",
-    ),
-    ("HTA idle", "%", lambda r: r.temporal.idle_pct if r.temporal.span_ns else None, "higher"),
-    ("communication kernels", "% of kernel time", _comm_pct, "higher"),
-    ("comm/comp overlap", "%", lambda r: r.comm_comp_overlap_pct, "lower"),
-    (
-        "idle: host wait",
-        "% of idle",
-        lambda r: r.idle_breakdown.host_wait_pct if r.idle_breakdown else None,
-        "higher",
-    ),
-    ("step time mean", "ms", lambda r: r.steps.mean_ns / 1e6 if r.steps else None, "higher"),
-    ("kernel time", "ms", lambda r: r.activity.kernel_ns / 1e6 if r.span_ns else None, "higher"),
-    ("data wait", "% of span", lambda r: _share_of_span(r.data_wait_ns, r), "higher"),
-    ("sync wall", "% of span", lambda r: _share_of_span(r.sync.wall_ns, r), "higher"),
-    (
-        "peak GPU memory",
-        "GiB",
-        lambda r: r.peak_gpu_memory_bytes / 2**30 if r.peak_gpu_memory_bytes else None,
-        "higher",
-    ),
-]
 
 
 def labels(rs: list[RankMetrics]) -> list[str]:
@@ -97,17 +53,22 @@ def labels(rs: list[RankMetrics]) -> list[str]:
 
 
 def spreads(rs: list[RankMetrics], names: list[str]) -> list[RankSpread]:
+    """Each metric of the catalogue's spread view (`catalogue.views.SPREAD`) over the entries
+    that measure it; metrics that are 0 everywhere are left out."""
     out = []
-    for metric, unit, get, worse in SPREADS:
-        vals = [(v, names[i]) for i, r in enumerate(rs) if (v := get(r)) is not None]
+    for row in views.run_rows("spread"):
+        worse = row.metric.worse or "higher"
+        vals = [
+            (v, names[i]) for i, r in enumerate(rs) if (v := views.spread_value(row, r)) is not None
+        ]
         if len(vals) < 2 or not any(v for v, _ in vals):
             continue
         lo = min(vals, key=lambda x: x[0])
         hi = max(vals, key=lambda x: x[0])
         out.append(
             RankSpread(
-                metric=metric,
-                unit=unit,
+                metric=row.label,
+                unit=row.unit,
                 min=lo[0],
                 median=statistics.median(v for v, _ in vals),
                 max=hi[0],
@@ -115,6 +76,7 @@ def spreads(rs: list[RankMetrics], names: list[str]) -> list[RankSpread]:
                 max_rank=hi[1],
                 worst_rank=hi[1] if worse == "higher" else lo[1],
                 worse=worse,
+                key=row.metric.key,
             )
         )
     return out

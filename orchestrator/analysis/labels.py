@@ -78,6 +78,17 @@ _TO_NS = {"s": 1e9, "ms": 1e6, "us": 1e3, "µs": 1e3, "ns": 1.0}
 _TO_BYTES = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1.0, "bytes": 1.0}
 
 
+def convert(v: float, unit: str, to: str) -> float:
+    """`v` (in `unit`) in `to`: durations (ns, µs, ms, s) and sizes (B, KiB, MiB, GiB) within
+    their family; any other pair (a percentage shown as "% of span") is the same number."""
+    for table in (_TO_NS, _TO_BYTES):
+        if unit in table and to in table and unit != to:
+            factor = table[unit]
+            # ns -> s is v / 1e9 exactly as written elsewhere (no multiplication by 1)
+            return (v if factor == 1 else v * factor) / table[to]
+    return v
+
+
 def human(v: float | None, unit: str) -> str:
     """`v` (in `unit`) as it reads best: durations and sizes in the unit that suits their size,
     percentages with one decimal, counts with thousands separators."""

@@ -391,6 +391,9 @@ class RankMetrics(Strict):
     timeline: Timeline = Timeline()
     step_view: StepView | None = None
     notes: list[str] = []
+    # figures of the metric catalogue that a family computes from the entry's timeline
+    # (`catalogue.Metric.compute`), by the metric's key; None where the entry has none
+    figures: dict[str, float | None] = {}
 
 
 class Aggregate(Strict):
@@ -439,6 +442,8 @@ class RankSpread(Strict):
     worst_rank: str
     # "higher" or "lower": which direction is worse for this metric
     worse: str
+    # the metric's key in the catalogue (docs/metrics.md); `metric` is its label here
+    key: str = ""
 
 
 class SkewStats(Strict):
@@ -582,70 +587,10 @@ def merged_top_kernels(ranks: list[RankMetrics], n: int = 8) -> list[tuple[str, 
     return [(name, c, t, 100.0 * t / whole) for name, (c, t) in ranked]
 
 
-def _p50_step_s(ranks: list[RankMetrics]) -> float | None:
-    """Median step time (s): the workload's own (slowest rank), else the traced steps' p50."""
-    wl = [
-        r.workload.median_step_time_s
-        for r in ranks
-        if r.workload and r.workload.median_step_time_s is not None
-    ]
-    if wl:
-        return max(wl)
-    traced = [r.steps.p50_ns for r in ranks if r.steps]
-    return max(traced) / 1e9 if traced else None
-
-
 def headline(m: Metrics) -> dict[str, float | None]:
     """The flat headline numbers of one run, for the state store's metrics table (campaigns read
-    them for regressions). Means over ranks unless said; None = not measured. Keys:
+    them for regressions): the metric catalogue's `HEADLINE` view, keys as there (docs/metrics.md
+    defines each). Means over ranks unless the catalogue says otherwise; None = no value."""
+    from orchestrator.analysis.catalogue import views
 
-    gpu_busy_pct, gpu_idle_pct (union of GPU activity over the span); hta_idle_pct,
-    hta_compute_pct, hta_non_compute_pct (HTA temporal breakdown; gpu_compute_pct is the same
-    number under the campaigns' name); kernel_pct, memcpy_share_pct (shares of GPU activity
-    time); um_share_pct (UM migrations / memory operations); idle_gaps (sum),
-    idle_gaps_per_s, idle_gap_p90_us; step_time_median_s (workload metrics.json of the slowest
-    rank, else the traced steps' p50); tokens_per_s (sum); peak_gpu_memory_bytes (max);
-    htod_bytes, dtoh_bytes (sums); sync_s, cpu_op_s, osrt_s (sums); fp32_gemm_pct;
-    comm_share_pct (HTA kernel types with communication, all ranks), comm_comp_overlap_pct,
-    collective_start_skew_us (median over matched collectives; None with one rank)."""
-    a = m.aggregate
-    rs = m.ranks
-    if not rs:
-        return {}
-    per_s = [r.idle_gaps.count / (r.span_ns / 1e9) for r in rs if r.span_ns]
-    return {
-        "gpu_busy_pct": a.busy_pct_mean,
-        "gpu_idle_pct": a.idle_pct_mean,
-        "hta_idle_pct": a.temporal_idle_pct_mean,
-        "hta_compute_pct": a.temporal_compute_pct_mean,
-        "hta_non_compute_pct": a.temporal_non_compute_pct_mean,
-        "gpu_compute_pct": a.temporal_compute_pct_mean,
-        "kernel_pct": a.kernel_pct_mean,
-        "memcpy_share_pct": a.memcpy_pct_mean,
-        "um_share_pct": a.um_share_of_memory_ops_pct_mean,
-        "idle_gaps": float(a.idle_gaps),
-        "idle_gaps_per_s": _mean(per_s) if per_s else None,
-        "idle_gap_p90_us": _mean([r.idle_gaps.p90_ns / 1e3 for r in rs]),
-        "step_time_median_s": _p50_step_s(rs),
-        "tokens_per_s": a.tokens_per_s,
-        "peak_gpu_memory_bytes": (
-            float(a.peak_gpu_memory_bytes) if a.peak_gpu_memory_bytes is not None else None
-        ),
-        "htod_bytes": float(a.htod_bytes),
-        "dtoh_bytes": float(a.dtoh_bytes),
-        "sync_s": a.sync_ns / 1e9,
-        "cpu_op_s": a.cpu_op_ns / 1e9,
-        "osrt_s": a.osrt_ns / 1e9,
-        "fp32_gemm_pct": _mean([r.fp32_gemm_pct for r in rs]),
-        "comm_share_pct": (
-            sum(v for k, v in a.kernel_types.items() if "COMMUNICATION" in k)
-            if a.kernel_types
-            else None
-        ),
-        "comm_comp_overlap_pct": a.comm_comp_overlap_pct_mean,
-        "collective_start_skew_us": (
-            m.cross_rank.collective_start_skew.median_ns / 1e3
-            if m.cross_rank.collective_start_skew
-            else None
-        ),
-    }
+    return views.headline(m) if m.ranks else {}

@@ -1,6 +1,7 @@
 """One rank's metrics from its timeline: the families (`gpu_time`, `breakdown`, `communication`,
 `kernels`, `memory`, `host`) put together into `RankMetrics`, one per entry (a device of the
-rank for nsys exports, the whole trace for Kineto), plus what the cross-rank view needs.
+rank for nsys exports, the whole trace for Kineto), plus what the cross-rank view needs. The
+metric catalogue's computed figures (`catalogue.Metric.compute`) go into `RankMetrics.figures`.
 
 The process-wide host metrics (ranges, steps, threads, sync calls, CPU page faults) sit on the
 rank's first entry; the others carry the GPU side only.
@@ -22,6 +23,8 @@ from orchestrator.analysis import (
     step_view,
 )
 from orchestrator.analysis import timeline as T
+from orchestrator.analysis.catalogue import views
+from orchestrator.analysis.catalogue.model import Entry
 from orchestrator.analysis.metrics import RankMetrics, SyncStats
 
 
@@ -151,6 +154,8 @@ def _entry(
         timeline=busy_timeline,
         notes=notes,
     )
+    entry = Entry(timeline=tl, rows=rows, devices=devices, first=first, span=(u.start, u.end))
+    rm.figures = {m.key: m.compute(entry) for m in views.computed() if m.compute is not None}
     c = CrossRankInput(
         rank=tl.rank,
         devices=devices,

@@ -14,7 +14,6 @@ Every string from a trace is escaped (Jinja autoescape; SVG text through `xml_es
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
@@ -23,6 +22,7 @@ from markupsafe import Markup
 
 from orchestrator.analysis import labels as L
 from orchestrator.analysis.advice import Advice, advise, fold
+from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.compare import Comparison, compare, key_rows
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
 from orchestrator.analysis.verdict import verdict
@@ -414,32 +414,11 @@ def _legend(names: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def rank_table(m: Metrics) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The per-rank table turned on its side: a row per metric, a column per entry (it grows
-    down, not off the page's right edge)."""
-
-    def opt(v: float | None) -> str:
-        return "-" if v is None else f"{v:.1f} %"
-
-    metrics: list[tuple[str, Callable[[RankMetrics], str]]] = [
-        ("device", lambda r: f"{','.join(map(str, r.devices))} {r.device_name or ''}".strip()),
-        ("span", lambda r: L.dur(r.span_ns)),
-        ("busy, % of span", lambda r: f"{r.busy_pct:.1f} %"),
-        ("idle, % of span", lambda r: f"{r.idle_pct:.1f} %"),
-        ("HTA compute", lambda r: f"{r.temporal.compute_pct:.1f} %"),
-        ("HTA non-compute", lambda r: f"{r.temporal.non_compute_pct:.1f} %"),
-        ("HTA idle", lambda r: f"{r.temporal.idle_pct:.1f} %"),
-        ("comm/comp overlap", lambda r: opt(r.comm_comp_overlap_pct)),
-        ("idle: host wait", lambda r: opt(r.idle_breakdown.host_wait_pct if r.idle_breakdown
-                                          else None)),
-        ("idle gaps", lambda r: f"{r.idle_gaps.count:,}"),
-        ("gap p50 / p90", lambda r: f"{L.dur(r.idle_gaps.p50_ns)} / {L.dur(r.idle_gaps.p90_ns)}"),
-        ("kernels, % of activity", lambda r: f"{r.activity.kernel_pct:.1f} %"),
-        ("memcpys, % of activity", lambda r: f"{r.activity.memcpy_pct:.1f} %"),
-        ("memsets, % of activity", lambda r: f"{r.activity.memset_pct:.1f} %"),
-        ("peak GPU memory", lambda r: L.size(r.peak_gpu_memory_bytes)),
-    ]  # fmt: skip
+    """The per-rank table turned on its side: a row per metric (the metric catalogue's `RANKS`
+    view), a column per entry (it grows down, not off the page's right edge)."""
     heads = [_entry_label(r, m.ranks) for r in m.ranks]
-    return heads, [(name, [get(r) for r in m.ranks]) for name, get in metrics]
+    rows = [row for _, group in views.rows("ranks", m.ranks, digits=1) for row in group]
+    return heads, [(row.label, [row.show(r) for r in m.ranks]) for row in rows]
 
 
 def ranges(r: RankMetrics) -> list[tuple[str, int, int, float, int | None]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.analysis.advice import Advice
+from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.labels import dur, short_kernel, size
 from orchestrator.analysis.metrics import Metrics, merged_top_kernels
 from orchestrator.base import Strict
@@ -115,8 +116,10 @@ def _score(a: Advice) -> float:
     return max((e[k] for k in keys if k in e), default=0.0)
 
 
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
+def _figure(key: str, m: Metrics) -> float:
+    """A run's figure as the metric catalogue makes it (the mean over entries, for these), on
+    a trace with GPU activity."""
+    return views.value(key, m, check=False) or 0.0
 
 
 def idle_sentence(m: Metrics) -> str:
@@ -125,7 +128,7 @@ def idle_sentence(m: Metrics) -> str:
         return f"GPU idle: {NO_GPU} (the profile traced no kernels, copies or memsets)."
     if not has_kernels(m):
         return f"GPU idle: no kernels in this trace, so no GPU window to judge ({holdings(m)})."
-    idle = _mean([r.idle_pct for r in m.ranks])
+    idle = _figure("gpu_idle_pct", m)
     span = max(r.span_ns for r in m.ranks)
     steps = max((r.steps.count for r in m.ranks if r.steps), default=0)
     over = f", mean of {len(m.ranks)} entries" if len(m.ranks) > 1 else ""
@@ -141,10 +144,9 @@ def hta_sentence(m: Metrics) -> str | None:
     figures = idle_figures(m)
     if figures is None:
         return None
-    t = m.aggregate
     split = (
-        f"compute {t.temporal_compute_pct_mean:.1f} %, non-compute"
-        f" {t.temporal_non_compute_pct_mean:.1f} %, idle {t.temporal_idle_pct_mean:.1f} %"
+        f"compute {_figure('hta_compute_pct', m):.1f} %, non-compute"
+        f" {_figure('hta_non_compute_pct', m):.1f} %, idle {_figure('hta_idle_pct', m):.1f} %"
     )
     what = (
         "compute = kernels that are not communication or memory; non-compute = time when only"
@@ -187,7 +189,7 @@ def idle_figures(m: Metrics) -> IdleFigures | None:
     where they do; None without GPU activity."""
     if not has_gpu(m):
         return None
-    ours, hta = m.aggregate.idle_pct_mean, m.aggregate.temporal_idle_pct_mean
+    ours, hta = _figure("gpu_idle_pct", m), _figure("hta_idle_pct", m)
     ours_what = (
         f"GPU idle {ours:.1f} % counts the time from the first to the last kernel, copy or"
         " memset in which none of them ran"

@@ -12,7 +12,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from orchestrator import yamlio
+from orchestrator.analysis.catalogue.views import campaign_descriptions
 from orchestrator.base import Strict
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.errors import UserError
@@ -32,8 +33,8 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,30}$")
 CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}-\d{8}-\d{6}-[0-9a-f]{4}$")
 
 # Metrics a threshold can watch (docs/campaigns.md): from the workload's metrics.json and, when
-# the run left a trace, from orchestrator.analysis.
-METRICS: dict[str, str] = {
+# the run left a trace, from orchestrator.analysis (docs/metrics.md's catalogue defines them).
+_WORKLOAD_METRICS = {
     "step_time_s": "median training-step time (s), metrics.json",
     "tokens_per_s": "training throughput (tokens/s), metrics.json",
     "peak_gpu_memory_bytes": "peak GPU memory allocated (bytes), metrics.json",
@@ -43,16 +44,28 @@ METRICS: dict[str, str] = {
     "step_cpu_time_s": "median CPU time of the training process per step (s), metrics.json",
     "step_cpu_relative": "median CPU time per step in units of a fixed work timed beside it "
     "(x), metrics.json with --cpu-reference: steady where the machine's speed drifts",
-    "gpu_idle_pct": "GPU idle share of the profiled span (%), trace analysis",
-    "gpu_compute_pct": "GPU compute share of the profiled span (%), trace analysis (HTA)",
-    "kernel_pct": "kernel share of GPU activity time (%), trace analysis",
-    "um_share_pct": "Unified-Memory share of memory operations (%), trace analysis",
-    "memcpy_share_pct": "memcpy share of GPU activity time (%), trace analysis",
-    "sync_share_pct": "share of the profiled span a host thread waits in a CUDA sync (%), "
-    "trace analysis",
-    "data_wait_pct": "share of the profiled steps spent in data ranges (%), trace analysis",
-    "elapsed_s": "wall-clock time of the job (s), from the scheduler",
 }
+_ELAPSED = {"elapsed_s": "wall-clock time of the job (s), from the scheduler"}
+
+
+class _Metrics(Mapping[str, str]):
+    """Name → description of every metric a campaign can watch, read when asked: a metric added
+    to the catalogue's campaign view is one at once."""
+
+    def _all(self) -> dict[str, str]:
+        return {**_WORKLOAD_METRICS, **campaign_descriptions(), **_ELAPSED}
+
+    def __getitem__(self, key: str) -> str:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+METRICS: Mapping[str, str] = _Metrics()
 
 
 _T = TypeVar("_T")

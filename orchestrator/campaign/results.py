@@ -13,7 +13,8 @@ from pydantic import Field
 
 from orchestrator import artifacts
 from orchestrator import runs as R
-from orchestrator.analysis.changes import WhatChanged, data_wait_pct, sync_share_pct
+from orchestrator.analysis.catalogue.views import campaign_values
+from orchestrator.analysis.changes import WhatChanged
 from orchestrator.analysis.compare import change_text
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
@@ -111,21 +112,10 @@ def trace_files(folder: Path) -> list[Path]:
 
 
 def trace_metrics(m: Metrics) -> dict[str, float | None]:
-    """The campaign metrics a trace gives: GPU shares when it has a GPU timeline (CPU-only
-    traces have none), the data-wait share of the steps whenever it has steps."""
-    values: dict[str, float | None] = {}
-    agg = m.aggregate
-    if agg.span_ns > 0:
-        values["gpu_idle_pct"] = agg.idle_pct_mean
-        values["gpu_compute_pct"] = agg.temporal_compute_pct_mean
-        values["kernel_pct"] = agg.kernel_pct_mean
-        values["um_share_pct"] = agg.um_share_of_memory_ops_pct_mean
-        values["memcpy_share_pct"] = agg.memcpy_pct_mean
-        values["sync_share_pct"] = sync_share_pct(m)
-    wait = data_wait_pct(m)
-    if wait is not None:
-        values["data_wait_pct"] = wait
-    return values
+    """The campaign metrics a trace gives (the metric catalogue's campaign view): GPU shares
+    when it has a GPU timeline (CPU-only traces have none), the others where they have a value
+    (the data-wait share of the steps whenever it has steps)."""
+    return campaign_values(m)
 
 
 def collect_all(

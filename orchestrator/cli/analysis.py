@@ -5,10 +5,11 @@ Arguments are trace files, folders, or run ids of the state store (resolved thro
 tests or other front ends. `analyze` of a run id also stores the run's headline numbers
 (`orchestrator.analysis.headline`) with `store.put_metrics`.
 
-Terminal layout: one row per metric, values with units. Up to `RANK_COLUMNS` entries (ranks,
-or devices of a rank): one column per entry and, from two on, the worst one named; more: one
-column each for the min, median and max over the entries, formatted like the entry they come
-from, and the worst entry named (`--per-rank` shows every entry instead). Then the cross-rank
+Terminal layout: one row per metric (the metric catalogue's `ANALYZE` view), values with
+units. Up to `RANK_COLUMNS` entries (ranks, or devices of a rank): one column per entry and,
+from two on, the worst one named; more: one column each for the min, median and max over the
+entries, formatted like the entry they come from, and the worst entry named (`--per-rank`
+shows every entry instead). Then the cross-rank
 view (collective-start and step-time skew, the straggler) and the advice.
 """
 
@@ -18,7 +19,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NamedTuple, TextIO, cast
+from typing import Annotated, TextIO, cast
 
 import typer
 from rich import box
@@ -39,8 +40,10 @@ from orchestrator.analysis import (
     write_report,
 )
 from orchestrator.analysis.advice import FOLD_OVER, fold
+from orchestrator.analysis.catalogue import views
+from orchestrator.analysis.catalogue.views import Row, count, pct
 from orchestrator.analysis.changes import WhatChanged
-from orchestrator.analysis.compare import WAIT_FUNCS, Comparison
+from orchestrator.analysis.compare import Comparison
 from orchestrator.analysis.labels import (
     NOT_MEASURED,
     column_labels,
@@ -51,7 +54,6 @@ from orchestrator.analysis.labels import (
     row_unit,
     short_kernel,
     short_labels,
-    size,
 )
 from orchestrator.analysis.metrics import merged_top_kernels
 from orchestrator.analysis.verdict import NO_GPU, has_gpu, has_kernels, holdings, idle_figures
@@ -105,338 +107,13 @@ def _default_resolve(arg: str) -> list[Path]:
     return runs.analysis_inputs(STATE.store(), STATE.home, arg)
 
 
-# ---- value formatting
-def pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f} %"
-
-
-def count(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
-
-
-class Row(NamedTuple):
-    """One metric: its label, how a rank's value reads, and (for numbers) the value and which
-    direction is worse ("higher" / "lower"), for the summary columns and the worst rank."""
-
-    label: str
-    show: Callable[[RankMetrics], str]
-    value: Callable[[RankMetrics], float | None] | None = None
-    worse: str | None = None
-
-
 RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
 
 
-def _copy(direction: str) -> Callable[[RankMetrics], str]:
-    def get(r: RankMetrics) -> str:
-        for c in r.copies:
-            if c.direction == direction:
-                bw = f" @ {c.bandwidth_gb_s:.1f} GB/s" if c.bandwidth_gb_s else ""
-                return f"{size(c.bytes)}{bw}"
-        return "-"
-
-    return get
-
-
-def _thread(name: str) -> Callable[[RankMetrics], str]:
-    def get(r: RankMetrics) -> str:
-        ts = [t for t in r.threads if t.name == name]
-        if not ts:
-            return "-"
-        op = sum(t.cpu_op_ns for t in ts)
-        os_ = sum(t.osrt_ns for t in ts)
-        return dur(op) if not os_ else f"{dur(op)} / {dur(os_)}" if op else dur(os_)
-
-    return get
-
-
-def _waits(r: RankMetrics) -> str:
-    ns = sum(f.total_ns for t in r.threads for f in t.functions if f.name in WAIT_FUNCS)
-    return dur(ns) if ns else "-"
-
-
-def _two(a: float, b: float) -> str:
-    return f"{dur(a)} / {dur(b)}"
-
-
-def _activity(kind: str) -> Callable[[RankMetrics], str]:
-    def get(r: RankMetrics) -> str:
-        a = r.activity
-        return f"{count(getattr(a, f'{kind}_count'))} · {dur(getattr(a, f'{kind}_ns'))}"
-
-    return get
-
-
-def _workload_step(r: RankMetrics) -> str:
-    s = r.workload.median_step_time_s if r.workload else None
-    return dur(s * 1e9) if s is not None else "-"
-
-
-def _pct_of(ns: Callable[[RankMetrics], int | None]) -> Callable[[RankMetrics], float | None]:
-    def get(r: RankMetrics) -> float | None:
-        v = ns(r)
-        return 100.0 * v / r.span_ns if v is not None and r.span_ns else None
-
-    return get
-
-
-# short names of HTA's kernel types for the terminal (the JSON keeps HTA's)
-_TYPE_SHORT = {"COMPUTATION": "comp", "COMMUNICATION": "comm", "MEMORY": "mem"}
-
-
-def type_label(name: str) -> str:
-    """`COMPUTATION overlapping COMMUNICATION` → `comp + comm`."""
-    return " + ".join(_TYPE_SHORT.get(p, p.lower()) for p in name.split(" overlapping "))
-
-
-def _kernel_type(name: str) -> Row:
-    def value(r: RankMetrics) -> float | None:
-        return r.kernel_types.get(name, 0.0) if r.kernel_types else None
-
-    return Row(f"{type_label(name)}", lambda r: pct(value(r)), value)
-
-
-def _idle_part(part: str) -> Row:
-    def value(r: RankMetrics) -> float | None:
-        ib = r.idle_breakdown
-        return float(getattr(ib, f"{part}_pct")) if ib is not None else None
-
-    return Row(f"idle: {part.replace('_', ' ')}", lambda r: pct(value(r)), value, "higher")
-
-
 def metric_groups(m: Metrics) -> list[tuple[str, list[Row]]]:
-    """The rows of the `analyze` table, grouped; each row formats one rank's value."""
-    directions = sorted({c.direction for r in m.ranks for c in r.copies})
-    names: dict[str, int] = {}
-    for r in m.ranks:
-        for t in r.threads:
-            names[t.name] = names.get(t.name, 0) + t.cpu_op_ns + t.osrt_ns
-    top_threads = sorted(names, key=lambda n: -names[n])[:4]  # cpu_op / OS-runtime time
-    um_traced = any(
-        r.unified_memory.cpu_page_faults is not None
-        or r.unified_memory.gpu_page_faults is not None
-        or r.unified_memory.migrations
-        for r in m.ranks
-    )
-    um: list[Row] = [
-        Row(
-            "UM share of memory ops",
-            lambda r: pct(r.unified_memory.share_of_memory_ops_pct),
-            lambda r: r.unified_memory.share_of_memory_ops_pct,
-            "higher",
-        ),
-        Row(
-            "UM share of memory time",
-            lambda r: pct(r.unified_memory.share_of_memory_time_pct),
-            lambda r: r.unified_memory.share_of_memory_time_pct,
-            "higher",
-        ),
-    ]
-    if um_traced:
-        um = [
-            Row("CPU page faults", lambda r: count(r.unified_memory.cpu_page_faults),
-                lambda r: r.unified_memory.cpu_page_faults, "higher"),
-            Row("GPU page faults", lambda r: count(r.unified_memory.gpu_page_faults),
-                lambda r: r.unified_memory.gpu_page_faults, "higher"),
-            Row("migrated HtoD", lambda r: size(r.unified_memory.migrated_htod_bytes),
-                lambda r: r.unified_memory.migrated_htod_bytes, "higher"),
-            Row("migrated DtoH", lambda r: size(r.unified_memory.migrated_dtoh_bytes),
-                lambda r: r.unified_memory.migrated_dtoh_bytes, "higher"),
-            *um,
-        ]  # fmt: skip
-    types: dict[str, float] = {}
-    for r in m.ranks:
-        for k, v in r.kernel_types.items():
-            types[k] = types.get(k, 0.0) + v
-    kernel_types = [_kernel_type(k) for k in sorted(types, key=lambda k: -types[k])]
-    has_comm = any(r.comm_comp_overlap_pct is not None for r in m.ranks)
-    comm_rows = (
-        [
-            Row(
-                "comm/comp overlap",
-                lambda r: pct(r.comm_comp_overlap_pct),
-                lambda r: r.comm_comp_overlap_pct,
-                "lower",
-            )
-        ]
-        if has_comm
-        else []
-    )
-    idle_rows = (
-        [_idle_part("host_wait"), _idle_part("kernel_wait"), _idle_part("other")]
-        if any(r.idle_breakdown is not None for r in m.ranks)
-        else []
-    )
-    return [
-        (
-            "GPU time",
-            [
-                Row("device", lambda r: r.device_name or "-"),
-                Row("span", lambda r: dur(r.span_ns), lambda r: r.span_ns, "higher"),
-                Row("busy", lambda r: pct(r.busy_pct), lambda r: r.busy_pct, "lower"),
-                Row("idle", lambda r: pct(r.idle_pct), lambda r: r.idle_pct, "higher"),
-                Row(
-                    "idle gaps",
-                    lambda r: count(r.idle_gaps.count),
-                    lambda r: r.idle_gaps.count,
-                    "higher",
-                ),
-                Row(
-                    "gap mean",
-                    lambda r: dur(r.idle_gaps.mean_ns),
-                    lambda r: r.idle_gaps.mean_ns,
-                    "higher",
-                ),
-                Row(
-                    "gap p50 / p90",
-                    lambda r: _two(r.idle_gaps.p50_ns, r.idle_gaps.p90_ns),
-                    lambda r: r.idle_gaps.p90_ns,
-                    "higher",
-                ),
-                Row(
-                    "gap max",
-                    lambda r: dur(r.idle_gaps.max_ns),
-                    lambda r: r.idle_gaps.max_ns,
-                    "higher",
-                ),
-                *idle_rows,
-            ],
-        ),
-        (
-            "Temporal (HTA)",
-            [
-                Row(
-                    "compute",
-                    lambda r: pct(r.temporal.compute_pct),
-                    lambda r: r.temporal.compute_pct,
-                    "lower",
-                ),
-                Row(
-                    "non-compute",
-                    lambda r: pct(r.temporal.non_compute_pct),
-                    lambda r: r.temporal.non_compute_pct,
-                    "higher",
-                ),
-                Row(
-                    "idle",
-                    lambda r: pct(r.temporal.idle_pct),
-                    lambda r: r.temporal.idle_pct,
-                    "higher",
-                ),
-            ],
-        ),
-        ("Kernel types (HTA)", [*kernel_types, *comm_rows]),
-        (
-            "Kernels / copies",
-            [
-                Row("kernels", _activity("kernel"), lambda r: r.activity.kernel_ns, "higher"),
-                Row("memcpys", _activity("memcpy"), lambda r: r.activity.memcpy_ns, "higher"),
-                Row("memsets", _activity("memset"), lambda r: r.activity.memset_ns, "higher"),
-                Row(
-                    "kernel share of activity",
-                    lambda r: pct(r.activity.kernel_pct),
-                    lambda r: r.activity.kernel_pct,
-                    "lower",
-                ),
-                Row(
-                    "memcpy share of activity",
-                    lambda r: pct(r.activity.memcpy_pct),
-                    lambda r: r.activity.memcpy_pct,
-                    "higher",
-                ),
-                Row("kernel names", lambda r: count(r.kernel_names), lambda r: r.kernel_names),
-                Row(
-                    "fp32 GEMM share",
-                    lambda r: pct(r.fp32_gemm_pct),
-                    lambda r: r.fp32_gemm_pct,
-                    "higher",
-                ),
-                Row(
-                    "tensor-core GEMM share",
-                    lambda r: pct(r.tensor_core_gemm_pct),
-                    lambda r: r.tensor_core_gemm_pct,
-                    "lower",
-                ),
-            ],
-        ),
-        (
-            "Memory traffic",
-            [
-                *(Row(f"{d} copies", _copy(d), _copy_bytes(d), "higher") for d in directions),
-                Row(
-                    "peak GPU memory",
-                    lambda r: size(r.peak_gpu_memory_bytes),
-                    lambda r: r.peak_gpu_memory_bytes,
-                    "higher",
-                ),
-            ],
-        ),
-        ("Unified Memory", um),
-        (
-            "Steps",
-            [
-                Row(
-                    "traced steps",
-                    lambda r: count(r.steps.count) if r.steps else "-",
-                    lambda r: r.steps.count if r.steps else None,
-                ),
-                Row(
-                    "step mean",
-                    lambda r: dur(r.steps.mean_ns) if r.steps else "-",
-                    lambda r: r.steps.mean_ns if r.steps else None,
-                    "higher",
-                ),
-                Row(
-                    "step p50 / p90",
-                    lambda r: _two(r.steps.p50_ns, r.steps.p90_ns) if r.steps else "-",
-                    lambda r: r.steps.p90_ns if r.steps else None,
-                    "higher",
-                ),
-                Row(
-                    "data wait (ranges)",
-                    lambda r: dur(r.data_wait_ns),
-                    lambda r: r.data_wait_ns,
-                    "higher",
-                ),
-                Row(
-                    "median step (workload)",
-                    _workload_step,
-                    lambda r: r.workload.median_step_time_s if r.workload else None,
-                    "higher",
-                ),
-                Row(
-                    "tokens/s (workload)",
-                    lambda r: num(r.workload.tokens_per_s if r.workload else None),
-                    lambda r: r.workload.tokens_per_s if r.workload else None,
-                    "lower",
-                ),
-            ],
-        ),
-        (
-            "CPU / sync",
-            [
-                Row("sync calls", lambda r: count(r.sync.calls), lambda r: r.sync.calls, "higher"),
-                Row(
-                    "sync time",
-                    lambda r: dur(r.sync.total_ns),
-                    _pct_of(lambda r: r.sync.wall_ns),
-                    "higher",
-                ),
-                Row("cond/sem waits (OS runtime)", _waits),
-                *(
-                    Row(n if n.startswith("thread") else f"thread {n}", _thread(n))
-                    for n in top_threads
-                ),
-            ],
-        ),
-    ]
-
-
-def _copy_bytes(direction: str) -> Callable[[RankMetrics], float | None]:
-    def get(r: RankMetrics) -> float | None:
-        return float(sum(c.bytes for c in r.copies if c.direction == direction))
-
-    return get
+    """The rows of the `analyze` table, grouped (the metric catalogue's `ANALYZE` view); each
+    row formats one entry's value."""
+    return views.rows("analyze", m.ranks)
 
 
 def _rank_header(r: RankMetrics, m: Metrics) -> str:

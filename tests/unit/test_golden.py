@@ -3,7 +3,7 @@ byte for byte to tests/golden/<job>.sbatch, with a fixed run id and run folder. 
 each file it embeds (task.sh, um_bootstrap.py) is valid: `bash -n` + shellcheck, or Python.
 
 After an intended change, regenerate and review the diff by eye:
-    GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_golden.py
+    make golden   (or GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_golden.py)
 """
 
 from __future__ import annotations

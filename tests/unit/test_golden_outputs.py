@@ -1,0 +1,245 @@
+"""Golden analysis outputs: `analyze` (text, as piped and as a terminal shows it, and --json),
+`compare` (text and --json) and `report` (md, json, html) of every committed export and trace
+(tests/data, the xz-packed recordings unpacked), and what the state store and a campaign record
+of each run (`headline`, the campaign's trace metrics), byte for byte against
+tests/golden/analysis/.
+Rendered job scripts have their own golden files (test_golden.py). Together they say that a
+change which should not change behaviour did not.
+
+Inputs are named by paths relative to a workspace (`data/` = tests/data, `rec/` = the unpacked
+recordings), so no machine's paths reach the outputs. Each set of inputs is analysed once and
+reused by every output (`analyze_runs` answers from a cache of real analyses, deep copies).
+
+After an intended change, regenerate and review the diff by eye:
+    make golden     (= GH_RUN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_golden*.py)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.analysis import loader
+from orchestrator.cli import analysis as cli_analysis
+from tests.fixtures.recordings import unpacked
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data"
+GOLDEN = REPO / "tests" / "golden" / "analysis"
+UPDATE = os.environ.get("GH_RUN_UPDATE_GOLDEN") == "1"
+
+# The xz-packed recordings: workspace folder -> tests/data folder
+RECORDINGS = {
+    "rec/ddp_nsys2024": "ddp_nsys2024",
+    "rec/gpu_metrics/bf16": "gpu_metrics/bf16",
+    "rec/gpu_metrics/fp32": "gpu_metrics/fp32",
+    "rec/gpu_metrics/ddp": "gpu_metrics/ddp",
+    "rec/unannotated/nsys/convnet_w0": "unannotated/nsys/convnet_w0",
+    "rec/unannotated/nsys/convnet_w4": "unannotated/nsys/convnet_w4",
+    "rec/unannotated/nsys/sft_w0": "unannotated/nsys/sft_w0",
+    "rec/unannotated/nsys/sft_w4": "unannotated/nsys/sft_w4",
+}
+
+ANALYZE = ("analyze.txt", "analyze.term.txt", "analyze.json", "headline.json")
+COMPARE = ("compare.txt", "compare.json")
+REPORT = ("report.md", "report.json", "report.html")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def _one(name: str, arg: str, *extra: tuple[str, ...]) -> Case:
+    return Case(name, (arg,), ANALYZE + tuple(x for e in extra for x in e))
+
+
+CASES = [
+    _one("cloverleaf", "data/nsys/cloverleaf-cuda_perlmutter.sqlite"),
+    _one("saxpy", "data/nsys/saxpy-mpi-cuda_perlmutter0.sqlite"),
+    _one("nsys_cpu", "data/nsys_cpu", REPORT),
+    _one("nsys_h100", "data/nsys_h100", COMPARE, REPORT),
+    _one("traces", "data/traces", COMPARE, REPORT),
+    _one("ddp_h200_kineto", "data/ddp_h200/kineto"),
+    _one("ddp_h200_kineto_straggler", "data/ddp_h200/kineto_straggler"),
+    _one("ddp_h200_nsys", "data/ddp_h200/nsys"),
+    _one("ddp_h200_nsys_one_report", "data/ddp_h200/nsys_one_report"),
+    _one("ddp_nsys2024", "rec/ddp_nsys2024"),
+    _one("gpu_metrics_bf16", "rec/gpu_metrics/bf16"),
+    _one("gpu_metrics_fp32", "rec/gpu_metrics/fp32"),
+    _one("gpu_metrics_ddp", "rec/gpu_metrics/ddp", REPORT),
+    _one("unannotated_kineto", "data/unannotated/kineto", COMPARE, REPORT),
+    _one("unannotated_nsys", "rec/unannotated/nsys", COMPARE, REPORT),
+    # other projects' traces (HTA's and TraceLens's test data): unrelated runs, one folder
+    _one("public_traces", "data/public_traces"),
+    Case("compare_gpu_metrics", ("rec/gpu_metrics/bf16", "rec/gpu_metrics/fp32"), COMPARE + REPORT),
+    Case(
+        "compare_ddp_kineto",
+        ("data/ddp_h200/kineto", "data/ddp_h200/kineto_straggler"),
+        COMPARE + REPORT,
+    ),
+    Case(
+        "compare_ddp_nsys",
+        (
+            "data/ddp_h200/nsys",
+            "data/ddp_h200/nsys_one_report",
+            "rec/ddp_nsys2024",
+            "rec/gpu_metrics/ddp",
+        ),
+        COMPARE + REPORT,
+    ),
+    # an nsys export against a PyTorch-profiler trace: the sources differ
+    Case("compare_mixed", ("data/ddp_h200/nsys", "data/ddp_h200/kineto"), COMPARE),
+    # runs without kernels beside runs with them
+    Case(
+        "compare_no_gpu",
+        (
+            "data/nsys_cpu",
+            "data/nsys/saxpy-mpi-cuda_perlmutter0.sqlite",
+            "data/nsys/cloverleaf-cuda_perlmutter.sqlite",
+        ),
+        COMPARE + REPORT,
+    ),
+]
+# Reports: one of a run without kernels, one of a two-rank run, the others of several runs
+# (every run's section, the comparison and what changed); each export and trace is in one.
+PAIRS = [(c, out) for c in CASES for out in c.outputs]
+
+# what each output is run as; the terminal one as Rich draws it for a 100-column terminal
+PIPED = {"COLUMNS": "80"}
+TERMINAL = {"COLUMNS": "100", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+
+
+def _workspace(root: Path) -> Path:
+    """`data` (tests/data) and `rec` (the recordings unpacked, as real folders)."""
+    (root / "data").symlink_to(DATA, target_is_directory=True)
+    for dest, src in RECORDINGS.items():
+        folder = root / dest
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(unpacked(DATA / src), folder)
+    return root
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = _workspace(tmp_path_factory.mktemp("golden"))
+    real = loader.analyze_runs
+    cache: dict[tuple[tuple[str, ...], str | None, int | None], loader.RunSet] = {}
+
+    def analyze_runs(
+        paths: list[Path], label: str | None = None, **kw: int | None
+    ) -> loader.RunSet:
+        # The same analysis for every output of a set of inputs (a copy: an output must not
+        # see what another did to its models).
+        key = (tuple(map(str, paths)), label, kw.get("max_trace_bytes"))
+        if key not in cache:
+            cache[key] = real(paths, label, **kw)  # type: ignore[arg-type]
+        return cache[key].model_copy(deep=True)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        # ddp_h200/nsys lost its kernels in 2023.4's importer: refused by default (test_captures),
+        # read here as a user who accepts it would, so its outputs carry the lost-data note.
+        mp.setenv("GH_RUN_ACCEPT_LOST_DATA", "1")
+        mp.setattr(cli_analysis, "analyze_runs", analyze_runs)
+        yield root
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    cli_analysis.register(app)
+    return app
+
+
+def produce(case: Case, output: str, root: Path) -> str:
+    """One output of a case, as the CLI writes it (a report's file read back)."""
+    command, _, kind = output.partition(".")
+    if command == "headline":
+        return _recorded(case)
+    args = ["analyze" if command == "analyze" else "compare", *case.args]
+    env = TERMINAL if kind == "term.txt" else PIPED
+    if command == "report":
+        out = Path("out") / case.name
+        args = ["report", *case.args, "--out", str(out)]
+    elif kind == "json":
+        args.append("--json")
+    res = CliRunner(env=env).invoke(_app(), args)
+    assert res.exit_code == 0, f"{case.name}: gh-run {' '.join(args)} failed:\n{res.output}"
+    if command == "report":
+        return (root / out / f"report.{kind}").read_text(encoding="utf-8")
+    return res.stdout
+
+
+def _recorded(case: Case) -> str:
+    """Each run's headline numbers (what `analyze RUN_ID` stores) and campaign trace metrics."""
+    from orchestrator.analysis import headline
+    from orchestrator.campaign.results import trace_metrics
+
+    found = cli_analysis.analyze_runs([Path(a) for a in case.args], label=" ".join(case.args))
+    doc = [
+        {"label": m.label, "headline": headline(m), "campaign": trace_metrics(m)}
+        for m in found.runs
+    ]
+    return json.dumps(doc, indent=2) + "\n"
+
+
+@pytest.mark.parametrize(("case", "output"), PAIRS, ids=[f"{c.name}/{o}" for c, o in PAIRS])
+def test_output_matches_golden(case: Case, output: str, workspace: Path) -> None:
+    got = produce(case, output, workspace)
+    golden = GOLDEN / case.name / output
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(got, encoding="utf-8")
+    assert golden.is_file(), f"{golden} is missing; run `make golden` and review it"
+    want = golden.read_text(encoding="utf-8")
+    if got != want:
+        import difflib
+
+        diff = "".join(
+            list(
+                difflib.unified_diff(
+                    want.splitlines(keepends=True),
+                    got.splitlines(keepends=True),
+                    f"golden/{case.name}/{output}",
+                    "now",
+                )
+            )[:80]
+        )
+        pytest.fail(
+            f"gh-run {output.split('.')[0]} {' '.join(case.args)} differs from its golden"
+            f" output; if intended, `make golden` and review the diff:\n{diff}"
+        )
+
+
+def test_every_input_is_covered() -> None:
+    """Every committed export and trace is an input of some case, and no golden file is left
+    without its case."""
+    used = [a for c in CASES for a in c.args]
+    inputs = [
+        p
+        for p in DATA.rglob("*")
+        if p.name.endswith((".sqlite", ".sqlite.xz", ".json.gz"))
+        or (p.name.endswith(".json") and "traceEvents" in p.read_text(errors="replace")[:4096])
+    ]
+    assert inputs
+    for p in inputs:
+        rel = p.relative_to(DATA).as_posix()
+        rec = {v: k for k, v in RECORDINGS.items()}
+        names = {f"data/{rel}"} | {f"{rec[f]}/{p.name}" for f in rec if rel.startswith(f + "/")}
+        assert any(n == a or n.startswith(a.rstrip("/") + "/") for n in names for a in used), (
+            f"tests/data/{rel} is in no golden case; add it to CASES"
+        )
+    if not UPDATE:
+        expected = {(c.name, o) for c, o in PAIRS}
+        stale = {(p.parent.name, p.name) for p in GOLDEN.glob("*/*") if p.is_file()} - expected
+        assert not stale, f"golden files without a case: {sorted(stale)}; delete them"
