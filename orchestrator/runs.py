@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from orchestrator.cluster import Cluster, Partition
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
+    from orchestrator.yamlio import Located
 
 ExecutorKind = Literal["auto", "local", "slurm"]
 
@@ -55,15 +56,35 @@ class Prepared:
     cluster: Cluster
     partition_name: str
     partition: Partition
+    # Where each field of the spec was written (None: built in code, or a campaign variant).
+    doc: Located | None = None
+
+    def located(self, *path: str) -> str:
+        """`file:line` of a spec field (`file (--set key)` for an override), for messages."""
+        from orchestrator.cluster import located
+
+        if self.doc is not None:
+            return located(self.doc, *path)
+        from orchestrator.yamlio import display_path
+
+        return display_path(self.spec_path) if self.spec_path else self.spec.name
 
 
-def prepare(spec_path: Path, overrides: Sequence[str] = (), cluster: str | None = None) -> Prepared:
+def prepare(
+    spec_path: Path,
+    overrides: Sequence[str] = (),
+    cluster: str | None = None,
+    problems: list[GhRunError] | None = None,
+) -> Prepared:
+    """Load the spec and its cluster and check the job against its partition. `problems`: the
+    partition's refusals are collected there (check shows every problem at once) instead of
+    raised; a spec or cluster file that cannot be read is always raised."""
     from orchestrator.cluster import find_cluster_file, load_cluster, validate_job
     from orchestrator.render import partition_template
-    from orchestrator.spec import load_spec
+    from orchestrator.spec import load_spec_located
     from orchestrator.yamlio import display_path
 
-    spec = load_spec(spec_path, list(overrides))
+    spec, doc = load_spec_located(spec_path, list(overrides))
     if cluster:
         spec.cluster = cluster
     try:
@@ -72,9 +93,9 @@ def prepare(spec_path: Path, overrides: Sequence[str] = (), cluster: str | None 
         where = "--cluster" if cluster else f"{display_path(spec_path)}: cluster"
         raise UserError(f"{where}: {exc}") from None
     cl = load_cluster(spec.cluster)
-    part_name, part = validate_job(spec, cl, display_path(spec_path))
+    part_name, part = validate_job(spec, cl, doc, problems)
     partition_template(cl, part_name, part)
-    return Prepared(spec, spec_path, cl, part_name, part)
+    return Prepared(spec, spec_path, cl, part_name, part, doc)
 
 
 def new_run_id(name: str) -> str:
@@ -84,11 +105,18 @@ def new_run_id(name: str) -> str:
 
 
 def runs_root(cluster: Cluster, home: Path) -> Path:
-    text = os.path.expandvars(cluster.paths.runs.replace("{home}", str(home)))
-    if "$" in text:
-        unset = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)
+    raw = cluster.paths.runs.replace("{home}", str(home))
+    # An empty variable is as good as unset: `SCRATCH=` would put the runs under /gh-run.
+    names = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", raw)
+    empty = [n for n in dict.fromkeys(names) if os.environ.get(n) == ""]
+    text = os.path.expandvars(raw)
+    if "$" in text or empty:
+        unset = [*re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text), *empty]
+        from orchestrator.yamlio import display_path
+
+        src = display_path(Path(cluster.source)) if cluster.source else cluster.name
         raise UserError(
-            f"{cluster.source or cluster.name}: paths.runs: {cluster.paths.runs!r} uses "
+            f"{src}: paths.runs: {cluster.paths.runs!r} uses "
             f"${', $'.join(unset)}, which is not set here; set it (e.g. export SCRATCH=/scratch/"
             "$USER) or point paths.runs at a folder"
         )
@@ -157,7 +185,9 @@ def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str
     answers; else local, but only where every cluster file allows it (`local_fallback`), since
     without it a job meant for GPU nodes would run with bash on the submit host, often a shared
     login node. `render_only`: print what submit would send (an srun script), never refuse."""
-    if slurm_reachable():
+    from orchestrator.cluster_identity import clusters_option
+
+    if slurm_reachable(clusters=clusters_option(clusters[0]) if clusters else None):
         return "slurm"
     barred = [c for c in clusters if not c.local_fallback]
     if not barred:
@@ -209,20 +239,34 @@ def choose_executor(
                 f"--executor local: {src} is reached over SSH (transport: ssh) and the local "
                 "executor runs jobs on this machine; use --executor slurm (or auto)"
             )
-        return SlurmExecutor(warn=warn, transport=transport)
+        return SlurmExecutor(warn=warn, transport=transport, clusters=_clusters_of(cluster))
     if kind == "auto":
         kind = (
             "slurm"
             if auto_executor([cluster] if cluster else [], render_only) == "slurm"
             else "local"
         )
-    return SlurmExecutor(warn=warn) if kind == "slurm" else LocalExecutor()
+    if kind == "slurm":
+        return SlurmExecutor(warn=warn, clusters=_clusters_of(cluster))
+    return LocalExecutor()
+
+
+def _clusters_of(cluster: Cluster | None) -> str | None:
+    from orchestrator.cluster_identity import clusters_option
+
+    return clusters_option(cluster) if cluster is not None else None
 
 
 def executor_for(run: Run, warn: Warn | None = None) -> Executor:
+    """The executor of a run as it was submitted: its transport, and the SLURM cluster it
+    went to (--clusters) when its cluster file asked for one."""
     if run.executor == "local":
         return LocalExecutor()
-    return SlurmExecutor(warn=warn, transport=registry.for_run(run))
+    return slurm_executor_for(run, warn)
+
+
+def slurm_executor_for(run: Run, warn: Warn | None = None) -> SlurmExecutor:
+    return SlurmExecutor(warn=warn, transport=registry.for_run(run), clusters=run.clusters_option)
 
 
 def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -> RenderedJob:
@@ -301,6 +345,12 @@ def submit(
         remote=transport.remote,
     )
     transport.connect()
+    slurm_cluster = None
+    if isinstance(executor, SlurmExecutor):
+        from orchestrator import cluster_identity
+
+        # The controller must be the cluster the file names, before anything is written.
+        slurm_cluster = cluster_identity.confirm(prep.cluster, transport).cluster_name
     root = cluster_runs_root(prep.cluster, home, transport)
     here = local_root(prep.cluster, home, transport)
     fixed_id = run_id is not None
@@ -339,6 +389,8 @@ def submit(
         campaign_id=campaign_id,
         variant=variant,
         transport=registry.descriptor(transport),
+        slurm_cluster=slurm_cluster,
+        clusters_option=executor.clusters if isinstance(executor, SlurmExecutor) else None,
     )
     store.add_run(run)
     if isinstance(executor, LocalExecutor):
@@ -414,20 +466,36 @@ def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list
     active = [r for r in runs if not r.terminal and r.job_id]
     updated = {r.run_id: r for r in runs}
     # One poll per executor and cluster: all of a cluster's runs in one batched query.
-    by_kind: dict[tuple[str, str | None], list[Run]] = {}
+    by_kind: dict[tuple[str, str | None, str | None], list[Run]] = {}
     for r in active:
-        by_kind.setdefault((r.executor, r.transport), []).append(r)
-    for (kind, where), group in by_kind.items():
-        ex: Executor = (
-            LocalExecutor()
-            if kind == "local"
-            else SlurmExecutor(warn=warn, transport=registry.for_descriptor(where))
-        )
+        by_kind.setdefault((r.executor, r.transport, r.clusters_option), []).append(r)
+    for group in by_kind.values():
+        ex = executor_for(group[0], warn)
+        if isinstance(ex, SlurmExecutor):
+            group = _on_their_cluster(group, ex.transport, warn)
+            if not group:
+                continue
         statuses = ex.poll(group)
         for r in group:
             if r.run_id in statuses:
                 updated[r.run_id] = _apply_with_retry(store, r, statuses[r.run_id], ex)
     return [updated[r.run_id] for r in runs]
+
+
+def _on_their_cluster(runs: list[Run], transport: Transport, warn: Warn | None) -> list[Run]:
+    """The runs whose SLURM cluster is the one the controller reached now is: another
+    cluster's sacct would report another job under the same id, so the others keep the state
+    last recorded (and that is said once)."""
+    from orchestrator import cluster_identity
+
+    kept = []
+    for run in runs:
+        why = cluster_identity.same_cluster(run, transport)
+        if why is None:
+            kept.append(run)
+        elif warn:
+            warn(why)
+    return kept
 
 
 def _apply_with_retry(store: Store, run: Run, status: JobStatus, ex: Executor) -> Run:
@@ -689,7 +757,7 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
         if run.executor != "slurm":
             continue
 
-        ex = SlurmExecutor(warn=warn, transport=registry.for_run(run))
+        ex = slurm_executor_for(run, warn)
         try:
             job_id = ex.find_by_name(run.job_name)
         except RuntimeFailure as exc:
@@ -756,9 +824,7 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     found: tuple[str, str] | None = None  # (the retry's job id, where it was found)
     if run.executor == "slurm":
         try:
-            ids = SlurmExecutor(warn=warn, transport=registry.for_run(run)).find_all_by_name(
-                run.job_name
-            )
+            ids = slurm_executor_for(run, warn).find_all_by_name(run.job_name)
         except RuntimeFailure as exc:
             if warn:
                 warn(f"run {run.run_id}'s retry is not confirmed yet: {exc}")

@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS runs (
     submitted_at  REAL,
     ended_at      REAL,
     collected_at  REAL,
-    transport     TEXT
+    transport     TEXT,
+    slurm_cluster   TEXT,
+    clusters_option TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
 CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign_id);
@@ -191,6 +193,11 @@ class Run:
     # How the cluster is reached (transport/registry.py): None is this machine, else the
     # resolved SSH login as JSON; run_dir is then a path on the cluster side.
     transport: str | None = None
+    # The SLURM cluster the run was submitted to, as its controller named itself then
+    # (cluster_identity.py): cancelling checks that the controller reached now is that one.
+    slurm_cluster: str | None = None
+    # --clusters for every SLURM command about this run (its cluster file's multi_cluster).
+    clusters_option: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -248,7 +255,8 @@ def iso(ts: float | None) -> str:
 # were kept (its tables are those of version 1). A store newer than this gh-run is refused;
 # an older one is migrated forward when opened for writing.
 # 2: runs.transport (how the run's cluster is reached).
-SCHEMA_VERSION = 3
+# 4: runs.slurm_cluster and runs.clusters_option (which SLURM cluster the run went to).
+SCHEMA_VERSION = 4
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:

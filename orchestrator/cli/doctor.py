@@ -32,9 +32,10 @@ def doctor_cmd(
 
     Without SPEC: the SLURM clients and whether a controller answers (and which cluster), every
     nsys with its version and the `nsys stats` reports it knows, Apptainer/Singularity,
-    chromium, cron. With SPEC: what running that job from here needs (controller, container
-    runtime, image, the nsys it is rendered for), each found or missing with the fix; exit 1
-    when something is missing."""
+    chromium, cron. With SPEC: what running that job from here needs (the partition's limits,
+    controller, container runtime, image, the nsys it is rendered for, the run folder, and a
+    controller that is the cluster its cluster file names), each found or missing with the
+    fix; exit 1 when something is missing."""
     if spec is None:
         _machine(as_json)
     else:
@@ -83,12 +84,27 @@ def _machine(as_json: bool) -> None:
 
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
-    from orchestrator import doctor
+    from orchestrator import doctor, preflight
     from orchestrator import runs as R
+    from orchestrator.cli.state import STATE
+    from orchestrator.errors import GhRunError
     from orchestrator.yamlio import display_path
 
-    prep = R.prepare(spec, overrides, cluster)
-    needs = doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec))
+    limits: list[GhRunError] = []
+    prep = R.prepare(spec, overrides, cluster, problems=limits)
+    transport = R.transport_for(prep.cluster)
+
+    def need(f: preflight.Finding) -> doctor.Need:
+        return doctor.Need(what=f.what, ok=f.ok, detail=f.detail.removeprefix(f"{f.what}: "))
+
+    # What `check` would refuse besides what this machine lacks: the partition's limits, the
+    # run folder (an unset $SCRATCH), and a controller of another cluster.
+    needs = [
+        *map(need, preflight.partition(prep, limits)),
+        *doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec)),
+        need(preflight.run_folder(prep, STATE.home, transport)),
+        need(preflight.cluster(prep, transport)),
+    ]
     if as_json:
         typer.echo(json.dumps([n.model_dump(mode="json") for n in needs], indent=2))
     else:

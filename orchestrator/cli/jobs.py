@@ -99,68 +99,27 @@ def render_cmd(
 def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) -> None:
     """Check a job against its partition and the SLURM controller.
 
-    gh-run's own check of the partition's limits first, then the real controller's verdict
-    (sbatch --test-only) on the script `submit` would send."""
-    prep = R.prepare(spec, set_ or [], cluster)
-    _check(prep)
+    Everything gh-run can tell before submitting, every problem at once: the partition's
+    limits (at their lines in the job file), the run folder (paths.runs), the image and nsys
+    on this machine, and that the controller reached is the cluster the cluster file names.
+    Then the real controller's verdict (sbatch --test-only) on the script `submit` would
+    send. Exit 2 for a problem in the input, 1 when only the world failed (no controller)."""
+    limits: list[GhRunError] = []
+    prep = R.prepare(spec, set_ or [], cluster, problems=limits)
+    _check(prep, limits)
 
 
-def _check(prep: R.Prepared) -> None:
-    from orchestrator.container import check_image
-    from orchestrator.executors.slurm import SlurmExecutor
-    from orchestrator.yamlio import display_path as _where
+def _check(prep: R.Prepared, limits: list[GhRunError] | None = None) -> None:
+    from orchestrator import preflight
 
-    where = _where(prep.spec_path) if prep.spec_path else prep.spec.name
     transport = R.transport_for(prep.cluster, warn)
-    if not transport.remote:  # a remote cluster's image and nsys are paths there
-        check_image(prep.spec.container, where)
-        _check_nsys(prep, where)
-    rid = R.new_run_id(prep.spec.name)
-    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, transport)
-    rendered = R.render(prep, rid, run_dir, "srun")
-    ok, text = SlurmExecutor(warn=warn, transport=transport).test_only(rendered.script)
-    from orchestrator.cluster import explain_controller
-    from orchestrator.yamlio import display_path
-
-    words = explain_controller(ok, text)
-    if ok:
-        print(
-            f"{paint('ok:', 'green')} the SLURM controller accepts {prep.spec.name} on "
-            f"partition {prep.partition_name}: {words} (controller: {text})"
-        )
-    else:
-        src = display_path(Path(prep.cluster.source)) if prep.cluster.source else "the cluster"
-        raise UserError(
-            f"{display_path(prep.spec_path) if prep.spec_path else prep.spec.name}: the SLURM "
-            f"controller of cluster "
-            f"{prep.cluster.name} refuses this job on partition {prep.partition_name}: {words} "
-            f'(controller: "{text}"); gh-run\'s own check against {src} passed, so ask for less '
-            f"in resources, or correct {src} if it promises more than the partition has"
-        )
-
-
-def _check_nsys(prep: R.Prepared, where: str) -> None:
-    """Ask the nsys the job will run (on this machine: on the host or inside the image) for its
-    version. Undeclared (rendered for gh-run's default) and of another family: refused, since
-    the flags and report names would be wrong; declared and different: a warning (the nodes
-    may have another nsys than this machine)."""
-    from orchestrator import doctor
-
-    if prep.spec.profile.tool != "nsys":
-        return
-    setup, found, how = doctor.nsys_probe(prep.spec, prep.partition, prep.partition_name)
-    rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
-    if found is None:
-        warn(f"nsys: {rendered}; could not ask it here: {how}")
-    elif found.family == setup.version.family:
-        print(f"{paint('ok:', 'green')} nsys: {rendered}; {how} is {found}")
-    elif setup.version_from.startswith("gh-run's default"):
-        raise UserError(
-            f"{where}: profile: the job is {rendered}, but {how} is {found}; "
-            f"{doctor.mismatch_fix(found)}"
-        )
-    else:
-        warn(f"nsys: {rendered}, but {how} is {found}; {doctor.mismatch_fix(found)}")
+    found = preflight.check_job(prep, STATE.home, transport, limits or [])
+    for f in found:
+        if f.warning:
+            warn(f.detail)
+        elif f.ok and f.shown:
+            print(f"{paint('ok:', 'green')} {f.detail}")
+    preflight.raise_problems(prep, found)
 
 
 def submit_cmd(
@@ -185,9 +144,10 @@ def submit_cmd(
     once SLURM (or the local executor) has the job; with it, gh-run shows the job's state
     until it ends, then collects its artifacts. Ctrl-C stops waiting, not the job:
     `gh-run wait RUN` picks it up again."""
-    prep = R.prepare(spec, set_ or [], cluster)
+    limits: list[GhRunError] = []
+    prep = R.prepare(spec, set_ or [], cluster, problems=limits if check else None)
     if check:
-        _check(prep)
+        _check(prep, limits)
         return
     rid = _run_id(run_id)
     ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster)
