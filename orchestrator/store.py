@@ -586,7 +586,10 @@ class Store:
         if len(rows) == 1:
             return record(Run, rows[0])
         if not rows:
-            raise UserError(f"no run matches {ref!r}; `gh-run status` lists the runs")
+            raise UserError(
+                f"no run matches {ref!r} in {self.path}; `gh-run status` lists the runs (give "
+                "--home when they are in another gh-run home)"
+            )
         raise UserError(
             f"{ref!r} matches {len(rows)} runs ({', '.join(r['run_id'] for r in rows[:5])}…); "
             "give more of the run id"

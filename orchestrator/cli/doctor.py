@@ -81,6 +81,9 @@ def _machine(as_json: bool) -> None:
     ]
     print_table(columns, rows)
     print(f"tools prefix (scripts/install-tools.sh): {report.tools_prefix}")
+    from orchestrator.cli.state import STATE
+
+    print(STATE.located_home.describe())
 
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:

@@ -12,7 +12,7 @@ import typer
 
 from orchestrator import runs as R
 from orchestrator.cli import run_view
-from orchestrator.cli.state import STATE, err_console, warn
+from orchestrator.cli.state import STATE, err_console, note, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.escape import plain
@@ -225,6 +225,12 @@ def status_cmd(
     run: Annotated[str | None, typer.Argument(help="A run (default: the latest runs).")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs to list.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also say which gh-run home is shown, and how it was found."
+        ),
+    ] = False,
 ) -> None:
     """Show runs and their states (refreshed in one batched query).
 
@@ -233,6 +239,8 @@ def status_cmd(
     leaves out the less important columns first, never the run id or the state."""
     from orchestrator.transport.base import TransportError
 
+    if verbose:
+        note(f"{STATE.located_home.describe()}; state store {STATE.home / 'state.db'}")
     store = STATE.store()
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
     if store.readonly:
@@ -317,7 +325,8 @@ def _print_run(store: Store, r: Run) -> None:
 def logs_cmd(
     run: RunArg,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing, line by line, until the job ends."),
     ] = False,
     stderr: Annotated[bool, typer.Option("--err", help="Show stderr instead of stdout.")] = False,
     rank: Annotated[
@@ -328,7 +337,9 @@ def logs_cmd(
     """Print a run's log (stdout of rank 0; --err, --rank N).
 
     Rank 0's log also holds the batch script's own output. Every task of a multi-node or
-    multi-task job writes its own pair of logs in the run folder; --rank N shows task N's."""
+    multi-task job writes its own pair of logs in the run folder; --rank N shows task N's.
+    A progress bar (nsys, pip) that redraws its line with carriage returns is printed as the
+    terminal showed it at the end, one line, not every state of the bar."""
     from orchestrator.transport.base import TransportError
 
     store = STATE.store()
@@ -347,14 +358,9 @@ def logs_cmd(
                 else "it has no rank logs yet (try --follow)"
             )
         )
-    pos = 0
+    out = _LogPrinter(transport, path, follow)
     if data is not None:
-        text = data.decode("utf-8", "replace")
-        if tail:
-            typer.echo("\n".join(text.splitlines()[-tail:]))
-        else:
-            typer.echo(text, nl=False)
-        pos = len(data)
+        out.show(data, tail)
     elif r.state == "SUBMIT_FAILED":
         raise RuntimeFailure(f"run {r.run_id} was never submitted ({r.reason}); it has no log")
     elif not follow:
@@ -367,23 +373,52 @@ def logs_cmd(
     while True:
         r = R.wait(store, [r], warn=warn, timeout=0)[0]  # one poll; backs off while unreachable
         try:
-            pos = _print_from(transport, path, pos)
+            out.more()
         except TransportError as exc:
             warn(f"{exc}; reading on once it answers")
             time.sleep(2.0)
             continue
         if r.terminal:
-            _print_from(transport, path, pos)
+            out.more()
+            out.end()
             print(f"-- {r.run_id} ended: {r.state}", file=sys.stderr)
             return
         time.sleep(1.0)
 
 
-def _print_from(transport: Transport, path: Path, pos: int) -> int:
-    data = transport.read_from(str(path), pos) or b""
-    if data:
-        typer.echo(data.decode("utf-8", "replace"), nl=False)
-    return pos + len(data)
+class _LogPrinter:
+    """A log printed as a terminal shows it (orchestrator/logtext.py: progress bars in their
+    final state); with --follow, whole lines as they complete."""
+
+    def __init__(self, transport: Transport, path: Path, follow: bool) -> None:
+        import codecs
+
+        from orchestrator.logtext import LineFollower
+
+        self.transport, self.path, self.pos = transport, path, 0
+        # A read can end inside a UTF-8 character: the decoder keeps it for the next one.
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.follower = LineFollower() if follow else None
+
+    def show(self, data: bytes, tail: int = 0) -> None:
+        from orchestrator.logtext import final_state
+
+        self.pos += len(data)
+        text = self.decoder.decode(data, final=self.follower is None)
+        text = self.follower.feed(text) if self.follower else final_state(text)
+        if tail:
+            text = "".join(text.splitlines(keepends=True)[-tail:])
+        typer.echo(text, nl=False)
+
+    def more(self) -> None:
+        data = self.transport.read_from(str(self.path), self.pos) or b""
+        if data:
+            self.show(data)
+
+    def end(self) -> None:
+        if self.follower:
+            text = self.follower.feed(self.decoder.decode(b"", final=True))
+            typer.echo(text + self.follower.rest(), nl=False)
 
 
 def cancel_cmd(run: RunArg) -> None:

@@ -23,17 +23,15 @@ class CliState:
     home_override: Path | None = None
     debug: bool = False
     _store: Store | None = None
-    _home: Home | None = None
 
     @property
     def home(self) -> Path:
-        found = locate_home(self.home_override)
-        if found != self._home:
-            self._home = found
-            text = found.note()
-            if text:
-                note(text)
-        return found.path
+        return self.located_home.path
+
+    @property
+    def located_home(self) -> Home:
+        """The home and how it was found (`Home.describe`)."""
+        return locate_home(self.home_override)
 
     def store(self) -> Store:
         home = self.home
