@@ -115,6 +115,11 @@ CREATE TABLE IF NOT EXISTS campaign_variants (
 );
 """
 
+
+class NoSuchRun(UserError):
+    """A run reference that matches no run (a command that also takes paths says so too)."""
+
+
 # States a run can be in. SLURM's own terminal states are kept as SLURM names them.
 INTENT = "INTENT"  # row written, sbatch not yet answered
 SUBMIT_FAILED = "SUBMIT_FAILED"  # sbatch refused or unreachable: nothing runs
@@ -569,11 +574,13 @@ class Store:
         return record(Run, rows[0])
 
     def find_run(self, ref: str) -> Run:
-        """A run by id, unique id prefix, job id, or `last`."""
+        """A run by id, unique id prefix, job id, or `last`: the one resolver of run references
+        of every command (status, logs, cancel, fetch, wait, analyze, compare, report).
+        NoSuchRun when nothing matches; an ambiguous prefix is a UserError listing matches."""
         if ref == "last":
             last = self._q("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1")
             if not last:
-                raise UserError(f"no runs yet in {self.path}; submit one with `gh-run submit`")
+                raise NoSuchRun(f"no runs yet in {self.path}; submit one with `gh-run submit`")
             return record(Run, last[0])
         rows = self._q(
             "SELECT * FROM runs WHERE run_id = ? OR job_id = ? OR run_id LIKE ? ESCAPE '\\' "
@@ -586,7 +593,7 @@ class Store:
         if len(rows) == 1:
             return record(Run, rows[0])
         if not rows:
-            raise UserError(
+            raise NoSuchRun(
                 f"no run matches {ref!r} in {self.path}; `gh-run status` lists the runs (give "
                 "--home when they are in another gh-run home)"
             )

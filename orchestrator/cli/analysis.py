@@ -1,8 +1,9 @@
 """`gh-run analyze`, `gh-run compare`, `gh-run report`: thin wrappers over orchestrator.analysis.
 
-Arguments are trace files, folders, or run ids of the state store (resolved through
-`orchestrator.runs.analysis_inputs`); `register(app, resolve)` takes another resolver for
-tests or other front ends. `analyze` of a run id also stores the run's headline numbers
+Arguments are trace files, folders, or run references of the state store, resolved as every
+command resolves them (`orchestrator.runs.analysis_input`: id, unique prefix, job id, `last`)
+and headed by the run's id; `register(app, resolve)` takes another resolver for tests or other
+front ends. `analyze` of a run id also stores the run's headline numbers
 (`orchestrator.analysis.headline`) with `store.put_metrics`.
 
 Terminal layout: one row per metric, values with units. Up to `RANK_COLUMNS` entries (ranks,
@@ -44,8 +45,9 @@ from orchestrator.analysis.metrics import merged_top_kernels
 from orchestrator.analysis.verdict import NO_GPU, has_gpu
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
+from orchestrator.runs import AnalysisInput
 
-Resolver = Callable[[str], list[Path]]
+Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
     str | None,
     typer.Option(
@@ -59,32 +61,17 @@ MaxTraceSize = Annotated[
 ]
 
 
-def _run_id(arg: str) -> str | None:
-    """The run id an argument names (None for an existing file or folder)."""
-    path = Path(arg)
-    if path.exists():
-        return None
-    if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
-        raise UserError(f"{arg}: no such file or folder; check the path")
-    from orchestrator.cli.state import STATE
-
-    try:
-        return STATE.store().find_run(arg).run_id
-    except UserError:
-        return None  # analysis_inputs names the choices
-
-
-def _default_resolve(arg: str) -> list[Path]:
+def _default_resolve(arg: str) -> AnalysisInput:
     """A file or folder as given; otherwise a run id (or prefix, job id, `last`) of the store."""
     path = Path(arg)
     if path.exists():
-        return [path]
+        return AnalysisInput(arg, [path])
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
         raise UserError(f"{arg}: no such file or folder; check the path")
     from orchestrator import runs
     from orchestrator.cli.state import STATE
 
-    return runs.analysis_inputs(STATE.store(), STATE.home, arg)
+    return runs.analysis_input(STATE.store(), STATE.home, arg)
 
 
 # ---- value formatting
@@ -698,9 +685,6 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     """Add `analyze`, `compare` and `report` to the gh-run Typer app."""
     res = resolve or _default_resolve
 
-    def paths_of(args: list[str]) -> list[Path]:
-        return [p for a in args for p in res(a)]
-
     def ceiling(text: str | None) -> int | None:
         return tracetext.parse_size(text, "--max-trace-size") if text is not None else None
 
@@ -724,20 +708,24 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
-        m = analyze_paths(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
-        if resolve is None:
-            run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
-            if run_ids:
-                from orchestrator.cli.state import STATE
+        inputs = [res(a) for a in paths]
+        m = analyze_paths(
+            [p for i in inputs for p in i.paths],
+            label=" ".join(i.label for i in inputs),
+            max_trace_bytes=limit,
+        )
+        if resolve is None and any(i.run_id for i in inputs):
+            from orchestrator.cli.state import STATE
 
-                store = STATE.store()
-                for arg, rid in run_ids.items():
+            store = STATE.store()
+            for i in inputs:
+                if i.run_id:
                     own = (
                         m
-                        if len(paths) == 1
-                        else analyze_paths(res(arg), label=arg, max_trace_bytes=limit)
+                        if len(inputs) == 1
+                        else analyze_paths(i.paths, label=i.label, max_trace_bytes=limit)
                     )
-                    store.put_metrics(rid, headline(own))
+                    store.put_metrics(i.run_id, headline(own))
         if json_out:
             typer.echo(m.model_dump_json(indent=2))
         else:
@@ -758,9 +746,10 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         columns before it squeezes a value."""
         if len(runs) < 2:
             raise typer.BadParameter("compare needs at least two runs")
-        names = short_labels(runs)
+        inputs = [res(r) for r in runs]
+        names = short_labels([i.label for i in inputs])
         limit = ceiling(max_trace_size)
-        ms = [analyze_paths(res(r), label=r, max_trace_bytes=limit) for r in runs]
+        ms = [analyze_paths(i.paths, label=i.label, max_trace_bytes=limit) for i in inputs]
         c = compare(ms, labels=names)
         if json_out:
             typer.echo(c.model_dump_json(indent=2))
@@ -804,7 +793,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         """Write report.html (self-contained), report.md and report.json."""
         from orchestrator.errors import UserError
 
-        labelled: list[tuple[str, list[Path]]] = [(r, res(r)) for r in runs or []]
+        labelled: list[tuple[str, list[Path]]] = [
+            (i.label, i.paths) for i in (res(r) for r in runs or [])
+        ]
         if campaign:
             labelled += _campaign_inputs(campaign)
         if not labelled:
