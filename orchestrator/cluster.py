@@ -14,11 +14,11 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
-from orchestrator.artifacts import SizeLimits
 from orchestrator.base import Strict
 from orchestrator.container import parse_bind
 from orchestrator.envvars import env_dict
 from orchestrator.errors import GhRunError, UserError, combine
+from orchestrator.limits import SizeLimits
 from orchestrator.paths import cluster_search_dirs
 from orchestrator.profile import NsysSetup, NsysSite, check_for_version, nsys_setup
 from orchestrator.spec import JobSpec

@@ -67,10 +67,10 @@ def partition(prep: Prepared, limits: list[GhRunError]) -> list[Finding]:
 
 
 def run_folder(prep: Prepared, home: Path, transport: Transport) -> Finding:
-    from orchestrator import runs as R
+    from orchestrator import prepare as P
 
     try:
-        root = R.cluster_runs_root(prep.cluster, home, transport)
+        root = P.cluster_runs_root(prep.cluster, home, transport)
     except GhRunError as exc:
         return _problem("run folder", exc)
     where = f" on {transport.where}" if transport.remote else ""
@@ -138,17 +138,17 @@ def cluster(prep: Prepared, transport: Transport) -> Finding:
 def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
     """The controller's verdict on the very script `submit` would send (`sbatch --test-only`,
     the script on stdin: nothing is copied to a remote cluster for it)."""
-    from orchestrator import runs as R
+    from orchestrator import prepare as P
     from orchestrator.cluster import explain_controller
     from orchestrator.executors.slurm import SlurmExecutor
 
-    rid = R.new_run_id(prep.spec.name)
+    rid = P.new_run_id(prep.spec.name)
     try:
-        run_dir = R.run_dir_for(prep.cluster, home, rid, transport)
+        run_dir = P.run_dir_for(prep.cluster, home, rid, transport)
     except GhRunError:
         # The run folder is reported on its own; the controller judges the rest the same.
         run_dir = Path("/nonexistent/gh-run-check") / rid
-    rendered = R.render(prep, rid, run_dir, "srun")
+    rendered = P.render(prep, rid, run_dir, "srun")
     ex = SlurmExecutor(transport=transport, clusters=cluster_identity.clusters_option(prep.cluster))
     try:
         ok, text = ex.test_only(rendered.script)

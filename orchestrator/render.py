@@ -151,14 +151,19 @@ def make_environment(search_path: Iterable[Path]) -> jinja2.Environment:
     return _environment(tuple(str(p) for p in search_path))
 
 
+def bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Where compiled templates are kept between processes: compiling them costs more than the
+    rest of `gh-run render` (Jinja's per-user cache folder, keyed by each template's source).
+    The one place that decides it (None: compile in every process)."""
+    return jinja2.FileSystemBytecodeCache()
+
+
 @functools.lru_cache(maxsize=16)
 def _environment(search_path: tuple[str, ...]) -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(list(search_path))
     env = jinja2.Environment(
         loader=loader,
-        # Compiling the templates costs more than the rest of `gh-run render`: keep the compiled
-        # code between processes (Jinja's per-user cache folder, keyed by the template's source).
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),
+        bytecode_cache=bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

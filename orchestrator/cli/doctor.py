@@ -88,14 +88,14 @@ def _machine(as_json: bool) -> None:
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
     from orchestrator import doctor, preflight
-    from orchestrator import runs as R
+    from orchestrator import prepare as P
     from orchestrator.cli.state import STATE
     from orchestrator.errors import GhRunError
     from orchestrator.yamlio import display_path
 
     limits: list[GhRunError] = []
-    prep = R.prepare(spec, overrides, cluster, problems=limits)
-    transport = R.transport_for(prep.cluster)
+    prep = P.prepare(spec, overrides, cluster, problems=limits)
+    transport = P.transport_for(prep.cluster)
 
     def need(f: preflight.Finding) -> doctor.Need:
         return doctor.Need(what=f.what, ok=f.ok, detail=f.detail.removeprefix(f"{f.what}: "))

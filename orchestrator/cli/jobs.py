@@ -10,18 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator import runs as R
-from orchestrator.cli import run_view
+from orchestrator import prepare as P
 from orchestrator.cli.state import STATE, err_console, note, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
-from orchestrator.escape import plain
-from orchestrator.store import Run, Store, iso
 
-if TYPE_CHECKING:  # Rich and the transports are imported when a command needs them
+if TYPE_CHECKING:  # Rich, the store and the transports are imported when a command needs them
     from rich.table import Table
 
     from orchestrator.artifacts import Manifest, SizeLimits
+    from orchestrator.store import Run, Store
     from orchestrator.transport.base import Transport
 
 SpecArg = Annotated[
@@ -40,7 +38,7 @@ ClusterOpt = Annotated[
     str | None, typer.Option("--cluster", help="Cluster name or file, instead of the spec's.")
 ]
 ExecutorOpt = Annotated[
-    R.ExecutorKind,
+    P.ExecutorKind,
     typer.Option(
         "--executor",
         "-x",
@@ -52,6 +50,8 @@ RunArg = Annotated[str, typer.Argument(help="Run id (or unique prefix, job id, o
 
 def _styled(state: str) -> str:
     """A state in Rich markup (for the live display of submit --wait)."""
+    from orchestrator.cli import run_view
+
     return f"[{run_view.state_style(state) or 'white'}]{state}[/]"
 
 
@@ -85,14 +85,14 @@ def render_cmd(
     """Print the job script exactly as `submit` would submit it.
 
     With the same options (and --run-id), `submit` writes this very script, byte for byte."""
-    prep = R.prepare(spec, set_ or [], cluster)
-    rid = _run_id(run_id) or R.new_run_id(prep.spec.name)
+    prep = P.prepare(spec, set_ or [], cluster)
+    rid = _run_id(run_id) or P.new_run_id(prep.spec.name)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script; so is the run folder,
     # on the cluster side (a remote paths.runs is resolved on the login node).
-    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
-    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, R.transport_of(ex))
-    rendered = R.render(prep, rid, run_dir, ex.launcher)
+    ex = P.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
+    run_dir = P.run_dir_for(prep.cluster, STATE.home, rid, P.transport_of(ex))
+    rendered = P.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
 
@@ -105,14 +105,14 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
     Then the real controller's verdict (sbatch --test-only) on the script `submit` would
     send. Exit 2 for a problem in the input, 1 when only the world failed (no controller)."""
     limits: list[GhRunError] = []
-    prep = R.prepare(spec, set_ or [], cluster, problems=limits)
+    prep = P.prepare(spec, set_ or [], cluster, problems=limits)
     _check(prep, limits)
 
 
-def _check(prep: R.Prepared, limits: list[GhRunError] | None = None) -> None:
+def _check(prep: P.Prepared, limits: list[GhRunError] | None = None) -> None:
     from orchestrator import preflight
 
-    transport = R.transport_for(prep.cluster, warn)
+    transport = P.transport_for(prep.cluster, warn)
     found = preflight.check_job(prep, STATE.home, transport, limits or [])
     for f in found:
         if f.warning:
@@ -144,6 +144,8 @@ def submit_cmd(
     once SLURM (or the local executor) has the job; with it, gh-run shows the job's state
     until it ends, then collects its artifacts. Ctrl-C stops waiting, not the job:
     `gh-run wait RUN` picks it up again."""
+    from orchestrator import runs as R
+
     limits: list[GhRunError] = []
     prep = R.prepare(spec, set_ or [], cluster, problems=limits if check else None)
     if check:
@@ -168,6 +170,9 @@ def submit_cmd(
 def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
     from rich.live import Live
     from rich.table import Table
+
+    from orchestrator import runs as R
+    from orchestrator.cli import run_view
 
     store = STATE.store()
     start = time.time()
@@ -237,6 +242,9 @@ def status_cmd(
     Runs that have not ended are asked about in one batched query per executor (sacct for
     SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
     leaves out the less important columns first, never the run id or the state."""
+    from orchestrator import runs as R
+    from orchestrator.cli import run_view
+    from orchestrator.store import iso
     from orchestrator.transport.base import TransportError
 
     if verbose:
@@ -293,6 +301,10 @@ def status_cmd(
 
 def _print_run(store: Store, r: Run) -> None:
     """One run: its fields, its events, and how it ended."""
+    from orchestrator.cli import run_view
+    from orchestrator.escape import plain
+    from orchestrator.store import iso
+
     print_fields(
         [
             ("run", r.run_id),
@@ -340,6 +352,7 @@ def logs_cmd(
     multi-task job writes its own pair of logs in the run folder; --rank N shows task N's.
     A progress bar (nsys, pip) that redraws its line with carriage returns is printed as the
     terminal showed it at the end, one line, not every state of the bar."""
+    from orchestrator import runs as R
     from orchestrator.transport.base import TransportError
 
     store = STATE.store()
@@ -423,6 +436,8 @@ class _LogPrinter:
 
 def cancel_cmd(run: RunArg) -> None:
     """Cancel a run (scancel, or a signal to the local job)."""
+    from orchestrator import runs as R
+
     store = STATE.store()
     r = store.find_run(run)
     if not r.job_id:
@@ -471,6 +486,7 @@ MaxRunOpt = Annotated[
 
 
 def _limits(run: Run, max_file: str | None, max_run: str | None) -> SizeLimits:
+    from orchestrator import runs as R
     from orchestrator.artifacts import SizeLimits
 
     site = R.site_limits(run, warn)
@@ -498,6 +514,8 @@ def fetch_cmd(
     The files are copied into the home's artifact store, each read back and checked against
     its size and sha256. Files over --max-file-size, or past --max-run-size for the run, are
     listed and left where they are."""
+    from orchestrator import runs as R
+
     store = STATE.store()
     found = store.find_run(run)
     limits = _limits(found, max_file_size, max_run_size)  # a bad flag is refused before any write

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.paths import Home, locate_home
-from orchestrator.store import Store
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from orchestrator.store import Store
 
 
 @dataclass
@@ -34,6 +35,8 @@ class CliState:
         return locate_home(self.home_override)
 
     def store(self) -> Store:
+        from orchestrator.store import Store  # render and check never open it
+
         home = self.home
         if self._store is None or self._store.home != home:
             self._store = Store(home)

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
-from orchestrator.store import Run
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
     from orchestrator.executors.slurm_watch import GhRunWatcher, TrackedJob
+    from orchestrator.store import Run
 
 SLURM_TIMEOUT_S = 30.0
 # sbatch's words for "the controller is not there", as opposed to "the controller said no".
