@@ -18,7 +18,7 @@ from orchestrator import cluster_identity
 from orchestrator.errors import GhRunError, UserError
 
 if TYPE_CHECKING:
-    from orchestrator.runs import Prepared
+    from orchestrator.prepare import Prepared
     from orchestrator.transport.base import Transport
 
 
@@ -190,7 +190,12 @@ def check_job(
 
 
 def problems(found: list[Finding]) -> list[GhRunError]:
-    return [f.error for f in found if f.error is not None]
+    """The errors, each once (a login node that does not answer is met by two checks)."""
+    errors: dict[str, GhRunError] = {}
+    for f in found:
+        if f.error is not None:
+            errors.setdefault(f.error.message, f.error)
+    return list(errors.values())
 
 
 def raise_problems(prep: Prepared, found: list[Finding]) -> None:

@@ -105,6 +105,33 @@ def test_campaign_run_to_another_cluster_writes_and_sends_nothing(  # type: igno
     assert "no runs yet" in cli("status").out
 
 
+@pytest.mark.parametrize("mode", ["slurm", "cron"])
+def test_a_schedule_for_another_cluster_is_not_installed(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, gh_home: Path, tmp_path: Path, mode: str
+) -> None:
+    other = dev_copy(tmp_path, "other", cluster_name="otherdev")
+    job = tmp_path / "job.yaml"
+    job.write_text((REPO / SMOKE).read_text().replace("cluster: dev", f"cluster: {other}"))
+    name = f"identity{mode}"
+    camp = tmp_path / "camp.yaml"
+    camp.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "job": str(job),
+                "executor": "slurm",
+                "matrix": {"t": {"a": [], "b": ["resources.time=00:01:00"]}},
+                "schedule": {"cron": "30 4 * * *", "tz": "UTC", "mode": mode},
+            }
+        )
+    )
+    res = cli("campaign", "schedule", str(camp))
+    assert res.rc == 2, res.text
+    assert "SLURM cluster 'otherdev'" in res.err and "'ghdev'" in res.err
+    assert jobs_named(f"ghr-schedule-{name}", settle_s=3) == []  # no launcher queued
+    assert "no schedules installed" in cli("campaign", "list").out
+
+
 def test_unreachable_controller_is_a_runtime_failure(  # type: ignore[no-untyped-def]
     cli, dead_controller: Path, tmp_path: Path
 ) -> None:
