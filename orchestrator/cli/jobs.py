@@ -314,7 +314,7 @@ def _print_run(store: Store, r: Run) -> None:
             ("reason", plain(r.reason or "-")),
             ("job", f"{r.executor} {r.job_id or '-'}"),
             ("attempt", str(r.attempt + 1)),
-            ("where", f"{r.cluster}/{r.partition}"),
+            ("where", f"{r.cluster}/{r.partition}" + _slurm_cluster(r)),
             ("run folder", r.run_dir),
             ("submitted", iso(r.submitted_at)),
             ("ended", iso(r.ended_at)),
@@ -332,6 +332,14 @@ def _print_run(store: Store, r: Run) -> None:
     if r.terminal and r.state != "COMPLETED":
         print()
         run_view.print_end(r)
+
+
+def _slurm_cluster(r: Run) -> str:
+    """The SLURM cluster the run went to, as recorded when it was submitted."""
+    if not r.slurm_cluster:
+        return ""
+    how = f", --clusters={r.clusters_option}" if r.clusters_option else ""
+    return f" (SLURM cluster {r.slurm_cluster}{how})"
 
 
 def logs_cmd(
