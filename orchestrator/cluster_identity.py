@@ -151,8 +151,9 @@ def confirm(cluster: Cluster, transport: Transport) -> ControllerFacts:
         if UNREACHABLE.search(str(exc)):
             raise RuntimeFailure(
                 f"the SLURM controller {reached(transport, clusters)} could not be reached "
-                f"({exc}), so gh-run cannot confirm that it is cluster {cluster.name} and sent "
-                "nothing; check that slurmctld is up (`sinfo`) and try again"
+                f"({exc}), so gh-run cannot confirm that it is cluster "
+                f"{cluster.slurm.cluster_name or cluster.name} and sent nothing; check that "
+                "slurmctld is up (`sinfo`) and try again"
             ) from None
         raise RuntimeFailure(
             f"gh-run cannot confirm which cluster the SLURM controller "

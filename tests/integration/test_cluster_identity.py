@@ -152,7 +152,7 @@ def test_multi_cluster_passes_clusters_and_runs_follow_it(  # type: ignore[no-un
     assert row["run"]["clusters_option"] == "ghdev"
     assert row["run"]["state"] == "COMPLETED"
     assert "rank 0 of 1" in cli("logs", "last").out
-    assert "dev/gh (SLURM cluster ghdev, --clusters=ghdev)" in cli("status", "last").out
+    assert "multi/gh (SLURM cluster ghdev, --clusters=ghdev)" in cli("status", "last").out
     # --clusters really reaches the SLURM clients: a name slurmdbd does not know is refused
     # by them, and said as the cluster file's error.
     unknown = dev_copy(tmp_path, "unknown", cluster_name="nosuchcluster", multi_cluster=True)
