@@ -20,9 +20,11 @@ auto`) and the largest job array (MaxArraySize, for campaigns).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,12 +71,39 @@ def controller_facts(
     """The controller's name (and MaxArraySize), asked once per process; RuntimeFailure when
     no controller answers or it does not say its name."""
     key = (transport.key, clusters)
+    early = _EARLY.pop(key, None)
+    if early is not None:
+        early.join()  # asked already, while the spec was being checked (ask_soon)
     if key not in _ANSWERS:
         _ANSWERS[key] = _ask(transport, clusters, timeout)
     answer = _ANSWERS[key]
     if isinstance(answer, RuntimeFailure):
         raise answer
     return answer
+
+
+# Questions sent ahead (ask_soon): the thread that records the answer in _ANSWERS.
+_EARLY: dict[tuple[str, str | None], threading.Thread] = {}
+
+
+def ask_soon(transport: Transport, clusters: str | None = None) -> None:
+    """Send the question now, in the background, when the answer will be wanted later in this
+    command (`check`, `submit`): the controller's round trip (5-20 ms on the dev cluster)
+    overlaps with reading and checking the spec instead of adding to it. Only for SLURM
+    clients on this machine (an SSH connection is made, and its failures said, in the
+    foreground); an answer nobody asks for is dropped, and nothing is sent before the identity
+    is confirmed but this question."""
+    key = (transport.key, clusters)
+    if transport.remote or key in _ANSWERS or key in _EARLY or shutil.which("scontrol") is None:
+        return
+
+    def ask() -> None:
+        # A failure here is asked again, and said, in the foreground.
+        with contextlib.suppress(RuntimeFailure):
+            _ANSWERS.setdefault(key, _ask(transport, key[1], SLURM_TIMEOUT_S))
+
+    thread = _EARLY[key] = threading.Thread(target=ask, name="gh-run-cluster-identity", daemon=True)
+    thread.start()
 
 
 def _ask(

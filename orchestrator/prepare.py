@@ -62,10 +62,17 @@ def prepare(
     overrides: Sequence[str] = (),
     cluster: str | None = None,
     problems: list[GhRunError] | None = None,
+    ask_controller: bool = False,
 ) -> Prepared:
     """Load the spec and its cluster and check the job against its partition. `problems`: the
     partition's refusals are collected there (check shows every problem at once) instead of
-    raised; a spec or cluster file that cannot be read is always raised."""
+    raised; a spec or cluster file that cannot be read is always raised. `ask_controller`:
+    the command will ask the cluster's controller who it is; the question goes out as soon as
+    the cluster file is read (cluster_identity.ask_soon)."""
+    from orchestrator import cluster_identity
+
+    if ask_controller:  # most clusters are this machine's: ask before anything is even imported
+        cluster_identity.ask_soon(LOCAL)
     from orchestrator.cluster import find_cluster_file, load_cluster, validate_job
     from orchestrator.render import partition_template
     from orchestrator.spec import load_spec_located
@@ -80,6 +87,8 @@ def prepare(
         where = "--cluster" if cluster else f"{display_path(spec_path)}: cluster"
         raise UserError(f"{where}: {exc}") from None
     cl = load_cluster(spec.cluster)
+    if ask_controller:
+        cluster_identity.ask_soon(transport_for(cl), cluster_identity.clusters_option(cl))
     part_name, part = validate_job(spec, cl, doc, problems)
     partition_template(cl, part_name, part)
     return Prepared(spec, spec_path, cl, part_name, part, doc)

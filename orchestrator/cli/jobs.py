@@ -85,7 +85,8 @@ def render_cmd(
     """Print the job script exactly as `submit` would submit it.
 
     With the same options (and --run-id), `submit` writes this very script, byte for byte."""
-    prep = P.prepare(spec, set_ or [], cluster)
+    # `auto` asks a controller whether it answers: the question goes out at once.
+    prep = P.prepare(spec, set_ or [], cluster, ask_controller=executor == "auto")
     rid = _run_id(run_id) or P.new_run_id(prep.spec.name)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script; so is the run folder,
@@ -105,7 +106,7 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
     Then the real controller's verdict (sbatch --test-only) on the script `submit` would
     send. Exit 2 for a problem in the input, 1 when only the world failed (no controller)."""
     limits: list[GhRunError] = []
-    prep = P.prepare(spec, set_ or [], cluster, problems=limits)
+    prep = P.prepare(spec, set_ or [], cluster, problems=limits, ask_controller=True)
     _check(prep, limits)
 
 
@@ -147,7 +148,13 @@ def submit_cmd(
     from orchestrator import runs as R
 
     limits: list[GhRunError] = []
-    prep = R.prepare(spec, set_ or [], cluster, problems=limits if check else None)
+    prep = R.prepare(
+        spec,
+        set_ or [],
+        cluster,
+        problems=limits if check else None,
+        ask_controller=check or executor != "local",
+    )
     if check:
         _check(prep, limits)
         return
