@@ -459,9 +459,10 @@ def validate_job(
         )
 
     res = spec.resources
-    if res.account is None:
+    # Assigned only when there is something to fill in: each assignment is validated.
+    if res.account is None and cluster.defaults.account is not None:
         res.account = cluster.defaults.account
-    if res.qos is None:
+    if res.qos is None and cluster.defaults.qos is not None:
         res.qos = cluster.defaults.qos
     if res.gpus_per_node > part.gpus_per_node:
         refuse(
