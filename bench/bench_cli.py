@@ -14,9 +14,16 @@ also asks `sinfo` whether a controller answers (a subprocess: its cost is SLURM'
 Python's). `check` needs a SLURM controller (`sbatch --test-only`); without one it is left out.
 `(render's libraries)` is not a command: a Python that imports what `render` cannot start
 without (Pydantic's BaseModel and Field, Typer, Jinja2, PyYAML) and stops, the floor under any
-`render` built on them.
+`render` built on them; issue 25's goal is `render` and `check` within 1.3x of it. gh-run ends
+without the interpreter's teardown (orchestrator/cli/exiting.py), which the floor row pays (40-60
+ms of CPU with these libraries), so `(... no teardown)` is the floor ended the same way: the
+like-for-like measure of what gh-run itself adds.
 
-Usage: .venv/bin/python bench/bench_cli.py [--repeat 15]
+`--baseline DIR` (a checkout of an earlier gh-run, e.g. `git archive REV | tar -x -C DIR`) adds
+`render` and `check` run from it (`python -m orchestrator` in that folder, its own jobs/ and
+clusters/), interleaved with the rest: before and after in the same run.
+
+Usage: .venv/bin/python bench/bench_cli.py [--repeat 15] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 GOALS = {"--help": 4.0, "status": 5.0, "render -x local": 8.0, "render": 8.0}
 FLOOR = "from pydantic import BaseModel, Field; import typer, jinja2, yaml"
+# Issue 25: render and check within this multiple of the floor row.
+FLOOR_GOAL = 1.3
 
 
 def seed_home(home: Path) -> str:
@@ -49,11 +58,13 @@ def seed_home(home: Path) -> str:
     return rid
 
 
-def timed(argv: list[str], env: dict[str, str], may_refuse: bool = False) -> tuple[float, float]:
+def timed(
+    argv: list[str], env: dict[str, str], may_refuse: bool = False, cwd: Path = REPO
+) -> tuple[float, float]:
     """(wall, CPU) seconds of one run."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, check=False)
+    res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=False)
     took = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
@@ -66,6 +77,7 @@ def timed(argv: list[str], env: dict[str, str], may_refuse: bool = False) -> tup
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=15, help="runs of each command (median)")
+    ap.add_argument("--baseline", type=Path, default=None, help="an earlier gh-run checkout")
     args = ap.parse_args()
     gh_run = str(Path(sys.executable).parent / "gh-run")
     with tempfile.TemporaryDirectory(prefix="gh-run-bench-cli-") as tmp:
@@ -87,17 +99,34 @@ def main() -> None:
             # Not a command: the floor under `render`, the libraries it cannot start without
             # (validation, the CLI, templates, YAML), imported and nothing else done.
             "(render's libraries)": [sys.executable, "-c", FLOOR],
+            "(... no teardown)": [sys.executable, "-c", f"{FLOOR}; import os; os._exit(0)"],
         }
+        slurm = False
         if shutil.which("sbatch") and shutil.which("sinfo"):
             ok = subprocess.run(["sinfo", "-h"], capture_output=True, check=False).returncode
             if ok == 0:
+                slurm = True
                 cases["check"] = [gh_run, "check", "jobs/smoke.yaml"]
+        where = dict.fromkeys(cases, REPO)
+        if args.baseline is not None:
+            before = [sys.executable, "-m", "orchestrator"]
+            cases["render -x local (baseline)"] = [
+                *before,
+                "render",
+                "jobs/smoke.yaml",
+                "-x",
+                "local",
+            ]
+            cases["render (baseline)"] = [*before, "render", "jobs/smoke.yaml"]
+            if slurm:
+                cases["check (baseline)"] = [*before, "check", "jobs/smoke.yaml"]
+            where.update({k: args.baseline.resolve() for k in cases if k.endswith("(baseline)")})
         times: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
         for name, argv in cases.items():  # warm the file cache once
-            timed(argv, env, name == "check")
+            timed(argv, env, name.startswith("check"), where[name])
         for _ in range(args.repeat):
             for name, argv in cases.items():
-                times[name].append(timed(argv, env, name == "check"))
+                times[name].append(timed(argv, env, name.startswith("check"), where[name]))
     base = statistics.median(w for w, _ in times["python -c pass"])
     base_cpu = statistics.median(c for _, c in times["python -c pass"])
     print(f"{'command':<20} {'median':>9} {'x python':>9} {'goal':>9} {'CPU':>9} {'x python':>9}")
@@ -111,6 +140,22 @@ def main() -> None:
             f" {cpu * 1000:>7.1f}ms {cpu / base_cpu:>8.1f}x"
         )
     print(f"({args.repeat} runs each, interleaved; python: {sys.executable})")
+    floors = {
+        f: (statistics.median(w for w, _ in times[f]), statistics.median(c for _, c in times[f]))
+        for f in ("(render's libraries)", "(... no teardown)")
+    }
+    print(f"\nagainst the floor (goal <= {FLOOR_GOAL}x the floor row), wall / CPU:")
+    for name in times:
+        if not name.startswith(("render", "check")):
+            continue
+        med = statistics.median(w for w, _ in times[name])
+        cpu = statistics.median(c for _, c in times[name])
+        (fw, fc), (nw, nc) = floors.values()
+        mark = "ok" if med / fw <= FLOOR_GOAL else "MISS"
+        print(
+            f"{name:<28} {med / fw:>5.2f}x / {cpu / fc:.2f}x {mark:<4}"
+            f"  (no-teardown floor: {med / nw:.2f}x / {cpu / nc:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

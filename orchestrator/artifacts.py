@@ -34,49 +34,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import Field, field_validator
-
 from orchestrator.base import Strict
 from orchestrator.errors import RuntimeFailure
+from orchestrator.limits import SizeLimits as SizeLimits  # re-exported: its old home
 from orchestrator.spec import JobSpec
 from orchestrator.store import ArtifactRecord, Run, Store
-from orchestrator.units import format_size, parse_size
 
 CHUNK = 1 << 20
-
-
-class SizeLimits(Strict):
-    """How much one run may bring back: per file and in all (SLURM-style sizes: 10G, 512M)."""
-
-    max_file_size: str = Field(
-        "32G", description="Largest single file collected; larger ones are refused and listed."
-    )
-    max_run_size: str = Field(
-        "128G", description="Most bytes collected for one run; files past it are refused."
-    )
-
-    @field_validator("max_file_size", "max_run_size", mode="before")
-    @classmethod
-    def _size(cls, v: object) -> object:
-        if isinstance(v, int) and not isinstance(v, bool):
-            v = str(v)
-        return format_size(parse_size(v)) if isinstance(v, str) else v
-
-    @property
-    def file_bytes(self) -> int:
-        return parse_size(self.max_file_size)
-
-    @property
-    def run_bytes(self) -> int:
-        return parse_size(self.max_run_size)
-
-    def check(self, size: int, taken: int) -> str | None:
-        """Why a file of `size` bytes cannot be collected when `taken` bytes already were."""
-        if size > self.file_bytes:
-            return f"{size} bytes, over the per-file limit of {self.max_file_size}"
-        if taken + size > self.run_bytes:
-            return f"would take the run past its limit of {self.max_run_size}"
-        return None
 
 
 class Refusal(Strict):

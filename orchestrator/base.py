@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
-import contextlib
+import importlib
+import sys
+import types
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 # Third-party Pydantic plugins (the `pydantic` entry-point group: tracing, logging) are not
-# loaded in a process that uses gh-run's contracts. Looking for them reads the metadata of every
-# installed distribution when the first validator is built (bench/bench_cli.py). An empty table
-# is what pydantic caches when it finds none; should the private module or name go, pydantic
-# simply looks them up again.
-with contextlib.suppress(ImportError):
-    from pydantic.plugin import _loader as pydantic_plugins
+# loaded in a process that uses gh-run's contracts. Pydantic looks for them when it builds the
+# first validator, in `pydantic.plugin._loader`, whose import alone pulls in importlib.metadata
+# (email, zipfile, csv: 10-20 ms of CPU, more than a quarter of what `gh-run render` spends
+# beyond importing its libraries, bench/bench_cli.py) before it reads the metadata of every
+# installed distribution. A stand-in for that module answers "no plugins", as pydantic itself
+# does when none is installed or PYDANTIC_DISABLE_PLUGINS is set. Should pydantic ask the
+# module for anything else, the stand-in steps aside: the real module is loaded and answers.
+_LOADER = "pydantic.plugin._loader"
 
-    if getattr(pydantic_plugins, "_plugins", {}) is None:
-        pydantic_plugins._plugins = {}
+
+def _real_loader() -> types.ModuleType:
+    sys.modules.pop(_LOADER, None)
+    return importlib.import_module(_LOADER)
+
+
+class _NoPlugins(types.ModuleType):
+    @staticmethod
+    def get_plugins() -> tuple[()]:
+        return ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # the import system asking what kind of module this is
+            raise AttributeError(name)
+        return getattr(_real_loader(), name)
+
+
+if _LOADER not in sys.modules:
+    sys.modules[_LOADER] = _NoPlugins(_LOADER)
 
 
 class Strict(BaseModel):

@@ -14,11 +14,11 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from orchestrator import yamlio
-from orchestrator.artifacts import SizeLimits
 from orchestrator.base import Strict
 from orchestrator.container import parse_bind
 from orchestrator.envvars import env_dict
-from orchestrator.errors import UserError
+from orchestrator.errors import GhRunError, UserError, combine
+from orchestrator.limits import SizeLimits
 from orchestrator.profile import NsysSetup, NsysSite, check_for_version, nsys_setup
 from orchestrator.site_config import FoundCluster, find_cluster
 from orchestrator.spec import JobSpec
@@ -253,12 +253,57 @@ class ClusterDefaults(Strict):
         return v
 
 
+# SLURM's cluster names (ClusterName; --clusters/-M): letters, digits, '_' and '-'.
+SLURM_CLUSTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+class SlurmCluster(Strict):
+    """Which SLURM cluster a cluster file describes, and how gh-run addresses it."""
+
+    cluster_name: str | None = Field(
+        None,
+        description="ClusterName in the controller's slurm.conf (`scontrol show config`). Before "
+        "check, submit, campaign run, cancel and schedules gh-run confirms that the controller "
+        "it reaches says this name, and refuses otherwise. `gh-run partitions import` fills it in.",
+    )
+    multi_cluster: bool = Field(
+        False,
+        description="True where the login node reaches several clusters (a federation; "
+        "`sacctmgr list clusters` lists more than one): gh-run then passes "
+        "--clusters=<cluster_name> to sbatch, squeue, sacct, scontrol and scancel.",
+    )
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not SLURM_CLUSTER_RE.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a SLURM cluster name; write ClusterName as `scontrol show config` "
+                "prints it (letters, digits, '_' and '-')"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _multi(self) -> SlurmCluster:
+        if self.multi_cluster and self.cluster_name is None:
+            raise ValueError(
+                "multi_cluster is true but cluster_name is not set; set cluster_name to the "
+                "cluster gh-run should pass as --clusters"
+            )
+        return self
+
+
 class Cluster(Strict):
     """A site: its scheduler, shared paths, templates, site-wide defaults and partitions."""
 
     name: str
     description: str | None = None
     scheduler: Literal["slurm"] = "slurm"
+    slurm: SlurmCluster = Field(
+        default_factory=SlurmCluster,
+        description="The SLURM cluster this file describes (ClusterName) and whether gh-run "
+        "passes --clusters.",
+    )
     login: str | None = Field(
         None,
         description="The login node, user@host[:port]: informational with transport local, "
@@ -383,48 +428,69 @@ def load_cluster(name_or_path: str) -> Cluster:
     return cluster
 
 
-def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tuple[str, Partition]:
+def validate_job(
+    spec: JobSpec,
+    cluster: Cluster,
+    spec_src: str | yamlio.Located = "job",
+    problems: list[GhRunError] | None = None,
+) -> tuple[str, Partition]:
     """Refuse, before anything is submitted, a job the partition cannot run.
 
-    Each refusal is one sentence naming the field, the limit and the partition. The cluster's
-    default account and QoS are filled in first (into `spec`), so they are checked like the
-    job's own and reach the script the same way.
+    Each refusal is one sentence naming the field (at its line in the job file when
+    `spec_src` is the file as read, `yamlio.Located`), the limit and the partition; every
+    refusal is found, not only the first. With `problems` they are appended to it (for
+    `check`, which reports them with everything else it finds); without, they are raised
+    together. The cluster's default account and QoS are filled in first (into `spec`), so
+    they are checked like the job's own and reach the script the same way.
     """
+    name_of = spec_src.source if isinstance(spec_src, yamlio.Located) else spec_src
     try:
         name, part = cluster.partition(spec.partition)
     except UserError as exc:
-        raise UserError(f"{spec_src}: partition: {exc}") from None
+        raise UserError(f"{located(spec_src, 'partition')}: partition: {exc}") from None
+    found: list[GhRunError] = []
+
+    def refuse(field: str, text: str) -> None:
+        found.append(
+            UserError(f"{located(spec_src, 'resources', field)}: resources.{field}: {text}")
+        )
+
     res = spec.resources
-    if res.account is None:
+    # Assigned only when there is something to fill in: each assignment is validated.
+    if res.account is None and cluster.defaults.account is not None:
         res.account = cluster.defaults.account
-    if res.qos is None:
+    if res.qos is None and cluster.defaults.qos is not None:
         res.qos = cluster.defaults.qos
-    where = f"{spec_src}: resources"
     if res.gpus_per_node > part.gpus_per_node:
-        raise UserError(
-            f"{where}.gpus_per_node: {res.gpus_per_node} GPUs per node asked, but partition "
-            f"{name!r} has {part.gpus_per_node} per node; ask for at most {part.gpus_per_node}"
+        refuse(
+            "gpus_per_node",
+            f"{res.gpus_per_node} GPUs per node asked, but partition {name!r} has "
+            f"{part.gpus_per_node} per node; ask for at most {part.gpus_per_node}",
         )
     if res.nodes > part.max_nodes:
-        raise UserError(
-            f"{where}.nodes: {res.nodes} nodes asked, but partition {name!r} allows at most "
-            f"{part.max_nodes}; ask for fewer nodes"
+        refuse(
+            "nodes",
+            f"{res.nodes} nodes asked, but partition {name!r} allows at most {part.max_nodes}; "
+            "ask for fewer nodes",
         )
     if res.time_seconds is not None and res.time_seconds > part.max_time_seconds:
-        raise UserError(
-            f"{where}.time: {res.time} is over partition {name!r}'s limit of {part.max_time}; "
-            f"ask for {part.max_time} or less"
+        refuse(
+            "time",
+            f"{res.time} is over partition {name!r}'s limit of {part.max_time}; "
+            f"ask for {part.max_time} or less",
         )
     if res.mem_mib is not None and res.mem_mib > part.mem_mib:
-        raise UserError(
-            f"{where}.mem: {res.mem} is more than a node of partition {name!r} has "
-            f"({part.mem_per_node}); ask for {part.mem_per_node} or less"
+        refuse(
+            "mem",
+            f"{res.mem} is more than a node of partition {name!r} has ({part.mem_per_node}); "
+            f"ask for {part.mem_per_node} or less",
         )
     if res.tasks_per_node * res.cpus_per_task > part.cpus_per_node:
-        raise UserError(
-            f"{where}.cpus_per_task: {res.tasks_per_node} tasks x {res.cpus_per_task} CPUs is "
-            f"more than the {part.cpus_per_node} cores of a node of partition {name!r}; "
-            "lower cpus_per_task or ntasks_per_node"
+        refuse(
+            "cpus_per_task",
+            f"{res.tasks_per_node} tasks x {res.cpus_per_task} CPUs is more than the "
+            f"{part.cpus_per_node} cores of a node of partition {name!r}; "
+            "lower cpus_per_task or ntasks_per_node",
         )
     if res.constraint:
         # SLURM's constraint syntax: AND (&, ,), OR (|), counts (*N), brackets, negation (!).
@@ -433,25 +499,49 @@ def validate_job(spec: JobSpec, cluster: Cluster, spec_src: str = "job") -> tupl
         missing = sorted(wanted - set(part.features))
         if missing:
             offered = ", ".join(part.features) or "none"
-            raise UserError(
-                f"{where}.constraint: feature {', '.join(missing)} is not offered by partition "
-                f"{name!r} (features: {offered}); drop it or pick another partition"
+            refuse(
+                "constraint",
+                f"feature {', '.join(missing)} is not offered by partition {name!r} "
+                f"(features: {offered}); drop it or pick another partition",
             )
     if res.account and part.accounts and res.account not in part.accounts:
-        raise UserError(
-            f"{where}.account: {res.account!r} may not use partition {name!r}; "
-            f"use one of {', '.join(part.accounts)}"
+        refuse(
+            "account",
+            f"{res.account!r} may not use partition {name!r}; use one of "
+            f"{', '.join(part.accounts)}",
         )
     if res.qos and part.qos and res.qos not in part.qos:
-        raise UserError(
-            f"{where}.qos: {res.qos!r} is not allowed on partition {name!r}; "
-            f"use one of {', '.join(part.qos)}"
+        refuse(
+            "qos",
+            f"{res.qos!r} is not allowed on partition {name!r}; use one of {', '.join(part.qos)}",
         )
-    _check_arch(spec, name, part, spec_src)
-    setup = nsys_setup(spec.profile, part.nsys, name)
-    check_for_version(spec.profile, setup, spec_src)
-    _check_nsys_placement(spec, part, setup, spec_src)
+    for check in (_check_arch, _check_profile):
+        try:
+            check(spec, name, part, spec_src)
+        except UserError as exc:
+            found.append(exc)
+    if problems is not None:
+        problems.extend(found)
+    elif found:
+        raise combine(found, name_of)
     return name, part
+
+
+def located(spec_src: str | yamlio.Located, *path: str) -> str:
+    """Where a field of the job was written: `file:line`, or `file (--set key)` when an
+    override set it, as far as known."""
+    if not isinstance(spec_src, yamlio.Located):
+        return spec_src
+    where = spec_src.locate(path)
+    return f"{spec_src.source} ({where})" if where.startswith("--set ") else where
+
+
+def _check_profile(
+    spec: JobSpec, part_name: str, part: Partition, spec_src: str | yamlio.Located
+) -> None:
+    setup = nsys_setup(spec.profile, part.nsys, part_name)
+    check_for_version(spec.profile, setup, located(spec_src, "profile"))
+    _check_nsys_placement(spec, part, setup, located(spec_src, "container"))
 
 
 def _check_nsys_placement(spec: JobSpec, part: Partition, setup: NsysSetup, spec_src: str) -> None:
@@ -504,14 +594,15 @@ def image_arch(spec: JobSpec) -> tuple[Arch, str] | None:
     return None
 
 
-def _check_arch(spec: JobSpec, name: str, part: Partition, spec_src: str) -> None:
+def _check_arch(spec: JobSpec, name: str, part: Partition, spec_src: str | yamlio.Located) -> None:
     known = image_arch(spec)
     if known is None or known[0] == part.arch:
         return
     arch, field = known
     how = "is declared" if field == "container.arch" else "is named as"
     raise UserError(
-        f"{spec_src}: {field}: image {spec.container.image!r} {how} an {arch} image, but "
+        f"{located(spec_src, *field.split('.'))}: {field}: image {spec.container.image!r} "
+        f"{how} an {arch} image, but "
         f"partition {name!r} runs {part.arch} nodes; use an {part.arch} build of the image"
     )
 

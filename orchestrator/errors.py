@@ -31,3 +31,13 @@ class RuntimeFailure(GhRunError):
     """The cluster, the file system or the job failed. Exit 1."""
 
     exit_code = 1
+
+
+def combine(errors: list[GhRunError], what: str) -> GhRunError:
+    """Several problems as one error: each sentence on its own line under `what` (exit 2 when
+    one of them is bad input, else 1); a single problem stays its own sentence."""
+    if len(errors) == 1:
+        return errors[0]
+    kind = UserError if any(isinstance(e, UserError) for e in errors) else RuntimeFailure
+    lines = "".join(f"\n  - {e.message}" for e in errors)
+    return kind(f"{what}: {len(errors)} problems, each with its fix:{lines}")

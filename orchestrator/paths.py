@@ -27,13 +27,17 @@ class Home:
     path: Path
     source: HomeSource
 
-    def note(self) -> str | None:
-        """What to tell the user when the home is not the current folder's (None otherwise)."""
-        if self.source == "above":
-            return f"gh-run home: {self.path} (the nearest .gh-run above this folder)"
-        if self.source == "user":
-            return f"gh-run home: {self.path} (the per-user default: no .gh-run here or above)"
-        return None
+    def describe(self) -> str:
+        """Which home, and why this one: said by `doctor` and `status --verbose`, not by every
+        command (each home here is the one the documented rule picks; a command that finds
+        nothing names the store it looked in)."""
+        how = {
+            "given": "given by --home or GH_RUN_HOME",
+            "here": "./.gh-run",
+            "above": "the nearest .gh-run above this folder",
+            "user": "the per-user default: no .gh-run here or above",
+        }[self.source]
+        return f"gh-run home: {self.path} ({how})"
 
 
 def _xdg(variable: str, default: str) -> Path:

@@ -15,15 +15,32 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
-from orchestrator.paths import mirror_root
+from orchestrator.executors.slurm import SlurmExecutor
+
+# The job before it is a run (loading, checking, rendering) lives in orchestrator/prepare.py;
+# its names are this module's too, as they were before it was split off.
+from orchestrator.prepare import (
+    ExecutorKind,
+    Prepared,
+    auto_executor,
+    check_submit_host,
+    choose_executor,
+    cluster_runs_root,
+    local_root,
+    new_run_id,
+    prepare,
+    render,
+    run_dir_for,
+    runs_root,
+    transport_for,
+    transport_of,
+)
 from orchestrator.store import (
     INTENT,
     RETRYING,
@@ -37,206 +54,43 @@ from orchestrator.transport import registry
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
+__all__ = [  # what orchestrator.prepare lends this module
+    "ExecutorKind",
+    "Prepared",
+    "auto_executor",
+    "check_submit_host",
+    "choose_executor",
+    "cluster_runs_root",
+    "local_root",
+    "new_run_id",
+    "prepare",
+    "render",
+    "run_dir_for",
+    "runs_root",
+    "transport_for",
+    "transport_of",
+]
+
 if TYPE_CHECKING:
     from orchestrator.artifacts import Manifest, Refusal, SizeLimits
-    from orchestrator.cluster import Cluster, Partition
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
-
-ExecutorKind = Literal["auto", "local", "slurm"]
-
-
-@dataclass
-class Prepared:
-    """A spec that passed every check that needs no cluster: ready to render and submit."""
-
-    spec: JobSpec
-    spec_path: Path | None
-    cluster: Cluster
-    partition_name: str
-    partition: Partition
-
-
-def prepare(spec_path: Path, overrides: Sequence[str] = (), cluster: str | None = None) -> Prepared:
-    from orchestrator.cluster import find_cluster_file, load_cluster, validate_job
-    from orchestrator.render import partition_template
-    from orchestrator.spec import load_spec
-    from orchestrator.yamlio import display_path
-
-    spec = load_spec(spec_path, list(overrides))
-    if cluster:
-        spec.cluster = cluster
-    try:
-        find_cluster_file(spec.cluster)
-    except UserError as exc:
-        where = "--cluster" if cluster else f"{display_path(spec_path)}: cluster"
-        raise UserError(f"{where}: {exc}") from None
-    cl = load_cluster(spec.cluster)
-    part_name, part = validate_job(spec, cl, display_path(spec_path))
-    partition_template(cl, part_name, part)
-    return Prepared(spec, spec_path, cl, part_name, part)
-
-
-def new_run_id(name: str) -> str:
-    # os.urandom is what secrets.token_hex reads; importing secrets (hmac, OpenSSL) would add
-    # ~7 ms to the start-up of every command that imports this module (status, logs).
-    return f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
-
-
-def runs_root(cluster: Cluster, home: Path) -> Path:
-    text = os.path.expandvars(cluster.paths.runs.replace("{home}", str(home)))
-    if "$" in text:
-        unset = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)
-        raise UserError(
-            f"{cluster.source or cluster.name}: paths.runs: {cluster.paths.runs!r} uses "
-            f"${', $'.join(unset)}, which is not set here; set it (e.g. export SCRATCH=/scratch/"
-            "$USER) or point paths.runs at a folder"
-        )
-    return Path(text).expanduser().absolute()
-
-
-# A remote paths.runs goes through the login shell (resolve.sh): plain path characters and
-# $VAR / ${VAR} / ${VAR:-default} / a leading ~ only, never a quote or a command.
-_REMOTE_PATH_RE = re.compile(r"^[A-Za-z0-9_.,@%+=:/~${}-]+\Z")
-
-
-def cluster_runs_root(cluster: Cluster, home: Path, transport: Transport) -> str:
-    """Where run folders live on the cluster side: paths.runs, resolved here for a local
-    cluster, on the login node (its $SCRATCH, its ~) for one reached over SSH."""
-    from orchestrator.yamlio import display_path
-
-    if not transport.remote:
-        return str(runs_root(cluster, home))
-    src = display_path(Path(cluster.source)) if cluster.source else cluster.name
-    text = cluster.paths.runs
-    if "{home}" in text:
-        raise UserError(
-            f"{src}: paths.runs: {{home}} is the gh-run home on this machine, not a folder on "
-            "the cluster; with transport: ssh name a folder on the cluster, e.g. "
-            "$SCRATCH/gh-run/runs"
-        )
-    if not _REMOTE_PATH_RE.match(text) or "$(" in text:
-        raise UserError(
-            f"{src}: paths.runs: {text!r} may hold only path characters, $VAR and a leading ~ "
-            "when the cluster is reached over SSH; write a plain path such as $SCRATCH/gh-run/runs"
-        )
-    root = transport.resolve_path(text, f"{src}: paths.runs").rstrip("/")
-    if not root.startswith("/"):
-        raise UserError(
-            f"{src}: paths.runs: {text!r} is {root!r} on {transport.where}, not an absolute "
-            "path; write an absolute path or one under $HOME or $SCRATCH"
-        )
-    return root
-
-
-def local_root(cluster: Cluster, home: Path, transport: Transport) -> Path:
-    """Where this machine writes the run folders: the runs root itself for a local cluster,
-    the mirror of the remote one (copied there before sbatch) for a cluster over SSH."""
-    if transport.remote:
-        return mirror_root(home, cluster.name)
-    return runs_root(cluster, home)
-
-
-def run_dir_for(
-    cluster: Cluster, home: Path, run_id: str, transport: Transport | None = None
-) -> Path:
-    """The run folder, as the job sees it (on the cluster side)."""
-    from orchestrator.spec import SBATCH_VALUE_RE
-
-    path = Path(cluster_runs_root(cluster, home, transport or LOCAL)) / run_id
-    if not SBATCH_VALUE_RE.fullmatch(str(path)):
-        raise UserError(
-            f"run folder {path} has characters sbatch cannot take (spaces?); set GH_RUN_HOME or "
-            f"the cluster's paths.runs to a plain path"
-        )
-    return path
-
-
-def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str:
-    """What `--executor auto` means for jobs of these clusters: slurm when a controller
-    answers; else local, but only where every cluster file allows it (`local_fallback`), since
-    without it a job meant for GPU nodes would run with bash on the submit host, often a shared
-    login node. `render_only`: print what submit would send (an srun script), never refuse."""
-    if slurm_reachable():
-        return "slurm"
-    barred = [c for c in clusters if not c.local_fallback]
-    if not barred:
-        return "local"
-    if render_only:
-        return "slurm"
-    from orchestrator.yamlio import display_path
-
-    c = barred[0]
-    src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
-    raise UserError(
-        f"{src}: local_fallback: no SLURM controller answers on this machine, and cluster "
-        f"{c.name} does not let --executor auto run its jobs here; submit from a {c.name} login "
-        "node (where `sinfo` answers), or pass --executor local to run it on this machine anyway"
-    )
-
-
-def transport_for(cluster: Cluster, warn: Warn | None = None) -> Transport:
-    transport = registry.for_cluster(cluster)
-    if warn is not None:
-        transport.warn = warn
-    return transport
-
-
-def transport_of(executor: Executor) -> Transport:
-    """Where an executor's jobs run: a SLURM executor's transport, or this machine."""
-    return executor.transport if isinstance(executor, SlurmExecutor) else LOCAL
 
 
 def transport_of_run(run: Run) -> Transport:
     return LOCAL if run.executor == "local" else registry.for_run(run)
 
 
-def choose_executor(
-    kind: ExecutorKind,
-    warn: Warn | None = None,
-    cluster: Cluster | None = None,
-    render_only: bool = False,
-) -> Executor:
-    """slurm, local, or auto (`auto_executor`). A cluster reached over SSH is always slurm: the
-    local executor would run its jobs on this machine."""
-    transport = transport_for(cluster, warn) if cluster is not None else LOCAL
-    if transport.remote:
-        if kind == "local":
-            from orchestrator.yamlio import display_path
-
-            src = display_path(Path(cluster.source)) if cluster and cluster.source else "cluster"
-            raise UserError(
-                f"--executor local: {src} is reached over SSH (transport: ssh) and the local "
-                "executor runs jobs on this machine; use --executor slurm (or auto)"
-            )
-        return SlurmExecutor(warn=warn, transport=transport)
-    if kind == "auto":
-        kind = (
-            "slurm"
-            if auto_executor([cluster] if cluster else [], render_only) == "slurm"
-            else "local"
-        )
-    return SlurmExecutor(warn=warn) if kind == "slurm" else LocalExecutor()
-
-
 def executor_for(run: Run, warn: Warn | None = None) -> Executor:
+    """The executor of a run as it was submitted: its transport, and the SLURM cluster it
+    went to (--clusters) when its cluster file asked for one."""
     if run.executor == "local":
         return LocalExecutor()
-    return SlurmExecutor(warn=warn, transport=registry.for_run(run))
+    return slurm_executor_for(run, warn)
 
 
-def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -> RenderedJob:
-    from orchestrator.render import render_job
-
-    return render_job(
-        prep.spec,
-        prep.cluster,
-        prep.partition_name,
-        prep.partition,
-        run_id,
-        str(run_dir),
-        "direct" if launcher == "direct" else "srun",
-    )
+def slurm_executor_for(run: Run, warn: Warn | None = None) -> SlurmExecutor:
+    return SlurmExecutor(warn=warn, transport=registry.for_run(run), clusters=run.clusters_option)
 
 
 def write_run_folder(run_dir: Path, rendered: RenderedJob, spec: JobSpec) -> Path:
@@ -255,23 +109,6 @@ def write_run_folder(run_dir: Path, rendered: RenderedJob, spec: JobSpec) -> Pat
     with os.fdopen(fd, "w") as f:
         f.write(lock)
     return script
-
-
-def check_submit_host(spec: JobSpec, where: str, remote: bool = False) -> None:
-    """What only the submitting machine can tell, checked before anything is written: a local
-    container image exists (render works without it; submit does not), and every secret named
-    in `workload.secret_env` is set here. On a cluster reached over SSH the image is a path
-    there, so it is not looked for here."""
-    from orchestrator.container import check_image
-
-    if not remote:
-        check_image(spec.container, where)
-    missing = [n for n in spec.workload.secret_env if n not in os.environ]
-    if missing:
-        raise UserError(
-            f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
-            "export it before submitting (gh-run passes secrets by name, never by value)"
-        )
 
 
 def submit(
@@ -301,6 +138,12 @@ def submit(
         remote=transport.remote,
     )
     transport.connect()
+    slurm_cluster = None
+    if isinstance(executor, SlurmExecutor):
+        from orchestrator import cluster_identity
+
+        # The controller must be the cluster the file names, before anything is written.
+        slurm_cluster = cluster_identity.confirm(prep.cluster, transport).cluster_name
     root = cluster_runs_root(prep.cluster, home, transport)
     here = local_root(prep.cluster, home, transport)
     fixed_id = run_id is not None
@@ -339,6 +182,8 @@ def submit(
         campaign_id=campaign_id,
         variant=variant,
         transport=registry.descriptor(transport),
+        slurm_cluster=slurm_cluster,
+        clusters_option=executor.clusters if isinstance(executor, SlurmExecutor) else None,
     )
     from orchestrator.site_config import origin_note
 
@@ -424,20 +269,36 @@ def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list
     active = [r for r in runs if not r.terminal and r.job_id]
     updated = {r.run_id: r for r in runs}
     # One poll per executor and cluster: all of a cluster's runs in one batched query.
-    by_kind: dict[tuple[str, str | None], list[Run]] = {}
+    by_kind: dict[tuple[str, str | None, str | None], list[Run]] = {}
     for r in active:
-        by_kind.setdefault((r.executor, r.transport), []).append(r)
-    for (kind, where), group in by_kind.items():
-        ex: Executor = (
-            LocalExecutor()
-            if kind == "local"
-            else SlurmExecutor(warn=warn, transport=registry.for_descriptor(where))
-        )
+        by_kind.setdefault((r.executor, r.transport, r.clusters_option), []).append(r)
+    for group in by_kind.values():
+        ex = executor_for(group[0], warn)
+        if isinstance(ex, SlurmExecutor):
+            group = _on_their_cluster(group, ex.transport, warn)
+            if not group:
+                continue
         statuses = ex.poll(group)
         for r in group:
             if r.run_id in statuses:
                 updated[r.run_id] = _apply_with_retry(store, r, statuses[r.run_id], ex)
     return [updated[r.run_id] for r in runs]
+
+
+def _on_their_cluster(runs: list[Run], transport: Transport, warn: Warn | None) -> list[Run]:
+    """The runs whose SLURM cluster is the one the controller reached now is: another
+    cluster's sacct would report another job under the same id, so the others keep the state
+    last recorded (and that is said once)."""
+    from orchestrator import cluster_identity
+
+    kept = []
+    for run in runs:
+        why = cluster_identity.same_cluster(run, transport)
+        if why is None:
+            kept.append(run)
+        elif warn:
+            warn(why)
+    return kept
 
 
 def _apply_with_retry(store: Store, run: Run, status: JobStatus, ex: Executor) -> Run:
@@ -699,7 +560,7 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
         if run.executor != "slurm":
             continue
 
-        ex = SlurmExecutor(warn=warn, transport=registry.for_run(run))
+        ex = slurm_executor_for(run, warn)
         try:
             job_id = ex.find_by_name(run.job_name)
         except RuntimeFailure as exc:
@@ -766,9 +627,7 @@ def _repair_retry(store: Store, run: Run, warn: Warn | None) -> Run | None:
     found: tuple[str, str] | None = None  # (the retry's job id, where it was found)
     if run.executor == "slurm":
         try:
-            ids = SlurmExecutor(warn=warn, transport=registry.for_run(run)).find_all_by_name(
-                run.job_name
-            )
+            ids = slurm_executor_for(run, warn).find_all_by_name(run.job_name)
         except RuntimeFailure as exc:
             if warn:
                 warn(f"run {run.run_id}'s retry is not confirmed yet: {exc}")
@@ -808,21 +667,39 @@ def _job_num(job_id: str | None) -> int:
     return -1
 
 
-def analysis_inputs(store: Store, home: Path, ref: str) -> list[Path]:
-    """The folder holding a run's traces: its collected copy, else its run folder."""
+@dataclass(frozen=True)
+class AnalysisInput:
+    """What an argument of analyze/compare/report names: its traces, the label that heads it
+    (a run's id, never the `last` or prefix that was typed) and the run, if it is one."""
+
+    label: str
+    paths: list[Path]
+    run_id: str | None = None
+
+
+def analysis_input(store: Store, home: Path, ref: str) -> AnalysisInput:
+    """The traces of a run, resolved as every command resolves a run reference
+    (`Store.find_run`: id, unique prefix, job id, `last`): its collected copy, else its run
+    folder."""
     from orchestrator import artifacts
+    from orchestrator.store import NoSuchRun
 
     try:
         run = store.find_run(ref)
-    except UserError:
+    except NoSuchRun as exc:
         raise UserError(
-            f"{ref}: neither a file, a folder, nor a run id in {store.path}; give a trace "
-            "(.sqlite, .pt.trace.json[.gz]), a folder of them, or a run id from `gh-run status`"
+            f"{ref}: not a file or folder here, and {exc.message[:1].lower()}{exc.message[1:]}; "
+            "give a trace (.sqlite, .pt.trace.json[.gz]), a folder of them, or a run id"
         ) from None
     collected = artifacts.store_dir(home, run.run_id) / "artifacts"
     if run.collected_at and collected.is_dir():
-        return [collected]
+        return AnalysisInput(run.run_id, [collected], run.run_id)
     live = Path(run.run_dir) / "artifacts"
     if not run.transport and live.is_dir():  # a remote run's folder is on the cluster
-        return [live]
+        return AnalysisInput(run.run_id, [live], run.run_id)
     raise UserError(f"run {run.run_id} has no artifacts yet ({run.state}); `gh-run fetch` it")
+
+
+def analysis_inputs(store: Store, home: Path, ref: str) -> list[Path]:
+    """The folder holding a run's traces (`analysis_input`)."""
+    return analysis_input(store, home, ref).paths

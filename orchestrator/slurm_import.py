@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.cluster import Arch, Cluster, Partition
+from orchestrator.cluster import Arch, Cluster, Partition, SlurmCluster
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.units import format_mem, format_time, parse_time
 
@@ -172,9 +172,15 @@ def draft_partition(part: dict[str, str], nodes: list[dict[str, str]]) -> Partit
 
 
 def draft_cluster(
-    partition_text: str, node_text: str, cluster_name: str, only: Sequence[str] = ()
+    partition_text: str,
+    node_text: str,
+    cluster_name: str,
+    only: Sequence[str] = (),
+    slurm: SlurmCluster | None = None,
 ) -> Cluster:
-    """Build the draft from `scontrol show partition -o` and `scontrol show node -o` output."""
+    """Build the draft from `scontrol show partition -o` and `scontrol show node -o` output;
+    `slurm`: the SLURM cluster it was read from (its ClusterName, and whether it was asked
+    with --clusters)."""
     parts = parse_records(partition_text)
     node_recs = parse_records(node_text)
     if only:
@@ -200,6 +206,7 @@ def draft_cluster(
         name=cluster_name,
         description=f"Imported from SLURM cluster {cluster_name} by gh-run partitions import.",
         scheduler="slurm",
+        slurm=slurm or SlurmCluster(),
         default_partition=default or next(iter(partitions)),
         partitions=partitions,
     )
@@ -231,11 +238,14 @@ def read_live(
     """Ask the live controller and draft a cluster from its answers."""
     parts = _scontrol(["show", "partition", "-o"], slurm_cluster)
     nodes = _scontrol(["show", "node", "-o"], slurm_cluster)
+    config = _scontrol(["show", "config"], slurm_cluster)
+    m = re.search(r"^ClusterName\s*=\s*(\S+)", config, re.MULTILINE)
+    cluster_name = m.group(1) if m else slurm_cluster
     if name is None:
-        config = _scontrol(["show", "config"], slurm_cluster)
-        m = re.search(r"^ClusterName\s*=\s*(\S+)", config, re.MULTILINE)
-        name = slurm_cluster or (m.group(1) if m else "imported")
-    return draft_cluster(parts, nodes, name, only)
+        name = slurm_cluster or cluster_name or "imported"
+    # Read with --clusters: the login node reaches several clusters, and so will every job.
+    slurm = SlurmCluster(cluster_name=cluster_name, multi_cluster=bool(slurm_cluster))
+    return draft_cluster(parts, nodes, name, only, slurm)
 
 
 def to_yaml(cluster: Cluster, output: Path | None = None) -> str:

@@ -265,9 +265,18 @@ class JobSpec(Strict):
 
 def load_spec(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> JobSpec:
     """Load a job spec file (with `extends:` and `--set` overrides) into a JobSpec."""
-    spec = yamlio.load_model(path, JobSpec, overrides)
+    return load_spec_located(path, overrides)[0]
+
+
+def load_spec_located(
+    path: Path, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[JobSpec, yamlio.Located]:
+    """The JobSpec and where each of its fields was written (file and line, or `--set`), for
+    errors found later (partition limits) that point at the line."""
+    doc = yamlio.apply_overrides(yamlio.read_file(path), overrides)
+    spec = yamlio.to_model(doc, JobSpec)
     # A relative workdir in a spec is relative to the spec file, as paths in compose files are.
     workdir = getattr(spec.workload, "workdir", None)
     if workdir and not Path(workdir).is_absolute() and "$" not in workdir:
         spec.workload.workdir = str((path.parent / workdir).resolve())
-    return spec
+    return spec, doc

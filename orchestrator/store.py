@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS runs (
     submitted_at  REAL,
     ended_at      REAL,
     collected_at  REAL,
-    transport     TEXT
+    transport     TEXT,
+    slurm_cluster   TEXT,
+    clusters_option TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
 CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign_id);
@@ -112,6 +114,11 @@ CREATE TABLE IF NOT EXISTS campaign_variants (
     PRIMARY KEY (campaign_id, variant)
 );
 """
+
+
+class NoSuchRun(UserError):
+    """A run reference that matches no run (a command that also takes paths says so too)."""
+
 
 # States a run can be in. SLURM's own terminal states are kept as SLURM names them.
 INTENT = "INTENT"  # row written, sbatch not yet answered
@@ -191,6 +198,11 @@ class Run:
     # How the cluster is reached (transport/registry.py): None is this machine, else the
     # resolved SSH login as JSON; run_dir is then a path on the cluster side.
     transport: str | None = None
+    # The SLURM cluster the run was submitted to, as its controller named itself then
+    # (cluster_identity.py): cancelling checks that the controller reached now is that one.
+    slurm_cluster: str | None = None
+    # --clusters for every SLURM command about this run (its cluster file's multi_cluster).
+    clusters_option: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -248,7 +260,8 @@ def iso(ts: float | None) -> str:
 # were kept (its tables are those of version 1). A store newer than this gh-run is refused;
 # an older one is migrated forward when opened for writing.
 # 2: runs.transport (how the run's cluster is reached).
-SCHEMA_VERSION = 3
+# 4: runs.slurm_cluster and runs.clusters_option (which SLURM cluster the run went to).
+SCHEMA_VERSION = 4
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:
@@ -571,11 +584,13 @@ class Store:
         return record(Run, rows[0])
 
     def find_run(self, ref: str) -> Run:
-        """A run by id, unique id prefix, job id, or `last`."""
+        """A run by id, unique id prefix, job id, or `last`: the one resolver of run references
+        of every command (status, logs, cancel, fetch, wait, analyze, compare, report).
+        NoSuchRun when nothing matches; an ambiguous prefix is a UserError listing matches."""
         if ref == "last":
             last = self._q("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1")
             if not last:
-                raise UserError(f"no runs yet in {self.path}; submit one with `gh-run submit`")
+                raise NoSuchRun(f"no runs yet in {self.path}; submit one with `gh-run submit`")
             return record(Run, last[0])
         rows = self._q(
             "SELECT * FROM runs WHERE run_id = ? OR job_id = ? OR run_id LIKE ? ESCAPE '\\' "
@@ -588,7 +603,10 @@ class Store:
         if len(rows) == 1:
             return record(Run, rows[0])
         if not rows:
-            raise UserError(f"no run matches {ref!r}; `gh-run status` lists the runs")
+            raise NoSuchRun(
+                f"no run matches {ref!r} in {self.path}; `gh-run status` lists the runs (give "
+                "--home when they are in another gh-run home)"
+            )
         raise UserError(
             f"{ref!r} matches {len(rows)} runs ({', '.join(r['run_id'] for r in rows[:5])}…); "
             "give more of the run id"

@@ -85,6 +85,14 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, list | dict):  # `[a, b]: 1` or `? {a: 1}`: no field is named so
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"a key is a {'list' if isinstance(key, list) else 'mapping'}, which names no "
+                "field; write a plain key such as `name:`",
+                key_node.start_mark,
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None,

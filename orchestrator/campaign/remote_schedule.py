@@ -26,6 +26,7 @@ from orchestrator.campaign import schedule as S
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.campaign.model import Campaign, job_path
 from orchestrator.cluster import Cluster
+from orchestrator.cluster_identity import clusters_option
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.slurm import SlurmExecutor
 from orchestrator.paths import mirror_root
@@ -150,10 +151,14 @@ def install(
     (here / "launcher.sbatch").write_text(text)
     (here / "launcher.sbatch").chmod(0o700)
     transport.push(mirror, [rel], root)
-    S.remove_slurm(campaign.name, transport)
+    clusters = clusters_option(cluster)
+    S.remove_slurm(campaign.name, transport, clusters)
     begin = first_begin or _begin(campaign, facts)
-    job_id = SlurmExecutor(transport=transport).sbatch(launcher, [f"--begin={begin}"])
-    return S._register(home, campaign, file, "slurm", launcher, transport), job_id
+    job_id = SlurmExecutor(transport=transport, clusters=clusters).sbatch(
+        launcher, [f"--begin={begin}"]
+    )
+    rec = S._register(home, campaign, file, "slurm", launcher, transport, clusters)
+    return rec, job_id
 
 
 def cluster_of(campaign: Campaign, file: Path) -> Cluster:

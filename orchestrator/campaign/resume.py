@@ -23,9 +23,7 @@ from orchestrator.campaign import records as db
 from orchestrator.campaign.submission import group_lock, send
 from orchestrator.errors import RuntimeFailure
 from orchestrator.executors.base import Warn
-from orchestrator.executors.slurm import SlurmExecutor
 from orchestrator.store import Store
-from orchestrator.transport import registry
 
 UNSENT = {db.G_PLANNED, db.G_SENDING, db.G_FAILED}
 
@@ -43,8 +41,9 @@ def _find(
     store: Store, executor: str, g: db.GroupRecord, first_run: str, warn: Warn | None
 ) -> str | None:
     if executor == "slurm":
-        transport = registry.for_run(store.get_run(first_run))
-        return SlurmExecutor(warn=warn, transport=transport).find_array_by_name(g.job_name)
+        from orchestrator.runs import slurm_executor_for
+
+        return slurm_executor_for(store.get_run(first_run), warn).find_array_by_name(g.job_name)
     pid_file = Path(store.get_run(first_run).run_dir) / "local_pid"
     if pid_file.is_file():
         return f"local-{pid_file.read_text().strip()}"  # the id LocalExecutor.submit returns

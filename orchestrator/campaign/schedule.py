@@ -49,6 +49,8 @@ class Installed(Strict):
     entry: str = ""  # the crontab line, or the launcher script path
     # Where it was installed (transport/registry.py): None is this machine.
     transport: str | None = None
+    # --clusters of the launcher's SLURM commands (the cluster file's multi_cluster).
+    clusters_option: str | None = None
 
 
 def registry_dir(home: Path) -> Path:
@@ -217,24 +219,33 @@ def launcher_text(
 
 
 def install_slurm(
-    campaign: Campaign, file: Path, home: Path, first_begin: str | None = None
+    campaign: Campaign,
+    file: Path,
+    home: Path,
+    first_begin: str | None = None,
+    clusters: str | None = None,
 ) -> tuple[Installed, str]:
     assert campaign.schedule
     reg = registry_dir(home)
     reg.mkdir(parents=True, exist_ok=True)
-    remove_slurm(campaign.name)
+    remove_slurm(campaign.name, clusters=clusters)
     script = reg / f"{campaign.name}.sbatch"
     script.write_text(render_launcher(campaign, file, home, script))
     script.chmod(0o700)
     begin = first_begin or next_begin(campaign.schedule.cron, campaign.schedule.tz)
-    job_id = SlurmExecutor().sbatch(script, [f"--begin={begin}"])
-    return _register(home, campaign, file, "slurm", str(script)), job_id
+    job_id = SlurmExecutor(clusters=clusters).sbatch(script, [f"--begin={begin}"])
+    rec = _register(home, campaign, file, "slurm", str(script), clusters=clusters)
+    return rec, job_id
 
 
-def queued_launchers(name: str, transport: Transport = LOCAL) -> list[tuple[str, str, str]]:
+def queued_launchers(
+    name: str, transport: Transport = LOCAL, clusters: str | None = None
+) -> list[tuple[str, str, str]]:
     """(job id, state, start/begin time) of the launcher jobs of `name` in the queue."""
     res = run_slurm(
-        ["squeue", "-h", "-o", "%i|%T|%S", "--name", launcher_job_name(name)], transport=transport
+        ["squeue", "-h", "-o", "%i|%T|%S", "--name", launcher_job_name(name)],
+        transport=transport,
+        clusters=clusters,
     )
     out = []
     for line in res.stdout.splitlines():
@@ -244,19 +255,20 @@ def queued_launchers(name: str, transport: Transport = LOCAL) -> list[tuple[str,
     return out
 
 
-def remove_slurm(name: str, transport: Transport = LOCAL) -> list[str]:
+def remove_slurm(name: str, transport: Transport = LOCAL, clusters: str | None = None) -> list[str]:
     """Cancel the queued (not the running) launcher jobs of `name`."""
-    pending = [j for j, state, _ in queued_launchers(name, transport) if state == "PENDING"]
+    queued = queued_launchers(name, transport, clusters)
+    pending = [j for j, state, _ in queued if state == "PENDING"]
     if pending:
-        run_slurm(["scancel", *pending], transport=transport)
+        run_slurm(["scancel", *pending], transport=transport, clusters=clusters)
     return pending
 
 
-def queue_next(script: Path, campaign: Campaign) -> str:
+def queue_next(script: Path, campaign: Campaign, clusters: str | None = None) -> str:
     """From inside a firing launcher: queue the next night before running tonight's campaign."""
     assert campaign.schedule
     begin = next_begin(campaign.schedule.cron, campaign.schedule.tz)
-    return SlurmExecutor().sbatch(script, [f"--begin={begin}"])
+    return SlurmExecutor(clusters=clusters).sbatch(script, [f"--begin={begin}"])
 
 
 # -- registry -----------------------------------------------------------------------------------
@@ -267,10 +279,12 @@ def _register(
     mode: Mode,
     entry: str,
     transport: Transport = LOCAL,
+    clusters: str | None = None,
 ) -> Installed:
     assert campaign.schedule
     rec = Installed(
         transport=registry.descriptor(transport),
+        clusters_option=clusters,
         name=campaign.name,
         mode=mode,
         file=str(file.resolve()),
@@ -304,7 +318,7 @@ def unschedule(home: Path, name: str) -> str:
         removed = remove_cron(name, transport)
         what = "crontab entry removed" if removed else "no crontab entry was left"
     else:
-        cancelled = remove_slurm(name, transport)
+        cancelled = remove_slurm(name, transport, rec.clusters_option)
         what = f"cancelled queued launcher job(s) {', '.join(cancelled) or '(none queued)'}"
     path.unlink()
     return what
@@ -316,7 +330,7 @@ def status_of(rec: Installed) -> str:
     if rec.mode == "cron":
         present = any(x.endswith(f"{MARK}{rec.name}") for x in _crontab(transport))
         return f"crontab entry present{where}" if present else f"crontab entry MISSING{where}"
-    queued = queued_launchers(rec.name, transport)
+    queued = queued_launchers(rec.name, transport, rec.clusters_option)
     if not queued:
         return "no launcher job queued"
     return "; ".join(f"job {j} {s} (begin {b})" for j, s, b in queued)

@@ -27,8 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from orchestrator import cluster_identity, yamlio
 from orchestrator import runs as R
-from orchestrator import yamlio
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import (
     Campaign,
@@ -42,7 +42,7 @@ from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, valid
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.executors.slurm import SlurmExecutor, run_slurm, secrets_of
+from orchestrator.executors.slurm import secrets_of
 from orchestrator.paths import mirror_root
 from orchestrator.render import RenderedJob, array_key, partition_template, render_array
 from orchestrator.spec import JobSpec
@@ -94,14 +94,13 @@ def group_lock(store: Store, campaign_id: str, group_index: int) -> Iterator[boo
         os.close(fd)
 
 
-def max_array_size(transport: Transport | None = None) -> int:
-    """The controller's MaxArraySize (one `scontrol show config`); the largest index + 1."""
-    res = run_slurm(["scontrol", "show", "config"], transport=transport)
-    for line in res.stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "MaxArraySize" and value.strip().isdigit():
-            return int(value.strip())
-    return DEFAULT_MAX_ARRAY_SIZE
+def max_array_size(transport: Transport | None = None, clusters: str | None = None) -> int:
+    """The controller's MaxArraySize, the largest index + 1: from the `scontrol show config`
+    that confirmed the cluster's identity (one per process)."""
+    from orchestrator.cluster_identity import controller_facts
+
+    size = controller_facts(transport or LOCAL, clusters).max_array_size
+    return size if size is not None else DEFAULT_MAX_ARRAY_SIZE
 
 
 PreparedVariants = list[tuple[str, tuple[str, ...], R.Prepared]]
@@ -165,12 +164,15 @@ def plan(
     extra_overrides: Sequence[str] = (),
     array_limit: int | None = None,
     prepared: PreparedVariants | None = None,
+    slurm_clusters: dict[str, str] | None = None,
 ) -> str:
     """Prepare, render and record the whole campaign; nothing is sent. Returns its id.
 
     `array_limit`: the most elements per job array; None asks the controller (MaxArraySize).
     `prepared`: what `prepare_variants` returned, when the caller checked before opening the
-    store (with `extra_overrides` already in it).
+    store (with `extra_overrides` already in it). `slurm_clusters`: the SLURM cluster each
+    cluster file's jobs go to, as `confirm_clusters` confirmed it (recorded in every run, so
+    that sending, tracking and cancelling later refuse a controller of another cluster).
     """
     store.require_writable()
     if prepared is None:
@@ -180,6 +182,7 @@ def plan(
     launcher = "direct" if executor == "local" else "srun"
     transports: dict[str, Transport] = {}
     roots: dict[str, str] = {}
+    slurm_names = slurm_clusters or {}
     for _, _, prep in prepared:
         if prep.cluster.name not in transports:
             if executor == "local":
@@ -216,6 +219,12 @@ def plan(
                     campaign_id=cid,
                     variant=name,
                     transport=registry.descriptor(transport),
+                    slurm_cluster=slurm_names.get(prep.cluster.name),
+                    clusters_option=(
+                        cluster_identity.clusters_option(prep.cluster)
+                        if executor == "slurm"
+                        else None
+                    ),
                 ),
                 rendered,
             )
@@ -230,8 +239,15 @@ def plan(
         )
         buckets.setdefault(key, []).append(p)
     single = executor != "slurm" or len(planned) == 1
-    first = transports[planned[0].prep.cluster.name]
-    limit = 1 if single else (array_limit or max_array_size(first))
+    first = planned[0].prep.cluster
+    limit = (
+        1
+        if single
+        else (
+            array_limit
+            or max_array_size(transports[first.name], cluster_identity.clusters_option(first))
+        )
+    )
     chunks = chunk_groups(list(buckets.values()), limit)
     groups: list[db.GroupRecord] = []
     variants: list[db.VariantRecord] = []
@@ -298,6 +314,20 @@ def plan(
     }
     db.write_plan(store, record, groups, variants, [p.run for p in planned], notes)
     return cid
+
+
+def confirm_clusters(prepared: PreparedVariants, executor: str) -> dict[str, str]:
+    """Before anything is written: every cluster the variants go to is the SLURM cluster its
+    file names (cluster_identity.confirm); cluster file name -> SLURM cluster name."""
+    if executor != "slurm":
+        return {}
+    out: dict[str, str] = {}
+    for _, _, prep in prepared:
+        if prep.cluster.name not in out:
+            transport = R.transport_for(prep.cluster)
+            transport.connect()
+            out[prep.cluster.name] = cluster_identity.confirm(prep.cluster, transport).cluster_name
+    return out
 
 
 def campaign_files(campaign_id: str) -> str:
@@ -392,7 +422,9 @@ def _send_group(
     try:
         if executor == "slurm":
             runs = [store.get_run(r) for r in run_ids]
-            ex = SlurmExecutor(warn=warn, transport=registry.for_run(runs[0]))
+            ex = R.slurm_executor_for(runs[0], warn)
+            # Planned for one SLURM cluster, sent to no other (a resume may run elsewhere).
+            cluster_identity.check_run(runs[0], ex.transport, "nothing was sent")
             secrets = {k: v for run in runs for k, v in secrets_of(run).items()}
             job_id = ex.sbatch(
                 g.script, ["--hold"] if hold else [], env=secrets, job_name=g.job_name

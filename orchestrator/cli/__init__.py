@@ -70,13 +70,31 @@ COMMANDS: dict[str, Entry] = {
 Command = Any
 
 
-def load_module(module: str, into: MutableMapping[str, Command]) -> None:
-    """Import orchestrator.cli.<module> and add the click commands its register() defines."""
+def load_module(module: str, into: MutableMapping[str, Command], only: str | None = None) -> None:
+    """Import orchestrator.cli.<module> and add the click commands its register() defines:
+    all of them, or (`only`) the one named: turning a function into a click command reads
+    its signature and every parameter, 0.5 ms a command, which `render` need not pay for the
+    seven others of its module."""
     mod = importlib.import_module(f"orchestrator.cli.{module}")
     sub = typer.Typer(rich_markup_mode=None, add_completion=False)
     mod.register(sub)
-    for name, cmd in typer.main.get_group(sub).commands.items():
-        into.setdefault(name, cmd)
+    for info in sub.registered_commands:
+        assert info.callback is not None
+        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        if only in (None, name) and name not in into:
+            into[name] = typer.main.get_command_from_info(
+                info,
+                pretty_exceptions_short=sub.pretty_exceptions_short,
+                rich_markup_mode=sub.rich_markup_mode,
+            )
+    for group in sub.registered_groups:
+        if only in (None, group.name) and group.name and group.name not in into:
+            into[group.name] = typer.main.get_group_from_info(
+                group,
+                pretty_exceptions_short=sub.pretty_exceptions_short,
+                rich_markup_mode=sub.rich_markup_mode,
+                suggest_commands=sub.suggest_commands,
+            )
 
 
 class LazyCommands(MutableMapping[str, Command]):
@@ -87,7 +105,7 @@ class LazyCommands(MutableMapping[str, Command]):
 
     def __getitem__(self, name: str) -> Command:
         if name not in self.loaded and name in COMMANDS:
-            load_module(COMMANDS[name].module, self.loaded)
+            load_module(COMMANDS[name].module, self.loaded, only=name)
         return self.loaded[name]
 
     def __setitem__(self, name: str, cmd: Command) -> None:
@@ -171,32 +189,45 @@ def _error(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The `gh-run` command line. Run as a program (no `argv`: the console script, `python -m
+    orchestrator`) it leaves without the interpreter's teardown (cli/exiting.py); called with
+    `argv` (tests, other front ends) it raises SystemExit as usual."""
+    code = _run(argv)
+    if argv is None:
+        from orchestrator.cli.exiting import leave
+
+        leave(code)
+    sys.exit(code)
+
+
+def _run(argv: list[str] | None) -> int:
+    """Run the command; its exit code (0, 1 runtime failure, 2 bad input, 130 interrupted)."""
     try:
         rc = app(args=argv, standalone_mode=False)
         # Without standalone mode, click returns typer.Exit's code instead of exiting.
-        sys.exit(rc if isinstance(rc, int) else 0)
+        return rc if isinstance(rc, int) else 0
     except GhRunError as exc:
         if STATE.debug:
             raise
         _error(exc.message)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Abort:
         print("aborted", file=sys.stderr)
-        sys.exit(130)
+        return 130
     except KeyboardInterrupt:
         print(
             "interrupted: runs already submitted keep running; `gh-run status` shows them",
             file=sys.stderr,
         )
-        sys.exit(130)
+        return 130
     except Exception as exc:  # click usage errors carry their own exit code (2)
         # Usage errors (click's, vendored by typer) know how to show themselves; exit 2.
         show = getattr(exc, "show", None)
         if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
             show()
-            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            return int(exc.exit_code)  # type: ignore[attr-defined]
         if STATE.debug:
             raise
         from orchestrator.escape import plain
@@ -206,4 +237,4 @@ def main(argv: list[str] | None = None) -> None:
             "(run again with --debug for the traceback)",
             file=sys.stderr,
         )
-        sys.exit(1)
+        return 1

@@ -1,8 +1,9 @@
 """`gh-run analyze`, `gh-run compare`, `gh-run report`: thin wrappers over orchestrator.analysis.
 
-Arguments are trace files, folders, or run ids of the state store (resolved through
-`orchestrator.runs.analysis_inputs`); `register(app, resolve)` takes another resolver for
-tests or other front ends. `analyze` of a run id also stores the run's headline numbers
+Arguments are trace files, folders, or run references of the state store, resolved as every
+command resolves them (`orchestrator.runs.analysis_input`: id, unique prefix, job id, `last`)
+and headed by the run's id; `register(app, resolve)` takes another resolver for tests or other
+front ends. `analyze` of a run id also stores the run's headline numbers
 (`orchestrator.analysis.headline`) with `store.put_metrics`.
 
 Terminal layout: one row per metric (the metric catalogue's `ANALYZE` view), values with
@@ -59,8 +60,9 @@ from orchestrator.analysis.metrics import merged_top_kernels
 from orchestrator.analysis.verdict import NO_GPU, has_gpu, has_kernels, holdings, idle_figures
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
+from orchestrator.runs import AnalysisInput
 
-Resolver = Callable[[str], list[Path]]
+Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
     str | None,
     typer.Option(
@@ -74,37 +76,22 @@ MaxTraceSize = Annotated[
 ]
 
 
-def _run_id(arg: str) -> str | None:
-    """The run id an argument names (None for an existing file or folder, or an example)."""
-    path = Path(arg)
-    if path.exists() or arg.startswith("example:"):
-        return None
-    if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
-        raise UserError(f"{arg}: no such file or folder; check the path")
-    from orchestrator.cli.state import STATE
-
-    try:
-        return STATE.store().find_run(arg).run_id
-    except UserError:
-        return None  # analysis_inputs names the choices
-
-
-def _default_resolve(arg: str) -> list[Path]:
+def _default_resolve(arg: str) -> AnalysisInput:
     """A file or folder as given; `example:NAME`, a trace shipped with gh-run; otherwise a run
-    id (or prefix, job id, `last`) of the store."""
+    id (or prefix, job id, `last`) of the store, labelled by its id."""
     path = Path(arg)
     if path.exists():
-        return [path]
+        return AnalysisInput(arg, [path])
     if arg.startswith("example:"):
         from orchestrator.shipped import example_trace
 
-        return [example_trace(arg)]
+        return AnalysisInput(arg, [example_trace(arg)])
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
         raise UserError(f"{arg}: no such file or folder; check the path")
     from orchestrator import runs
     from orchestrator.cli.state import STATE
 
-    return runs.analysis_inputs(STATE.store(), STATE.home, arg)
+    return runs.analysis_input(STATE.store(), STATE.home, arg)
 
 
 RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
@@ -451,9 +438,6 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     """Add `analyze`, `compare` and `report` to the gh-run Typer app."""
     res = resolve or _default_resolve
 
-    def paths_of(args: list[str]) -> list[Path]:
-        return [p for a in args for p in res(a)]
-
     def ceiling(text: str | None) -> int | None:
         return tracetext.parse_size(text, "--max-trace-size") if text is not None else None
 
@@ -492,23 +476,27 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
-        found = analyze_runs(paths_of(paths), label=" ".join(paths), max_trace_bytes=limit)
-        if resolve is None:
-            run_ids = {a: rid for a in paths if (rid := _run_id(a)) is not None}
-            if run_ids:
-                from orchestrator.cli.state import STATE, warn
+        inputs = [res(a) for a in paths]
+        found = analyze_runs(
+            [p for i in inputs for p in i.paths],
+            label=" ".join(i.label for i in inputs),
+            max_trace_bytes=limit,
+        )
+        if resolve is None and any(i.run_id for i in inputs):
+            from orchestrator.cli.state import STATE, warn
 
-                store = STATE.store()
-                for arg, rid in run_ids.items():
+            store = STATE.store()
+            for i in inputs:
+                if i.run_id:
                     own = (
                         found
-                        if len(paths) == 1
-                        else analyze_runs(res(arg), label=arg, max_trace_bytes=limit)
+                        if len(inputs) == 1
+                        else analyze_runs(i.paths, label=i.label, max_trace_bytes=limit)
                     )
                     if len(own.runs) == 1:
-                        store.put_metrics(rid, headline(own.runs[0]))
+                        store.put_metrics(i.run_id, headline(own.runs[0]))
                     else:
-                        warn(f"{arg}: its artifacts hold {len(own.runs)} separate runs;"
+                        warn(f"{i.label}: its artifacts hold {len(own.runs)} separate runs;"
                              " no headline stored")  # fmt: skip
         if json_out:
             one = len(found.runs) == 1
@@ -627,9 +615,10 @@ def runs_of(
     out: list[Metrics] = []
     notes: list[str] = []
     for arg in args:
-        found = analyze_runs(res(arg), label=arg, max_trace_bytes=limit)
+        named = res(arg)
+        found = analyze_runs(named.paths, label=named.label, max_trace_bytes=limit)
         if len(found.runs) == 1:
-            given.append(arg)
+            given.append(named.label)
             out.append(found.runs[0])
             continue
         notes.append(
@@ -637,7 +626,7 @@ def runs_of(
             f" `gh-run analyze {arg}` says more)"
         )
         for m in found.runs:
-            given.append(m.label or arg)
+            given.append(m.label or named.label)
             out.append(m)
     return given, out, notes
 

@@ -18,11 +18,19 @@ from orchestrator.campaign import tracking
 from orchestrator.campaign.finish import verdict
 from orchestrator.campaign.model import METRICS, load_campaign
 from orchestrator.campaign.results import check_pinned_baseline, history
-from orchestrator.campaign.submission import PreparedVariants, prepare_variants, resolve_executor
+from orchestrator.campaign.submission import (
+    PreparedVariants,
+    confirm_clusters,
+    prepare_variants,
+    resolve_executor,
+)
 from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, note, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
+from orchestrator.cluster import Cluster
+from orchestrator.cluster_identity import clusters_option
 from orchestrator.errors import UserError
+from orchestrator.executors.slurm import slurm_reachable
 from orchestrator.store import Run, iso
 from orchestrator.yamlio import display_path
 
@@ -148,8 +156,13 @@ def run_cmd(
     prepared = prepare_variants(campaign, file, set_ or [], STATE.home, max_variants)
     _origin_notes(prepared)
     kind = resolve_executor(kind, prepared)
+    # The controller of every variant's cluster is the one its file names: checked before the
+    # store records anything.
+    slurm_clusters = confirm_clusters(prepared, kind)
     store = STATE.store()
-    cid = C.plan(store, campaign, file, STATE.home, kind, prepared=prepared)
+    cid = C.plan(
+        store, campaign, file, STATE.home, kind, prepared=prepared, slurm_clusters=slurm_clusters
+    )
     groups = db.groups_of(store, cid)
     failures = C.send(store, cid, hold=hold, warn=warn)
     took = time.perf_counter() - t0
@@ -264,6 +277,7 @@ def schedule_cmd(
     from orchestrator.campaign import remote_schedule
 
     cluster = remote_schedule.cluster_of(campaign, file)
+    _confirm_cluster(campaign.executor, chosen, cluster)
     if cluster.transport != "local":
         # The nights run on the cluster side, in a gh-run home there (see remote_schedule).
         rec, job_id = remote_schedule.install(
@@ -281,12 +295,31 @@ def schedule_cmd(
         rec = S.install_cron(campaign, file.resolve(), STATE.home, src)
         out.print(f"scheduled {campaign.name} in crontab: {rec.cron} ({rec.tz})")
     else:
-        rec, job_id = S.install_slurm(campaign, file.resolve(), STATE.home, first_begin)
+        rec, job_id = S.install_slurm(
+            campaign, file.resolve(), STATE.home, first_begin, clusters_option(cluster)
+        )
         out.print(
             f"scheduled {campaign.name} as SLURM launcher job {job_id} "
             f"({S.launcher_job_name(campaign.name)}; cron {rec.cron} {rec.tz}); it re-queues "
             "itself each night"
         )
+
+
+def _confirm_cluster(executor: str, mode: str, cluster: Cluster) -> None:
+    """Before a schedule is installed: the controller it will send to is the cluster its file
+    names (a launcher job always goes through SLURM; a crontab line's nights do unless the
+    campaign runs locally, or `auto` finds no controller here and may run them locally)."""
+    from orchestrator import cluster_identity
+    from orchestrator import runs as R
+
+    transport = R.transport_for(cluster, warn)
+    if mode == "cron" and executor == "local":
+        return
+    local_nights = executor == "auto" and not transport.remote
+    if mode == "cron" and local_nights and not slurm_reachable(clusters=clusters_option(cluster)):
+        return
+    transport.connect()
+    cluster_identity.confirm(cluster, transport)
 
 
 def unschedule_cmd(name: Annotated[str, typer.Argument(help="Campaign name.")]) -> None:
@@ -409,7 +442,10 @@ def fire_cmd(
     """(Used by schedules.) Queue the next night (slurm mode), then run the campaign to a report."""
     campaign = load_campaign(file)
     if slurm_script is not None:
-        job_id = S.queue_next(slurm_script, campaign)
+        from orchestrator.campaign import remote_schedule
+
+        clusters = clusters_option(remote_schedule.cluster_of(campaign, file))
+        job_id = S.queue_next(slurm_script, campaign, clusters)
         out.print(f"queued the next launcher: job {job_id}")
     run_cmd(file, wait=True)
 

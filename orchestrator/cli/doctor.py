@@ -39,9 +39,10 @@ def doctor_cmd(
     cron; then how gh-run is set up: the home, the folders searched for cluster files and
     templates (first found wins) and which file answers for each cluster, the default cluster,
     whether the compiled trace readers are built (and what doing without costs), the
-    compiled-template cache. With SPEC: what running that job from here needs (controller, container
-    runtime, image, the nsys it is rendered for), each found or missing with the fix; exit 1
-    when something is missing."""
+    compiled-template cache. With SPEC: what running that job from here needs (the
+    partition's limits, controller, container runtime, image, the nsys it is rendered for,
+    the run folder, and a controller that is the cluster its cluster file names), each found
+    or missing with the fix; exit 1 when something is missing."""
     if spec is None:
         _machine(as_json)
     else:
@@ -152,12 +153,27 @@ def _setup(s: setup_report.SetupReport) -> None:
 
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
-    from orchestrator import doctor
-    from orchestrator import runs as R
+    from orchestrator import doctor, preflight
+    from orchestrator import prepare as P
+    from orchestrator.cli.state import STATE
+    from orchestrator.errors import GhRunError
     from orchestrator.yamlio import display_path
 
-    prep = R.prepare(spec, overrides, cluster)
-    needs = doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec))
+    limits: list[GhRunError] = []
+    prep = P.prepare(spec, overrides, cluster, problems=limits)
+    transport = P.transport_for(prep.cluster)
+
+    def need(f: preflight.Finding) -> doctor.Need:
+        return doctor.Need(what=f.what, ok=f.ok, detail=f.detail.removeprefix(f"{f.what}: "))
+
+    # What `check` would refuse besides what this machine lacks: the partition's limits, the
+    # run folder (an unset $SCRATCH), and a controller of another cluster.
+    needs = [
+        *map(need, preflight.partition(prep, limits)),
+        *doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec)),
+        need(preflight.run_folder(prep, STATE.home, transport)),
+        need(preflight.cluster(prep, transport)),
+    ]
     if as_json:
         typer.echo(json.dumps([n.model_dump(mode="json") for n in needs], indent=2))
     else:

@@ -10,18 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator import runs as R
-from orchestrator.cli import run_view
+from orchestrator import prepare as P
 from orchestrator.cli.state import STATE, err_console, note, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
-from orchestrator.escape import plain
-from orchestrator.store import Run, Store, iso
 
-if TYPE_CHECKING:  # Rich and the transports are imported when a command needs them
+if TYPE_CHECKING:  # Rich, the store and the transports are imported when a command needs them
     from rich.table import Table
 
     from orchestrator.artifacts import Manifest, SizeLimits
+    from orchestrator.store import Run, Store
     from orchestrator.transport.base import Transport
 
 SpecArg = Annotated[
@@ -40,7 +38,7 @@ ClusterOpt = Annotated[
     str | None, typer.Option("--cluster", help="Cluster name or file, instead of the spec's.")
 ]
 ExecutorOpt = Annotated[
-    R.ExecutorKind,
+    P.ExecutorKind,
     typer.Option(
         "--executor",
         "-x",
@@ -52,6 +50,8 @@ RunArg = Annotated[str, typer.Argument(help="Run id (or unique prefix, job id, o
 
 def _styled(state: str) -> str:
     """A state in Rich markup (for the live display of submit --wait)."""
+    from orchestrator.cli import run_view
+
     return f"[{run_view.state_style(state) or 'white'}]{state}[/]"
 
 
@@ -75,11 +75,20 @@ def _run_id(value: str | None) -> str | None:
     return value
 
 
-def _prepare(spec: Path, overrides: list[str] | None, cluster: str | None) -> R.Prepared:
-    """The checked job, and a note on stderr when its cluster file is not the site's."""
+def _prepare(
+    spec: Path,
+    overrides: list[str] | None,
+    cluster: str | None,
+    problems: list[GhRunError] | None = None,
+    ask_controller: bool = False,
+) -> P.Prepared:
+    """The checked job (`prepare.prepare`), and a note on stderr when its cluster file is not
+    the site's."""
     from orchestrator.site_config import origin_note
 
-    prep = R.prepare(spec, overrides or [], cluster)
+    prep = P.prepare(
+        spec, overrides or [], cluster, problems=problems, ask_controller=ask_controller
+    )
     text = origin_note(prep.cluster.origin, prep.cluster.name)
     if text:
         note(text)
@@ -96,82 +105,42 @@ def render_cmd(
     """Print the job script exactly as `submit` would submit it.
 
     With the same options (and --run-id), `submit` writes this very script, byte for byte."""
-    prep = _prepare(spec, set_, cluster)
-    rid = _run_id(run_id) or R.new_run_id(prep.spec.name)
+    # `auto` asks a controller whether it answers: the question goes out at once.
+    prep = _prepare(spec, set_, cluster, ask_controller=executor == "auto")
+    rid = _run_id(run_id) or P.new_run_id(prep.spec.name)
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script; so is the run folder,
     # on the cluster side (a remote paths.runs is resolved on the login node).
-    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
-    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, R.transport_of(ex))
-    rendered = R.render(prep, rid, run_dir, ex.launcher)
+    ex = P.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
+    run_dir = P.run_dir_for(prep.cluster, STATE.home, rid, P.transport_of(ex))
+    rendered = P.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
 
 def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) -> None:
     """Check a job against its partition and the SLURM controller.
 
-    gh-run's own check of the partition's limits first, then the real controller's verdict
-    (sbatch --test-only) on the script `submit` would send."""
-    prep = _prepare(spec, set_, cluster)
-    _check(prep)
+    Everything gh-run can tell before submitting, every problem at once: the partition's
+    limits (at their lines in the job file), the run folder (paths.runs), the image and nsys
+    on this machine, and that the controller reached is the cluster the cluster file names.
+    Then the real controller's verdict (sbatch --test-only) on the script `submit` would
+    send. Exit 2 for a problem in the input, 1 when only the world failed (no controller)."""
+    limits: list[GhRunError] = []
+    prep = _prepare(spec, set_, cluster, problems=limits, ask_controller=True)
+    _check(prep, limits)
 
 
-def _check(prep: R.Prepared) -> None:
-    from orchestrator.container import check_image
-    from orchestrator.executors.slurm import SlurmExecutor
-    from orchestrator.yamlio import display_path as _where
+def _check(prep: P.Prepared, limits: list[GhRunError] | None = None) -> None:
+    from orchestrator import preflight
 
-    where = _where(prep.spec_path) if prep.spec_path else prep.spec.name
-    transport = R.transport_for(prep.cluster, warn)
-    if not transport.remote:  # a remote cluster's image and nsys are paths there
-        check_image(prep.spec.container, where)
-        _check_nsys(prep, where)
-    rid = R.new_run_id(prep.spec.name)
-    run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, transport)
-    rendered = R.render(prep, rid, run_dir, "srun")
-    ok, text = SlurmExecutor(warn=warn, transport=transport).test_only(rendered.script)
-    from orchestrator.cluster import explain_controller
-    from orchestrator.yamlio import display_path
-
-    words = explain_controller(ok, text)
-    if ok:
-        print(
-            f"{paint('ok:', 'green')} the SLURM controller accepts {prep.spec.name} on "
-            f"partition {prep.partition_name}: {words} (controller: {text})"
-        )
-    else:
-        src = display_path(Path(prep.cluster.source)) if prep.cluster.source else "the cluster"
-        raise UserError(
-            f"{display_path(prep.spec_path) if prep.spec_path else prep.spec.name}: the SLURM "
-            f"controller of cluster "
-            f"{prep.cluster.name} refuses this job on partition {prep.partition_name}: {words} "
-            f'(controller: "{text}"); gh-run\'s own check against {src} passed, so ask for less '
-            f"in resources, or correct {src} if it promises more than the partition has"
-        )
-
-
-def _check_nsys(prep: R.Prepared, where: str) -> None:
-    """Ask the nsys the job will run (on this machine: on the host or inside the image) for its
-    version. Undeclared (rendered for gh-run's default) and of another family: refused, since
-    the flags and report names would be wrong; declared and different: a warning (the nodes
-    may have another nsys than this machine)."""
-    from orchestrator import doctor
-
-    if prep.spec.profile.tool != "nsys":
-        return
-    setup, found, how = doctor.nsys_probe(prep.spec, prep.partition, prep.partition_name)
-    rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
-    if found is None:
-        warn(f"nsys: {rendered}; could not ask it here: {how}")
-    elif found.family == setup.version.family:
-        print(f"{paint('ok:', 'green')} nsys: {rendered}; {how} is {found}")
-    elif setup.version_from.startswith("gh-run's default"):
-        raise UserError(
-            f"{where}: profile: the job is {rendered}, but {how} is {found}; "
-            f"{doctor.mismatch_fix(found)}"
-        )
-    else:
-        warn(f"nsys: {rendered}, but {how} is {found}; {doctor.mismatch_fix(found)}")
+    transport = P.transport_for(prep.cluster, warn)
+    found = preflight.check_job(prep, STATE.home, transport, limits or [])
+    for f in found:
+        if f.warning:
+            warn(f.detail)
+        elif f.ok and f.shown:
+            print(f"{paint('ok:', 'green')} {f.detail}")
+    preflight.raise_problems(prep, found)
 
 
 def submit_cmd(
@@ -196,9 +165,18 @@ def submit_cmd(
     once SLURM (or the local executor) has the job; with it, gh-run shows the job's state
     until it ends, then collects its artifacts. Ctrl-C stops waiting, not the job:
     `gh-run wait RUN` picks it up again."""
-    prep = _prepare(spec, set_, cluster)
+    from orchestrator import runs as R
+
+    limits: list[GhRunError] = []
+    prep = _prepare(
+        spec,
+        set_,
+        cluster,
+        problems=limits if check else None,
+        ask_controller=check or executor != "local",
+    )
     if check:
-        _check(prep)
+        _check(prep, limits)
         return
     rid = _run_id(run_id)
     ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster)
@@ -219,6 +197,9 @@ def submit_cmd(
 def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
     from rich.live import Live
     from rich.table import Table
+
+    from orchestrator import runs as R
+    from orchestrator.cli import run_view
 
     store = STATE.store()
     start = time.time()
@@ -278,14 +259,25 @@ def status_cmd(
         int, typer.Option("--limit", "-n", min=1, help="How many runs to list, newest first.")
     ] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also say which gh-run home is shown, and how it was found."
+        ),
+    ] = False,
 ) -> None:
     """Show runs and their states (refreshed in one batched query).
 
     Runs that have not ended are asked about in one batched query per executor (sacct for
     SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
     leaves out the less important columns first, never the run id or the state."""
+    from orchestrator import runs as R
+    from orchestrator.cli import run_view
+    from orchestrator.store import iso
     from orchestrator.transport.base import TransportError
 
+    if verbose:
+        note(f"{STATE.located_home.describe()}; state store {STATE.home / 'state.db'}")
     store = STATE.store()
     runs = [store.find_run(run)] if run else store.list_runs(limit=limit)
     if store.readonly:
@@ -338,6 +330,10 @@ def status_cmd(
 
 def _print_run(store: Store, r: Run) -> None:
     """One run: its fields, its events, and how it ended."""
+    from orchestrator.cli import run_view
+    from orchestrator.escape import plain
+    from orchestrator.store import iso
+
     print_fields(
         [
             ("run", r.run_id),
@@ -347,7 +343,7 @@ def _print_run(store: Store, r: Run) -> None:
             ("reason", plain(r.reason or "-")),
             ("job", f"{r.executor} {r.job_id or '-'}"),
             ("attempt", str(r.attempt + 1)),
-            ("where", f"{r.cluster}/{r.partition}"),
+            ("where", f"{r.cluster}/{r.partition}" + _slurm_cluster(r)),
             ("run folder", r.run_dir),
             ("submitted", iso(r.submitted_at)),
             ("ended", iso(r.ended_at)),
@@ -367,10 +363,19 @@ def _print_run(store: Store, r: Run) -> None:
         run_view.print_end(r)
 
 
+def _slurm_cluster(r: Run) -> str:
+    """The SLURM cluster the run went to, as recorded when it was submitted."""
+    if not r.slurm_cluster:
+        return ""
+    how = f", --clusters={r.clusters_option}" if r.clusters_option else ""
+    return f" (SLURM cluster {r.slurm_cluster}{how})"
+
+
 def logs_cmd(
     run: RunArg,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing, line by line, until the job ends."),
     ] = False,
     stderr: Annotated[bool, typer.Option("--err", help="Show stderr instead of stdout.")] = False,
     rank: Annotated[
@@ -381,7 +386,10 @@ def logs_cmd(
     """Print a run's log (stdout of rank 0; --err, --rank N).
 
     Rank 0's log also holds the batch script's own output. Every task of a multi-node or
-    multi-task job writes its own pair of logs in the run folder; --rank N shows task N's."""
+    multi-task job writes its own pair of logs in the run folder; --rank N shows task N's.
+    A progress bar (nsys, pip) that redraws its line with carriage returns is printed as the
+    terminal showed it at the end, one line, not every state of the bar."""
+    from orchestrator import runs as R
     from orchestrator.transport.base import TransportError
 
     store = STATE.store()
@@ -400,14 +408,9 @@ def logs_cmd(
                 else "it has no rank logs yet (try --follow)"
             )
         )
-    pos = 0
+    out = _LogPrinter(transport, path, follow)
     if data is not None:
-        text = data.decode("utf-8", "replace")
-        if tail:
-            typer.echo("\n".join(text.splitlines()[-tail:]))
-        else:
-            typer.echo(text, nl=False)
-        pos = len(data)
+        out.show(data, tail)
     elif r.state == "SUBMIT_FAILED":
         raise RuntimeFailure(f"run {r.run_id} was never submitted ({r.reason}); it has no log")
     elif not follow:
@@ -420,27 +423,58 @@ def logs_cmd(
     while True:
         r = R.wait(store, [r], warn=warn, timeout=0)[0]  # one poll; backs off while unreachable
         try:
-            pos = _print_from(transport, path, pos)
+            out.more()
         except TransportError as exc:
             warn(f"{exc}; reading on once it answers")
             time.sleep(2.0)
             continue
         if r.terminal:
-            _print_from(transport, path, pos)
+            out.more()
+            out.end()
             print(f"-- {r.run_id} ended: {r.state}", file=sys.stderr)
             return
         time.sleep(1.0)
 
 
-def _print_from(transport: Transport, path: Path, pos: int) -> int:
-    data = transport.read_from(str(path), pos) or b""
-    if data:
-        typer.echo(data.decode("utf-8", "replace"), nl=False)
-    return pos + len(data)
+class _LogPrinter:
+    """A log printed as a terminal shows it (orchestrator/logtext.py: progress bars in their
+    final state); with --follow, whole lines as they complete."""
+
+    def __init__(self, transport: Transport, path: Path, follow: bool) -> None:
+        import codecs
+
+        from orchestrator.logtext import LineFollower
+
+        self.transport, self.path, self.pos = transport, path, 0
+        # A read can end inside a UTF-8 character: the decoder keeps it for the next one.
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.follower = LineFollower() if follow else None
+
+    def show(self, data: bytes, tail: int = 0) -> None:
+        from orchestrator.logtext import final_state
+
+        self.pos += len(data)
+        text = self.decoder.decode(data, final=self.follower is None)
+        text = self.follower.feed(text) if self.follower else final_state(text)
+        if tail:
+            text = "".join(text.splitlines(keepends=True)[-tail:])
+        typer.echo(text, nl=False)
+
+    def more(self) -> None:
+        data = self.transport.read_from(str(self.path), self.pos) or b""
+        if data:
+            self.show(data)
+
+    def end(self) -> None:
+        if self.follower:
+            text = self.follower.feed(self.decoder.decode(b"", final=True))
+            typer.echo(text + self.follower.rest(), nl=False)
 
 
 def cancel_cmd(run: RunArg) -> None:
     """Cancel a run (scancel, or a signal to the local job)."""
+    from orchestrator import runs as R
+
     store = STATE.store()
     r = store.find_run(run)
     if not r.job_id:
@@ -489,6 +523,7 @@ MaxRunOpt = Annotated[
 
 
 def _limits(run: Run, max_file: str | None, max_run: str | None) -> SizeLimits:
+    from orchestrator import runs as R
     from orchestrator.artifacts import SizeLimits
 
     site = R.site_limits(run, warn)
@@ -516,6 +551,8 @@ def fetch_cmd(
     The files are copied into the home's artifact store, each read back and checked against
     its size and sha256. Files over --max-file-size, or past --max-run-size for the run, are
     listed and left where they are."""
+    from orchestrator import runs as R
+
     store = STATE.store()
     found = store.find_run(run)
     limits = _limits(found, max_file_size, max_run_size)  # a bad flag is refused before any write

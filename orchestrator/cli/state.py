@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.paths import Home, locate_home
-from orchestrator.store import Store
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from orchestrator.store import Store
 
 
 @dataclass
@@ -23,19 +24,19 @@ class CliState:
     home_override: Path | None = None
     debug: bool = False
     _store: Store | None = None
-    _home: Home | None = None
 
     @property
     def home(self) -> Path:
-        found = locate_home(self.home_override)
-        if found != self._home:
-            self._home = found
-            text = found.note()
-            if text:
-                note(text)
-        return found.path
+        return self.located_home.path
+
+    @property
+    def located_home(self) -> Home:
+        """The home and how it was found (`Home.describe`)."""
+        return locate_home(self.home_override)
 
     def store(self) -> Store:
+        from orchestrator.store import Store  # render and check never open it
+
         home = self.home
         if self._store is None or self._store.home != home:
             self._store = Store(home)

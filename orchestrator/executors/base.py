@@ -7,8 +7,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.store import Run
+if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
+    from orchestrator.store import Run
+
 
 Warn = Callable[[str], None]
 

@@ -33,11 +33,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import RuntimeFailure
 from orchestrator.executors.base import Executor, JobStatus
-from orchestrator.store import Run
 from orchestrator.units import parse_time
+
+if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
+    from orchestrator.store import Run
 
 # Seconds between SIGTERM and SIGKILL (the `-k 10` of the former `timeout` supervisor).
 GRACE_SECONDS = 10.0

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
-from orchestrator.store import Run
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
     from orchestrator.executors.slurm_watch import GhRunWatcher, TrackedJob
+    from orchestrator.store import Run
 
 SLURM_TIMEOUT_S = 30.0
 # sbatch's words for "the controller is not there", as opposed to "the controller said no".
@@ -73,24 +73,46 @@ def parsable_job_id(stdout: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+# The SLURM clients that take --clusters (-M): every one gh-run runs but sacctmgr.
+TAKES_CLUSTERS = frozenset({"sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo"})
+
+
+def with_clusters(argv: Sequence[str], clusters: str | None) -> list[str]:
+    """argv with `--clusters=NAME` right after the program (where options go for all of them:
+    `scontrol --clusters=x show config`, `sbatch --clusters=x ... script`)."""
+    if not clusters or not argv or argv[0] not in TAKES_CLUSTERS:
+        return list(argv)
+    return [argv[0], f"--clusters={clusters}", *argv[1:]]
+
+
 def run_slurm(
     argv: Sequence[str],
     timeout: float = SLURM_TIMEOUT_S,
     stdin: str | None = None,
     transport: Transport | None = None,
     env: Mapping[str, str] | None = None,
+    clusters: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a SLURM client command where the clients are (this machine unless a transport is
-    given); a missing client, or a cluster that cannot be reached, is a clear runtime failure."""
-    return (transport or LOCAL).run(argv, timeout=timeout, stdin=stdin, env=env)
+    given), addressed to `clusters` (--clusters) when the cluster file asks for it; a missing
+    client, or a cluster that cannot be reached, is a clear runtime failure."""
+    return (transport or LOCAL).run(
+        with_clusters(argv, clusters), timeout=timeout, stdin=stdin, env=env
+    )
 
 
-def slurm_reachable(timeout: float = 5.0, transport: Transport | None = None) -> bool:
+def slurm_reachable(
+    timeout: float = 5.0, transport: Transport | None = None, clusters: str | None = None
+) -> bool:
+    """Whether a controller answers: the same one query (cached) that tells its cluster name
+    (cluster_identity.controller_facts), so `--executor auto` and the identity check cost one."""
+    from orchestrator import cluster_identity
+
     try:
-        res = run_slurm(["sinfo", "-h", "-o", "%P"], timeout=timeout, transport=transport)
+        cluster_identity.controller_facts(transport or LOCAL, clusters, timeout=timeout)
     except RuntimeFailure:
         return False
-    return res.returncode == 0
+    return True
 
 
 def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
@@ -108,11 +130,29 @@ class SlurmExecutor(Executor):
     name = "slurm"
     launcher = "srun"
 
-    def __init__(self, warn: Warn | None = None, transport: Transport | None = None) -> None:
+    def __init__(
+        self,
+        warn: Warn | None = None,
+        transport: Transport | None = None,
+        clusters: str | None = None,
+    ) -> None:
         self._warn = warn
         self.transport = transport or LOCAL
+        # --clusters for every SLURM command (a cluster file's slurm.multi_cluster, or what a
+        # run recorded when it was submitted); None: the clients' own cluster.
+        self.clusters = clusters
         if warn is not None:
             self.transport.warn = warn
+
+    def run(
+        self,
+        argv: Sequence[str],
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return run_slurm(
+            argv, stdin=stdin, transport=self.transport, env=env, clusters=self.clusters
+        )
 
     @property
     def job_class(self) -> type[TrackedJob]:
@@ -120,7 +160,7 @@ class SlurmExecutor(Executor):
         per poll for all of the user's runs there)."""
         from orchestrator.executors.slurm_watch import job_class
 
-        cls = job_class(self.transport)
+        cls = job_class(self.transport, self.clusters)
         cls.watcher.warn = self._warn
         return cls
 
@@ -147,9 +187,8 @@ class SlurmExecutor(Executor):
         reported as one that may have run (the caller keeps its intent for the repair).
         """
         try:
-            res = run_slurm(
+            res = self.run(
                 ["sbatch", "--parsable", *extra, str(script)],
-                transport=self.transport,
                 env=env if self.transport.remote else None,
             )
         except TransportError as exc:
@@ -205,7 +244,7 @@ class SlurmExecutor(Executor):
     def test_only(self, script_text: str) -> tuple[bool, str]:
         """Ask the controller whether it would run the script (`sbatch --test-only`, the
         script on stdin: nothing needs to be copied to a remote cluster for it)."""
-        res = run_slurm(["sbatch", "--test-only"], stdin=script_text, transport=self.transport)
+        res = self.run(["sbatch", "--test-only"], stdin=script_text)
         text = " ".join((res.stderr + res.stdout).split())
         text = text.replace("sbatch: error: ", "").replace("sbatch: ", "")
         if res.returncode != 0 and UNREACHABLE.search(text):
@@ -254,7 +293,11 @@ class SlurmExecutor(Executor):
     def cancel(self, run: Run) -> None:
         if not run.job_id:
             return
-        res = run_slurm(["scancel", run.job_id], transport=self.transport)
+        from orchestrator import cluster_identity
+
+        # The same job id on another cluster is another job: never scancel it there.
+        cluster_identity.check_run(run, self.transport, "nothing was cancelled")
+        res = self.run(["scancel", run.job_id])
         if res.returncode != 0:
             raise RuntimeFailure(f"scancel {run.job_id} failed: {res.stderr.strip()}")
 
@@ -281,10 +324,7 @@ class SlurmExecutor(Executor):
         # --states=all: the controller keeps an ended job for MinJobAge, while accounting may
         # not have it yet (slurmdbd lags by seconds); a job that ran in under a second is in
         # neither the default squeue nor sacct right after sbatch answered.
-        res = run_slurm(
-            ["squeue", "-h", "--states=all", "-o", "%i", "--name", job_name],
-            transport=self.transport,
-        )
+        res = self.run(["squeue", "-h", "--states=all", "-o", "%i", "--name", job_name])
         if res.returncode != 0:
             why = " ".join(res.stderr.split()) or f"squeue exited {res.returncode}"
             raise RuntimeFailure(
@@ -295,7 +335,7 @@ class SlurmExecutor(Executor):
         argv = ["sacct", "-n", "-X", "-P", "-o", "JobID", "--name", job_name, "-S", "now-7days"]
         acct_error: str | None = None
         try:
-            res = run_slurm(argv, transport=self.transport)
+            res = self.run(argv)
             if res.returncode != 0:
                 acct_error = " ".join(res.stderr.split()) or f"sacct exited {res.returncode}"
         except TransportError:
@@ -328,7 +368,7 @@ class SlurmExecutor(Executor):
 
         Used to tell a job SLURM requeued (same id, back to PENDING) from one that ended.
         """
-        res = run_slurm(["squeue", "-h", "-o", "%T", "-j", job_id], transport=self.transport)
+        res = self.run(["squeue", "-h", "-o", "%T", "-j", job_id])
         if res.returncode != 0 and UNREACHABLE.search(res.stderr):
             # Not knowing is not "gone": deciding on a retry now could double the job.
             raise RuntimeFailure(

@@ -26,9 +26,12 @@ from orchestrator.transport.local import LOCAL
 class GhRunWatcher(SlurmInfoWatcher):
     """submitit's batched sacct watcher, with ExitCode/Reason and a squeue/scontrol fallback."""
 
-    def __init__(self, delay_s: int = 60, transport: Transport | None = None) -> None:
+    def __init__(
+        self, delay_s: int = 60, transport: Transport | None = None, clusters: str | None = None
+    ) -> None:
         super().__init__(delay_s=delay_s)
         self.transport = transport or LOCAL
+        self.clusters = clusters  # --clusters of every command (None: the clients' own)
         self.warn: Warn | None = None
         self.fallback_reason: str | None = None
         self.fallback_calls = 0
@@ -57,7 +60,7 @@ class GhRunWatcher(SlurmInfoWatcher):
         pending = {x.split("_")[0] for x in self._registered - self._finished}
         info: dict[str, dict[str, str]] = {}
         try:
-            res = run_slurm(command, transport=self.transport)
+            res = run_slurm(command, transport=self.transport, clusters=self.clusters)
             if res.returncode != 0:
                 raise OSError(
                     res.stderr.strip().splitlines()[-1]
@@ -90,6 +93,7 @@ class GhRunWatcher(SlurmInfoWatcher):
             res = run_slurm(
                 ["squeue", "-h", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)],
                 transport=self.transport,
+                clusters=self.clusters,
             )
             for line in res.stdout.splitlines():
                 jid, state, nodes, reason = ([*line.split("|"), "", "", "", ""])[:4]
@@ -113,7 +117,11 @@ class GhRunWatcher(SlurmInfoWatcher):
             if jid in out or jid in arrays:
                 continue
             try:
-                res = run_slurm(["scontrol", "show", "job", "-o", jid], transport=self.transport)
+                res = run_slurm(
+                    ["scontrol", "show", "job", "-o", jid],
+                    transport=self.transport,
+                    clusters=self.clusters,
+                )
             except TransportError:
                 raise
             except RuntimeFailure:
@@ -137,14 +145,15 @@ class TrackedJob(submitit.SlurmJob):  # type: ignore[type-arg]
     watcher = GhRunWatcher(delay_s=60)
 
 
-_JOB_CLASSES: dict[str, type[TrackedJob]] = {LOCAL.key: TrackedJob}
+_JOB_CLASSES: dict[tuple[str, str | None], type[TrackedJob]] = {(LOCAL.key, None): TrackedJob}
 
 
-def job_class(transport: Transport) -> type[TrackedJob]:
-    """The TrackedJob class whose watcher polls this transport's cluster: one batched sacct
-    per poll for all of the user's runs there."""
-    cls = _JOB_CLASSES.get(transport.key)
+def job_class(transport: Transport, clusters: str | None = None) -> type[TrackedJob]:
+    """The TrackedJob class whose watcher polls this transport's cluster (`clusters`: the one
+    named with --clusters): one batched sacct per poll for all of the user's runs there."""
+    key = (transport.key, clusters)
+    cls = _JOB_CLASSES.get(key)
     if cls is None:
-        watcher = GhRunWatcher(delay_s=60, transport=transport)
-        cls = _JOB_CLASSES[transport.key] = type("TrackedJob", (TrackedJob,), {"watcher": watcher})
+        watcher = GhRunWatcher(delay_s=60, transport=transport, clusters=clusters)
+        cls = _JOB_CLASSES[key] = type("TrackedJob", (TrackedJob,), {"watcher": watcher})
     return cls

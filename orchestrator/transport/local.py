@@ -27,9 +27,9 @@ class LocalTransport(Transport):
     ) -> subprocess.CompletedProcess[str]:
         if shutil.which(argv[0]) is None:
             raise RuntimeFailure(
-                f"{argv[0]} is not installed on this machine, so SLURM cannot be reached; run "
-                "where the SLURM clients are, use --executor local, or reach the cluster over "
-                "SSH (transport: ssh in its cluster file)"
+                f"{argv[0]} is not installed on this machine, so SLURM cannot be reached from "
+                "here; run gh-run where the SLURM clients are (a login node of the cluster), or "
+                "reach the cluster over SSH (transport: ssh in its cluster file)"
             )
         self.round_trips += 1
         try:

@@ -21,18 +21,83 @@ papt_die() {
     exit 1
 }
 
-# The system's Debian mirror and keyring (from /etc/apt/sources.list.d/debian.sources, the
-# deb822 file Debian 12 images carry), so the private configuration reaches what the system
-# reaches; the public mirror and Debian's keyring otherwise.
+# The system's Debian mirror, and the key it is signed with, taken only from the system's own
+# apt sources, so that the private configuration reaches what the system reaches (a site's own
+# mirror or proxy included) and nothing else. apt itself reads the sources, both formats: the
+# one-line `deb [signed-by=...] URI SUITE COMPONENTS` of sources.list and *.list, and the deb822
+# stanzas of *.sources (`apt-get indextargets`). The Debian archive is the `deb` entry with
+# component main whose suite is this system's release (VERSION_CODENAME in os-release), else one
+# named by a Debian suite alias (stable, testing, unstable, sid, oldstable); -security,
+# -updates and -backports suites are other archives. Its Signed-By (a keyring path, or a key
+# written into the stanza) goes with it; without one, apt's trusted keys apply, as for the
+# system. No such entry: one sentence and exit 1, never a guessed mirror.
+# Tests read another apt configuration (PAPT_SYSTEM_ETC: Dir::Etc) and os-release.
 papt_system_source() {
-    local file=/etc/apt/sources.list.d/debian.sources uri="" key=""
-    if [[ -r $file ]]; then
-        uri="$(awk '/^URIs:/ && $2 ~ /\/debian\/?$/ {print $2; exit}' "$file")"
-        key="$(awk '/^Signed-By:/ {print $2; exit}' "$file")"
+    local etc="${PAPT_SYSTEM_ETC:-}" release="${PAPT_OS_RELEASE:-/etc/os-release}" codename=""
+    local rows row uri suite="" entry="" pass
+    command -v apt-get >/dev/null ||
+        papt_die "apt-get is not installed: the tools are taken from Debian packages, so install them on a Debian system (or one with apt and Debian's sources)"
+    if [[ -r $release ]]; then
+        codename="$(awk -F= '$1 == "VERSION_CODENAME" {gsub(/"/, "", $2); print $2; exit}' "$release")"
     fi
-    PAPT_URI="${uri:-http://deb.debian.org/debian}"
-    PAPT_KEYRING="${key:-/usr/share/keyrings/debian-archive-keyring.gpg}"
-    [[ -r $PAPT_KEYRING ]] || papt_die "Debian's archive keyring $PAPT_KEYRING is missing; install debian-archive-keyring"
+    local opts=()
+    [[ -z $etc ]] || opts+=(-o "Dir::Etc=$etc")
+    # shellcheck disable=SC2016  # $(...) are apt's format fields, not the shell's
+    rows="$(apt-get "${opts[@]}" indextargets --no-release-info \
+        --format '$(TARGET_OF)|$(IDENTIFIER)|$(COMPONENT)|$(RELEASE)|$(REPO_URI)|$(SOURCESENTRY)' \
+        2>/dev/null | awk -F'|' '$1 == "deb" && $2 == "Packages" && $3 == "main"')" || true
+    for pass in codename alias; do
+        while IFS='|' read -r _ _ _ suite uri row; do
+            [[ -n $uri ]] || continue
+            if [[ $pass == codename && -n $codename && $suite == "$codename" ]] ||
+                [[ $pass == alias && $suite =~ ^(stable|testing|unstable|sid|oldstable|oldoldstable)$ ]]; then
+                PAPT_URI="${uri%/}"
+                entry="$row"
+                break 2
+            fi
+        done <<<"$rows"
+    done
+    if [[ -z $entry ]]; then
+        papt_die "no Debian archive in this system's apt sources (apt lists no 'deb' entry of component main for suite ${codename:-stable/testing/unstable} in ${etc:-/etc/apt}/sources.list, sources.list.d/*.list or *.sources): add the Debian mirror this machine uses there, then run again"
+    fi
+    PAPT_SIGNED_BY="$(papt_signed_by "${entry%:*}" "${entry##*:}")"
+    if [[ $PAPT_SIGNED_BY == /* && $PAPT_SIGNED_BY != *[$'\n',]* && ! -r $PAPT_SIGNED_BY ]]; then
+        papt_die "the keyring $PAPT_SIGNED_BY that $entry names (Signed-By) is missing; install it (Debian's: debian-archive-keyring) or fix that entry"
+    fi
+    papt_log "Debian archive $PAPT_URI (suite $suite; $entry)"
+}
+
+# papt_write_sources: the private deb822 stanza: the system's Debian mirror and key, the suites
+# and components of the tools.
+papt_write_sources() {
+    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: %s\n' \
+        "$PAPT_URI" "$PAPT_SUITES" "$PAPT_COMPONENTS"
+    [[ -z $PAPT_SIGNED_BY ]] || printf 'Signed-By: %s\n' "$PAPT_SIGNED_BY"
+}
+
+# papt_signed_by FILE N: the Signed-By of apt sources entry N of FILE (its deb822 stanza N, or
+# line N of a one-line file), continuation lines of an inline key included; empty when none.
+papt_signed_by() {
+    local file="$1" n="$2"
+    [[ -r $file ]] || return 0
+    if [[ $file == *.sources ]]; then
+        awk -v n="$n" '
+            BEGIN { stanza = 1 }
+            /^[ \t]*$/ { if (seen) stanza++; seen = 0; take = 0; next }
+            /^#/ { next }
+            { seen = 1 }
+            stanza == n && tolower($0) ~ /^signed-by:/ {
+                sub(/^[^:]*:[ \t]*/, ""); value = $0; take = 1; next
+            }
+            stanza == n && take && /^[ \t]/ { value = value "\n" $0; next }
+            { take = 0 }
+            END { printf "%s", value }
+        ' "$file"
+    else
+        awk -v n="$n" 'NR == n {
+            if (match($0, /signed-by=[^] \t]+/)) printf "%s", substr($0, RSTART + 10, RLENGTH - 10)
+        }' "$file"
+    fi
 }
 
 papt_opts() {
@@ -69,13 +134,7 @@ papt_update() {
     papt_system_source
     mkdir -p "$PAPT_DIR/sources.list.d" "$PAPT_DIR/preferences.d" "$PAPT_DIR/lists/partial" \
         "$PAPT_DIR/cache/archives/partial" "$PAPT_DIR/debs"
-    cat >"$PAPT_DIR/sources.list.d/gh-run.sources" <<EOF
-Types: deb
-URIs: $PAPT_URI
-Suites: $PAPT_SUITES
-Components: $PAPT_COMPONENTS
-Signed-By: $PAPT_KEYRING
-EOF
+    papt_write_sources >"$PAPT_DIR/sources.list.d/gh-run.sources"
     local t0=$SECONDS
     papt_log "private apt lists ($PAPT_SUITES; $PAPT_COMPONENTS) from $PAPT_URI into $PAPT_DIR"
     if ! apt-get "${PAPT_OPTS[@]}" -qq update >"$PAPT_DIR/update.log" 2>&1; then

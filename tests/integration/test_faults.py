@@ -74,17 +74,19 @@ def stopped() -> Iterator[Callable[[str], None]]:
 @pytest.mark.cluster
 def test_slurmctld_down_at_submit(dev_cluster, cli, gh_home: Path, stopped) -> None:  # type: ignore[no-untyped-def]
     stopped("slurmctld")
-    res = cli("submit", SMOKE, "-x", "slurm", timeout=120)
+    rid = "down-at-submit-" + os.urandom(4).hex()
+    res = cli("submit", SMOKE, "-x", "slurm", "--run-id", rid, timeout=120)
     assert res.rc == 1, res.text
     lines = [ln for ln in res.err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "could not be reached" in lines[0] and "Traceback" not in res.text
-    run = Store(gh_home).find_run("last")
-    assert run.state == "SUBMIT_FAILED" and run.job_id is None
+    # gh-run asks the controller which cluster it is before it writes anything: no controller,
+    # nothing written, nothing sent.
+    assert "sent nothing" in lines[0]
+    assert Store(gh_home).list_runs() == []
     devcluster.start("slurmctld")
-    assert not _slurm("squeue", "-h", "--name", run.job_name).stdout.strip()
-    # A later status does not resurrect it, and nothing is half-done.
-    assert cli("status", run.run_id).rc == 0
-    assert Store(gh_home).get_run(run.run_id).state == "SUBMIT_FAILED"
+    assert not _slurm("squeue", "-h", "--name", f"ghr-{rid}").stdout.strip()
+    # A later status does not resurrect it.
+    assert cli("status").rc == 0 and Store(gh_home).list_runs() == []
 
 
 @pytest.mark.cluster

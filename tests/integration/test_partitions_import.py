@@ -90,6 +90,17 @@ def test_shipped_dev_cluster_file_matches_the_real_cluster(dev_cluster: None, cl
         "features",
     ):
         assert shipped[key] == imported[key], f"clusters/dev.yaml: {key} differs from the cluster"
+    # The controller's own name, which gh-run confirms before it sends anything.
+    assert yaml.safe_load(res.out)["slurm"] == {"cluster_name": "ghdev"}
+    assert load_cluster("dev").slurm.cluster_name == "ghdev"
+
+
+@pytest.mark.cluster
+def test_import_with_clusters_marks_the_file_multi_cluster(dev_cluster: None, cli) -> None:  # type: ignore[no-untyped-def]
+    """Read with --cluster (scontrol --clusters): jobs of the draft are addressed the same way."""
+    res = cli("partitions", "import", "--cluster", "ghdev")
+    assert res.rc == 0, res.text
+    assert yaml.safe_load(res.out)["slurm"] == {"cluster_name": "ghdev", "multi_cluster": True}
 
 
 @pytest.mark.cluster

@@ -200,26 +200,31 @@ def test_login_node_unreachable_at_submit_records_nothing(laptop: Laptop) -> Non
     assert _runs(laptop) == []
 
 
-def test_answer_lost_during_sbatch_leaves_an_intent_that_status_repairs(laptop: Laptop) -> None:
+def _running(pattern: str) -> bool:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+
+
+def test_answer_lost_during_sbatch_leaves_an_intent_that_status_repairs(
+    laptop: Laptop, tmp_path: Path
+) -> None:
     """The controller holds sbatch's request (SIGSTOP) while the connection drops: sbatch may
     have queued the job, so the run stays an INTENT; once the login node answers, `status`
-    finds the job by its name and records it, once."""
-    with devcluster.paused("slurmctld"):
-        proc = laptop.popen("submit", "jobs/smoke.yaml", "--cluster", "dev-ssh")
-        try:
+    finds the job by its name and records it, once. gh-run asks the controller which cluster it
+    is before it writes anything: the controller is held only once the run folder is being
+    copied (slowed to 1 KiB/s), so that what waits for it is sbatch."""
+    slow = cluster_file(tmp_path, "dev-ssh-slow-copy", ssh_rsync_options=["--bwlimit=1"])
+    proc = laptop.popen("submit", "jobs/smoke.yaml", "--cluster", str(slow))
+    try:
+        _wait_until("the run folder's copy", lambda: _running("^rsync --from0 .*--bwlimit=1"))
+        with devcluster.paused("slurmctld"):
             _wait_until(
                 "sbatch to wait for the controller",
-                lambda: (
-                    subprocess.run(
-                        ["pgrep", "-f", "^sbatch --parsable .*/smoke-"], capture_output=True
-                    ).returncode
-                    == 0
-                ),
+                lambda: _running("^sbatch --parsable .*/smoke-"),
             )
-        except BaseException:
-            proc.kill()
-            raise
-        devcluster.stop("sshd")
+            devcluster.stop("sshd")
+    except BaseException:
+        proc.kill()
+        raise
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, out + err
     assert "stays an intent" in err and "`gh-run status` finds the job by its name" in err, err

@@ -111,6 +111,62 @@ def test_render_and_check_leave_out_numpy_and_submitit(
     assert {"pydantic", "jinja2", "yaml"} <= top(mods)  # it did validate and render
     assert not top(mods) & {"numpy", "submitit", "orjson", "rich"}, sorted(top(mods) & HEAVY)
     assert "orchestrator.analysis" not in mods
+    # Nor what only runs need (the state store, artifacts, run views), nor Pydantic's plugin
+    # search (importlib.metadata: email, zipfile, csv).
+    unused = {
+        "sqlite3",
+        "orchestrator.store",
+        "orchestrator.artifacts",
+        "orchestrator.cli.run_view",
+    }
+    assert not mods & (unused | {"importlib.metadata"}), sorted(
+        mods & (unused | {"importlib.metadata"})
+    )
+
+
+def test_pydantic_plugin_stand_in_steps_aside_for_other_names() -> None:
+    """The stand-in for pydantic's plugin loader (orchestrator/base.py) answers "no plugins";
+    asked for anything else, the real module is loaded and answers."""
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, orchestrator.base; from pydantic.plugin import _loader as l; "
+            "assert tuple(l.get_plugins()) == (); "
+            "assert 'importlib.metadata' not in sys.modules; "
+            "print(l.PYDANTIC_ENTRY_POINT_GROUP, 'importlib.metadata' in sys.modules)",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["pydantic", "True"]
+
+
+def test_a_command_run_as_a_program_ends_with_its_output_and_code(tmp_path: Path) -> None:
+    """Run as a program, gh-run ends without the interpreter's teardown (cli/exiting.py):
+    what it printed arrives whole, piped, and its exit code is kept."""
+    env = {**os.environ, "GH_RUN_HOME": str(tmp_path / "home")}
+    gh_run = [sys.executable, "-m", "orchestrator"]
+    ok = subprocess.run([*gh_run, *RENDER], cwd=REPO, env=env, capture_output=True, check=False)
+    assert ok.returncode == 0 and ok.stdout.endswith(b'exit "$status"\n'), ok.stderr
+    bad = subprocess.run(
+        [*gh_run, "render", "no-such.yaml"], cwd=REPO, env=env, capture_output=True, check=False
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith(b"error: no-such.yaml: no such file")
+    # A reader that stops early (`| head -1`): no complaint, no traceback.
+    head = subprocess.run(
+        f"{' '.join(gh_run)} {' '.join(RENDER)} | head -1",
+        shell=True,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert head.stdout == b"#!/bin/bash\n" and b"Error" not in head.stderr, head.stderr
 
 
 def test_every_registered_command_exists_and_its_summary_is_its_help() -> None:

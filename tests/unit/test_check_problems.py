@@ -1,0 +1,68 @@
+"""`check` and `doctor SPEC` on a machine without SLURM (a laptop): every problem of the job at
+once, each with a fix this command can act on, through the real CLI (no cluster needed)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.laptop import SLURM_CLIENTS
+
+
+@pytest.fixture
+def laptop_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """No SLURM clients on the PATH, no SLURM_CONF; $SCRATCH empty, which is as good as unset
+    (it would otherwise put the run folders under /gh-run)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    env = {"PATH": str(empty), "SCRATCH": ""}
+    assert not [p for p in SLURM_CLIENTS if shutil.which(p, path=env["PATH"])]
+    return env
+
+
+def _problems(err: str) -> list[str]:
+    lines = [x for x in err.strip().splitlines() if not x.startswith("warning: ")]
+    assert lines[0].startswith("error: ") and "problems, each with its fix:" in lines[0], err
+    return [line.removeprefix("  - ") for line in lines[1:]]
+
+
+def test_check_lists_every_problem_once_and_no_option_it_lacks(cli, laptop_env) -> None:  # type: ignore[no-untyped-def]
+    res = cli("check", "jobs/sft.yaml", env=laptop_env)
+    assert res.rc == 2, res.text
+    problems = _problems(res.err)
+    assert len(problems) == 3, problems
+    scratch, image, slurm = problems
+    assert scratch.startswith(
+        "clusters/gh200.yaml: paths.runs: '$SCRATCH/gh-run/runs' uses $SCRATCH"
+    )
+    # The image is refused at the line of the file that set it (the job's base file).
+    assert image.startswith("jobs/base/sft_base.yaml:20: container.image: ")
+    assert slurm.startswith("the SLURM clients (scontrol, sbatch) are not installed")
+    assert "gh200 login node (login.gh200.example.org)" in slurm
+    assert "--executor" not in res.err  # check has no such option
+    assert "Traceback" not in res.err
+
+
+def test_doctor_spec_says_what_check_would_refuse(cli, laptop_env) -> None:  # type: ignore[no-untyped-def]
+    res = cli("doctor", "jobs/sft.yaml", env=laptop_env)
+    assert res.rc == 1, res.text
+    lines = {line.split(":")[0]: line for line in res.out.splitlines()}
+    assert lines["ok partition"].endswith("fits the limits of partition gh (clusters/gh200.yaml)")
+    assert "$SCRATCH, which is not set here" in lines["missing run folder"]
+    assert "not installed on this machine" in lines["missing cluster"]
+
+
+def test_partition_limits_point_at_their_lines(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: t\ncluster: dev\nresources:\n  nodes: 3\n  mem: 9G\nworkload:\n  command: 'true'\n"
+    )
+    res = cli("render", str(job), "-x", "local")
+    assert res.rc == 2, res.text
+    problems = _problems(res.err)
+    assert [p.split(": ")[0].rsplit(":", 1)[-1] for p in problems] == ["4", "5"]
+    assert "resources.nodes: 3 nodes asked" in problems[0]
+    assert "resources.mem: 9G is more than" in problems[1]
