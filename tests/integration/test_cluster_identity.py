@@ -52,7 +52,9 @@ def test_a_file_naming_another_cluster_is_refused_and_nothing_reaches_slurm(  # 
     other = dev_copy(tmp_path, "other", cluster_name="otherdev")
     check = cli("check", SMOKE, "--cluster", str(other))
     assert check.rc == 2, check.text
-    sentence = check.err.strip()
+    # a cluster file given as a path is noted first (not the site's); the refusal follows
+    assert "is given as a path, not a site file" in check.err
+    sentence = check.err[check.err.index("error: ") :].strip()
     assert sentence.startswith(f"error: {other}: slurm.cluster_name: "), sentence
     assert "SLURM cluster 'otherdev'" in sentence and "is cluster 'ghdev'" in sentence
     assert "the SLURM controller accepts" not in check.out  # never asked for a verdict
