@@ -90,9 +90,9 @@ def build(home_override: str | None = None) -> SetupReport:
     home_path, home_found = "-", ""
     try:
         home = locate_home(home_override)
-        home_path, home_found = str(home.path), str(home.source)
+        home_path, home_found = str(home.path), home.describe()
     except UserError as exc:
-        home_found = f"refused: {exc}"
+        home_found = f"gh-run home: refused: {exc}"
     visible, refused = site_config.visible_clusters()
     places = []
     for place in site_config.cluster_places():

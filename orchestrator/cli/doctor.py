@@ -97,7 +97,7 @@ def _machine(as_json: bool) -> None:
 
 def _setup(s: setup_report.SetupReport) -> None:
     print()
-    print(f"home: {s.home} ({s.home_found})")
+    print(s.home_found)  # which home, and how it was found
     marks = {"ok": ("ok", "green"), "missing": ("-", "dim"), "refused": ("refused", "red")}
     for title, places in (
         ("cluster files, first found wins", s.cluster_places),

@@ -96,7 +96,7 @@ def test_init_writes_a_project_that_works_from_its_folders(tmp_path: Path, site:
     deeper.mkdir()
     sub = gh_run(["submit", "../smoke.yaml", "-x", "local", "--wait"], deeper)
     assert sub.returncode == 0, sub.stderr
-    status = gh_run(["status", "--json"], deeper)
+    status = gh_run(["status", "--json", "--verbose"], deeper)
     assert f"gh-run home: {proj / '.gh-run'} (the nearest .gh-run above" in status.stderr
     runs = json.loads(status.stdout)
     assert len(runs) == 2 and {r["run"]["state"] for r in runs} == {"COMPLETED"}

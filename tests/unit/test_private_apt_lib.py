@@ -120,7 +120,7 @@ def test_one_line_sources_give_their_mirror_and_keyring(etc: Path, tmp_path: Pat
     assert stanza == [
         "Types: deb",
         "URIs: http://mirror.example.org/debian",
-        "Suites: bookworm trixie sid",
+        "Suites: bookworm trixie sid experimental",
         "Components: main non-free",
         f"Signed-By: {keyring}",
     ]
