@@ -202,7 +202,11 @@ def _optimizer(
     idx = np.flatnonzero(is_opt[names])
     if idx.size == 0:
         return None, f"no {family} kernels"
-    cut = np.flatnonzero(np.diff(idx) > MAX_INTERLEAVE + 1)
+    # a burst ends where more than MAX_INTERLEAVE other kernels follow, or (steps of only a few
+    # kernels) where the distance is over half the longest one
+    d = np.diff(idx)
+    limit = min(MAX_INTERLEAVE + 1, max(1, int(d.max()) // 2)) if d.size else 1
+    cut = np.flatnonzero(d > limit)
     lasts = [int(x) for x in np.r_[idx[cut], idx[-1]]]
     example = tl.names[int(names[idx[0]])]
     bounds, counts, note = _steps_from_closings(lasts, start, end, opened, False)
