@@ -50,6 +50,7 @@ HELD = 0.8
 MAX_GAPS = 10_000
 COVER = 0.5
 NEXT_WORK = 3  # the first activities after an interval looked at for the batch's copy
+NAMED = 50  # intervals (longest first) whose covering operator or calls are named
 IO_WAITS = frozenset(
     {"poll", "ppoll", "select", "pselect", "pselect6", "epoll_wait", "epoll_pwait", "read",
      "recv", "recvfrom", "recvmsg", "futex", "nanosleep", "usleep", "sleep"}
@@ -82,31 +83,38 @@ class _Tally:
         self.what[what] = self.what.get(what, 0) + ns
 
 
-class _Rows:
-    """Host rows of one kind, sorted by start, found by the interval they overlap."""
+class _Cover:
+    """The union of some host rows, for how much of many intervals it covers at once."""
 
     def __init__(self, h: T.HostTable, m: Any) -> None:
         idx = np.flatnonzero(m)
         order = np.argsort(h.start[idx], kind="stable")
-        self.idx = idx[order]
-        self.start = h.start[self.idx]
-        self.end = h.end[self.idx]
-        self.longest = int((self.end - self.start).max()) if self.idx.size else 0
+        idx = idx[order]
+        ms, me = core.merge_intervals(h.start[idx].tolist(), h.end[idx].tolist())
+        self.s = np.asarray(ms, dtype=np.int64)
+        self.e = np.asarray(me, dtype=np.int64)
+        self.before = np.r_[0, np.cumsum(self.e - self.s)]
 
-    def overlapping(self, a: int, b: int) -> Any:
-        """Positions (into these rows) of the rows overlapping [a, b)."""
-        lo = int(np.searchsorted(self.start, a - self.longest, side="left"))
-        hi = int(np.searchsorted(self.start, b, side="left"))
-        pos = np.arange(lo, hi)
-        return pos[self.end[lo:hi] > a]
+    def _until(self, x: Any) -> Any:
+        if self.s.size == 0:
+            return np.zeros(x.size, dtype=np.int64)
+        k = np.searchsorted(self.s, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        part = np.clip(x - self.s[kk], 0, self.e[kk] - self.s[kk])
+        return np.where(k >= 0, self.before[kk] + part, 0)
 
-    def cover(self, a: int, b: int) -> int:
-        """Union of these rows inside [a, b)."""
-        pos = self.overlapping(a, b)
-        if pos.size == 0:
-            return 0
-        ms, me = core.merge_intervals(self.start[pos].tolist(), self.end[pos].tolist())
-        return core.covered_ns(ms, me, a, b)
+    def cover(self, a: Any, b: Any) -> Any:
+        """Covered ns inside each [a[i], b[i])."""
+        return self._until(b) - self._until(a)
+
+
+def _longest(h: T.HostTable, rows: Any, names: list[str], a: int, b: int) -> str | None:
+    """The name of the row (of the index array `rows`) that covers most of [a, b)."""
+    cand = rows[(h.end[rows] > a) & (h.start[rows] < b)]
+    if cand.size == 0:
+        return None
+    ns = np.minimum(h.end[cand], b) - np.maximum(h.start[cand], a)
+    return names[int(h.name[cand[int(np.argmax(ns))]])]
 
 
 def _base(name: str) -> str:
@@ -129,89 +137,102 @@ def attribute(
     if idle_ns <= 0 or gap_starts.size == 0:
         return None
     lens = gap_ends - gap_starts
-    order = np.argsort(-lens, kind="stable")
+    big = np.flatnonzero(lens >= MIN_GAP_NS)  # few: the µs launch gaps are most gaps
+    order = big[np.argsort(-lens[big], kind="stable")]
     held = np.cumsum(lens[order])
     take = int(np.searchsorted(held, HELD * idle_ns)) + 1
     pick = order[: min(take, MAX_GAPS)]
-    pick = pick[lens[pick] >= MIN_GAP_NS]
     h = tl.host
     names = tl.names
     on_main = (h.pid == main[0]) & (h.tid == main[1]) if main is not None else np.ones(h.size, bool)
-    syncs = _Rows(h, on_main & (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name])
+    is_step = tl.name_mask(lambda n: core.step_family(n) is not None)
+    is_data = tl.name_mask(lambda n: core.is_data_wait(n) or DATA_OPS.search(n) is not None)
     waiting = tl.name_mask(lambda n: _base(n) in core.BLOCKING_WAITS or _base(n) in IO_WAITS)
-    blocks = _Rows(h, on_main & (h.kind == T.OSRT) & waiting[h.name])
-    ops = _Rows(h, on_main & np.isin(h.kind, (T.CPU_OP, T.ANNOTATION)))
-    comm = _Rows(
-        h,
-        np.isin(h.kind, (T.CPU_OP, T.ANNOTATION, T.LIBRARY_ANNOTATION))
-        & tl.name_mask(COMM_OPS.search)[h.name],
-    )
+    op_m = on_main & np.isin(h.kind, (T.CPU_OP, T.ANNOTATION)) & ~is_step[h.name]
+    data_m = op_m & is_data[h.name]
+    blocks_m = on_main & (h.kind == T.OSRT) & waiting[h.name]
+    comm_m = np.isin(h.kind, (T.CPU_OP, T.ANNOTATION, T.LIBRARY_ANNOTATION))
+    comm_m &= tl.name_mask(COMM_OPS.search)[h.name]
+    sync_m = on_main & (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+    a, b = gap_starts[pick], gap_ends[pick]
+    half = COVER * (b - a)
+    got = {
+        k: _Cover(h, m).cover(a, b) >= half
+        for k, m in (("data", data_m), ("ops", op_m), ("comm", comm_m), ("sync", sync_m),
+                     ("block", blocks_m))
+    }  # fmt: skip
+    # the GPU's next work after each interval: a host-to-device copy is the batch arriving
+    # (the entry's rows are sorted by start)
     htod = T.COPY_CODES["HtoD"]
-    act = T.is_activity(rows.kind)
-    a_start = rows.start[act]
-    a_kind = rows.kind[act]
-    a_copy = rows.copy[act]
-    a_bytes = rows.nbytes[act]
+    j = np.searchsorted(rows.start, b)
+    batch = np.zeros(pick.size, dtype=bool)
+    batch_bytes = np.zeros(pick.size, dtype=np.int64)
+    seen = np.zeros(pick.size, dtype=np.int64)
+    last = max(rows.size - 1, 0)
+    for k in range(4 * NEXT_WORK):  # past GPU-side annotations, the first NEXT_WORK activities
+        at = np.minimum(j + k, last)
+        act = (j + k < rows.size) & (seen < NEXT_WORK) & T.is_activity(rows.kind[at])
+        hit = act & (rows.kind[at] == T.MEMCPY) & (rows.copy[at] == htod)
+        batch |= hit
+        batch_bytes += np.where(hit, rows.nbytes[at], 0)
+        seen += act
+    cls = np.full(pick.size, "host-compute", dtype=object)
+    unset = np.ones(pick.size, dtype=bool)
+    for name, m in (
+        ("input", got["data"]),
+        ("communication", got["comm"]),
+        ("sync", got["sync"]),
+        ("queue-wait", got["block"]),
+        ("input", ~got["ops"] & batch),
+    ):
+        cls[unset & m] = name
+        unset &= ~m
     tallies: dict[str, _Tally] = {}
-    for g in pick.tolist():
-        a, b = int(gap_starts[g]), int(gap_ends[g])
-        width = b - a
-        # the operator or range covering most of the interval (top-level or nested alike)
-        best, best_ns = None, 0
-        for p in ops.overlapping(a, b)[:200].tolist():
-            i = int(ops.idx[p])
-            ns = min(int(h.end[i]), b) - max(int(h.start[i]), a)
-            nm = names[int(h.name[i])]
-            if core.step_family(nm) is not None:
-                continue  # the step range itself says nothing
-            if ns > best_ns or (ns == best_ns and best is not None and DATA_OPS.search(nm)):
-                best, best_ns = nm, ns
-        covered = best is not None and best_ns >= COVER * width
-        if covered and best is not None and (core.is_data_wait(best) or DATA_OPS.search(best)):
-            cls, what = "input", f"`{best}`"
-        elif comm.cover(a, b) >= COVER * width:
-            cls, what = "communication", "collective ranges or operators"
-        elif syncs.cover(a, b) >= COVER * width:
-            cls, what = "sync", "CUDA synchronisation calls of the main thread"
-        elif blocks.cover(a, b) >= COVER * width:
-            pos = blocks.overlapping(a, b)
-            funcs = sorted({_base(names[int(x)]) for x in h.name[blocks.idx[pos]].tolist()})
-            cls, what = "queue-wait", "blocking calls " + ", ".join(f"`{f}`" for f in funcs[:4])
+    data_rows, op_rows = np.flatnonzero(data_m), np.flatnonzero(op_m)
+    for i in range(pick.size):
+        c, x, y = str(cls[i]), int(a[i]), int(b[i])
+        named = i < NAMED  # names are looked up for the longest intervals only
+        if c == "input" and got["data"][i]:
+            what = f"`{_longest(h, data_rows, names, x, y)}`" if named else "data-loading ranges"
+        elif c == "input":
+            what = (
+                "the main thread ran (no sync, blocking call or collective) and the GPU's next"
+                f" work is a host-to-device copy ({_size(int(batch_bytes[i]))}: the batch)"
+            )
+        elif c == "communication":
+            what = "collective ranges or operators"
+        elif c == "sync":
+            what = "CUDA synchronisation calls of the main thread"
+        elif c == "queue-wait" and named:
+            inside = blocks_m & (h.end > x) & (h.start < y)
+            funcs = sorted({_base(names[int(n)]) for n in h.name[inside].tolist()})
+            what = "blocking calls " + ", ".join(f"`{f}`" for f in funcs[:4])
+        elif c == "queue-wait":
+            what = "blocking calls"
+        elif got["ops"][i]:
+            what = f"`{_longest(h, op_rows, names, x, y)}`" if named else "host operators"
         else:
-            j = int(np.searchsorted(a_start, b))
-            nxt = slice(j, j + NEXT_WORK)
-            copies = (a_kind[nxt] == T.MEMCPY) & (a_copy[nxt] == htod)
-            if bool(copies.any()) and not covered:
-                nbytes = int(a_bytes[nxt][copies].sum())
-                cls = "input"
-                what = (
-                    "the main thread ran (no sync, blocking call or collective) and the GPU's"
-                    f" next work is a host-to-device copy ({_size(nbytes)}: the batch)"
-                )
-            elif covered and best is not None:
-                cls, what = "host-compute", f"`{best}`"
-            else:
-                cls, what = "host-compute", "the main thread ran without launching GPU work"
-        tallies.setdefault(cls, _Tally()).add(width, what)
+            what = "the main thread ran without launching GPU work"
+        tallies.setdefault(c, _Tally()).add(y - x, what)
     examined = int(lens[pick].sum()) if pick.size else 0
     rest = idle_ns - examined
     if rest > 0:
         t = tallies.setdefault("short-gaps", _Tally())
         t.ns, t.gaps = rest, int(lens.size - pick.size)
         t.what = {"gaps shorter than the intervals examined": rest}
-    lo_span = int(rows.start[act].min()) if bool(act.any()) else 0
+    lo_span = int(rows.start[0]) if rows.size else 0
     steps = sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
     per = max(steps, 1)
     causes = []
-    for cls, t in tallies.items():
+    for kind, t in tallies.items():
         whats = sorted(t.what.items(), key=lambda kv: -kv[1])
         ev = "; ".join(
             f"{w} ({100 * ns / t.ns:.0f} %)" if len(whats) > 1 else w for w, ns in whats[:3]
         )
         causes.append(
             IdleCause(
-                cause=cls,
-                label=LABELS[cls],
+                cause=kind,
+                label=LABELS[kind],
                 total_ns=t.ns,
                 gaps=t.gaps,
                 ms_per_step=t.ns / per / 1e6,
