@@ -4,10 +4,13 @@ Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
 phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's Hydra overrides
 (quoted below), the reference workload's flags, or generic PyTorch.
 
-- data-loader: GPU idle >= 10 % of the span and the data-wait ranges (their union inside the
-  span) >= 5 % of it → `model.data.num_workers=4` (more data-loader workers). The main thread's
-  blocking waits (condition variables, semaphores, ... inside the span) are cited when measured,
-  but never fire the rule alone: a wait says the thread waited, not that it waited for data.
+- data-loader: GPU idle >= 10 % of the span and either the data-wait ranges (their union inside
+  the span) or the idle intervals `idle_causes` attributes to input (loading on the main
+  thread, waiting on the loader's queue) >= 5 % of it → `model.data.num_workers=4` (more
+  data-loader workers); the message gives the GPU time lost per step and its evidence. The
+  main thread's blocking waits (condition variables, semaphores, ... inside the span) are cited
+  when measured, but never fire the rule alone: a wait says the thread waited, not that it
+  waited for data.
 - offload-traffic: HtoD + DtoH copies >= 10 % of GPU activity time, both directions present, and
   evidence that activation offloading is on (`RankMetrics.offloading`: the workload's
   metrics.json, the run's spec.lock.yaml or the trace's forward/backward copy pattern)
@@ -20,7 +23,8 @@ phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's 
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time (with the
   migrated bytes by cause, nsys `migrationCause`, where the trace says)
   → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
-- sync-overhead: CUDA sync API time >= 10 % of the span → remove per-step host syncs.
+- sync-overhead: CUDA sync calls while the GPU is idle >= 10 % of the span → remove per-step
+  host syncs. A sync that waits for a busy GPU costs the GPU nothing and does not count.
 - low-overlap: communication kernels >= 10 % of the kernel-type time and computation overlaps
   < 50 % of the communication time (HTA's comm/comp overlap) → overlap gradient reduction with
   backward (DDP buckets, NeMo `overlap_grad_sync`); on a rank that waits for a named straggler
@@ -42,7 +46,7 @@ autocast), no "offload fewer layers" without offloading on.
 
 from __future__ import annotations
 
-from orchestrator.analysis.metrics import Metrics, RankMetrics
+from orchestrator.analysis.metrics import IdleCause, Metrics, RankMetrics
 from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.base import Strict
 
@@ -263,7 +267,10 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
     span = r.span_ns or 1
     # both are unions clipped to the span (the readers' job), so neither can pass 100 %
     data_wait_pct = 100 * r.data_wait_ns / span
-    if r.idle_pct >= IDLE_PCT and data_wait_pct >= DATA_WAIT_PCT:
+    inputs = _input_causes(r)
+    input_ns = sum(c.total_ns for c in inputs)
+    input_pct = 100 * input_ns / span
+    if r.idle_pct >= IDLE_PCT and (data_wait_pct >= DATA_WAIT_PCT or input_pct >= DATA_WAIT_PCT):
         evidence = {"idle_pct": r.idle_pct, "data_wait_pct_of_span": data_wait_pct}
         detail = ""
         if r.main_thread_wait_ns is not None:
@@ -271,6 +278,21 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
             evidence["main_thread_wait_pct_of_span"] = main_wait_pct
             detail = f", main-thread ({r.main_thread}) blocking waits {main_wait_pct:.1f}%"
         data_knob, checked = data_loader_knob(kind, st)
+        if inputs and input_pct >= DATA_WAIT_PCT:
+            # the seed's terms: what the GPU loses per step to input, and the evidence
+            per_step = sum(c.ms_per_step for c in inputs)
+            evidence["input_idle_pct_of_span"] = input_pct
+            evidence["input_idle_ms_per_step"] = per_step
+            top = max(inputs, key=lambda c: c.total_ns)
+            message = (
+                f"rank {r.rank}: the GPU waits {per_step:.1f} ms per step for input"
+                f" ({top.label}; {input_pct:.1f}% of the span; {top.evidence})"
+            )
+        else:
+            message = (
+                f"rank {r.rank}: GPU idle {r.idle_pct:.1f}% of the span, data-wait ranges"
+                f" {data_wait_pct:.1f}% of it{detail}"
+            )
         out.append(
             Advice(
                 rule="data-loader",
@@ -279,10 +301,7 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 knob=data_knob,
                 checked=checked,
                 evidence=evidence,
-                message=(
-                    f"rank {r.rank}: GPU idle {r.idle_pct:.1f}% of the span, data-wait ranges"
-                    f" {data_wait_pct:.1f}% of it{detail}"
-                ),
+                message=message,
             )
         )
     by_dir = {c.direction: c for c in r.copies}
@@ -380,16 +399,25 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 ),
             )
         )
-    sync_pct = 100 * r.sync.wall_ns / span
+    # only the sync time while the GPU is idle costs GPU time: a host waiting for a busy GPU
+    # (`.item()` at a step's end) is not overhead
+    sync_pct = 100 * r.sync.idle_wall_ns / span
     if sync_pct >= SYNC_PCT:
         out.append(
             Advice(
                 rule="sync-overhead",
                 rank=r.rank,
-                cause="the host blocks on CUDA synchronisation",
+                cause="the host blocks on CUDA synchronisation while the GPU is idle",
                 knob="remove per-step host syncs (.item(), torch.cuda.synchronize())",
-                evidence={"sync_pct_of_span": sync_pct, "sync_calls": float(r.sync.calls)},
-                message=f"rank {r.rank}: CUDA sync calls take {sync_pct:.1f}% of the span",
+                evidence={
+                    "sync_pct_of_span": sync_pct,
+                    "sync_calls": float(r.sync.calls),
+                    "sync_all_pct_of_span": 100 * r.sync.wall_ns / span,
+                },
+                message=(
+                    f"rank {r.rank}: CUDA sync calls block {sync_pct:.1f}% of the span while"
+                    " the GPU is idle"
+                ),
             )
         )
     comm = sum(v for k, v in r.kernel_types.items() if "COMMUNICATION" in k)
@@ -415,6 +443,14 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
             )
         )
     return out
+
+
+def _input_causes(r: RankMetrics) -> list[IdleCause]:
+    """The idle causes that are the input's (`idle_causes`): loading on the main thread, or
+    waiting on the loader's queue."""
+    if r.idle_causes is None:
+        return []
+    return [c for c in r.idle_causes.causes if c.cause in ("input", "queue-wait")]
 
 
 def _straggler(metrics: Metrics) -> list[Advice]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from orchestrator.analysis import core, library_ranges
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
@@ -77,10 +78,14 @@ def _is_phase(name: str) -> bool:
     # are the step itself, not a phase of it; a GPU-side range (`forward [gpu]`, Kineto's
     # gpu_user_annotation) covers only the kernels launched on the range's own thread, not the
     # phase (backward's kernels come from autograd's threads): its CPU side is the phase.
+    # a library's range (CUB, NCCL, ...) is no phase of the workload (issue 28 item 4; nsys
+    # exports already keep them apart, a trace's names may still carry them)
     return (
         "#" not in name
         and not name.startswith(("step_", "ProfilerStep"))
+        and core.step_family(name) is None
         and not name.endswith(" [gpu]")
+        and not library_ranges.is_library_name(name)
     )
 
 
@@ -136,6 +141,7 @@ def what_changed(base: Metrics, run: Metrics) -> WhatChanged:
     bp, rp = phase_means(base), phase_means(run)
     order = [p for p in PHASES if p in bp or p in rp]
     order += sorted((set(bp) | set(rp)) - set(order))
+    order = [p for p in order if p != "step"]  # the step row below is the step, listed once
     phases = [
         PhaseChange(
             name=p, baseline_ms=bp.get(p), value_ms=rp.get(p), change_pct=_pct(rp.get(p), bp.get(p))

@@ -207,9 +207,10 @@ def main_thread_wait(tl: T.RankTimeline, key: tuple[int, int], lo: int, hi: int)
     return core.union_in_span(ms, me, lo, hi)
 
 
-def sync(tl: T.RankTimeline, lo: int, hi: int) -> SyncStats:
+def sync(tl: T.RankTimeline, lo: int, hi: int, idle_wall_ns: int = 0) -> SyncStats:
     """CUDA synchronisation calls: count and summed time per function, and their wall time
-    (union of every thread's calls inside [lo, hi))."""
+    (union of every thread's calls inside [lo, hi)); `idle_wall_ns`: the part of it while the
+    GPU was idle (`idle_causes.sync_while_idle`)."""
     h = tl.host
     is_sync = tl.name_mask(SYNC_RE.match)
     m = (h.kind == T.CUDA_API) & is_sync[h.name] if h.size else None
@@ -225,6 +226,7 @@ def sync(tl: T.RankTimeline, lo: int, hi: int) -> SyncStats:
         calls=sum(f.count for f in funcs),
         total_ns=sum(f.total_ns for f in funcs),
         wall_ns=core.union_in_span(ss, se, lo, hi),
+        idle_wall_ns=idle_wall_ns,
         functions=funcs,
     )
 

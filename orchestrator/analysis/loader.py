@@ -43,6 +43,7 @@ from orchestrator.analysis import (
     rank_metrics,
     ranks,
     settings,
+    step_rules,
     step_view,
     tracetext,
 )
@@ -332,7 +333,11 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     capture.spec = str(spec.resolve()) if spec is not None else None
     entries = []
     for tl in tls:
-        entries.append(rank_metrics.compute(tl))
+        wl = workload_data(path.parent, tl.rank)
+        known = step_rules.known_step_count(wl[1]) if wl is not None else None
+        if known is not None and wl is not None:
+            known = (known[0], f"{wl[0].name} {known[1]}")
+        entries.append(rank_metrics.compute(tl, known))
     src = first.source
     source = Source(
         path=src.path,

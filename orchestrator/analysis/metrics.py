@@ -209,9 +209,12 @@ class RangeStat(Strict):
 
 
 class StepStats(Strict):
-    """Training-step range durations."""
+    """Training-step durations: of the workload's own step ranges, or of steps a rule found in
+    the trace (`step_rules`: `rule` says which, `evidence` what it read)."""
 
     family: str
+    rule: str = "ranges"
+    evidence: str | None = None
     count: int
     total_ns: int
     mean_ns: float
@@ -252,7 +255,35 @@ class SyncStats(Strict):
     calls: int = 0
     total_ns: int = 0
     wall_ns: int = 0
+    # the part of wall_ns while the GPU was idle: what syncs cost the GPU (waiting for a busy
+    # GPU costs it nothing)
+    idle_wall_ns: int = 0
     functions: list[FunctionStat] = []
+
+
+class IdleCause(Strict):
+    """One cause of GPU idle time (`idle_causes`): its class, the idle time its intervals hold
+    (per step where the rank has steps) and what the host did in them."""
+
+    cause: str
+    label: str
+    total_ns: int
+    gaps: int
+    ms_per_step: float
+    share_of_idle_pct: float
+    evidence: str
+
+
+class IdleCauses(Strict):
+    """Why the GPU waits: the idle intervals holding most idle time, by cause, largest first.
+    `steps`: what the per-step figures divide by (0: no steps, figures over the span)."""
+
+    steps: int = 0
+    idle_ns: int = 0
+    examined_ns: int = 0
+    examined_gaps: int = 0
+    min_gap_ns: int = 0
+    causes: list[IdleCause] = []
 
 
 class Timeline(Strict):
@@ -364,6 +395,8 @@ class RankMetrics(Strict):
     # without communication kernels
     comm_comp_overlap_pct: float | None = None
     idle_breakdown: IdleBreakdown | None = None
+    # why the GPU waits (`idle_causes`), on the rank's first entry
+    idle_causes: IdleCauses | None = None
     activity: Activity = Activity()
     copies: list[CopyDirection] = []
     unified_memory: UnifiedMemory = UnifiedMemory()
@@ -373,6 +406,8 @@ class RankMetrics(Strict):
     tensor_core_gemm_pct: float = 0.0
     nvtx: list[RangeStat] = []
     steps: StepStats | None = None
+    # why no step was found (`step_rules`: each rule's reason for stepping aside)
+    no_steps: str | None = None
     data_wait_ns: int = 0
     main_thread: str | None = None
     main_thread_rule: str | None = None

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import capture_health, core, export_schema, sqlite_pages
+from orchestrator.analysis import capture_health, core, export_schema, library_ranges, sqlite_pages
 from orchestrator.analysis import table_parts as TP
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import RuntimeFailure, UserError
@@ -97,11 +97,17 @@ EXPORT_TABLES = frozenset(
 COPY_KIND = {k: v for k, v in T.COPY_NAMES.items() if k > 0}
 UM_KINDS = T.UM_COPIES
 NVTX_RANGE_TYPES = (59, 60, 70)
+# the runtime calls kept as host rows: the synchronisation calls, and the profiler's start and
+# stop (a cudaProfilerApi capture's window: `step_rules`), gathered in one scan
 SYNC_PATTERNS = (
     "cuda%Synchronize%",
     "cu%Synchronize%",
     "cudaStreamWaitEvent%",
     "cuStreamWaitEvent%",
+    "cudaProfilerStart%",
+    "cuProfilerStart%",
+    "cudaProfilerStop%",
+    "cuProfilerStop%",
 )
 FETCH_CHUNK_ROWS = 250_000
 END = '"end"'  # a keyword of SQL: quoted wherever the column is named
@@ -981,6 +987,8 @@ class _Reader:
         )
 
     def _nvtx(self) -> T.HostTable:
+        """NVTX ranges: the workload's as ANNOTATION rows, a library's (any domain but the
+        default one, or a library's name: `library_ranges`) as LIBRARY_ANNOTATION rows."""
         db = self.db
         if not db.has(NVTX, "start", "end", "eventType"):
             self.missing.append(NVTX)
@@ -988,6 +996,7 @@ class _Reader:
         cols = db.cols(NVTX)
         text = "n.text" if "text" in cols else "NULL"
         tid = "n.globalTid" if "globalTid" in cols else "0"
+        domain = "CAST(coalesce(n.domainId, 0) AS INTEGER)" if "domainId" in cols else "0"
         if "textId" in cols and "StringIds" in db.tables:
             name = f"coalesce({text}, s.value)"
             join = "LEFT JOIN StringIds s ON s.id = n.textId"
@@ -996,14 +1005,21 @@ class _Reader:
         types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
         rows = db.q(
             f'SELECT CAST(n.start AS INTEGER), CAST(n."end" AS INTEGER),'
-            f" CAST(coalesce({tid}, 0) AS INTEGER), {name}"
+            f" CAST(coalesce({tid}, 0) AS INTEGER), {name}, {domain}"
             f" FROM {NVTX} n {join} WHERE n.eventType IN ({types})"
             f" AND {_integral('n.start')} AND {_integral('n.' + END)}"
             ' AND n."end" >= n.start ORDER BY n.start, n."end", 3, 4'  # never the stored order
         )
-        return self._host_rows(
-            rows, T.ANNOTATION, lambda v: str(v) if v is not None else "(unnamed)"
-        )
+        if not rows:
+            return T.HostTable.empty()
+
+        def label(v: Any) -> str:
+            return str(v) if v is not None else "(unnamed)"
+
+        lib = [library_ranges.is_library_range(d, label(v)) for *_, v, d in rows]
+        table = self._host_rows([r[:4] for r in rows], T.ANNOTATION, label)
+        table.kind[np.array(lib, dtype=bool)] = T.LIBRARY_ANNOTATION
+        return table
 
     def _osrt(self) -> tuple[T.HostTable, bool]:
         db = self.db

@@ -12,14 +12,18 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from orchestrator.analysis import (
     breakdown,
     communication,
     core,
     gpu_time,
     host,
+    idle_causes,
     kernels,
     memory,
+    step_rules,
     step_view,
 )
 from orchestrator.analysis import timeline as T
@@ -38,18 +42,26 @@ class CrossRankInput:
     steps: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-def compute(tl: T.RankTimeline) -> tuple[list[RankMetrics], list[CrossRankInput]]:
-    """Every metric of one rank's timeline (the GPU table is sorted in place)."""
+def compute(
+    tl: T.RankTimeline, known_steps: tuple[int, str] | None = None
+) -> tuple[list[RankMetrics], list[CrossRankInput]]:
+    """Every metric of one rank's timeline (the GPU table is sorted in place). `known_steps`:
+    the steps a cudaProfilerApi window holds, as the run says (`step_rules.known_step_count`)."""
     split = tl.split_devices
     tl.gpu = gpu_time.sort_gpu(tl.gpu, by_device=split)
     names_cls = core.hta_type_codes(tl.names)
     out: list[RankMetrics] = []
     cross: list[CrossRankInput] = []
-    step_rows = host.step_rows(tl)
+    found = step_rules.find(tl, known_steps)
+    step_rows = found.rows
     for i, (devices, sl) in enumerate(gpu_time.entries(tl.gpu, split)):
         rows = tl.gpu.take(sl)
         first = i == 0
         r, c = _entry(tl, rows, devices, names_cls, first, step_rows if first else [])
+        if first and r.steps is not None:
+            r.steps.rule, r.steps.evidence = found.rule, found.evidence
+        elif first:
+            r.no_steps = found.evidence
         main = host.main_thread(tl)
         r.step_view = step_view.extract(
             tl, rows, step_rows, (r.span_start_ns, r.span_end_ns), main[0] if main else None
@@ -71,6 +83,19 @@ def _entry(
     # the figures of the gaps first: the merged intervals they are views of (millions on a long
     # export) are let go once HTA's temporal breakdown has read them too
     idle_gaps = core.gap_stats(g.union.gap_starts, g.union.gap_ends)
+    gap_s = np.frombuffer(g.union.gap_starts, dtype=np.int64)
+    gap_e = np.frombuffer(g.union.gap_ends, dtype=np.int64)
+    sync_idle = idle_causes.sync_while_idle(tl, gap_s, gap_e) if first else 0
+    main = host.main_thread(tl) if first else None
+    causes = (
+        idle_causes.attribute(
+            tl, rows, gap_s, gap_e, g.union.span - g.union.busy, [s for _, s, _ in step_rows],
+            main[0] if main else None,
+        )
+        if first
+        else None
+    )  # fmt: skip
+    del gap_s, gap_e  # views of the gaps: let go with them below
     busy_timeline = core.timeline(g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end)
     u = replace(g.union, gap_starts=array("q"), gap_ends=array("q"))
     activity = g.activity
@@ -84,6 +109,8 @@ def _entry(
     view.forget()  # the idle-time breakdown reads the events, not their merged intervals
     idle = breakdown.idle_breakdown(view)
     del view
+    if causes is not None and idle is not None:
+        idle_causes.explain_short_gaps(causes, idle)
     ks = kernels.kernel_summary(rows, tl.names, activity.kernel_ns)
     cp = memory.copies(rows)
     um = memory.unified_memory(tl, devices, cp, activity, first)
@@ -106,7 +133,6 @@ def _entry(
             f"{idle.clamped_gaps} gaps between events of one stream were negative (overlapping"
             " events); counted as zero idle time"
         )
-    main = host.main_thread(tl) if first else None
     main_wait = host.main_thread_wait(tl, main[0], u.start, u.end) if main else None
     offloading, evidence = host.offload_pattern(tl, rows)
     span = u.span
@@ -146,7 +172,8 @@ def _entry(
         offloading=offloading,
         offloading_evidence=evidence,
         threads=host.threads(tl, main[0] if main else None) if first else [],
-        sync=host.sync(tl, u.start, u.end) if first else SyncStats(),
+        sync=host.sync(tl, u.start, u.end, sync_idle) if first else SyncStats(),
+        idle_causes=causes,
         peak_gpu_memory_bytes=peak,
         peak_gpu_memory_source=peak_src,
         peak_pinned_memory_bytes=memory.peak_apart(tl.peak_pinned_memory, devices),

@@ -42,8 +42,9 @@ def is_activity(kind: Any) -> Any:
     return kind < GPU_ANNOTATION
 
 
-# HostTable.kind
-CPU_OP, ANNOTATION, CUDA_API, OSRT = 0, 1, 2, 3
+# HostTable.kind; LIBRARY_ANNOTATION: NVTX ranges a library or nsys emitted (CUB, NCCL, cuBLAS,
+# other domains: `library_ranges`), kept apart from the workload's own ANNOTATION rows
+CPU_OP, ANNOTATION, CUDA_API, OSRT, LIBRARY_ANNOTATION = 0, 1, 2, 3, 4
 
 # GpuTable.copy: nsys `copyKind` numbering (ENUM_CUDA_MEMCPY_OPER); Kineto copies map to it by
 # the direction in their name. COPY_OTHER: a copy whose direction the source does not say.

@@ -102,6 +102,8 @@ def _score(a: Advice) -> float:
     e = a.evidence
     if a.rule == "straggler":
         return 100.0
+    if "input_idle_pct_of_span" in e:  # the GPU time input costs, not all idle time
+        return e["input_idle_pct_of_span"]
     if a.rule == "low-overlap":
         comm = e.get("communication_pct_of_kernel_time", 0.0)
         return comm * (100.0 - e.get("comm_comp_overlap_pct", 0.0)) / 100.0
@@ -247,6 +249,20 @@ def _idle_finding(m: Metrics) -> Finding:
     )
     cause = max(parts, key=lambda k: parts[k]) if parts else "other"
     why = f" ({parts[cause]:.0f} % of it {cause.replace('_', ' ')})" if parts else ""
+    top = r.idle_causes.causes[0] if r.idle_causes and r.idle_causes.causes else None
+    if top is not None and top.cause != "short-gaps":
+        # the GPU waits in long intervals, not µs launch gaps: name what the host did there
+        per = (
+            f"{top.ms_per_step:.1f} ms per step"
+            if r.idle_causes and r.idle_causes.steps
+            else (dur(top.total_ns))
+        )
+        return Finding(
+            title="The GPU waits for the host",
+            number=f"{who}GPU idle {r.idle_pct:.1f} % of the span; {per} of it {top.label}"
+            f" ({top.evidence})",
+            knob=IDLE_KNOBS.get(top.cause, knobs_other()),
+        )
     knobs = {
         "host_wait": "the host launches work too slowly: CUDA graphs"
         " (torch.compile(mode='reduce-overhead')), fewer host syncs, more work per step",
@@ -260,6 +276,23 @@ def _idle_finding(m: Metrics) -> Finding:
         number=f"{who}GPU idle {r.idle_pct:.1f} % of the span{why}",
         knob=knobs[cause],
     )
+
+
+def knobs_other() -> str:
+    return "see what the GPU waits for in the step picture below (host work, data, synchronisation)"
+
+
+# the knob per idle cause (`idle_causes`) when the GPU waits in long intervals
+IDLE_KNOBS = {
+    "input": "more DataLoader workers (num_workers), pin_memory=True, prefetch_factor: load the"
+    " next batch while the GPU computes",
+    "queue-wait": "the loader's workers fall behind: more workers, prefetch_factor, cheaper items",
+    "host-compute": "move the host work out of the step (precompute, a background thread) or cut"
+    " Python overhead (torch.compile)",
+    "sync": "remove the sync that blocks while the GPU is idle (.item(), torch.cuda.synchronize())",
+    "communication": "overlap communication with computation (DDP buckets, overlap_grad_sync);"
+    " look for a straggler",
+}
 
 
 def _top_kernel(m: Metrics) -> Finding | None:

@@ -712,8 +712,10 @@ def test_real_saxpy_nvtx() -> None:
         " WHERE s.value = 'MPI_Send' AND n.eventType = 59",
     )
     ranges = {x.name: x for x in r.nvtx}
-    assert ranges["MPI_Send"].count == sends > 0
-    assert ranges["saxpy"].count == 5  # free-text ranges (text column)
+    # MPI_Send is the MPI wrapper's range (its own NVTX domain): a library's, not a phase of the
+    # workload (issue 28 item 4)
+    assert sends > 0 and "MPI_Send" not in ranges
+    assert ranges["saxpy"].count == 5  # free-text ranges (text column), the default domain
     assert r.unified_memory.cpu_page_faults == 0  # UM tables present but empty
     assert analyze_paths([p]).sources[0].tool_version == "2022.2.1.31"
 

@@ -323,8 +323,10 @@ def _advice_lines(p: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("rel", "fires", "silent"),
     [
-        # CloverLeaf: idle GPU, a helper thread in poll() all along, no data ranges
-        ("cloverleaf-cuda_perlmutter.sqlite", {"sync-overhead"}, {"data-loader"}),
+        # CloverLeaf: idle GPU, a helper thread in poll() all along, no data ranges; its sync
+        # calls (94 % of the span) wait for a busy GPU: 1.5 % of the span while it is idle, so
+        # no sync-overhead (issue 28: a host waiting for a busy GPU is not overhead)
+        ("cloverleaf-cuda_perlmutter.sqlite", set(), {"data-loader", "sync-overhead"}),
         # MPI saxpy: copies dominate, nothing is offloaded
         ("saxpy-mpi-cuda_perlmutter0.sqlite", {"host-device-copies"}, {"offload-traffic"}),
         # workers 0, data-bound (179 of 263 ms per step in data)

@@ -368,9 +368,10 @@ def test_ddp_nsys_reports_are_named_per_rank_and_say_their_rank_inside(
         )
         variables = dict(kv.split("=", 1) for kv in str(env).split(";"))
         assert (variables["RANK"], variables["WORLD_SIZE"]) == (str(rank), "2")
-    # NCCL marks each collective with NVTX ranges of its own
+    # NCCL marks each collective with NVTX ranges in a domain of its own: a library's ranges,
+    # kept out of the workload's (issue 28 item 4)
     names = {n.name for r in metrics.ranks for n in r.nvtx}
-    assert "ncclAllReduce" in names
+    assert "ncclAllReduce" not in names and {"forward", "backward"} <= names
     assert all(r.steps is not None and r.steps.count == 2 for r in metrics.ranks)
 
 

@@ -74,10 +74,12 @@ def test_advice_is_said_once(reports: dict[str, Path]) -> None:
     html = _html(reports, "ddp")
     verdict = html[html.index('id="verdict"') : html.index("</div>", html.index('id="verdict"'))]
     assert "One rank holds the others back" in verdict
-    # the straggler and the sync advice are in the verdict: not repeated below it
+    # the straggler, the overlap and the data-loader advice are in the verdict: not repeated
+    # below it (no "More advice" is left). No sync-overhead: rank 0's syncs (67 % of its span)
+    # wait for NCCL kernels that run, 0.1 % of the span with the GPU idle (issue 28)
     assert html.count("starts its collectives last in 100% of 86 matched") == 1
-    more = html[html.index("<h3>More advice") : html.index("<h3>Across")]
-    assert "<b>data-loader</b>" in more and "<b>sync-overhead</b>" not in more
+    assert html.count("the GPU waits 50.6 ms per step for input") == 1
+    assert "<h3>More advice" not in html and "sync-overhead" not in html
     assert 'id="straggler"' not in html
 
 

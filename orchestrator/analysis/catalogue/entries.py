@@ -10,7 +10,7 @@ in the unit of the run's value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.analysis.catalogue.model import (
@@ -56,8 +56,23 @@ def _hta_basis(m: Metrics) -> str | None:
 
 
 def _step_basis(m: Metrics) -> str | None:
-    fams = sorted({r.steps.family for r in m.ranks if r.steps})
-    return f"step ranges {', '.join(fams)}" if fams else None
+    fams = sorted({r.steps.family for r in m.ranks if r.steps and r.steps.rule == "ranges"})
+    found = sorted({r.steps.rule for r in m.ranks if r.steps and r.steps.rule != "ranges"})
+    parts = ([f"step ranges {', '.join(fams)}"] if fams else []) + [
+        f"steps found by the {rule} rule" for rule in found
+    ]
+    return "; ".join(parts) or None
+
+
+def _idle_ms(*causes: str) -> Callable[[RankMetrics], float | None]:
+    """GPU-idle ms per step that `idle_causes` attributes to the given classes."""
+
+    def get(r: RankMetrics) -> float | None:
+        if r.idle_causes is None or not r.idle_causes.steps:
+            return None
+        return sum(c.ms_per_step for c in r.idle_causes.causes if c.cause in causes)
+
+    return get
 
 
 def _peak_basis(m: Metrics) -> str | None:
@@ -267,6 +282,10 @@ CATALOGUE: list[Metric] = [
     Metric("sync_share_pct", "Sync overhead", "sync API share of span", "%",
            "union of the sync calls of all threads inside the span, percent of the span",
            rank=lambda r: _pct_of_span(r.sync.wall_ns, r), better="lower", sources=SYNC),
+    Metric("sync_idle_share_pct", "Sync overhead", "sync while GPU idle", "%",
+           "the sync calls' union while the GPU was idle, percent of the span: what syncs"
+           " cost the GPU (a sync that waits for a busy GPU costs it nothing)",
+           rank=lambda r: _pct_of_span(r.sync.idle_wall_ns, r), better="lower", sources=SYNC),
     # ---- steps (host, the workload's metrics.json)
     Metric("traced_steps", "Steps", "traced steps", "count",
            "training-step ranges (step_N, train_step, ProfilerStep#N, ...) of the chosen family",
@@ -300,6 +319,26 @@ CATALOGUE: list[Metric] = [
            "the data-loading ranges' union, percent of the traced steps' summed time",
            rank=lambda r: 100 * r.data_wait_ns / r.steps.total_ns
            if r.steps and r.steps.total_ns else None, better="lower"),
+    # ---- why the GPU waits (idle_causes): idle intervals by what the host did in them
+    Metric("idle_input_ms_per_step", "Idle causes", "GPU idle for input", "ms",
+           "GPU-idle time per step in intervals where the host loaded data on the main thread"
+           " or waited on a queue or lock (idle_causes: input, queue-wait)",
+           rank=_idle_ms("input", "queue-wait"), better="lower", sources=GPU),
+    Metric("idle_host_ms_per_step", "Idle causes", "GPU idle for host compute", "ms",
+           "GPU-idle time per step in intervals where the main thread ran without launching"
+           " GPU work (idle_causes: host-compute)",
+           rank=_idle_ms("host-compute"), better="lower", sources=GPU),
+    Metric("idle_sync_ms_per_step", "Idle causes", "GPU idle in syncs", "ms",
+           "GPU-idle time per step in intervals the main thread spent in CUDA sync calls"
+           " (idle_causes: sync)",
+           rank=_idle_ms("sync"), better="lower", sources=GPU),
+    Metric("idle_comm_ms_per_step", "Idle causes", "GPU idle for communication", "ms",
+           "GPU-idle time per step in intervals covered by collectives (idle_causes:"
+           " communication)",
+           rank=_idle_ms("communication"), better="lower", sources=GPU),
+    Metric("idle_short_ms_per_step", "Idle causes", "GPU idle in short gaps", "ms",
+           "GPU-idle time per step in gaps shorter than the intervals examined (launch gaps)",
+           rank=_idle_ms("short-gaps"), better="lower", sources=GPU),
     # ---- communication (breakdown, communication, cross_rank)
     Metric("comm_share_pct", "Communication", "communication share of kernel time (HTA)", "%",
            "HTA kernel types with communication (NCCL kernels), percent of the kernel-type"

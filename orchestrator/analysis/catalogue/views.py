@@ -166,9 +166,17 @@ ANALYZE: Layout = [
         _s("tokens_per_s", "tokens/s (workload)",
            show=lambda r: L.num(r.workload.tokens_per_s if r.workload else None)),
     ]),
+    ("Why the GPU waits (per step)", [
+        _s("idle_input_ms_per_step", "input"),
+        _s("idle_host_ms_per_step", "host compute"),
+        _s("idle_sync_ms_per_step", "sync"),
+        _s("idle_comm_ms_per_step", "communication"),
+        _s("idle_short_ms_per_step", "short gaps"),
+    ]),
     ("CPU / sync", [
         _s("sync_calls"),
         _s("sync_share_pct", "sync time", show=lambda r: L.dur(r.sync.total_ns)),
+        _s("sync_idle_share_pct", "sync while GPU idle"),
         _s("cond_wait_s", "cond/sem waits (OS runtime)", show=_waits_show, ranked=False),
         _s("thread_s[NAME]", ranked=False, each=_thread_show),
     ]),
@@ -197,10 +205,14 @@ COMPARE: Layout = [
         # process, e.g. python3, a name it shares with the OpenMP workers)
         _s("main_thread_osrt_s"), _s("main_thread_wait_s"), _s("pt_autograd_0_osrt_s"),
     ]),
-    ("Sync overhead", [_s("sync_s"), _s("sync_share_pct")]),
+    ("Sync overhead", [_s("sync_s"), _s("sync_share_pct"), _s("sync_idle_share_pct")]),
     ("Steps", [
         _s("step_time_mean_ms"), _s("step_time_p90_ms"), _s("workload_step_median_s"),
         _s("tokens_per_s"),
+    ]),
+    ("Why the GPU waits (per step)", [
+        _s("idle_input_ms_per_step"), _s("idle_host_ms_per_step"), _s("idle_sync_ms_per_step"),
+        _s("idle_comm_ms_per_step"), _s("idle_short_ms_per_step"),
     ]),
     ("Communication", [
         _s("comm_share_pct"), _s("comm_comp_overlap_pct"), _s("idle_host_wait_pct"),

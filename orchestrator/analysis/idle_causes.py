@@ -1,0 +1,295 @@
+"""Why the GPU waits: the idle intervals that hold most idle time, each attributed to what the
+host did inside it (issue 28 item 2).
+
+The intervals: the gaps of the GPU's busy union (kernels, copies, memsets of the entry), longest
+first, until they hold `HELD` of the idle time; none shorter than `MIN_GAP_NS` (the µs gaps
+between launches are not looked at one by one: they are the `short-gaps` class, whose cause is
+HTA's idle breakdown), at most `MAX_GAPS`.
+
+What the host did in each interval, from the main thread (`host.main_thread`) and the whole
+process:
+- the workload's ranges and CPU operators on the main thread (Kineto: `enumerate(DataLoader)#...
+  __next__`, `Optimizer.step#...`; NVTX ranges of the workload's own): the one that covers most
+  of the interval names it;
+- the main thread's CUDA synchronisation calls (a sync while the GPU is idle blocks on nothing
+  of this GPU: another device, an event, a collective);
+- the main thread's OS-runtime calls: blocking waits on a condition variable, semaphore or lock
+  (`core.BLOCKING_WAITS`) and waits for I/O or a queue's pipe (`IO_WAITS`);
+- communication: NCCL's ranges (a library's, `library_ranges`) or collective operators.
+
+Classes, first that holds at least half of the interval (`COVER`):
+- `input`: a data-loading range or operator (`core.is_data_wait`, `DATA_OPS`); or the main thread
+  ran (no sync, no blocking call, no collective covers the interval) and the GPU's first work
+  after the interval is a host-to-device copy (the batch arriving): data loading / input on
+  the main thread;
+- `communication`: a collective range or operator;
+- `sync`: the main thread in a CUDA synchronisation call;
+- `queue-wait`: the main thread blocked on a queue, lock or I/O (e.g. a DataLoader's queue when
+  its workers fall behind);
+- `host-compute`: the main thread ran without launching GPU work (Python overhead, host-side
+  work) — named by the operator that covers it where the trace has operators.
+
+Each class carries its evidence: how many intervals, what covered them, the named operators.
+Costs are per step where the rank has steps (`step_rules`), else over the span.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from orchestrator.analysis import core, host
+from orchestrator.analysis import timeline as T
+from orchestrator.analysis.metrics import IdleBreakdown, IdleCause, IdleCauses
+
+MIN_GAP_NS = 100_000
+HELD = 0.8
+MAX_GAPS = 10_000
+COVER = 0.5
+NEXT_WORK = 3  # the first activities after an interval looked at for the batch's copy
+NAMED = 50  # intervals (longest first) whose covering operator or calls are named
+IO_WAITS = frozenset(
+    {"poll", "ppoll", "select", "pselect", "pselect6", "epoll_wait", "epoll_pwait", "read",
+     "recv", "recvfrom", "recvmsg", "futex", "nanosleep", "usleep", "sleep"}
+)  # fmt: skip
+DATA_OPS = re.compile(
+    r"(?i)dataloader|_next_data|collate|__getitem__|pin_memory|fetch|get_batch|next_batch"
+)
+COMM_OPS = re.compile(
+    r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|c10d::|gloo|alltoall"
+)
+LABELS = {
+    "input": "data loading / input on the main thread",
+    "queue-wait": "the host waits on a queue or lock",
+    "host-compute": "host compute (Python overhead, host-side work)",
+    "sync": "synchronisation while the GPU is idle",
+    "communication": "communication wait",
+    "short-gaps": "µs gaps between kernels (launch-bound or back-to-back work)",
+}
+
+
+@dataclass
+class _Tally:
+    ns: int = 0
+    gaps: int = 0
+    what: dict[str, int] = field(default_factory=dict)
+
+    def add(self, ns: int, what: str) -> None:
+        self.ns += ns
+        self.gaps += 1
+        self.what[what] = self.what.get(what, 0) + ns
+
+
+class _Cover:
+    """The union of some host rows, for how much of many intervals it covers at once."""
+
+    def __init__(self, h: T.HostTable, m: Any) -> None:
+        idx = np.flatnonzero(m)
+        order = np.argsort(h.start[idx], kind="stable")
+        idx = idx[order]
+        ms, me = core.merge_intervals(h.start[idx].tolist(), h.end[idx].tolist())
+        self.s = np.asarray(ms, dtype=np.int64)
+        self.e = np.asarray(me, dtype=np.int64)
+        self.before = np.r_[0, np.cumsum(self.e - self.s)]
+
+    def _until(self, x: Any) -> Any:
+        if self.s.size == 0:
+            return np.zeros(x.size, dtype=np.int64)
+        k = np.searchsorted(self.s, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        part = np.clip(x - self.s[kk], 0, self.e[kk] - self.s[kk])
+        return np.where(k >= 0, self.before[kk] + part, 0)
+
+    def cover(self, a: Any, b: Any) -> Any:
+        """Covered ns inside each [a[i], b[i])."""
+        return self._until(b) - self._until(a)
+
+
+def _longest(h: T.HostTable, rows: Any, names: list[str], a: int, b: int) -> str | None:
+    """The name of the row (of the index array `rows`) that covers most of [a, b)."""
+    cand = rows[(h.end[rows] > a) & (h.start[rows] < b)]
+    if cand.size == 0:
+        return None
+    ns = np.minimum(h.end[cand], b) - np.maximum(h.start[cand], a)
+    return names[int(h.name[cand[int(np.argmax(ns))]])]
+
+
+def _base(name: str) -> str:
+    return name.split("@", 1)[0]
+
+
+def attribute(
+    tl: T.RankTimeline,
+    rows: T.GpuTable,
+    gap_starts: Any,
+    gap_ends: Any,
+    idle_ns: int,
+    step_starts: list[int],
+    main: tuple[int, int] | None,
+) -> IdleCauses | None:
+    """The idle attribution of one entry (see the module docstring); None without idle time.
+    Per step: over the steps that start inside the GPU span (`step_starts`), since the idle
+    time of a step that opens before the first GPU work (a capture that opens at a step's start,
+    whose wait comes before the first kernel) lies outside the span and is not seen."""
+    if idle_ns <= 0 or gap_starts.size == 0:
+        return None
+    lens = gap_ends - gap_starts
+    big = np.flatnonzero(lens >= MIN_GAP_NS)  # few: the µs launch gaps are most gaps
+    order = big[np.argsort(-lens[big], kind="stable")]
+    held = np.cumsum(lens[order])
+    take = int(np.searchsorted(held, HELD * idle_ns)) + 1
+    pick = order[: min(take, MAX_GAPS)]
+    h = tl.host
+    names = tl.names
+    on_main = (h.pid == main[0]) & (h.tid == main[1]) if main is not None else np.ones(h.size, bool)
+    is_step = tl.name_mask(lambda n: core.step_family(n) is not None)
+    is_data = tl.name_mask(lambda n: core.is_data_wait(n) or DATA_OPS.search(n) is not None)
+    waiting = tl.name_mask(lambda n: _base(n) in core.BLOCKING_WAITS or _base(n) in IO_WAITS)
+    op_m = on_main & np.isin(h.kind, (T.CPU_OP, T.ANNOTATION)) & ~is_step[h.name]
+    data_m = op_m & is_data[h.name]
+    blocks_m = on_main & (h.kind == T.OSRT) & waiting[h.name]
+    comm_m = np.isin(h.kind, (T.CPU_OP, T.ANNOTATION, T.LIBRARY_ANNOTATION))
+    comm_m &= tl.name_mask(COMM_OPS.search)[h.name]
+    sync_m = on_main & (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+    a, b = gap_starts[pick], gap_ends[pick]
+    half = COVER * (b - a)
+    got = {
+        k: _Cover(h, m).cover(a, b) >= half
+        for k, m in (("data", data_m), ("ops", op_m), ("comm", comm_m), ("sync", sync_m),
+                     ("block", blocks_m))
+    }  # fmt: skip
+    # the GPU's next work after each interval: a host-to-device copy is the batch arriving
+    # (the entry's rows are sorted by start)
+    htod = T.COPY_CODES["HtoD"]
+    j = np.searchsorted(rows.start, b)
+    batch = np.zeros(pick.size, dtype=bool)
+    batch_bytes = np.zeros(pick.size, dtype=np.int64)
+    seen = np.zeros(pick.size, dtype=np.int64)
+    last = max(rows.size - 1, 0)
+    for k in range(4 * NEXT_WORK):  # past GPU-side annotations, the first NEXT_WORK activities
+        at = np.minimum(j + k, last)
+        act = (j + k < rows.size) & (seen < NEXT_WORK) & T.is_activity(rows.kind[at])
+        hit = act & (rows.kind[at] == T.MEMCPY) & (rows.copy[at] == htod)
+        batch |= hit
+        batch_bytes += np.where(hit, rows.nbytes[at], 0)
+        seen += act
+    cls = np.full(pick.size, "host-compute", dtype=object)
+    unset = np.ones(pick.size, dtype=bool)
+    for name, m in (
+        ("input", got["data"]),
+        ("communication", got["comm"]),
+        ("sync", got["sync"]),
+        ("queue-wait", got["block"]),
+        ("input", ~got["ops"] & batch),
+    ):
+        cls[unset & m] = name
+        unset &= ~m
+    tallies: dict[str, _Tally] = {}
+    data_rows, op_rows = np.flatnonzero(data_m), np.flatnonzero(op_m)
+    for i in range(pick.size):
+        c, x, y = str(cls[i]), int(a[i]), int(b[i])
+        named = i < NAMED  # names are looked up for the longest intervals only
+        if c == "input" and got["data"][i]:
+            what = f"`{_longest(h, data_rows, names, x, y)}`" if named else "data-loading ranges"
+        elif c == "input":
+            what = (
+                "the main thread ran (no sync, blocking call or collective) and the GPU's next"
+                f" work is a host-to-device copy ({_size(int(batch_bytes[i]))}: the batch)"
+            )
+        elif c == "communication":
+            what = "collective ranges or operators"
+        elif c == "sync":
+            what = "CUDA synchronisation calls of the main thread"
+        elif c == "queue-wait" and named:
+            inside = blocks_m & (h.end > x) & (h.start < y)
+            funcs = sorted({_base(names[int(n)]) for n in h.name[inside].tolist()})
+            what = "blocking calls " + ", ".join(f"`{f}`" for f in funcs[:4])
+        elif c == "queue-wait":
+            what = "blocking calls"
+        elif got["ops"][i]:
+            what = f"`{_longest(h, op_rows, names, x, y)}`" if named else "host operators"
+        else:
+            what = "the main thread ran without launching GPU work"
+        tallies.setdefault(c, _Tally()).add(y - x, what)
+    examined = int(lens[pick].sum()) if pick.size else 0
+    rest = idle_ns - examined
+    if rest > 0:
+        t = tallies.setdefault("short-gaps", _Tally())
+        t.ns, t.gaps = rest, int(lens.size - pick.size)
+        t.what = {"gaps shorter than the intervals examined": rest}
+    lo_span = int(rows.start[0]) if rows.size else 0
+    steps = sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
+    per = max(steps, 1)
+    causes = []
+    for kind, t in tallies.items():
+        whats = sorted(t.what.items(), key=lambda kv: -kv[1])
+        ev = "; ".join(
+            f"{w} ({100 * ns / t.ns:.0f} %)" if len(whats) > 1 else w for w, ns in whats[:3]
+        )
+        causes.append(
+            IdleCause(
+                cause=kind,
+                label=LABELS[kind],
+                total_ns=t.ns,
+                gaps=t.gaps,
+                ms_per_step=t.ns / per / 1e6,
+                share_of_idle_pct=core.pct(t.ns, idle_ns),
+                evidence=f"{t.gaps} interval{'s' if t.gaps != 1 else ''}: {ev}",
+            )
+        )
+    causes.sort(key=lambda c: -c.total_ns)
+    return IdleCauses(
+        steps=steps,
+        idle_ns=idle_ns,
+        examined_ns=examined,
+        examined_gaps=int(pick.size),
+        min_gap_ns=MIN_GAP_NS,
+        causes=causes,
+    )
+
+
+def explain_short_gaps(causes: IdleCauses, idle: IdleBreakdown) -> None:
+    """The short gaps' evidence from HTA's idle breakdown (host wait: launched after the previous
+    work ended, i.e. launch-bound; kernel wait: back-to-back launch overhead)."""
+    for c in causes.causes:
+        if c.cause == "short-gaps":
+            c.evidence = (
+                f"{c.gaps:,} gaps shorter than the intervals examined; over all streams HTA"
+                f" counts {idle.host_wait_pct:.0f} % of idle as host wait (launched late) and"
+                f" {idle.kernel_wait_pct:.0f} % as kernel wait (launch overhead)"
+            )
+
+
+def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:
+    """Host time in CUDA synchronisation calls (any thread) while the GPU was idle: the part of
+    sync time that costs GPU time (a sync that waits for a busy GPU costs the GPU nothing)."""
+    h = tl.host
+    if h.size == 0 or gap_starts.size == 0:
+        return 0
+    m = (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+    if not bool(m.any()):
+        return 0
+    order = np.argsort(h.start[m], kind="stable")
+    ss, se = core.merge_intervals(h.start[m][order].tolist(), h.end[m][order].tolist())
+    lens = gap_ends - gap_starts
+    before = np.r_[0, np.cumsum(lens)]  # idle time before each gap
+
+    def idle_until(x: Any) -> Any:
+        k = np.searchsorted(gap_starts, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        part = np.clip(x - gap_starts[kk], 0, lens[kk])
+        return np.where(k >= 0, before[kk] + part, 0)
+
+    s = np.asarray(ss, dtype=np.int64)
+    e = np.asarray(se, dtype=np.int64)
+    return int((idle_until(e) - idle_until(s)).sum())
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"
