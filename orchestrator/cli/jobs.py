@@ -126,6 +126,11 @@ def _check(prep: R.Prepared) -> None:
     if not transport.remote:  # a remote cluster's image and nsys are paths there
         check_image(prep.spec.container, where)
         _check_nsys(prep, where)
+    from orchestrator import gpu_counters
+
+    setup_lines = [*prep.cluster.defaults.setup, *prep.partition.setup]
+    for line in gpu_counters.warnings(prep.spec, setup_lines):
+        warn(line)
     rid = R.new_run_id(prep.spec.name)
     run_dir = R.run_dir_for(prep.cluster, STATE.home, rid, transport)
     rendered = R.render(prep, rid, run_dir, "srun")
