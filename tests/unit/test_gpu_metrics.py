@@ -306,3 +306,20 @@ def test_a_run_without_samples_reads_not_measured() -> None:
     assert "tensor cores active" in shown(bf16.ranks) and "NVLink-C2C receive" not in shown(
         bf16.ranks
     )
+
+
+def test_the_report_draws_the_lane_and_the_verdict_line_only_where_sampled() -> None:
+    from orchestrator.analysis.report import svg_step_view
+    from orchestrator.analysis.verdict import verdict
+
+    bf16 = analyze_paths([unpacked(METRICS / "bf16")])
+    (r,) = bf16.ranks
+    assert r.step_view is not None and r.gpu_metrics is not None
+    svg = str(svg_step_view(r.step_view, "t", r.gpu_metrics.lane))
+    assert "tensor cores active: mean" in svg and "SMs active: mean" in svg
+    assert "NVLink-C2C" not in svg  # a set without C2C draws no C2C strip
+    assert str(svg_step_view(r.step_view, "t")).count("nsys GPU metrics") == 0
+    v = verdict(bf16, [])
+    assert v.sm is not None and "SMs active 89 %" in v.sm and "tensor cores 36 %" in v.sm
+    none = analyze_paths([DATA / "nsys" / "saxpy-mpi-cuda_perlmutter0.sqlite"])
+    assert verdict(none, []).sm is None
