@@ -4,7 +4,7 @@ Reading (`read`): `GPU_METRICS` (timestamp, typeId, metricId, value: one row per
 sample) joined to `TARGET_INFO_GPU_METRICS` on (typeId, metricId) for each metric's name
 (`gpu_metric_names` says what a name means). The table holds millions of rows on a long
 capture: its four integer columns are read through the page reader (`nsys_sqlite.
-fetch_columns`; SQLite's own path the fallback), about 7 times faster than rows through
+fetch_columns`; SQLite's own path the fallback), about 3 times faster than rows through
 Python's sqlite3 (bench/bench_gpu_metrics.py), and tested against plain SQL
 (tests/unit/test_gpu_metrics.py). Samples outside the capture window
 (`ANALYSIS_DETAILS.duration`: nsys samples from before the capture starts to after it stops)
