@@ -72,6 +72,8 @@ class Need(Strict):
     ok: bool
     detail: str
     fix: str | None = None
+    # found, but it may not work there (the compute nodes decide): said, never a failure
+    warn: bool = False
 
 
 def _first_line(text: str) -> str:
@@ -353,4 +355,10 @@ def job_needs(spec: JobSpec, part: Partition, part_name: str, image_where: str) 
     found = nsys_check(spec, part, part_name)
     if found is not None:
         needs.append(found)
+    from orchestrator import gpu_counters
+
+    # may the counters be closed? warnings: the compute nodes decide, not this machine
+    for line in gpu_counters.warnings(spec, [*part.setup]):
+        what, _, detail = line.partition(": ")
+        needs.append(Need(what=what, ok=True, warn=True, detail=f"may be unavailable: {detail}"))
     return needs

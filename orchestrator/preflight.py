@@ -174,6 +174,18 @@ def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
     )
 
 
+def gpu_counters(prep: Prepared) -> list[Finding]:
+    """Why a job that asks for GPU metrics may get none on this machine's GPUs (counters for
+    admins only, DCGM profiling): warnings, since the nodes may differ."""
+    from orchestrator import gpu_counters as G
+
+    setup_lines = [*prep.cluster.defaults.setup, *prep.partition.setup]
+    return [
+        Finding(what="gpu metrics", detail=line, warning=True)
+        for line in G.warnings(prep.spec, setup_lines)
+    ]
+
+
 def check_job(
     prep: Prepared, home: Path, transport: Transport, limits: list[GhRunError]
 ) -> list[Finding]:
@@ -182,6 +194,7 @@ def check_job(
     found = [*partition(prep, limits), run_folder(prep, home, transport)]
     if not transport.remote:  # a remote cluster's image and nsys are paths there
         found += [f for f in (image(prep), nsys(prep)) if f is not None]
+        found += gpu_counters(prep)
     identity = cluster(prep, transport)
     found.append(identity)
     if identity.ok and not limits:

@@ -162,6 +162,68 @@ DEFAULT_SETUP = NsysSetup(
 )
 
 
+class GpuMetricsSpec(Strict):
+    """nsys GPU-metric sampling (what the SMs did: SM and tensor activity, DRAM, PCIe or
+    NVLink-C2C throughput). nsys samples every GPU it is given from one process, and two
+    samplers of one GPU conflict, so a multi-rank job samples from one rank per node (the one
+    of local rank `sampler_local_rank`); gh-run attributes its samples to every GPU of the node
+    when it analyses the run."""
+
+    devices: str = Field(
+        "all",
+        description="GPUs to sample: all (every GPU of the node), or GPU ids 0,1,... (lists "
+        "and cuda-visible from nsys 2024.5).",
+    )
+    set: str | None = Field(
+        None,
+        description="--gpu-metrics-set: the metric set (an index or alias that "
+        "`nsys profile --gpu-metrics-set=help` lists); default: the GPU's first.",
+    )
+    frequency: int | None = Field(
+        None,
+        ge=10,
+        le=200_000,
+        description="--gpu-metrics-frequency: samples per second (10 to 200000; nsys's "
+        "default 10000).",
+    )
+    sampler_local_rank: int = Field(
+        0, ge=0, description="The local rank (SLURM_LOCALID) whose nsys samples, per node."
+    )
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _devices(cls, v: object) -> object:
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)
+        if isinstance(v, list):
+            v = ",".join(str(x) for x in v)
+        if isinstance(v, str) and (v == "none" or not _GPU_DEVICES_RE.fullmatch(v)):
+            raise ValueError(
+                f"{v!r} is not a GPU list to sample; use all, cuda-visible or GPU indices such as"
+                " 0,1 (drop profile.gpu_metrics to sample none)"
+            )
+        return v
+
+    @field_validator("set")
+    @classmethod
+    def _set(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
+            raise ValueError(
+                f"{v!r} is not a metric set; use an index or alias that `nsys profile "
+                "--gpu-metrics-set=help` lists (e.g. gh100)"
+            )
+        return v
+
+    def flags(self, setup: NsysSetup) -> list[str]:
+        """The nsys flags, spelled as `setup.version` spells them."""
+        out = [f"{nv.gpu_metrics_flag(setup.version, setup.caps)}={self.devices}"]
+        if self.set is not None:
+            out.append(f"--gpu-metrics-set={self.set}")
+        if self.frequency is not None:
+            out.append(f"--gpu-metrics-frequency={self.frequency}")
+        return out
+
+
 class ProfileSpec(Strict):
     """What profiles the workload: nothing, Nsight Systems, or the PyTorch profiler."""
 
@@ -189,7 +251,14 @@ class ProfileSpec(Strict):
     cuda_um_cpu_page_faults: bool | None = Field(None, description="--cuda-um-cpu-page-faults.")
     cuda_um_gpu_page_faults: bool | None = Field(None, description="--cuda-um-gpu-page-faults.")
     gpu_metrics_devices: str | None = Field(
-        None, description="--gpu-metrics-devices: all, none, cuda-visible or 0,1,..."
+        None,
+        description="--gpu-metrics-devices: all, none, cuda-visible or 0,1,... on every "
+        "profiled rank (gpu_metrics samples from one rank per node instead).",
+    )
+    gpu_metrics: GpuMetricsSpec | None = Field(
+        None,
+        description="GPU-metric sampling, one sampler per node; the job fails when it asked "
+        "for metrics and its reports hold none.",
     )
     show_output: bool | None = Field(None, description="--show-output.")
     force_overwrite: bool = Field(True, description="--force-overwrite (a requeued job rewrites).")
@@ -329,6 +398,13 @@ class ProfileSpec(Strict):
                 "capture_range_end is set without a capture_range; set capture_range "
                 "(e.g. cudaProfilerApi) or drop capture_range_end"
             )
+        if self.gpu_metrics is not None and self.gpu_metrics_devices is not None:
+            raise ValueError(
+                "gpu_metrics and gpu_metrics_devices are both set; keep gpu_metrics (one "
+                "sampler per node) and drop gpu_metrics_devices"
+            )
+        if self.gpu_metrics is not None and self.tool != "nsys":
+            raise ValueError("gpu_metrics is set but tool is not nsys; set tool: nsys")
         if self.torch_profile_flag and self.tool != "torch":
             raise ValueError("torch_profile_flag is set but tool is not torch; set tool: torch")
         return self
@@ -380,6 +456,17 @@ def version_problems(spec: ProfileSpec, setup: NsysSetup) -> list[str]:
         why = nv.gpu_metrics_problem(v, spec.gpu_metrics_devices)
         if why:
             out.append(f"profile.gpu_metrics_devices: {why} ({src}); change the value")
+    gm = spec.gpu_metrics
+    if gm is not None:
+        why = nv.gpu_metrics_problem(v, gm.devices)
+        if why:
+            out.append(f"profile.gpu_metrics.devices: {why} ({src}); change the value")
+        flag = nv.gpu_metrics_flag(v, setup.caps)
+        if setup.caps is not None and setup.caps.options and flag not in setup.caps.options:
+            out.append(
+                f"profile.gpu_metrics: nsys {v} ({src}) has no GPU-metric sampling ({flag} is"
+                " not among its options); drop gpu_metrics or use a newer nsys"
+            )
     for r in spec.reports:
         if nv.report_name(v, r, setup.caps) is None:
             known = ", ".join(sorted(nv.known_reports(v, setup.caps)))
@@ -406,9 +493,12 @@ def report_files(artifacts_dir: str, base: str, ranks: list[int] | None) -> list
     return [f"{artifacts_dir}/{base}.{r}" for r in ranks]
 
 
-def profiler_prefix(spec: ProfileSpec, output: str, setup: NsysSetup = DEFAULT_SETUP) -> list[str]:
+def profiler_prefix(
+    spec: ProfileSpec, output: str, setup: NsysSetup = DEFAULT_SETUP, *, sampler: bool = True
+) -> list[str]:
     """The argv that wraps the workload (empty unless nsys). `output` as from nsys_output;
-    flags are spelled as `setup.version` spells them."""
+    flags are spelled as `setup.version` spells them; `sampler`: this rank samples the GPU
+    metrics of `spec.gpu_metrics` (one rank per node does)."""
     if spec.tool != "nsys":
         return []
     argv = [setup.path, "profile", f"--output={output}"]
@@ -440,7 +530,18 @@ def profiler_prefix(spec: ProfileSpec, output: str, setup: NsysSetup = DEFAULT_S
     ):
         if on is not None:
             argv.append(f"{flag}={_flag(on)}")
+    if spec.gpu_metrics is not None and sampler:
+        argv += spec.gpu_metrics.flags(setup)
     return argv
+
+
+def sampler_ranks(spec: ProfileSpec, profiled: list[int], tasks_per_node: int) -> list[int]:
+    """The profiled ranks whose nsys samples GPU metrics: local rank `sampler_local_rank` of
+    each node (SLURM's default block distribution: rank = node * tasks_per_node + local)."""
+    gm = spec.gpu_metrics
+    if gm is None or spec.tool != "nsys":
+        return []
+    return [r for r in profiled if r % tasks_per_node == gm.sampler_local_rank]
 
 
 class StatsCsv(Strict):
@@ -466,6 +567,9 @@ class PostReport(Strict):
     )
     stats_log: str = Field(description="Where the stats output is kept (beside the report).")
     csvs: list[StatsCsv] = Field(default_factory=list)
+    gpu_metrics: bool = Field(
+        False, description="This report's nsys sampled GPU metrics: its export must hold them."
+    )
 
 
 def post_reports(
@@ -473,6 +577,7 @@ def post_reports(
     reports: list[str],
     setup: NsysSetup = DEFAULT_SETUP,
     prefix: list[str] | None = None,
+    samplers: list[str] | None = None,
 ) -> list[PostReport]:
     """Per report (path without extension): the SQLite export, then the CSV summaries with the
     report names `setup.version` knows. `prefix` (the container's exec argv, for placement
@@ -517,6 +622,9 @@ def post_reports(
                 export_log=f"{base}.export.log",
                 stats_log=f"{base}.stats.log",
                 csvs=csvs,
+                gpu_metrics=spec.gpu_metrics is not None
+                and sqlite is not None
+                and (samplers is None or base in samplers),
             )
         )
     return out

@@ -36,6 +36,7 @@ from orchestrator.profile import (
     post_reports,
     profiler_prefix,
     report_files,
+    sampler_ranks,
 )
 from orchestrator.shipped import templates_dir
 from orchestrator.spec import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
@@ -116,6 +117,12 @@ class RenderContext(Strict):
         default_factory=list,
         description="The per-task command without the profiler (ranks not in profile_ranks).",
     )
+    sampler_argv: list[str] | None = Field(
+        None,
+        description="The profiled command of the rank of each node that samples GPU metrics "
+        "(local rank `sampler_local_rank`); None: `argv` samples, or nothing does.",
+    )
+    sampler_local_rank: int = Field(0, description="The local rank that runs `sampler_argv`.")
     profile_ranks: list[int] | None = Field(
         None, description="Only these ranks run `argv` (profiled); None: every rank does."
     )
@@ -360,7 +367,10 @@ def build_context(
         app = [*app, prof.torch_profile_flag, artifacts_dir]
     report_base = prof.report_base(spec.name)
     setup = nsys_setup(prof, part.nsys, part_name)
-    profiler = profiler_prefix(prof, nsys_output(artifacts_dir, report_base, world > 1), setup)
+    output = nsys_output(artifacts_dir, report_base, world > 1)
+    # one GPU-metric sampler per node: the others' nsys run without the flags (a multi-rank job)
+    profiler = profiler_prefix(prof, output, setup, sampler=world == 1)
+    sampling = profiler_prefix(prof, output, setup) if world > 1 and prof.gpu_metrics else None
     # nsys inside the image (`runtime exec IMAGE nsys profile APP`) or on the host around the
     # runtime (`nsys profile runtime exec IMAGE APP`); the same without a container.
     on_host = setup.placement == "host"
@@ -368,11 +378,19 @@ def build_context(
     if secrets_file is not None:  # the values reach the workload alone (`secret_launcher`)
         app = [*secret_launcher(secrets_file), *app]
     argv = [*profiler, *container, *app] if on_host else [*container, *profiler, *app]
+    sampler_argv = None
+    if sampling is not None:
+        sampler_argv = [*sampling, *container, *app] if on_host else [*container, *sampling, *app]
     # Rank filtering: when only some ranks are profiled, task.sh picks by SLURM_PROCID.
     profiled = prof.ranks if prof.ranks is not None else list(range(world))
     profile_ranks = profiled if prof.tool == "nsys" and set(profiled) != set(range(world)) else None
     reports = report_files(artifacts_dir, report_base, profiled if world > 1 else None)
-    nsys_post = post_reports(prof, reports, setup, [] if on_host else container)
+    samplers = None
+    if world > 1:
+        samplers = report_files(
+            artifacts_dir, report_base, sampler_ranks(prof, profiled, res.tasks_per_node)
+        )
+    nsys_post = post_reports(prof, reports, setup, [] if on_host else container, samplers)
     post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
     if secrets_file is not None:  # last: after the reports are exported and summarised
         post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
@@ -407,6 +425,8 @@ def build_context(
         workdir=workload.workdir,
         argv=argv,
         plain_argv=[*container, *app],
+        sampler_argv=sampler_argv,
+        sampler_local_rank=prof.gpu_metrics.sampler_local_rank if prof.gpu_metrics else 0,
         profile_ranks=profile_ranks,
         post=post,
         files=files,

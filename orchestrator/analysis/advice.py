@@ -505,4 +505,7 @@ def advise(metrics: Metrics) -> list[Advice]:
     kind = metrics.workload_kind
     st = metrics.settings
     per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r, kind, st)]
+    from orchestrator.analysis import gpu_metric_findings  # its rules import this module
+
+    per_rank += [a for r in metrics.ranks for a in gpu_metric_findings.rules(r, kind, st)]
     return per_rank + _straggler(metrics)

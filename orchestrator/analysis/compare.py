@@ -112,7 +112,10 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
     labels = labels or [m.label or f"run {i}" for i, m in enumerate(metrics)]
     rows = []
     bases: dict[str, list[str | None]] = {}
+    everyone = [r for m in metrics for r in m.ranks]
     for row in views.run_rows("compare"):
+        if row.when is not None and not row.when(everyone):
+            continue
         met = row.metric
         measured = [met.sources.measured(m) for m in metrics]
         values = [

@@ -38,6 +38,7 @@ from orchestrator.analysis import (
     captures,
     core,
     cross_rank,
+    gpu_metrics,
     kineto,
     nsys_sqlite,
     rank_metrics,
@@ -304,6 +305,8 @@ class FileResult:
     claims: list[ranks.Claim]
     entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
     capture: captures.Capture
+    # nsys GPU-metric samples and GPU UUIDs (for ranks whose node's sampler is another report)
+    samples: gpu_metrics.Samples | None = None
 
 
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
@@ -349,7 +352,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
         notes=list(first.notes),
         open_with=step_view.open_with(src.path, src.kind),
     )
-    return FileResult(source, claims, entries, capture)
+    return FileResult(source, claims, entries, capture, first.gpu_samples)
 
 
 def _jobs(files: list[Path], jobs: int | None) -> int:
@@ -456,6 +459,7 @@ def _metrics(
     sources: list[Source] = []
     out: list[RankMetrics] = []
     cross: list[rank_metrics.CrossRankInput] = []
+    samples: list[gpu_metrics.Samples | None] = []
     for f, res in zip(files, results, strict=True):
         file_ranks = []
         rules = []
@@ -473,6 +477,7 @@ def _metrics(
                     r = fold_workload(r, f.parent)
                 out.append(fold_offloading(r, f.parent))
                 cross.append(c)
+                samples.append(res.samples)
         sources.append(
             res.source.model_copy(
                 update={
@@ -488,6 +493,7 @@ def _metrics(
     command = next((res.capture.command for res in results if res.capture.command), None)
     spec = next((s for f in files if (s := spec_lock_file(f.parent)) is not None), None)
     run_settings = settings.read(files[0].parent, command, spec) if files else None
+    out = gpu_metrics.attribute(out, [c.steps for c in cross], samples)
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
     out = [out[i] for i in order]
     cross = [cross[i] for i in order]

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from orchestrator.analysis.gpu_metric_model import GpuMetrics
 from orchestrator.analysis.settings import RunSettings
 from orchestrator.base import Strict
 
@@ -425,6 +426,8 @@ class RankMetrics(Strict):
     workload: WorkloadReport | None = None
     timeline: Timeline = Timeline()
     step_view: StepView | None = None
+    # nsys GPU metrics of the entry's GPU (None: not sampled)
+    gpu_metrics: GpuMetrics | None = None
     notes: list[str] = []
     # figures of the metric catalogue that a family computes from the entry's timeline
     # (`catalogue.Metric.compute`), by the metric's key; None where the entry has none

@@ -57,7 +57,14 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import capture_health, core, export_schema, library_ranges, sqlite_pages
+from orchestrator.analysis import (
+    capture_health,
+    core,
+    export_schema,
+    gpu_metrics,
+    library_ranges,
+    sqlite_pages,
+)
 from orchestrator.analysis import table_parts as TP
 from orchestrator.analysis import timeline as T
 from orchestrator.errors import RuntimeFailure, UserError
@@ -1356,6 +1363,7 @@ class _Reader:
                 }
             version = self._version()
             rank_env = env_rank(db)
+            samples = gpu_metrics.read(self.path, db.conn)
         finally:
             db.conn.close()
         source = T.SourceInfo(
@@ -1377,7 +1385,8 @@ class _Reader:
             peak_memory_source=peak_source,
             hta=T.HtaClock(unit_ns=1, rounds=False, step_filter=False),
             split_devices=True,
-            notes=self.notes,
+            notes=[*self.notes, *samples.notes],
+            gpu_samples=samples,
         )
         if rank_env is not None:
             base.rank, base.rank_rule = rank_env[0], f"{rank_env[1]} in the profiled environment"
@@ -1443,6 +1452,7 @@ def _split(
             process_index=i,
             processes=len(pids),
             notes=base.notes,
+            gpu_samples=base.gpu_samples,
         )
         out.append(tl)
     return out

@@ -18,6 +18,7 @@ from orchestrator.analysis import (
     breakdown,
     communication,
     core,
+    gpu_metrics,
     gpu_time,
     host,
     idle_causes,
@@ -66,6 +67,9 @@ def compute(
         r.step_view = step_view.extract(
             tl, rows, step_rows, (r.span_start_ns, r.span_end_ns), main[0] if main else None
         )
+        view = (r.step_view.start_ns, r.step_view.end_ns) if r.step_view else None
+        span = (r.span_start_ns, r.span_end_ns)
+        r.gpu_metrics = gpu_metrics.own(tl.gpu_samples, devices, span, step_rows, view)
         out.append(r)
         cross.append(c)
     return out, cross

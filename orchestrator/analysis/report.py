@@ -20,10 +20,12 @@ from xml.sax.saxutils import escape as xml_escape
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from orchestrator.analysis import gpu_metric_lane
 from orchestrator.analysis import labels as L
 from orchestrator.analysis.advice import Advice, advise, fold
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.compare import Comparison, compare, key_rows
+from orchestrator.analysis.gpu_metric_model import MetricLane
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
 from orchestrator.analysis.verdict import verdict
 from orchestrator.escape import markdown, plain
@@ -357,14 +359,16 @@ def _view_color(kind: str, label: str, name: str) -> str:
     return VIEW_COLORS.get(kind, "#7f7f7f")
 
 
-def svg_step_view(v: StepView, title: str) -> Markup:
+def svg_step_view(v: StepView, title: str, lane: MetricLane | None = None) -> Markup:
     """One step as the timeline shows it: a row per GPU stream (kernels; NCCL in blue), copy
     direction, memsets, NVTX level, the main thread's blocking waits and the busiest threads,
     each row's label above it. Every event has its full name, count and time on hover
-    (`<title>`); merged events are drawn paler the more idle time lies between them."""
+    (`<title>`); merged events are drawn paler the more idle time lies between them. `lane`:
+    the GPU metrics of the window, as strips under the rows (`gpu_metric_lane`)."""
     width = max(1, v.end_ns - v.start_ns)
     top = 18
-    parts = [_axis(width, 12, top - 2, top + ROW * max(1, len(v.rows)))]
+    n_rows = max(1, len(v.rows)) + gpu_metric_lane.count(lane)
+    parts = [_axis(width, 12, top - 2, top + ROW * n_rows)]
     for i, row in enumerate(v.rows):
         y = top + ROW * i
         label = L.short_kernel(row.label, 40) if row.kind == "thread" else row.label
@@ -398,7 +402,10 @@ def svg_step_view(v: StepView, title: str) -> Markup:
                 f' fill-opacity="{opacity:.2f}"><title>{xml_escape(plain(what))}'
                 f" (at +{xml_escape(L.dur(ev.start_ns))})</title></rect>{text}"
             )
-    return _svg("".join(parts), title, top + ROW * max(1, len(v.rows)) + 4)
+    if lane is not None:
+        below = top + ROW * max(1, len(v.rows))
+        parts += gpu_metric_lane.strips(lane, width, below, LABEL_H, BAR_H, ROW)
+    return _svg("".join(parts), title, top + ROW * n_rows + 4)
 
 
 MAX_VIEWS = 4  # step pictures drawn per run (the JSON has every entry's)
@@ -455,7 +462,11 @@ def _run_context(m: Metrics, label: str, name: str) -> dict[str, object]:
             (
                 _entry_label(r, m.ranks),
                 sv,
-                svg_step_view(sv, f"{_entry_label(r, m.ranks)}: {sv.window} ({length})"),
+                svg_step_view(
+                    sv,
+                    f"{_entry_label(r, m.ranks)}: {sv.window} ({length})",
+                    r.gpu_metrics.lane if r.gpu_metrics else None,
+                ),
             )
             for length, r, sv in views[:MAX_VIEWS]
         ],

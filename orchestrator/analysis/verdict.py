@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from orchestrator.analysis import gpu_metric_findings
 from orchestrator.analysis.advice import Advice
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.labels import dur, short_kernel, size
@@ -30,6 +31,7 @@ TITLES = {
     "sync-overhead": "The host blocks on CUDA synchronisation",
     "low-overlap": "Communication does not overlap computation",
     "straggler": "One rank holds the others back",
+    **gpu_metric_findings.TITLES,
 }
 
 
@@ -50,6 +52,8 @@ class Verdict(Strict):
     gpu: bool
     idle: str
     hta: str | None = None
+    # what the SMs did beside the time-based busy figure (nsys GPU metrics; None: not sampled)
+    sm: str | None = None
     findings: list[Finding] = []
 
 
@@ -383,4 +387,7 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
     for extra in (_top_kernel(m), _step_finding(m)):
         if extra is not None:
             found.append(extra)
-    return Verdict(gpu=True, idle=idle_sentence(m), hta=hta_sentence(m), findings=found[:FINDINGS])
+    sm = gpu_metric_findings.sentence(m)
+    return Verdict(
+        gpu=True, idle=idle_sentence(m), hta=hta_sentence(m), sm=sm, findings=found[:FINDINGS]
+    )

@@ -36,6 +36,7 @@ from orchestrator.analysis import (
     analyze_paths,
     analyze_runs,
     compare,
+    gpu_metric_findings,
     headline,
     tracetext,
     write_report,
@@ -248,6 +249,9 @@ def _after_table(m: Metrics, console: Console, wide: bool) -> None:
     figures = idle_figures(m) if has_kernels(m) else None
     if figures is not None:
         print_wrapped(console, f"idle figures: {figures.text}")
+    sm = gpu_metric_findings.sentence(m) if has_kernels(m) else None
+    if sm is not None:
+        print_wrapped(console, f"GPU metrics: {sm}")
     for a in fold(advise(m), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         console.print(

@@ -178,7 +178,7 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
         typer.echo(json.dumps([n.model_dump(mode="json") for n in needs], indent=2))
     else:
         for n in needs:
-            text, style = _mark(n.ok)
+            text, style = ("warn", "yellow") if n.warn else _mark(n.ok)
             fix = f" {paint('fix:', 'bold')} {n.fix}" if n.fix and not n.ok else ""
             print(f"{paint(text, style)} {n.what}: {n.detail}{fix}")
     if not all(n.ok for n in needs):

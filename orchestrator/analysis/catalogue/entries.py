@@ -21,8 +21,10 @@ from orchestrator.analysis.catalogue.model import (
     OSRT,
     RUNTIME,
     WORKLOAD,
+    Better,
     Family,
     Metric,
+    Need,
     RunGet,
     Sources,
 )
@@ -37,6 +39,14 @@ NSYS_OSRT = Sources(NSYS_ONLY, OSRT)
 KINETO = Sources(KINETO_ONLY)
 SYNC = Sources(need=RUNTIME)
 WORKLOAD_FILE = Sources(need=WORKLOAD)
+
+
+def _sampled(m: Metrics) -> bool:
+    return any(r.gpu_metrics is not None for r in m.ranks)
+
+
+# nsys GPU-metric samples (gpu_metrics): a run without them reads "not measured", never 0
+GPU_METRICS = Sources(NSYS_ONLY, Need("GPU metrics sampled: nsys --gpu-metrics-device", _sampled))
 
 # blocking waits on condition variables and semaphores (OS-runtime functions)
 WAIT_FUNCS = ("pthread_cond_wait", "pthread_cond_timedwait", "sem_wait", "sem_timedwait")
@@ -135,6 +145,28 @@ def _skew(which: str) -> RunGet:
 def _pct_of_span(ns: int | None, r: RankMetrics) -> float | None:
     return 100.0 * ns / r.span_ns if ns is not None and r.span_ns else None
 
+
+def _gm(key: str) -> Callable[[RankMetrics], float | None]:
+    """A GPU metric's mean over the entry's span (`gpu_metric_model.GpuMetrics.value`)."""
+
+    def get(r: RankMetrics) -> float | None:
+        return r.gpu_metrics.value(key) if r.gpu_metrics is not None else None
+
+    return get
+
+
+def _gm_entry(r: RankMetrics) -> bool:
+    return r.gpu_metrics is not None
+
+
+def _gpu_metric(key: str, label: str, unit: str, definition: str, better: Better | None) -> Metric:
+    return Metric(
+        key, "GPU metrics", label, unit, definition, rank=_gm(key), better=better,
+        sources=GPU_METRICS, rank_measured=_gm_entry,
+    )  # fmt: skip
+
+
+_SPAN = "nsys GPU metrics, mean over the entry's span (first to last GPU activity)"
 
 CATALOGUE: list[Metric] = [
     # ---- GPU time (gpu_time, breakdown)
@@ -379,6 +411,33 @@ CATALOGUE: list[Metric] = [
     Metric("tensor_core_gemm_pct", "Kernels", "tensor-core GEMM share of kernel time", "%",
            "GEMM kernels on tensor cores (core.gemm_precision), percent of kernel time",
            rank=lambda r: r.tensor_core_gemm_pct, better="higher", sources=GPU),
+    # ---- GPU metrics (gpu_metrics: what the SMs did while the kernels ran)
+    _gpu_metric("sm_active_pct", "SMs active", "%",
+                f"cycles an SM had at least one warp in flight, percent ({_SPAN})", "higher"),
+    _gpu_metric("sm_issue_pct", "SM issue", "%",
+                f"SM instruction issue rate, percent of its peak ({_SPAN})", "higher"),
+    _gpu_metric("tensor_active_pct", "tensor cores active", "%",
+                f"cycles the tensor pipe was active, percent ({_SPAN})", "higher"),
+    _gpu_metric("dram_read_pct", "DRAM read", "%",
+                f"DRAM read throughput, percent of its peak ({_SPAN})", None),
+    _gpu_metric("dram_write_pct", "DRAM write", "%",
+                f"DRAM write throughput, percent of its peak ({_SPAN})", None),
+    _gpu_metric("pcie_rx_pct", "PCIe receive", "%",
+                f"PCIe receive (host to GPU) throughput, percent of its peak ({_SPAN})", None),
+    _gpu_metric("pcie_tx_pct", "PCIe transmit", "%",
+                f"PCIe transmit (GPU to host) throughput, percent of its peak ({_SPAN})", None),
+    _gpu_metric("c2c_rx_pct", "NVLink-C2C receive", "%",
+                f"GH200 NVLink-C2C receive throughput, percent of its peak ({_SPAN})", None),
+    _gpu_metric("c2c_tx_pct", "NVLink-C2C transmit", "%",
+                f"GH200 NVLink-C2C transmit throughput, percent of its peak ({_SPAN})", None),
+    _gpu_metric("nvlink_rx_pct", "NVLink receive", "%",
+                f"NVLink receive user data (requests and responses), percent of peak ({_SPAN})",
+                None),
+    _gpu_metric("nvlink_tx_pct", "NVLink transmit", "%",
+                f"NVLink transmit user data (requests and responses), percent of peak ({_SPAN})",
+                None),
+    _gpu_metric("gpc_clock_mhz", "GPC clock", "MHz",
+                f"graphics (SM) clock frequency ({_SPAN})", "higher"),
 ]  # fmt: skip
 
 

@@ -110,6 +110,30 @@ def _has_comm(ranks: Ranks) -> bool:
     return any(r.comm_comp_overlap_pct is not None for r in ranks)
 
 
+def _sampled(ranks: Ranks) -> bool:
+    return any(r.gpu_metrics is not None for r in ranks)
+
+
+def _has(key: str) -> Callable[[Ranks], bool]:
+    def when(ranks: Ranks) -> bool:
+        return any(
+            r.gpu_metrics is not None and r.gpu_metrics.value(key) is not None for r in ranks
+        )
+
+    return when
+
+
+# nsys GPU metrics, shown where some entry was sampled (a link only where the set has it)
+GPU_METRIC_ROWS = [
+    _s("sm_active_pct", when=_sampled), _s("sm_issue_pct", when=_sampled),
+    _s("tensor_active_pct", when=_sampled), _s("dram_read_pct", when=_sampled),
+    _s("dram_write_pct", when=_sampled), _s("pcie_rx_pct", when=_has("pcie_rx_pct")),
+    _s("pcie_tx_pct", when=_has("pcie_tx_pct")), _s("c2c_rx_pct", when=_has("c2c_rx_pct")),
+    _s("c2c_tx_pct", when=_has("c2c_tx_pct")), _s("nvlink_rx_pct", when=_has("nvlink_rx_pct")),
+    _s("nvlink_tx_pct", when=_has("nvlink_tx_pct")), _s("gpc_clock_mhz", when=_sampled),
+]  # fmt: skip
+
+
 ANALYZE: Layout = [
     ("GPU time", [
         _s(None, "device", show=lambda r: r.device_name or "-", ranked=False),
@@ -180,6 +204,7 @@ ANALYZE: Layout = [
         _s("cond_wait_s", "cond/sem waits (OS runtime)", show=_waits_show, ranked=False),
         _s("thread_s[NAME]", ranked=False, each=_thread_show),
     ]),
+    ("GPU metrics (nsys)", GPU_METRIC_ROWS),
 ]  # fmt: skip
 
 COMPARE: Layout = [
@@ -219,6 +244,13 @@ COMPARE: Layout = [
         _s("collective_start_skew_us"), _s("step_time_skew_us"),
     ]),
     ("Kernels", [_s("kernels"), _s("fp32_gemm_pct")]),
+    # a row where some run was sampled and its set has the metric: runs without GPU metrics
+    # then read "not measured"; a comparison of runs none of which sampled shows no such row
+    ("GPU metrics", [_s(k, when=_has(k)) for k in (
+        "sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_read_pct", "dram_write_pct",
+        "pcie_rx_pct", "pcie_tx_pct", "c2c_rx_pct", "c2c_tx_pct", "nvlink_rx_pct",
+        "nvlink_tx_pct", "gpc_clock_mhz",
+    )]),
 ]  # fmt: skip
 
 # the cross-rank view: (label, the unit its min / median / max read in)
@@ -238,6 +270,8 @@ SPREAD: Layout = [
         _s("data_wait_span_pct", "data wait", unit="% of span"),
         _s("sync_share_pct", "sync wall", unit="% of span"),
         _s("peak_gpu_memory_bytes", unit="GiB"),
+        _s("sm_active_pct"),
+        _s("tensor_active_pct"),
     ]),
 ]  # fmt: skip
 
@@ -261,6 +295,7 @@ RANKS: Layout = [
         _s("memcpy_share_pct", "memcpys, % of activity"),
         _s("memset_share_pct", "memsets, % of activity"),
         _s("peak_gpu_memory_bytes"),
+        *GPU_METRIC_ROWS,
     ]),
 ]  # fmt: skip
 
@@ -271,12 +306,14 @@ HEADLINE = [
     "idle_gaps_per_s", "idle_gap_p90_us", "step_time_median_s", "tokens_per_s",
     "peak_gpu_memory_bytes", "htod_bytes", "dtoh_bytes", "sync_s", "cpu_op_s", "osrt_s",
     "fp32_gemm_pct", "comm_share_pct", "comm_comp_overlap_pct", "collective_start_skew_us",
+    "sm_active_pct", "tensor_active_pct",
 ]  # fmt: skip
 
 # what a campaign records of a run's trace (its thresholds can watch these)
 CAMPAIGN = [
     "gpu_idle_pct", "gpu_compute_pct", "kernel_pct", "um_share_pct", "memcpy_share_pct",
-    "sync_share_pct", "data_wait_pct",
+    "sync_share_pct", "data_wait_pct", "sm_active_pct", "sm_issue_pct", "tensor_active_pct",
+    "dram_read_pct", "dram_write_pct",
 ]  # fmt: skip
 
 # the metric groups of "what changed" (name, unit, metric)
@@ -393,6 +430,8 @@ def fmt(v: float | None, unit: str, *, digits: int = 2) -> str:
         return L.dur(L.convert(v, unit, "ns"))
     if unit in ("bytes", "B", "KiB", "MiB", "GiB"):
         return L.size(L.convert(v, unit, "bytes"))
+    if unit == "MHz":
+        return f"{v:,.0f} MHz"
     return L.num(v)
 
 
@@ -449,12 +488,14 @@ def rows(view: str, ranks: Ranks, *, digits: int = 2) -> list[tuple[str, list[Ro
 
 
 class RunRow(NamedTuple):
-    """One row of a table of runs: its group, label and unit, and the metric."""
+    """One row of a table of runs: its group, label and unit, and the metric; `when`: shown
+    only if it holds for the entries of all the runs together."""
 
     group: str
     label: str
     unit: str
     metric: Metric
+    when: Callable[[Ranks], bool] | None = None
 
 
 def run_rows(view: str = "compare") -> list[RunRow]:
@@ -466,7 +507,7 @@ def run_rows(view: str = "compare") -> list[RunRow]:
             if s.key is None or s.key in families():
                 continue  # a family's names differ from run to run: not a row of runs
             met = metric(s.key)
-            out.append(RunRow(group, s.label or met.label, s.unit or met.unit, met))
+            out.append(RunRow(group, s.label or met.label, s.unit or met.unit, met, s.when))
     return out
 
 
