@@ -15,13 +15,14 @@ Each sample is put in one group by its frames (`group`), first that matches:
 - `sync`: a CUDA synchronisation (`cuStreamSynchronize`, `cudaDeviceSynchronize`, ...);
 - `wait`: blocked on a queue, lock or I/O (`futex`, `pthread_cond_wait`, `sem_wait`, `poll`,
   `PyThread_acquire_lock`, a Python `Queue.get`);
+- `comm`: communication (MPI, NCCL, libfabric's `cxip_`/`fi_`, UCX, gloo, `c10d::`);
 - `launch`: the framework's launch path (`cuLaunchKernel`, `cudaLaunchKernel`, the CUDA runtime
   library, torch's dispatcher `c10::Dispatcher`, `at::_ops::`);
 - `data`: data-loading frames (`DataLoader`, `collate`, `__getitem__`, `fetch`, tokenisers, PIL
   and libjpeg/libpng, numpy);
 - `interpreter`: every frame in the Python interpreter or the C library (libpython, the python
   binary, libc, libm, libz, the vDSO): Python code running, no framework below it;
-- `other`: anything else (the framework's CPU kernels, ...).
+- `other`: anything else (the framework's CPU kernels, the application's own native code).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 MAX_SAMPLES = 20_000  # callchains read per export
 DEPTH = 48  # frames read per sample, top first
 CHUNK = 500  # ids per IN (...) query
-GROUPS = ("sync", "wait", "launch", "data", "interpreter", "other")
+GROUPS = ("sync", "wait", "comm", "launch", "data", "interpreter", "other")
 SYNC = re.compile(
     r"cu(da)?(Stream|Device|Ctx|Event)Synchroni[sz]e|_local_scalar_dense|cuStreamQuery"
 )
@@ -46,6 +47,9 @@ WAIT = re.compile(
     r"|^epoll_p?wait|^(p)?select$|PyThread_acquire_lock|acquire_timed|lock_PyThread"
     r"|Queue\.get|queue_get|_queue|^__?libc_recv|^recv(from|msg)?$|^(__)?libc_read$|^read$"
     r"|connection\.py|_recv_bytes|_poll\b"
+)
+COMM = re.compile(
+    r"(?i)^P?MPI_|^MPI[A-Z]+_|^ompi_|nccl|^cxip_|^fi_|^ofi_|^ucp_|^uct_|^ucs_|^psm2_|gloo|c10d::"
 )
 LAUNCH = re.compile(
     r"cuLaunchKernel|cudaLaunchKernel|cuLaunchCooperative|cudaLaunchCooperative|cuGraphLaunch"
@@ -97,13 +101,13 @@ def group(frames: list[tuple[str, str]]) -> tuple[int, str]:
     """(index into GROUPS, the frame that decided) of one callchain, top first, as
     (symbol, module) pairs (module: the library's file name)."""
     texts = [f"{s} [{m}]" for s, m in frames]
-    for gi, rx in ((0, SYNC), (1, WAIT), (2, LAUNCH), (3, DATA)):
+    for gi, rx in ((0, SYNC), (1, WAIT), (2, COMM), (3, LAUNCH), (4, DATA)):
         for (sym, _), text in zip(frames, texts, strict=True):
-            if rx.search(sym) or (gi in (2, 3) and rx.search(text)):
+            if rx.search(sym) or (gi in (3, 4) and rx.search(text)):
                 return gi, sym
     if frames and all(INTERPRETER.search(t) for t in texts):
-        return 4, ""
-    return 5, ""
+        return 5, ""
+    return 6, ""
 
 
 def read(

@@ -17,6 +17,11 @@ process:
   (`core.BLOCKING_WAITS`) and waits for I/O or a queue's pipe (`IO_WAITS`);
 - communication: NCCL's ranges (a library's, `library_ranges`) or collective operators.
 
+- the main thread's CPU samples inside the interval and the DataLoader worker threads' samples
+  (`cpu_samples`: nsys exports recorded with `--sample`), read after the ranges, CUDA API and
+  OS-runtime calls and before the inferred rules (docs/metrics.md "Why the GPU waits" gives the
+  order); each class's evidence says which of these answered it.
+
 Classes, first that holds at least half of the interval (`COVER`):
 - `input`: a data-loading range or operator (`core.is_data_wait`, `DATA_OPS`); or the main thread
   ran (no sync, no blocking call, no collective covers the interval) and the GPU's first work
@@ -47,7 +52,9 @@ from orchestrator.analysis.metrics import IdleBreakdown, IdleCause, IdleCauses
 
 MIN_GAP_NS = 100_000
 MIN_SAMPLES = 2  # main-thread CPU samples an interval needs before they may answer
-COMPUTE = ("data", "interpreter", "other")  # sample groups of a thread computing on the host
+# the sample groups of a main thread making a batch: data-loading frames, the interpreter and
+# libc (native code of the application or the framework is host compute, not input)
+COMPUTE = ("data", "interpreter")
 HELD = 0.8
 MAX_GAPS = 10_000
 COVER = 0.5
@@ -225,6 +232,7 @@ def attribute(
         ("input", "s-data", s_is("data")),
         ("queue-wait", "s-wait", s_is("wait")),
         ("sync", "s-sync", s_is("sync")),
+        ("communication", "s-comm", s_is("comm")),
         # Python or libc running on the main thread while no data-loading worker ran, and the
         # batch arrives next: the main thread made the batch
         ("input", "s-input", computing & (wk == 0) & batch & ~got["ops"]),
@@ -277,12 +285,14 @@ def attribute(
                 if workers
                 else ", no data-loading worker thread sampled"
             )
+        elif r == "s-comm":
+            what = "samples: {n} of {m} main-thread samples in communication libraries{frames}"
         elif r == "s-sync":
             what = "samples: {n} of {m} main-thread samples in CUDA synchronisation{frames}"
         elif r == "s-input":
             what = (
-                "samples: {n} of {m} main-thread samples running host code{frames} (not"
-                " waiting, syncing or launching), no data-loading worker thread sampled, and the"
+                "samples: {n} of {m} main-thread samples in data-loading frames, the Python"
+                " interpreter or libc{frames}, no data-loading worker thread sampled, and the"
                 " GPU's next work is a host-to-device copy (the batch)"
             )
         elif r == "s-compute":
@@ -359,7 +369,7 @@ def explain_short_gaps(causes: IdleCauses, idle: IdleBreakdown) -> None:
 SAMPLE_WORDS = {
     cpu_samples.GROUPS.index("interpreter"): "the Python interpreter or libc",
     cpu_samples.GROUPS.index("launch"): "the framework's launch path",
-    cpu_samples.GROUPS.index("other"): "native code (the framework's CPU work)",
+    cpu_samples.GROUPS.index("other"): "native code (the application's or the framework's)",
 }
 
 

@@ -47,7 +47,7 @@ def test_input_on_the_main_thread_is_answered_by_its_samples(variant: str) -> No
     assert top.evidence.startswith(f"{top.gaps} intervals: samples: ")
     n, m = _counts(top.evidence)
     assert m >= 10 and n >= idle_causes.COVER * m  # a 2 ms sampling period over ~45 ms gaps
-    assert "running host code (`" in top.evidence  # the frames are named
+    assert "the Python interpreter or libc (`" in top.evidence  # the frames are named
     assert "no data-loading worker thread sampled" in top.evidence
 
 
@@ -121,6 +121,7 @@ DATA_FRAMES = [("ImagingResample", "/site-packages/PIL/_imaging.so"),
                ("_PyEval_EvalFrameDefault", PY)]  # fmt: skip
 CUDA = "/usr/lib/libcuda.so.1"
 TORCH = "/torch/lib/libtorch_cpu.so"
+MPI = [("PMPI_Waitall", "/usr/lib/libmpi.so.40"), ("main", "/app/a.out")]
 LAUNCH = [("0x7f0000001000", CUDA), ("cuLaunchKernel", CUDA),
           ("at::_ops::add_Tensor::call(at::Tensor const&)", TORCH)]  # fmt: skip
 
@@ -149,6 +150,7 @@ def _attribute(tmp_path: Path, main_frames: list[tuple[str, str]], worker: bool)
         (QUEUE_WAIT, False, "queue-wait", "no data-loading worker thread sampled"),
         (DATA_FRAMES, False, "input", "in data-loading frames (`ImagingResample`)"),
         (LAUNCH, False, "host-compute", "in the framework's launch path (`cuLaunchKernel`)"),
+        (MPI, False, "communication", "in communication libraries (`PMPI_Waitall`)"),
     ],
 )
 def test_the_main_threads_samples_answer_each_interval(
@@ -188,6 +190,9 @@ def test_frames_group_by_what_they_ran() -> None:
     sync = [("0x1", "libcuda.so.1"), ("cuStreamSynchronize", "libcuda.so.1")]
     assert g[cpu_samples.group(sync)[0]] == "sync"
     assert g[cpu_samples.group([("at::native::add_kernel", "libtorch_cpu.so")])[0]] == "other"
+    assert (
+        g[cpu_samples.group([("cxip_cq_progress", "libfabric.so.1"), ("main", "a")])[0]] == "comm"
+    )
     # a Python frame (where an export names them) counts by its function's name
     assert g[cpu_samples.group([("collate", "worker.py"), ("x", "y")])[0]] == "data"
     assert cpu_samples.short("void at::native::f<a<b>, c>(at::T&, long)") == "at::native::f"
