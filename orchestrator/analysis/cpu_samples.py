@@ -121,10 +121,12 @@ def read(
         return None
     lo, hi = int(starts.min()), int(ends.max())
     with _open(path) as db:
-        rows = db.execute(
-            "SELECT id, start, globalTid FROM COMPOSITE_EVENTS WHERE start >= ? AND start < ?",
-            (lo, hi),
-        ).fetchall()
+        sql = "SELECT id, start, globalTid FROM COMPOSITE_EVENTS WHERE start >= ? AND start < ?"
+        args: tuple[int, ...] = (lo, hi)
+        if thread is not None:  # one thread: SQLite leaves the others' rows behind
+            sql += " AND ((globalTid >> 24) & 16777215) = ? AND (globalTid & 16777215) = ?"
+            args += thread
+        rows = db.execute(sql, args).fetchall()
         if not rows:
             return _empty()
         arr = np.array(rows, dtype=np.int64)
@@ -133,8 +135,6 @@ def read(
         ws, we = starts[order], ends[order]
         k = np.searchsorted(ws, t, side="right") - 1
         inside = (k >= 0) & (t < we[np.maximum(k, 0)])
-        if thread is not None:
-            inside &= (((gt >> 24) & 0xFFFFFF) == thread[0]) & ((gt & 0xFFFFFF) == thread[1])
         keep = np.flatnonzero(inside)
         if even and keep.size > MAX_SAMPLES:
             keep = keep[np.linspace(0, keep.size - 1, MAX_SAMPLES).astype(np.int64)]

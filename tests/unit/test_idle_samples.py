@@ -79,6 +79,13 @@ def test_the_reader_matches_sqlite_on_a_recording() -> None:
     got = cpu_samples.read(str(path), np.array([lo]), np.array([mid]))
     assert got is not None and got.start.size == want
     assert bool((np.diff(got.start) >= 0).all())
+    # one thread's: the same rows as every thread's, kept for that thread
+    pid, tid = int(got.pid[0]), int(got.tid[0])
+    one = cpu_samples.read(str(path), np.array([lo]), np.array([mid]), thread=(pid, tid))
+    mine = (got.pid == pid) & (got.tid == tid)
+    assert one is not None and 0 < one.start.size < got.start.size
+    assert one.start.tolist() == got.start[mine].tolist()
+    assert one.group.tolist() == got.group[mine].tolist()
 
 
 # --- synthetic exports --------------------------------------------------------------------------
