@@ -17,6 +17,11 @@ process:
   (`core.BLOCKING_WAITS`) and waits for I/O or a queue's pipe (`IO_WAITS`);
 - communication: NCCL's ranges (a library's, `library_ranges`) or collective operators.
 
+- the main thread's CPU samples inside the interval and the DataLoader worker threads' samples
+  (`cpu_samples`: nsys exports recorded with `--sample`), read after the ranges, CUDA API and
+  OS-runtime calls and before the inferred rules (docs/metrics.md "Why the GPU waits" gives the
+  order); each class's evidence says which of these answered it.
+
 Classes, first that holds at least half of the interval (`COVER`):
 - `input`: a data-loading range or operator (`core.is_data_wait`, `DATA_OPS`); or the main thread
   ran (no sync, no blocking call, no collective covers the interval) and the GPU's first work
@@ -41,11 +46,15 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core, host
+from orchestrator.analysis import core, cpu_samples, host
 from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import IdleBreakdown, IdleCause, IdleCauses
 
 MIN_GAP_NS = 100_000
+MIN_SAMPLES = 2  # main-thread CPU samples an interval needs before they may answer
+# the sample groups of a main thread making a batch: data-loading frames, the interpreter and
+# libc (native code of the application or the framework is host compute, not input)
+COMPUTE = ("data", "interpreter")
 HELD = 0.8
 MAX_GAPS = 10_000
 COVER = 0.5
@@ -76,11 +85,29 @@ class _Tally:
     ns: int = 0
     gaps: int = 0
     what: dict[str, int] = field(default_factory=dict)
+    # per `what` that CPU samples answered: [samples in the class's frames, main-thread
+    # samples, worker-thread samples] and the frames named
+    counts: dict[str, list[int]] = field(default_factory=dict)
+    frames: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, ns: int, what: str) -> None:
+    def add(self, ns: int, what: str, counts: tuple[int, int, int] | None = None,
+            frames: list[str] | None = None) -> None:  # fmt: skip
         self.ns += ns
         self.gaps += 1
         self.what[what] = self.what.get(what, 0) + ns
+        if counts is not None:
+            c = self.counts.setdefault(what, [0, 0, 0])
+            for i, x in enumerate(counts):
+                c[i] += x
+            self.frames.setdefault(what, []).extend(frames or [])
+
+    def text(self, what: str) -> str:
+        """`what` with its sample counts and most frequent frames filled in."""
+        c = self.counts.get(what)
+        if c is None:
+            return what
+        named = ", ".join(f"`{f}`" for f in cpu_samples.top(self.frames.get(what, [])))
+        return what.format(n=c[0], m=c[1], w=c[2], frames=f" ({named})" if named else "")
 
 
 class _Cover:
@@ -176,50 +203,123 @@ def attribute(
         batch |= hit
         batch_bytes += np.where(hit, rows.nbytes[at], 0)
         seen += act
+    gs = _gap_samples(tl, a, b, main)
+    m_tot = gs.n.sum(axis=1) if gs is not None else np.zeros(pick.size, dtype=np.int64)
+    dom = gs.n.argmax(axis=1) if gs is not None else np.zeros(pick.size, dtype=np.int64)
+    dom_n = gs.n.max(axis=1) if gs is not None else np.zeros(pick.size, dtype=np.int64)
+    wk = gs.workers if gs is not None else np.zeros(pick.size, dtype=np.int64)
+    said = (m_tot >= MIN_SAMPLES) & (dom_n >= COVER * m_tot)  # the samples answer
+
+    def s_is(*groups: str) -> Any:
+        return said & np.isin(dom, [cpu_samples.GROUPS.index(g) for g in groups])
+
+    # the main thread computing on the host: neither waiting, syncing nor launching
+    comp_n = (
+        gs.n[:, [cpu_samples.GROUPS.index(g) for g in COMPUTE]].sum(axis=1)
+        if gs is not None
+        else np.zeros(pick.size, dtype=np.int64)
+    )
+    computing = (m_tot >= MIN_SAMPLES) & (comp_n >= COVER * m_tot)
+
     cls = np.full(pick.size, "host-compute", dtype=object)
+    how = np.full(pick.size, "default", dtype=object)
     unset = np.ones(pick.size, dtype=bool)
-    for name, m in (
-        ("input", got["data"]),
-        ("communication", got["comm"]),
-        ("sync", got["sync"]),
-        ("queue-wait", got["block"]),
-        ("input", ~got["ops"] & batch),
+    for name, rule, m in (
+        ("input", "ranges", got["data"]),
+        ("communication", "comm", got["comm"]),
+        ("sync", "cuda-api", got["sync"]),
+        ("queue-wait", "osrt", got["block"]),
+        ("input", "s-data", s_is("data")),
+        ("queue-wait", "s-wait", s_is("wait")),
+        ("sync", "s-sync", s_is("sync")),
+        ("communication", "s-comm", s_is("comm")),
+        # Python or libc running on the main thread while no data-loading worker ran, and the
+        # batch arrives next: the main thread made the batch
+        ("input", "s-input", computing & (wk == 0) & batch & ~got["ops"]),
+        ("host-compute", "s-compute", s_is("interpreter", "launch", "other") & ~got["ops"]),
+        ("input", "inferred", ~got["ops"] & batch),
     ):
         cls[unset & m] = name
+        how[unset & m] = rule
         unset &= ~m
     tallies: dict[str, _Tally] = {}
     data_rows, op_rows = np.flatnonzero(data_m), np.flatnonzero(op_m)
     for i in range(pick.size):
-        c, x, y = str(cls[i]), int(a[i]), int(b[i])
+        c, x, y, r = str(cls[i]), int(a[i]), int(b[i]), str(how[i])
         named = i < NAMED  # names are looked up for the longest intervals only
-        if c == "input" and got["data"][i]:
-            what = f"`{_longest(h, data_rows, names, x, y)}`" if named else "data-loading ranges"
-        elif c == "input":
-            what = (
-                "the main thread ran (no sync, blocking call or collective) and the GPU's next"
-                f" work is a host-to-device copy ({_size(int(batch_bytes[i]))}: the batch)"
+        counts: tuple[int, int, int] | None = None
+        frames: list[str] = []
+        workers = int(wk[i])
+        if r == "s-input" and gs is not None:
+            counts = (int(comp_n[i]), int(m_tot[i]), workers)
+            # the data-loading frames name it where there are any
+            frames = gs.frames(i, cpu_samples.GROUPS.index("data")) or [
+                f for g in COMPUTE for f in gs.frames(i, cpu_samples.GROUPS.index(g))
+            ]
+        elif r.startswith("s-") and gs is not None:
+            counts, frames = (int(dom_n[i]), int(m_tot[i]), workers), gs.frames(i, int(dom[i]))
+        if r == "ranges":
+            longest = _longest(h, data_rows, names, x, y) if named else None
+            what = f"ranges: `{longest}`" if named else "ranges: data-loading ranges"
+        elif r == "comm":
+            what = "ranges: collective ranges or operators"
+        elif r == "cuda-api":
+            what = "CUDA API: synchronisation calls of the main thread"
+        elif r == "osrt":
+            what = "OS runtime: the main thread blocked"
+            if named:
+                inside = blocks_m & (h.end > x) & (h.start < y)
+                funcs = sorted({_base(names[int(n)]) for n in h.name[inside].tolist()})
+                what += " in " + ", ".join(f"`{f}`" for f in funcs[:4])
+            if workers:
+                counts = (0, int(m_tot[i]), workers)
+                what += (
+                    " while data-loading worker threads ran ({w} samples: more workers or prefetch)"
+                )
+        elif r == "s-data":
+            what = "samples: {n} of {m} main-thread samples in data-loading frames{frames}"
+        elif r == "s-wait":
+            what = "samples: {n} of {m} main-thread samples blocked on a queue, lock or I/O{frames}"
+            what += (
+                ", data-loading worker threads busy ({w} samples): more workers or prefetch"
+                if workers
+                else ", no data-loading worker thread sampled"
             )
-        elif c == "communication":
-            what = "collective ranges or operators"
-        elif c == "sync":
-            what = "CUDA synchronisation calls of the main thread"
-        elif c == "queue-wait" and named:
-            inside = blocks_m & (h.end > x) & (h.start < y)
-            funcs = sorted({_base(names[int(n)]) for n in h.name[inside].tolist()})
-            what = "blocking calls " + ", ".join(f"`{f}`" for f in funcs[:4])
-        elif c == "queue-wait":
-            what = "blocking calls"
+        elif r == "s-comm":
+            what = "samples: {n} of {m} main-thread samples in communication libraries{frames}"
+        elif r == "s-sync":
+            what = "samples: {n} of {m} main-thread samples in CUDA synchronisation{frames}"
+        elif r == "s-input":
+            what = (
+                "samples: {n} of {m} main-thread samples in data-loading frames, the Python"
+                " interpreter or libc{frames}, no data-loading worker thread sampled, and the"
+                " GPU's next work is a host-to-device copy (the batch)"
+            )
+        elif r == "s-compute":
+            what = "samples: {n} of {m} main-thread samples in " + SAMPLE_WORDS[int(dom[i])]
+            what += "{frames}"
+        elif r == "inferred":
+            what = (
+                "inferred: the main thread ran (no sync, blocking call or collective) and the"
+                f" GPU's next work is a host-to-device copy ({_size(int(batch_bytes[i]))}:"
+                " the batch)"
+            )
         elif got["ops"][i]:
-            what = f"`{_longest(h, op_rows, names, x, y)}`" if named else "host operators"
+            what = (
+                f"ranges: `{_longest(h, op_rows, names, x, y)}`"
+                if named
+                else "ranges: host operators"
+            )
         else:
-            what = "the main thread ran without launching GPU work"
-        tallies.setdefault(c, _Tally()).add(y - x, what)
+            what = "inferred: the main thread ran without launching GPU work"
+        tallies.setdefault(c, _Tally()).add(y - x, what, counts, frames)
     examined = int(lens[pick].sum()) if pick.size else 0
     rest = idle_ns - examined
     if rest > 0:
         t = tallies.setdefault("short-gaps", _Tally())
         t.ns, t.gaps = rest, int(lens.size - pick.size)
-        t.what = {"gaps shorter than the intervals examined": rest}
+        what = "gaps shorter than the intervals examined" + _launch_path(tl, rows, a, b, main)
+        t.what = {what: rest}
     lo_span = int(rows.start[0]) if rows.size else 0
     steps = sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
     per = max(steps, 1)
@@ -227,7 +327,8 @@ def attribute(
     for kind, t in tallies.items():
         whats = sorted(t.what.items(), key=lambda kv: -kv[1])
         ev = "; ".join(
-            f"{w} ({100 * ns / t.ns:.0f} %)" if len(whats) > 1 else w for w, ns in whats[:3]
+            f"{t.text(w)} ({100 * ns / t.ns:.0f} %)" if len(whats) > 1 else t.text(w)
+            for w, ns in whats[:3]
         )
         causes.append(
             IdleCause(
@@ -253,14 +354,91 @@ def attribute(
 
 def explain_short_gaps(causes: IdleCauses, idle: IdleBreakdown) -> None:
     """The short gaps' evidence from HTA's idle breakdown (host wait: launched after the previous
-    work ended, i.e. launch-bound; kernel wait: back-to-back launch overhead)."""
+    work ended, i.e. launch-bound; kernel wait: back-to-back launch overhead), and the CPU
+    samples' part (`_launch_path`) where the export had them."""
     for c in causes.causes:
         if c.cause == "short-gaps":
+            sampled = c.evidence.split("; samples: ", 1)
             c.evidence = (
                 f"{c.gaps:,} gaps shorter than the intervals examined; over all streams HTA"
                 f" counts {idle.host_wait_pct:.0f} % of idle as host wait (launched late) and"
                 f" {idle.kernel_wait_pct:.0f} % as kernel wait (launch overhead)"
-            )
+            ) + (f"; samples: {sampled[1]}" if len(sampled) == 2 else "")
+
+
+SAMPLE_WORDS = {
+    cpu_samples.GROUPS.index("interpreter"): "the Python interpreter or libc",
+    cpu_samples.GROUPS.index("launch"): "the framework's launch path",
+    cpu_samples.GROUPS.index("other"): "native code (the application's or the framework's)",
+}
+
+
+@dataclass
+class _GapSamples:
+    """The main thread's CPU samples per examined interval and group, and the data-loading
+    worker threads' samples per interval."""
+
+    n: Any  # [intervals, groups]
+    workers: Any  # [intervals]
+    named: dict[tuple[int, int], list[str]]  # (interval, group) -> frames
+
+    def frames(self, i: int, g: int) -> list[str]:
+        return self.named.get((i, g), [])
+
+
+def _gap_samples(
+    tl: T.RankTimeline, a: Any, b: Any, main: tuple[int, int] | None
+) -> _GapSamples | None:
+    """The CPU samples inside the intervals [a, b) (nsys exports recorded with `--sample`);
+    None without them."""
+    if tl.source.kind != "nsys-sqlite" or main is None or a.size == 0:
+        return None
+    smp = cpu_samples.read(tl.source.path, a, b)
+    if smp is None:
+        return None
+    order = np.argsort(a, kind="stable")
+    k = order[np.maximum(np.searchsorted(a[order], smp.start, side="right") - 1, 0)]
+    is_main = (smp.pid == main[0]) & (smp.tid == main[1])
+    wanted = cpu_samples.workers(tl.threads)
+    is_worker = np.zeros(smp.start.size, dtype=bool)
+    if wanted:
+        pairs = zip(smp.pid.tolist(), smp.tid.tolist(), strict=True)
+        is_worker = np.fromiter((p in wanted for p in pairs), dtype=bool, count=smp.start.size)
+    n = np.zeros((a.size, len(cpu_samples.GROUPS)), dtype=np.int64)
+    np.add.at(n, (k[is_main], smp.group[is_main].astype(np.int64)), 1)
+    named: dict[tuple[int, int], list[str]] = {}
+    for j in np.flatnonzero(is_main).tolist():
+        g = int(smp.group[j])
+        f = smp.marks[j] or smp.leaf[j]
+        if f:
+            named.setdefault((int(k[j]), g), []).append(f)
+    return _GapSamples(n, np.bincount(k[is_worker], minlength=a.size), named)
+
+
+def _launch_path(
+    tl: T.RankTimeline, rows: T.GpuTable, a: Any, b: Any, main: tuple[int, int] | None
+) -> str:
+    """'; samples: ...' on the main thread's samples outside the examined intervals (inside the
+    GPU span) that were in the framework's launch path, or '' without samples."""
+    if tl.source.kind != "nsys-sqlite" or main is None or rows.size == 0:
+        return ""
+    lo, hi = int(rows.start[0]), int(rows.end.max())
+    o = np.argsort(a, kind="stable")
+    starts = np.r_[lo, b[o]].astype(np.int64)
+    ends = np.r_[a[o], hi].astype(np.int64)
+    keep = ends > starts
+    smp = cpu_samples.read(tl.source.path, starts[keep], ends[keep], thread=main, even=True)
+    if smp is None or smp.start.size < MIN_SAMPLES:
+        return ""
+    launch = smp.group == cpu_samples.GROUPS.index("launch")
+    n, m = int(launch.sum()), int(smp.start.size)
+    named = cpu_samples.top([smp.marks[j] for j in np.flatnonzero(launch).tolist()])
+    frames = " (" + ", ".join(f"`{f}`" for f in named) + ")" if named else ""
+    bound = "launch-bound: " if n >= COVER * m else ""
+    return (
+        f"; samples: {bound}{n} of {m} main-thread samples outside the intervals examined"
+        f" were in the framework's launch path{frames}"
+    )
 
 
 def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:

@@ -65,8 +65,9 @@ def compute(
             r.no_steps = found.evidence
         main = host.main_thread(tl)
         r.step_view = step_view.extract(
-            tl, rows, step_rows, (r.span_start_ns, r.span_end_ns), main[0] if main else None
-        )
+            tl, rows, step_rows, (r.span_start_ns, r.span_end_ns), main[0] if main else None,
+            found.rule,
+        )  # fmt: skip
         view = (r.step_view.start_ns, r.step_view.end_ns) if r.step_view else None
         span = (r.span_start_ns, r.span_end_ns)
         r.gpu_metrics = gpu_metrics.own(tl.gpu_samples, devices, span, step_rows, view)

@@ -35,10 +35,21 @@ PRE_BIN = 4 * RESOLUTION  # a row with more events is binned per slot with numpy
 NAME_CHARS = 300
 
 
+RULE_WORDS = {
+    "optimizer": "the optimizer rule (optimizer kernels close each step)",
+    "period": "the period rule (the kernel sequence repeats)",
+    "profiler-window": "the profiler-window rule (the run's cudaProfilerApi window)",
+}
+
+
 def window(
-    tl: T.RankTimeline, step_rows: list[tuple[str, int, int]], span: tuple[int, int]
+    tl: T.RankTimeline,
+    step_rows: list[tuple[str, int, int]],
+    span: tuple[int, int],
+    rule: str = "ranges",
 ) -> tuple[int, int, str] | None:
-    """(start, end, what) of the view: the median step, else the span, else the host's extent."""
+    """(start, end, what) of the view: the median step, else the span, else the host's extent.
+    `rule`: the `step_rules` rule that found the steps (only "ranges" are step ranges)."""
     fams: dict[str, list[tuple[int, int, str]]] = {}
     for name, start, dur in step_rows:
         fam = core.step_family(name)
@@ -48,7 +59,10 @@ def window(
         fam, items = max(fams.items(), key=lambda kv: (len(kv[1]), sum(d for d, _, _ in kv[1])))
         items.sort()
         dur, start, name = items[(len(items) - 1) // 2]
-        return start, start + dur, f"{name}, the median of {len(items)} step ranges"
+        if rule in ("ranges", "none"):
+            return start, start + dur, f"{name}, the median of {len(items)} step ranges"
+        by = RULE_WORDS.get(rule, f"the {rule} rule")
+        return start, start + dur, f"{name}, the median of {len(items)} steps found by {by}"
     lo, hi = span
     if hi > lo:
         return lo, hi, "the whole span (first to last GPU activity; no step ranges)"
@@ -275,9 +289,11 @@ def extract(
     step_rows: list[tuple[str, int, int]],
     span: tuple[int, int],
     main: tuple[int, int] | None,
+    rule: str = "ranges",
 ) -> StepView | None:
-    """The step view of one entry: its GPU rows, the host side of its rank."""
-    w = window(tl, step_rows, span)
+    """The step view of one entry: its GPU rows, the host side of its rank (`rule`: which
+    `step_rules` rule found the steps)."""
+    w = window(tl, step_rows, span, rule)
     if w is None:
         return None
     lo, hi, what = w

@@ -1,0 +1,217 @@
+"""What the host threads ran inside given time windows, from an nsys export's CPU samples
+(issue 28 item 2): `COMPOSITE_EVENTS` (time, thread, state) and `SAMPLING_CALLCHAINS` (the
+frames, top first, their symbol and module names in `StringIds`).
+
+Read only for the windows asked (the GPU-idle intervals `idle_causes` examines, and a bounded
+sample of the rest for the launch path), straight from the file: the timeline does not carry
+samples, so an analysis that never asks (Kineto, exports recorded without `--sample`) costs one
+look at the schema. The callchains of at most `MAX_SAMPLES` samples are read, by primary key.
+
+Python frames: nsys 2024.2's Python sampling exports NVTX marks without a link to frames (see
+tests/data/unannotated/README.md), so the frames read are the native ones; where a later export
+puts Python function names in the callchains they are matched by the same name rules.
+
+Each sample is put in one group by its frames (`group`), first that matches:
+- `sync`: a CUDA synchronisation (`cuStreamSynchronize`, `cudaDeviceSynchronize`, ...);
+- `wait`: blocked on a queue, lock or I/O (`futex`, `pthread_cond_wait`, `sem_wait`, `poll`,
+  `PyThread_acquire_lock`, a Python `Queue.get`);
+- `comm`: communication (MPI, NCCL, libfabric's `cxip_`/`fi_`, UCX, gloo, `c10d::`);
+- `launch`: the framework's launch path (`cuLaunchKernel`, `cudaLaunchKernel`, the CUDA runtime
+  library, torch's dispatcher `c10::Dispatcher`, `at::_ops::`);
+- `data`: data-loading frames (`DataLoader`, `collate`, `__getitem__`, `fetch`, tokenisers, PIL
+  and libjpeg/libpng, numpy);
+- `interpreter`: every frame in the Python interpreter or the C library (libpython, the python
+  binary, libc, libm, libz, the vDSO): Python code running, no framework below it;
+- `other`: anything else (the framework's CPU kernels, the application's own native code).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MAX_SAMPLES = 20_000  # callchains read per export
+DEPTH = 48  # frames read per sample, top first
+CHUNK = 500  # ids per IN (...) query
+GROUPS = ("sync", "wait", "comm", "launch", "data", "interpreter", "other")
+SYNC = re.compile(
+    r"cu(da)?(Stream|Device|Ctx|Event)Synchroni[sz]e|_local_scalar_dense|cuStreamQuery"
+)
+WAIT = re.compile(
+    r"(?i)^(__)?futex|futex_wait|pthread_cond_(timed)?wait|^sem_(timed|clock)?wait|^(__)?(p)?poll"
+    r"|^epoll_p?wait|^(p)?select$|PyThread_acquire_lock|acquire_timed|lock_PyThread"
+    r"|Queue\.get|queue_get|_queue|^__?libc_recv|^recv(from|msg)?$|^(__)?libc_read$|^read$"
+    r"|connection\.py|_recv_bytes|_poll\b"
+)
+COMM = re.compile(
+    r"(?i)^P?MPI_|^MPI[A-Z]+_|^ompi_|nccl|^cxip_|^fi_|^ofi_|^ucp_|^uct_|^ucs_|^psm2_|gloo|c10d::"
+)
+LAUNCH = re.compile(
+    r"cuLaunchKernel|cudaLaunchKernel|cuLaunchCooperative|cudaLaunchCooperative|cuGraphLaunch"
+    r"|cudaGraphLaunch|c10::Dispatcher|at::_ops::|\[libcudart"
+)
+DATA = re.compile(
+    r"(?i)dataloader|_next_data|collate|__getitem__|\bfetch\b|_fetch|get_batch|next_batch"
+    r"|tokeni[sz]|PIL\b|_imaging|ImagingCore|\[libjpeg|\[libpng|\[libturbojpeg|\[libwebp"
+    r"|_multiarray_umath|\[libopenblas"
+)
+INTERPRETER = re.compile(
+    r"\[(libpython[\d.]*\.so[\d.]*|python[\d.]*|libc\.so[\d.]*|libm\.so[\d.]*|libz\.so[\d.]*"
+    r"|ld-linux[^\]]*|\[vdso\]|linux-vdso[^\]]*|libpthread[^\]]*)\]$"
+)
+WORKER_THREAD = re.compile(r"(?i)pt_data_worker|pt_data_pin|pin_memory|dataloader|data_worker")
+TEMPLATE = re.compile(r"<[^<>]*>")
+NAME_CHARS = 80
+ADDRESS = re.compile(r"^0x[0-9a-f]+$|^\[Broken backtraces\]$|^\[Unknown\]$")
+
+
+@dataclass
+class Samples:
+    """CPU samples (sorted by time) of an export's threads inside some windows."""
+
+    start: Any  # int64 ns
+    pid: Any  # int64
+    tid: Any  # int64
+    group: Any  # int8: index into GROUPS
+    leaf: list[str]  # per sample: its top named frame ('' when none has a name)
+    # per sample: the named frames that made its group (data, wait, launch, sync), for evidence
+    marks: list[str] = field(default_factory=list)
+
+
+def has_samples(path: str) -> bool:
+    """Whether the export holds CPU samples with callchains (a look at its schema)."""
+    try:
+        with _open(path) as db:
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error:
+        return False
+    return {"COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "StringIds"} <= names
+
+
+def _open(path: str) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def group(frames: list[tuple[str, str]]) -> tuple[int, str]:
+    """(index into GROUPS, the frame that decided) of one callchain, top first, as
+    (symbol, module) pairs (module: the library's file name)."""
+    texts = [f"{s} [{m}]" for s, m in frames]
+    for gi, rx in ((0, SYNC), (1, WAIT), (2, COMM), (3, LAUNCH), (4, DATA)):
+        for (sym, _), text in zip(frames, texts, strict=True):
+            if rx.search(sym) or (gi in (3, 4) and rx.search(text)):
+                return gi, sym
+    if frames and all(INTERPRETER.search(t) for t in texts):
+        return 5, ""
+    return 6, ""
+
+
+def read(
+    path: str, starts: Any, ends: Any, thread: tuple[int, int] | None = None, even: bool = False
+) -> Samples | None:
+    """The samples inside the windows [starts[i], ends[i]) (disjoint, any order) of every
+    thread, or of `thread` (pid, tid) only; None when the export holds no samples. At most
+    `MAX_SAMPLES` callchains are read: the windows' samples in the order of the windows given
+    (the caller passes the longest first), or (`even`) evenly spread over all of them."""
+    if starts.size == 0 or not has_samples(path):
+        return None
+    lo, hi = int(starts.min()), int(ends.max())
+    with _open(path) as db:
+        sql = "SELECT id, start, globalTid FROM COMPOSITE_EVENTS WHERE start >= ? AND start < ?"
+        args: tuple[int, ...] = (lo, hi)
+        if thread is not None:  # one thread: SQLite leaves the others' rows behind
+            sql += " AND ((globalTid >> 24) & 16777215) = ? AND (globalTid & 16777215) = ?"
+            args += thread
+        rows = db.execute(sql, args).fetchall()
+        if not rows:
+            return _empty()
+        arr = np.array(rows, dtype=np.int64)
+        ids, t, gt = arr[:, 0], arr[:, 1], arr[:, 2]
+        order = np.argsort(starts, kind="stable")
+        ws, we = starts[order], ends[order]
+        k = np.searchsorted(ws, t, side="right") - 1
+        inside = (k >= 0) & (t < we[np.maximum(k, 0)])
+        keep = np.flatnonzero(inside)
+        if even and keep.size > MAX_SAMPLES:
+            keep = keep[np.linspace(0, keep.size - 1, MAX_SAMPLES).astype(np.int64)]
+        elif not even:
+            # the first windows given keep their samples when capped
+            keep = keep[np.argsort(order[k[keep]], kind="stable")][:MAX_SAMPLES]
+        keep.sort()
+        ids, t, gt = ids[keep], t[keep], gt[keep]
+        chains: dict[int, list[tuple[int, int]]] = {}
+        for i in range(0, ids.size, CHUNK):
+            part = ids[i : i + CHUNK].tolist()
+            marks = ",".join("?" * len(part))
+            for cid, sym, mod in db.execute(
+                f"SELECT id, symbol, module FROM SAMPLING_CALLCHAINS WHERE id IN ({marks})"
+                f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
+                part,
+            ):
+                chains.setdefault(int(cid), []).append((int(sym), int(mod)))
+        want = sorted({x for c in chains.values() for pair in c for x in pair})
+        strings: dict[int, str] = {}
+        for i in range(0, len(want), CHUNK):
+            part = want[i : i + CHUNK]
+            marks = ",".join("?" * len(part))
+            strings.update(
+                (int(a), str(b))
+                for a, b in db.execute(
+                    f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part
+                )
+            )
+    groups = np.empty(ids.size, dtype=np.int8)
+    leaves: list[str] = []
+    decided: list[str] = []
+    memo: dict[tuple[tuple[int, int], ...], tuple[int, str, str]] = {}
+    for i, cid in enumerate(ids.tolist()):
+        key = tuple(chains.get(cid, ()))
+        got = memo.get(key)
+        if got is None:
+            frames = [(strings.get(s, ""), strings.get(m, "").rsplit("/", 1)[-1]) for s, m in key]
+            g, why = group(frames)
+            leaf = next((s for s, _ in frames if s and not ADDRESS.match(s)), "")
+            got = memo[key] = (g, short(leaf), short(why))
+        groups[i] = got[0]
+        leaves.append(got[1])
+        decided.append(got[2])
+    return Samples(
+        start=t,
+        pid=(gt >> 24) & 0xFFFFFF,
+        tid=gt & 0xFFFFFF,
+        group=groups,
+        leaf=leaves,
+        marks=decided,
+    )
+
+
+def _empty() -> Samples:
+    z = np.zeros(0, dtype=np.int64)
+    return Samples(z, z, z, np.zeros(0, dtype=np.int8), [], [])
+
+
+def short(symbol: str) -> str:
+    """A frame's name without C++ template and call arguments (`at::_ops::cat::call`), at most
+    `NAME_CHARS` long."""
+    out, prev = symbol, ""
+    while out != prev:  # innermost template arguments first
+        prev, out = out, TEMPLATE.sub("", out)
+    if "(" in out[1:]:
+        out = out[: out.index("(", 1)]
+    out = out.removeprefix("void ").strip()
+    return out[:NAME_CHARS] or symbol[:NAME_CHARS]
+
+
+def workers(threads: dict[tuple[int, int], str]) -> set[tuple[int, int]]:
+    """The data-loading threads among the named ones (torch names its DataLoader worker
+    processes' and pin-memory threads `pt_data_worker` / `pt_data_pin`)."""
+    return {k for k, name in threads.items() if WORKER_THREAD.search(name)}
+
+
+def top(names: list[str], n: int = 3) -> list[str]:
+    """The most frequent names (not empty, not a bare address), most frequent first."""
+    return [k for k, _ in Counter(x for x in names if x and not ADDRESS.match(x)).most_common(n)]
