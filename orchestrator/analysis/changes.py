@@ -177,7 +177,8 @@ def what_changed(base: Metrics, run: Metrics) -> WhatChanged:
     group_rows = [
         GroupChange(name=g, unit=unit, baseline=bg[g][1], value=val)
         for g, (unit, val) in rg.items()
-        if val is not None or bg[g][1] is not None
+        # a group at 0 in both runs says nothing (data wait in runs without data ranges)
+        if bool(val) or bool(bg[g][1])
     ]
     return WhatChanged(
         label=run.label or "",
