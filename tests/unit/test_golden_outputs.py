@@ -202,6 +202,8 @@ def test_output_matches_golden(case: Case, output: str, workspace: Path) -> None
         golden.write_text(got, encoding="utf-8")
     assert golden.is_file(), f"{golden} is missing; run `make golden` and review it"
     want = golden.read_text(encoding="utf-8")
+    if got != want and output.endswith(".json") and _same_json(json.loads(got), json.loads(want)):
+        return  # the same document but for floats' last bits (another numpy's summation order)
     if got != want:
         import difflib
 
@@ -219,6 +221,28 @@ def test_output_matches_golden(case: Case, output: str, workspace: Path) -> None
             f"gh-run {output.split('.')[0]} {' '.join(case.args)} differs from its golden"
             f" output; if intended, `make golden` and review the diff:\n{diff}"
         )
+
+
+def _same_json(a: object, b: object) -> bool:
+    """The same JSON document, floats equal to 12 significant digits: numpy's sums (pairwise,
+    SIMD) may differ in the last bit between numpy versions (seen: numpy 2.5 under Python 3.12
+    against 2.4 under 3.11, 61.70764434271282 for 61.70764434271281); every other value, key and
+    order exactly."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def test_json_goldens_tolerate_only_the_last_bits_of_floats() -> None:
+    assert _same_json({"x": [61.70764434271281]}, {"x": [61.70764434271282]})
+    assert not _same_json({"x": 61.707644}, {"x": 61.707645})
+    assert not _same_json({"x": 1.0, "y": 2}, {"y": 2, "x": 1.0})  # key order is output
+    assert not _same_json({"x": 1}, {"x": 1.0})
+    assert not _same_json([1.0, 2.0], [1.0])
 
 
 def test_every_input_is_covered() -> None:
