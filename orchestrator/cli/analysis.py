@@ -508,9 +508,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             print_metrics(found.runs[0], console, per_rank=per_rank)
             return
         offer = print_split(console, found, paths)
-        for i, m in enumerate(found.runs):
+        for n, m in enumerate(found.runs, 1):
             console.print()
-            console.print(f"run {i + 1} of {len(found.runs)}: {plain(m.label or '')}", markup=False)
+            console.print(f"run {n} of {len(found.runs)}: {plain(m.label or '')}", markup=False)
             print_metrics(m, console, per_rank=per_rank)
         console.print()
         console.print(offer, markup=False)
