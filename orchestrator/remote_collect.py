@@ -25,12 +25,20 @@ from orchestrator import artifacts
 from orchestrator.artifacts import Refusal, SizeLimits
 from orchestrator.errors import GhRunError, RuntimeFailure
 from orchestrator.executors.base import Warn
+from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, split
 from orchestrator.paths import mirror_root
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 from orchestrator.transport.ssh import PARTIAL_DIR, SshTransport, script
 
-RUN_FILES = ("job.sbatch", "spec.lock.yaml", "exit_code", "task.sh", "nsys_post.sh")
+RUN_FILES = (
+    "job.sbatch",
+    "spec.lock.yaml",
+    "exit_code",
+    "task.sh",
+    "nsys_post.sh",
+    "analysis_post.sh",
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,9 @@ def select(
                     refused.append(Refusal(path=rel, reason=why))
                 continue
             chosen[f"artifacts/{rel}"] = f"{prefix}artifacts/{rel}"
+    for rel, entry in sorted(arts.items()):  # the job's analysis of its reports, always
+        if rel.endswith(RECORD_SUFFIX) and entry.kind == "f":
+            chosen.setdefault(f"artifacts/{rel}", f"{prefix}artifacts/{rel}")
     if spec.artifacts.logs:
         for suffix in ("_log.out", "_log.err"):
             for rel, entry in sorted(files.items()):
@@ -180,10 +191,12 @@ def _partial_bytes(local_root: Path, paths: Sequence[str]) -> int:
 
 @dataclass(frozen=True)
 class Fetched:
-    """A run's files in its mirror folder, and what was not brought (links, over the limits)."""
+    """A run's files in its mirror folder, what was not brought (links, over the limits), and
+    the reports left on the cluster (artifacts.reports: leave)."""
 
     mirror: Path
     refused: list[Refusal]
+    left: list[LeftReport]
 
 
 def within_limits(
@@ -212,13 +225,16 @@ def fetch(
     warn: Warn | None = None,
     store: Store | None = None,
     limits: Callable[[Run], SizeLimits] | None = None,
+    reports: Mode | None = None,
 ) -> dict[str, Fetched | GhRunError]:
     """Bring the runs' files into their mirror folders, verified: run id → the mirror folder
     to collect from and what was refused there, or why not. One listing, one manifest, one
     rsync per runs root. `limits`: each run's artifact size limits (files over them stay on
-    the cluster)."""
+    the cluster). `reports`: fetch or leave the analysed reports (default: each run's spec, else
+    its cluster's `limits(run).reports`); left ones are hashed there, never copied."""
     out: dict[str, Fetched | GhRunError] = {}
     refusals: dict[str, list[Refusal]] = {}
+    left_of: dict[str, dict[str, str]] = {}
     by_root: dict[str, list[Run]] = {}
     for run in runs:
         by_root.setdefault(str(PurePosixPath(run.run_dir).parent), []).append(run)
@@ -234,7 +250,12 @@ def fetch(
                     "nothing to fetch"
                 )
                 continue
-            chosen, refused = select(entries, name, JobSpec.model_validate_json(run.spec_json))
+            spec = JobSpec.model_validate_json(run.spec_json)
+            chosen, refused = select(entries, name, spec)
+            run_limits = limits(run) if limits is not None else SizeLimits()
+            chosen, left_of[run.run_id] = split(
+                chosen, reports or spec.artifacts.reports or run_limits.reports
+            )
             if limits is not None:
                 sizes = {e.path: e.size for e in entries if e.kind == "f"}
                 chosen, over = within_limits(chosen, sizes, limits(run))
@@ -242,7 +263,8 @@ def fetch(
             wanted[run.run_id] = chosen
             refusals[run.run_id] = refused
         paths = [p for chosen in wanted.values() for p in chosen.values()]
-        expected = manifest_remote(transport, root, paths)
+        kept = [p for left in left_of.values() for p in left.values()]
+        expected = manifest_remote(transport, root, paths + kept)
         local_root = mirror_root(home, group[0].cluster)
         partial = _partial_bytes(local_root, paths)
         stats = transport.pull(root, [p for p in paths if p in expected], local_root)
@@ -256,7 +278,12 @@ def fetch(
             except GhRunError as exc:
                 out[run.run_id] = exc
                 continue
-            out[run.run_id] = Fetched(mirror, refusals.get(run.run_id, []))
+            left = [
+                LeftReport(relpath=key, size=expected[p][0], sha256=expected[p][1], source=p)
+                for key, p in sorted(left_of.get(run.run_id, {}).items())
+                if p in expected
+            ]
+            out[run.run_id] = Fetched(mirror, refusals.get(run.run_id, []), left)
             if partial and store is not None:
                 store.update_run(
                     run.run_id,

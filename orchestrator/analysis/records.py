@@ -239,3 +239,41 @@ def decode(data: dict[str, Any], report: Path) -> Any:
     spec = spec_lock_file(report.parent)
     capture.spec = str(spec.resolve()) if spec is not None else None
     return loader.FileResult(source, claims, entries, capture)
+
+
+def reports_to_record(paths: list[Path]) -> list[Path]:
+    """The reports here among files and folders: nsys exports and PyTorch-profiler traces (a
+    .nsys-rep through the export beside it, when there is one)."""
+    from orchestrator.analysis import loader
+
+    out = []
+    for f in loader.expand(paths):
+        if not f.is_file():
+            continue  # a report elsewhere, known here only by its record
+        if loader._kind(f) == "nsys-rep":
+            export = loader._export_of(f)
+            if not export.is_file():
+                raise UserError(
+                    f"{f}: no SQLite export beside it; export it first (`nsys export --type"
+                    f" sqlite --output={export} {f}`)"
+                )
+            f = export
+        out.append(f)
+    return out
+
+
+def write_many(paths: list[Path], max_trace_bytes: int | None = None) -> int:
+    """Write the record of every report among `paths` (`--write-records`); a report that cannot
+    be analysed is named with why, and the others are still written. Returns the exit code."""
+    import sys
+
+    from orchestrator.errors import GhRunError
+
+    failed = 0
+    for f in reports_to_record(paths):
+        try:
+            print(write(f, max_trace_bytes), flush=True)
+        except (GhRunError, OSError, ValueError) as exc:
+            print(f"gh-run: {f}: not analysed: {exc}", file=sys.stderr, flush=True)
+            failed = 1
+    return failed

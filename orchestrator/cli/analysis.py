@@ -466,6 +466,22 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             ),
         ] = False,
         max_trace_size: MaxTraceSize = None,
+        write_records: Annotated[
+            bool,
+            typer.Option(
+                "--write-records",
+                help="analyse each report (file, or the reports in a folder) on its own and"
+                " write its analysis beside it as REPORT.gh-run.json, as a profiled job's"
+                " analysis step does on the nodes; later analyses read it in the report's place",
+            ),
+        ] = False,
+        reread: Annotated[
+            bool,
+            typer.Option(
+                "--reread",
+                help="read every report here, even where the job analysed it (REPORT.gh-run.json)",
+            ),
+        ] = False,
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces.
 
@@ -477,10 +493,15 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
         inputs = [res(a) for a in paths]
+        if write_records:
+            from orchestrator.analysis.records import write_many as write
+
+            raise typer.Exit(write([p for i in inputs for p in i.paths], limit))
         found = analyze_runs(
             [p for i in inputs for p in i.paths],
             label=" ".join(i.label for i in inputs),
             max_trace_bytes=limit,
+            use_records=not reread,
         )
         if resolve is None and any(i.run_id for i in inputs):
             from orchestrator.cli.state import STATE, warn
@@ -491,7 +512,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                     own = (
                         found
                         if len(inputs) == 1
-                        else analyze_runs(i.paths, label=i.label, max_trace_bytes=limit)
+                        else analyze_runs(
+                            i.paths, label=i.label, max_trace_bytes=limit, use_records=not reread
+                        )
                     )
                     if len(own.runs) == 1:
                         store.put_metrics(i.run_id, headline(own.runs[0]))
