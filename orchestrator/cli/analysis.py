@@ -482,6 +482,15 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                 help="read every report here, even where the job analysed it (REPORT.gh-run.json)",
             ),
         ] = False,
+        on_cluster: Annotated[
+            bool,
+            typer.Option(
+                "--on-cluster",
+                help="analyse the reports of runs or campaigns (their ids) again where they lie:"
+                " a SLURM job array (one task per report) and a reduce job after it; the"
+                " results come back as JSON, the reports stay there",
+            ),
+        ] = False,
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces.
 
@@ -492,6 +501,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
+        if on_cluster:
+            _on_cluster(paths, json_out, per_rank)
+            return
         inputs = [res(a) for a in paths]
         if write_records:
             from orchestrator.analysis.records import write_many as write
@@ -626,6 +638,42 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             typer.echo(f"note: {note}", err=True)
         for kind, p in write_report(ms, out, title).items():
             typer.echo(f"{kind}: {p}")
+
+
+def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
+    """`analyze --on-cluster`: the map array and the reduce job (orchestrator.on_cluster),
+    waited for with a progress line, the results printed as `analyze` prints them."""
+    from orchestrator import on_cluster
+    from orchestrator.cli.state import STATE, note, warn
+
+    store = STATE.store()
+    runs = on_cluster.runs_named(store, refs)
+    sub, executor = on_cluster.submit(STATE.home, runs, warn)
+    note(
+        f"map: job array {sub.array} ({len(sub.reports)} reports); reduce: job {sub.reduce};"
+        f" in {sub.folder}"
+    )
+    states = on_cluster.wait(sub, executor, progress=note)
+    found, notes = on_cluster.results(STATE.home, sub, states)
+    for n in notes:
+        warn(n)
+    if json_out:
+        if len(found) == 1:
+            typer.echo(cast(Metrics, found[0]).model_dump_json(indent=2))
+        else:
+            docs = [cast(Metrics, m).model_dump(mode="json") for m in found]
+            import json
+
+            typer.echo(json.dumps({"format": "gh-run.on-cluster/1", "runs": docs}, indent=2))
+        return
+    console = Console()
+    console.soft_wrap = not console.is_terminal
+    for m in found:
+        if isinstance(m, RunSet):
+            for one in m.runs:
+                print_metrics(one, console, per_rank=per_rank)
+        else:
+            print_metrics(cast(Metrics, m), console, per_rank=per_rank)
 
 
 def runs_of(

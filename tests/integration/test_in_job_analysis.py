@@ -78,6 +78,14 @@ def _left_then_fetched(cli, store_root: Path, run_id: str, run_dir: Path | None)
     doc = json.loads(from_records[0])
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert all(r["steps"]["count"] == 6 for r in doc["ranks"])
+    # analysed again where they lie: a job array and a reduce job, the same temporal split
+    res = cli("analyze", "--on-cluster", run_id, "--json")
+    assert res.rc == 0, res.text
+    assert "map: job array" in res.err and "reduce COMPLETED" in res.err, res.text
+    again = json.loads(res.out)
+    assert [r["temporal"] for r in again["ranks"]] == [r["temporal"] for r in doc["ranks"]]
+    assert again["cross_rank"] == doc["cross_rank"]
+    assert _outputs(cli, run_id) == from_records  # its records, read here
     # the reports are not here: a re-read says how to bring them
     res = cli("analyze", run_id, "--reread")
     assert res.rc == 2 and "fetch RUN --reports" in res.err, res.text
