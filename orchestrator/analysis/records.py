@@ -35,7 +35,7 @@ from orchestrator.analysis.metrics import RankMetrics, Source
 from orchestrator.errors import UserError
 
 SUFFIX = ".gh-run.json"
-FORMAT = "gh-run.report-analysis/1"
+FORMAT = "gh-run.report-analysis/2"
 # Reports a record can stand for: nsys exports and PyTorch-profiler traces (a .nsys-rep is
 # read through its export, whose record stands for both).
 REPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -84,11 +84,7 @@ def encode(result: Any, report: Path, digest: tuple[int, str]) -> bytes:
                     {
                         "rank": c.rank,
                         "devices": c.devices,
-                        "collectives": {
-                            "start": np.asarray(c.collectives.start, dtype=np.int64).tolist(),
-                            "end": np.asarray(c.collectives.end, dtype=np.int64).tolist(),
-                            "name": list(c.collectives.name),
-                        },
+                        "collectives": _collectives(c.collectives),
                         "steps": [list(s) for s in c.steps],
                     }
                     for c in crs
@@ -122,6 +118,35 @@ def encode(result: Any, report: Path, digest: tuple[int, str]) -> bytes:
         },
     }
     return orjson.dumps(body)
+
+
+def _collectives(c: communication.Collectives) -> dict[str, Any]:
+    """An entry's collectives, compact: they are most of a record, and grow with the trace.
+    Starts as their first value and the differences (a few digits each, not 19), ends as
+    durations, names as indexes into the distinct names. Exact: integers both ways."""
+    start = np.asarray(c.start, dtype=np.int64)
+    end = np.asarray(c.end, dtype=np.int64)
+    names = sorted(set(c.name))
+    index = {n: i for i, n in enumerate(names)}
+    return {
+        "first": int(start[0]) if start.size else 0,
+        "step": np.diff(start).tolist(),
+        "dur": (end - start).tolist(),
+        "names": names,
+        "name": [index[n] for n in c.name],
+    }
+
+
+def _collectives_of(d: dict[str, Any]) -> communication.Collectives:
+    n = len(d["name"])
+    start = np.empty(n, dtype=np.int64)
+    if n:
+        start[0] = int(d["first"])
+        np.cumsum(np.asarray(d["step"], dtype=np.int64), out=start[1:])
+        start[1:] += start[0]
+    end = start + np.asarray(d["dur"], dtype=np.int64).reshape(n)
+    names = [str(x) for x in d["names"]]
+    return communication.Collectives(start, end, [names[int(i)] for i in d["name"]])
 
 
 def write(report: Path, max_trace_bytes: int | None = None) -> Path:
@@ -213,11 +238,7 @@ def decode(data: dict[str, Any], report: Path) -> Any:
             rank_metrics.CrossRankInput(
                 rank=int(c["rank"]),
                 devices=[int(d) for d in c["devices"]],
-                collectives=communication.Collectives(
-                    np.asarray(c["collectives"]["start"], dtype=np.int64),
-                    np.asarray(c["collectives"]["end"], dtype=np.int64),
-                    [str(n) for n in c["collectives"]["name"]],
-                ),
+                collectives=_collectives_of(c["collectives"]),
                 steps=[(str(n), int(s), int(d)) for n, s, d in c["steps"]],
             )
             for c in e["cross"]

@@ -115,3 +115,22 @@ def test_reread_without_the_report_says_where_it_is(tmp_path: Path) -> None:
     assert loader.analyze_paths([tmp_path]).ranks  # from the record
     with pytest.raises(UserError, match="left on the cluster"):
         loader.analyze_paths([tmp_path], use_records=False)
+
+
+@pytest.mark.parametrize(
+    "starts",
+    [[], [5], [10, 10, 30, 2**62], [3, 1, 2]],  # none, one, equal and huge, out of order
+)
+def test_collectives_round_trip_exactly(starts: list[int]) -> None:
+    import numpy as np
+
+    from orchestrator.analysis.communication import Collectives
+
+    start = np.asarray(starts, dtype=np.int64)
+    end = start + np.arange(len(starts), dtype=np.int64) * 7
+    names = [f"nccl{i % 2}" for i in range(len(starts))]
+    back = records._collectives_of(
+        json.loads(json.dumps(records._collectives(Collectives(start, end, names))))
+    )
+    assert back.start.tolist() == starts and back.end.tolist() == end.tolist()
+    assert back.name == names and back.start.dtype == np.int64
