@@ -36,7 +36,14 @@ from pathlib import Path
 
 from orchestrator.base import Strict
 from orchestrator.errors import RuntimeFailure
-from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, mismatches, split
+from orchestrator.left_reports import (
+    RECORD_SUFFIX,
+    LeftReport,
+    Mode,
+    digest_in_record,
+    mismatches,
+    split,
+)
 from orchestrator.limits import SizeLimits as SizeLimits  # re-exported: its old home
 from orchestrator.spec import JobSpec
 from orchestrator.store import ArtifactRecord, Run, Store
@@ -332,12 +339,27 @@ def _left_here(run_dir: Path, left: dict[str, Path]) -> list[LeftReport]:
     out = []
     for rel, src in sorted(left.items()):
         try:
-            with open_beneath(run_dir, src.relative_to(run_dir)) as (fd, _):
-                d = digest_fd(fd)
+            with open_beneath(run_dir, src.relative_to(run_dir)) as (fd, st):
+                sha = _recorded_digest(run_dir, src, st.st_size)
+                d = Digest(st.st_size, sha) if sha else digest_fd(fd)
         except (SourceRefused, FileNotFoundError):
             continue
         out.append(LeftReport(relpath=rel, size=d.size, sha256=d.sha256, source=str(src)))
     return out
+
+
+def _recorded_digest(run_dir: Path, src: Path, size: int) -> str | None:
+    """The sha256 the job computed of a report it analysed (`left_reports.digest_in_record`)."""
+    record = src.with_name(src.name + RECORD_SUFFIX)
+    try:
+        with open_beneath(run_dir, record.relative_to(run_dir)) as (fd, st):
+            if st.st_size > (64 << 20):
+                return None  # not a record gh-run wrote
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read()
+    except (SourceRefused, OSError):
+        return None
+    return digest_in_record(data, size)
 
 
 def _prior_left(dest_root: Path) -> list[LeftReport]:

@@ -3,8 +3,10 @@ the job wrote them, and their manifest entries (size and sha256 computed there).
 
 A report stays only when the job analysed it there: its record (`REPORT.gh-run.json`,
 orchestrator/analysis/records.py) is among the run's files and comes back in its place. The
-.nsys-rep of such an export stays with it. A report without a record (gh-run could not run on
-the node, or the analysis failed) comes back as with `fetch`: analysis falls back to this
+.nsys-rep of such an export stays with it. Its sha256 is the one the job computed
+when it analysed it (the record's, while the report keeps its size), so collection does not read
+the reports again; a .nsys-rep is hashed there. A report without a record (gh-run could not run
+on the node, or the analysis failed) comes back as with `fetch`: analysis falls back to this
 machine, nothing is lost. `gh-run fetch RUN --reports` brings the left reports later, each
 checked against the size and sha256 listed when it was left.
 """
@@ -54,6 +56,21 @@ def split(chosen: Mapping[str, V], mode: Mode) -> tuple[dict[str, V], dict[str, 
         {k: v for k, v in chosen.items() if k not in left},
         {k: v for k, v in chosen.items() if k in left},
     )
+
+
+def digest_in_record(record: bytes, size: int) -> str | None:
+    """The sha256 the job computed of a report when it analysed it (its record's), when the
+    report still has the size it had then; None otherwise (then it is hashed again there). A
+    report changed since at the same size is caught when fetched (`mismatches`)."""
+    import orjson
+
+    try:
+        data = orjson.loads(record)
+        rep = data["report"]
+        sha = str(rep["sha256"])
+        return sha if int(rep["size"]) == size and len(sha) == 64 else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def mismatches(left: list[LeftReport], got: Mapping[str, tuple[int, str]]) -> list[str]:

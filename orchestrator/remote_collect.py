@@ -25,7 +25,7 @@ from orchestrator import artifacts
 from orchestrator.artifacts import Refusal, SizeLimits
 from orchestrator.errors import GhRunError, RuntimeFailure
 from orchestrator.executors.base import Warn
-from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, split
+from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, digest_in_record, split
 from orchestrator.paths import mirror_root
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
@@ -218,6 +218,35 @@ def within_limits(
     return kept, refused
 
 
+def _left_digests(
+    transport: SshTransport,
+    root: str,
+    local_root: Path,
+    left: dict[str, str],
+    expected: dict[str, tuple[int, str]],
+    entries: Sequence[Entry],
+) -> list[LeftReport]:
+    """The manifest entries of a run's left reports: the sha256 hashed there, or the one the
+    job computed (its record, pulled into the mirror, while the listed size is unchanged); a
+    report whose record does not vouch for it is hashed there now."""
+    sizes = {e.path: e.size for e in entries if e.kind == "f"}
+    out: dict[str, tuple[int, str]] = {p: expected[p] for p in left.values() if p in expected}
+    for p in left.values():
+        record = local_root / (p + RECORD_SUFFIX)
+        if p in out or not record.is_file() or p not in sizes:
+            continue
+        sha = digest_in_record(record.read_bytes(), sizes[p])
+        if sha is not None:
+            out[p] = (sizes[p], sha)
+    rest = [p for p in left.values() if p not in out]
+    out.update(manifest_remote(transport, root, rest))
+    return [
+        LeftReport(relpath=key, size=out[p][0], sha256=out[p][1], source=p)
+        for key, p in sorted(left.items())
+        if p in out
+    ]
+
+
 def fetch(
     transport: SshTransport,
     runs: Sequence[Run],
@@ -263,7 +292,12 @@ def fetch(
             wanted[run.run_id] = chosen
             refusals[run.run_id] = refused
         paths = [p for chosen in wanted.values() for p in chosen.values()]
-        kept = [p for left in left_of.values() for p in left.values()]
+        # a left report with its record is hashed by the job already (its record's sha256);
+        # the others (a .nsys-rep) are hashed there now
+        pulled = set(paths)
+        kept = [
+            p for left in left_of.values() for p in left.values() if p + RECORD_SUFFIX not in pulled
+        ]
         expected = manifest_remote(transport, root, paths + kept)
         local_root = mirror_root(home, group[0].cluster)
         partial = _partial_bytes(local_root, paths)
@@ -278,11 +312,9 @@ def fetch(
             except GhRunError as exc:
                 out[run.run_id] = exc
                 continue
-            left = [
-                LeftReport(relpath=key, size=expected[p][0], sha256=expected[p][1], source=p)
-                for key, p in sorted(left_of.get(run.run_id, {}).items())
-                if p in expected
-            ]
+            left = _left_digests(
+                transport, root, local_root, left_of.get(run.run_id, {}), expected, entries
+            )
             out[run.run_id] = Fetched(mirror, refusals.get(run.run_id, []), left)
             if partial and store is not None:
                 store.update_run(

@@ -81,3 +81,11 @@ def test_on_cluster_refuses_a_local_run_and_one_never_collected(tmp_path: Path) 
         on_cluster.reports_of(tmp_path, _run("local"))
     with pytest.raises(UserError, match="gh-run fetch r1"):
         on_cluster.reports_of(tmp_path, _run())
+
+
+def test_the_jobs_digest_stands_only_for_a_report_of_its_size() -> None:
+    rec = json.dumps({"report": {"name": "r.sqlite", "size": 10, "sha256": "a" * 64}}).encode()
+    assert left_reports.digest_in_record(rec, 10) == "a" * 64
+    assert left_reports.digest_in_record(rec, 11) is None  # changed since: hashed again
+    assert left_reports.digest_in_record(b"not json", 10) is None
+    assert left_reports.digest_in_record(b'{"report": {"size": 10, "sha256": "x"}}', 10) is None
