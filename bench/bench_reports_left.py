@@ -141,6 +141,11 @@ def main() -> int:
                 if res.rc not in (0, 1):  # 1: the verdict found regressions (no baseline yet)
                     sys.exit(f"campaign failed ({res.rc}):\n{res.text}")
                 got, files, left = manifests(laptop.home)
+                collected = len(list((laptop.home / "artifacts").glob("*/manifest.json")))
+                if collected != args.variants:
+                    sys.exit(
+                        f"{collected} of {args.variants} runs were collected:\n{res.text[-3000:]}"
+                    )
                 with sqlite3.connect(laptop.home / "state.db") as con:
                     ended = con.execute("SELECT MAX(ended_at) FROM runs").fetchone()[0]
                 tail = done - float(ended)  # collection and judgement, after the jobs
