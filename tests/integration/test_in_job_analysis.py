@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -82,6 +84,10 @@ def _left_then_fetched(cli, store_root: Path, run_id: str, run_dir: Path | None)
     res = cli("analyze", "--on-cluster", run_id, "--json")
     assert res.rc == 0, res.text
     assert "map: job array" in res.err and "reduce COMPLETED" in res.err, res.text
+    folder = re.search(r"; in (\S+)", res.err)
+    assert folder, res.err
+    # its scripts and logs stay beside the run folders (the test removes them: shared scratch)
+    shutil.rmtree(folder.group(1), ignore_errors=True)
     again = json.loads(res.out)
     assert [r["temporal"] for r in again["ranks"]] == [r["temporal"] for r in doc["ranks"]]
     assert again["cross_rank"] == doc["cross_rank"]
