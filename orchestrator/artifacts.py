@@ -36,6 +36,14 @@ from pathlib import Path
 
 from orchestrator.base import Strict
 from orchestrator.errors import RuntimeFailure
+from orchestrator.left_reports import (
+    RECORD_SUFFIX,
+    LeftReport,
+    Mode,
+    digest_in_record,
+    mismatches,
+    split,
+)
 from orchestrator.limits import SizeLimits as SizeLimits  # re-exported: its old home
 from orchestrator.spec import JobSpec
 from orchestrator.store import ArtifactRecord, Run, Store
@@ -53,6 +61,8 @@ class Manifest(Strict):
     collected_at: float
     files: list[ArtifactRecord]
     refused: list[Refusal]
+    # reports kept on the cluster (artifacts.reports: leave), size and sha256 computed there
+    left: list[LeftReport] = []
 
 
 @dataclass(frozen=True)
@@ -217,11 +227,22 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
                     chosen[f"artifacts/{rel}"] = src
                 elif not src.is_dir():
                     refused.append(Refusal(path=rel, reason="not a regular file"))
+        # the job's analysis of its reports (records) comes back whatever the patterns say
+        for src in sorted(art_dir.rglob("*" + RECORD_SUFFIX)):
+            if src.is_file() and not src.is_symlink() and _inside(src, art_dir):
+                chosen.setdefault(f"artifacts/{src.relative_to(art_dir).as_posix()}", src)
     if spec.artifacts.logs:
         for log in sorted(run_dir.glob("*_log.out")) + sorted(run_dir.glob("*_log.err")):
             if log.is_file() and not log.is_symlink():
                 chosen[f"logs/{log.name}"] = log
-        for extra in ("job.sbatch", "spec.lock.yaml", "exit_code", "task.sh", "nsys_post.sh"):
+        for extra in (
+            "job.sbatch",
+            "spec.lock.yaml",
+            "exit_code",
+            "task.sh",
+            "nsys_post.sh",
+            "analysis_post.sh",
+        ):
             p = run_dir / extra
             if p.is_file() and not p.is_symlink():
                 chosen[f"run/{extra}"] = p
@@ -245,16 +266,26 @@ def collect(
     home: Path,
     limits: SizeLimits | None = None,
     refused_before: Sequence[Refusal] = (),
+    reports: Mode | None = None,
+    left_before: Sequence[LeftReport] = (),
 ) -> Manifest:
     """Copy, verify and record the run's artifacts; idempotent (unchanged files are skipped).
     Records of earlier collections whose sources are gone are verified too (`verify`).
     `refused_before`: what was refused before the files got here (a remote run's links and
-    files over the limits, never copied from the cluster), listed in the manifest too."""
+    files over the limits, never copied from the cluster), listed in the manifest too.
+    `reports`: fetch or leave the reports the job analysed (default: the spec's
+    artifacts.reports, else the cluster's, `limits.reports`); `left_before`: those a remote run
+    left on the cluster. Fetching reports that were left checks them against the sizes and
+    sha256 listed when they were left."""
     limits = limits or SizeLimits()
     run_dir = Path(run.run_dir)
     dest_root = store_dir(home, run.run_id)
-    sources, refused = select_sources(run_dir, spec)
+    mode = reports or spec.artifacts.reports or limits.reports
+    chosen, refused = select_sources(run_dir, spec)
+    sources, left_src = split(chosen, mode)
     refused = [*refused_before, *refused]
+    left = [*left_before, *_left_here(run_dir, left_src)]
+    prior = _prior_left(dest_root)
     known = {a.relpath: a for a in store.artifacts(run.run_id)}
     records: list[ArtifactRecord] = []
     taken = 0
@@ -276,7 +307,16 @@ def collect(
             continue  # removed since it was listed
         taken += record.size
         records.append(record)
-    manifest = Manifest(run_id=run.run_id, collected_at=now, files=records, refused=refused)
+    brought = {r.relpath: (r.size, r.sha256) for r in records}
+    wrong = mismatches([p for p in prior if p.relpath not in {x.relpath for x in left}], brought)
+    if mode == "fetch" and prior and wrong:
+        raise RuntimeFailure(
+            f"run {run.run_id}: {'; '.join(wrong[:3])}; nothing was recorded: the analysis"
+            " made of the left report no longer describes it"
+        )
+    manifest = Manifest(
+        run_id=run.run_id, collected_at=now, files=records, refused=refused, left=left
+    )
     dest_root.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=dest_root, prefix=".manifest.json.", suffix=".partial")
     with os.fdopen(fd, "w") as f:
@@ -291,6 +331,44 @@ def collect(
             f"longer in {run_dir}, so restore them there and fetch again, or discard the run"
         )
     return manifest
+
+
+def _left_here(run_dir: Path, left: dict[str, Path]) -> list[LeftReport]:
+    """Manifest entries of reports left in a run folder this machine reaches (the cluster's
+    file system): size and sha256 read there, through the same no-links open as a copy."""
+    out = []
+    for rel, src in sorted(left.items()):
+        try:
+            with open_beneath(run_dir, src.relative_to(run_dir)) as (fd, st):
+                sha = _recorded_digest(run_dir, src, st.st_size)
+                d = Digest(st.st_size, sha) if sha else digest_fd(fd)
+        except (SourceRefused, FileNotFoundError):
+            continue
+        out.append(LeftReport(relpath=rel, size=d.size, sha256=d.sha256, source=str(src)))
+    return out
+
+
+def _recorded_digest(run_dir: Path, src: Path, size: int) -> str | None:
+    """The sha256 the job computed of a report it analysed (`left_reports.digest_in_record`)."""
+    record = src.with_name(src.name + RECORD_SUFFIX)
+    try:
+        with open_beneath(run_dir, record.relative_to(run_dir)) as (fd, st):
+            if st.st_size > (64 << 20):
+                return None  # not a record gh-run wrote
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read()
+    except (SourceRefused, OSError):
+        return None
+    return digest_in_record(data, size)
+
+
+def _prior_left(dest_root: Path) -> list[LeftReport]:
+    """The reports the last collection left on the cluster (its manifest.json)."""
+    try:
+        data = json.loads((dest_root / "manifest.json").read_text())
+        return [LeftReport.model_validate(x) for x in data.get("left", [])]
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def _collect_one(

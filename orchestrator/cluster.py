@@ -293,6 +293,31 @@ class SlurmCluster(Strict):
         return self
 
 
+class ClusterAnalysis(Strict):
+    """Where gh-run runs on the compute nodes, for the analysis step at the end of a profiled
+    job (each report analysed where it was written) and `gh-run analyze --on-cluster`."""
+
+    in_job: bool = Field(
+        True,
+        description="Profiled jobs end with an analysis step on the nodes (their reports "
+        "analysed there, a record beside each); false: every report is analysed where fetched.",
+    )
+    gh_run: list[str] | None = Field(
+        None,
+        description="The command that runs gh-run on the compute nodes, e.g. [/apps/gh-run/bin/"
+        "gh-run]. Default: with transport local, the Python that submitted (`python -m "
+        "orchestrator`: the nodes see the submit host's files, as on most sites and the dev "
+        "cluster); with transport ssh, ssh.gh_run (the login node's gh-run).",
+    )
+
+    @field_validator("gh_run")
+    @classmethod
+    def _command(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or not all(w.strip() for w in v)):
+            raise ValueError("gh_run must be a command: a list of non-empty words")
+        return v
+
+
 class Cluster(Strict):
     """A site: its scheduler, shared paths, templates, site-wide defaults and partitions."""
 
@@ -325,6 +350,10 @@ class Cluster(Strict):
         default_factory=SizeLimits,
         description="How much a run may bring back into the artifact store (per file, per run).",
     )
+    analysis: ClusterAnalysis = Field(
+        default_factory=lambda: ClusterAnalysis(),
+        description="The analysis a profiled job makes of its own reports on the compute nodes.",
+    )
     local_fallback: bool = Field(
         False,
         description="Whether `--executor auto` may run this cluster's jobs with bash on the "
@@ -336,6 +365,16 @@ class Cluster(Strict):
     _source: str | None = PrivateAttr(default=None)
     # Where the search found that file (site_config.FoundCluster); None: built in code.
     _origin: FoundCluster | None = PrivateAttr(default=None)
+
+    def gh_run_on_nodes(self) -> list[str]:
+        """The command that runs gh-run on the compute nodes (`analysis.gh_run`'s default)."""
+        if self.analysis.gh_run is not None:
+            return list(self.analysis.gh_run)
+        if self.transport == "ssh":
+            return list(self.ssh.gh_run) if self.ssh is not None else ["gh-run"]
+        import sys
+
+        return [sys.executable, "-m", "orchestrator"]
 
     @property
     def source(self) -> str | None:

@@ -3,6 +3,8 @@ cluster model does not import the artifact store (`render` and `check` start fas
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from orchestrator.base import Strict
@@ -17,6 +19,12 @@ class SizeLimits(Strict):
     )
     max_run_size: str = Field(
         "128G", description="Most bytes collected for one run; files past it are refused."
+    )
+    reports: Literal["fetch", "leave"] = Field(
+        "fetch",
+        description="The default of a job's artifacts.reports: fetch brings the profiler's "
+        "reports back; leave keeps those the job analysed on the cluster (listed with size and "
+        "sha256; `gh-run fetch RUN --reports` brings them later). Campaigns default to leave.",
     )
 
     @field_validator("max_file_size", "max_run_size", mode="before")

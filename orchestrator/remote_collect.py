@@ -25,12 +25,20 @@ from orchestrator import artifacts
 from orchestrator.artifacts import Refusal, SizeLimits
 from orchestrator.errors import GhRunError, RuntimeFailure
 from orchestrator.executors.base import Warn
+from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, digest_in_record, split
 from orchestrator.paths import mirror_root
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 from orchestrator.transport.ssh import PARTIAL_DIR, SshTransport, script
 
-RUN_FILES = ("job.sbatch", "spec.lock.yaml", "exit_code", "task.sh", "nsys_post.sh")
+RUN_FILES = (
+    "job.sbatch",
+    "spec.lock.yaml",
+    "exit_code",
+    "task.sh",
+    "nsys_post.sh",
+    "analysis_post.sh",
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,9 @@ def select(
                     refused.append(Refusal(path=rel, reason=why))
                 continue
             chosen[f"artifacts/{rel}"] = f"{prefix}artifacts/{rel}"
+    for rel, entry in sorted(arts.items()):  # the job's analysis of its reports, always
+        if rel.endswith(RECORD_SUFFIX) and entry.kind == "f":
+            chosen.setdefault(f"artifacts/{rel}", f"{prefix}artifacts/{rel}")
     if spec.artifacts.logs:
         for suffix in ("_log.out", "_log.err"):
             for rel, entry in sorted(files.items()):
@@ -180,10 +191,12 @@ def _partial_bytes(local_root: Path, paths: Sequence[str]) -> int:
 
 @dataclass(frozen=True)
 class Fetched:
-    """A run's files in its mirror folder, and what was not brought (links, over the limits)."""
+    """A run's files in its mirror folder, what was not brought (links, over the limits), and
+    the reports left on the cluster (artifacts.reports: leave)."""
 
     mirror: Path
     refused: list[Refusal]
+    left: list[LeftReport]
 
 
 def within_limits(
@@ -205,6 +218,35 @@ def within_limits(
     return kept, refused
 
 
+def _left_digests(
+    transport: SshTransport,
+    root: str,
+    local_root: Path,
+    left: dict[str, str],
+    expected: dict[str, tuple[int, str]],
+    entries: Sequence[Entry],
+) -> list[LeftReport]:
+    """The manifest entries of a run's left reports: the sha256 hashed there, or the one the
+    job computed (its record, pulled into the mirror, while the listed size is unchanged); a
+    report whose record does not vouch for it is hashed there now."""
+    sizes = {e.path: e.size for e in entries if e.kind == "f"}
+    out: dict[str, tuple[int, str]] = {p: expected[p] for p in left.values() if p in expected}
+    for p in left.values():
+        record = local_root / (p + RECORD_SUFFIX)
+        if p in out or not record.is_file() or p not in sizes:
+            continue
+        sha = digest_in_record(record.read_bytes(), sizes[p])
+        if sha is not None:
+            out[p] = (sizes[p], sha)
+    rest = [p for p in left.values() if p not in out]
+    out.update(manifest_remote(transport, root, rest))
+    return [
+        LeftReport(relpath=key, size=out[p][0], sha256=out[p][1], source=p)
+        for key, p in sorted(left.items())
+        if p in out
+    ]
+
+
 def fetch(
     transport: SshTransport,
     runs: Sequence[Run],
@@ -212,13 +254,16 @@ def fetch(
     warn: Warn | None = None,
     store: Store | None = None,
     limits: Callable[[Run], SizeLimits] | None = None,
+    reports: Mode | None = None,
 ) -> dict[str, Fetched | GhRunError]:
     """Bring the runs' files into their mirror folders, verified: run id → the mirror folder
     to collect from and what was refused there, or why not. One listing, one manifest, one
     rsync per runs root. `limits`: each run's artifact size limits (files over them stay on
-    the cluster)."""
+    the cluster). `reports`: fetch or leave the analysed reports (default: each run's spec, else
+    its cluster's `limits(run).reports`); left ones are hashed there, never copied."""
     out: dict[str, Fetched | GhRunError] = {}
     refusals: dict[str, list[Refusal]] = {}
+    left_of: dict[str, dict[str, str]] = {}
     by_root: dict[str, list[Run]] = {}
     for run in runs:
         by_root.setdefault(str(PurePosixPath(run.run_dir).parent), []).append(run)
@@ -234,7 +279,12 @@ def fetch(
                     "nothing to fetch"
                 )
                 continue
-            chosen, refused = select(entries, name, JobSpec.model_validate_json(run.spec_json))
+            spec = JobSpec.model_validate_json(run.spec_json)
+            chosen, refused = select(entries, name, spec)
+            run_limits = limits(run) if limits is not None else SizeLimits()
+            chosen, left_of[run.run_id] = split(
+                chosen, reports or spec.artifacts.reports or run_limits.reports
+            )
             if limits is not None:
                 sizes = {e.path: e.size for e in entries if e.kind == "f"}
                 chosen, over = within_limits(chosen, sizes, limits(run))
@@ -242,7 +292,13 @@ def fetch(
             wanted[run.run_id] = chosen
             refusals[run.run_id] = refused
         paths = [p for chosen in wanted.values() for p in chosen.values()]
-        expected = manifest_remote(transport, root, paths)
+        # a left report with its record is hashed by the job already (its record's sha256);
+        # the others (a .nsys-rep) are hashed there now
+        pulled = set(paths)
+        kept = [
+            p for left in left_of.values() for p in left.values() if p + RECORD_SUFFIX not in pulled
+        ]
+        expected = manifest_remote(transport, root, paths + kept)
         local_root = mirror_root(home, group[0].cluster)
         partial = _partial_bytes(local_root, paths)
         stats = transport.pull(root, [p for p in paths if p in expected], local_root)
@@ -256,7 +312,10 @@ def fetch(
             except GhRunError as exc:
                 out[run.run_id] = exc
                 continue
-            out[run.run_id] = Fetched(mirror, refusals.get(run.run_id, []))
+            left = _left_digests(
+                transport, root, local_root, left_of.get(run.run_id, {}), expected, entries
+            )
+            out[run.run_id] = Fetched(mirror, refusals.get(run.run_id, []), left)
             if partial and store is not None:
                 store.update_run(
                     run.run_id,

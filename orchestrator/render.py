@@ -49,6 +49,8 @@ NSYS_POST_NAME = "nsys_post.sh"
 # too: "$GH_RUN_DIR/.secrets"), the step that checks the run folder, and the program it runs
 SECRETS_NAME = ".secrets"
 SECRETS_POST_NAME = "secrets_post.sh"
+# The in-job analysis of the exports (templates/sbatch/analysis_post.sh.j2), in the run folder.
+ANALYSIS_POST_NAME = "analysis_post.sh"
 SECRET_SCRUB_NAME = "secret_scrub.py"
 
 
@@ -161,6 +163,14 @@ class RenderContext(Strict):
     nsys_post: list[PostReport] = Field(
         default_factory=list,
         description="profile tool nsys: per report, the export and stats that nsys_post.sh runs.",
+    )
+    analysis_reports: list[str] = Field(
+        default_factory=list,
+        description="The exports analysis_post.sh analyses on the nodes (in-job analysis).",
+    )
+    analysis_gh_run: list[str] = Field(
+        default_factory=list,
+        description="The command running gh-run on the nodes (the cluster's analysis.gh_run).",
     )
 
 
@@ -392,6 +402,10 @@ def build_context(
         )
     nsys_post = post_reports(prof, reports, setup, [] if on_host else container, samplers)
     post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
+    # each export analysed on the nodes, before the secrets check reads the run folder
+    analysis_reports = [r.sqlite for r in nsys_post if r.sqlite] if cluster.analysis.in_job else []
+    if analysis_reports:
+        post.append(["bash", f"{run_dir}/{ANALYSIS_POST_NAME}"])
     if secrets_file is not None:  # last: after the reports are exported and summarised
         post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
@@ -441,6 +455,8 @@ def build_context(
         nsys_version=str(setup.version) if prof.tool == "nsys" else None,
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
         nsys_post=nsys_post,
+        analysis_reports=analysis_reports,
+        analysis_gh_run=cluster.gh_run_on_nodes() if analysis_reports else [],
     )
 
 
@@ -494,6 +510,9 @@ def render_job(
             1,
             EmbeddedFile(name=NSYS_POST_NAME, content=post if post.endswith("\n") else post + "\n"),
         )
+    if ctx.analysis_reports:
+        step = render_context(ctx, "sbatch/analysis_post.sh.j2", templates)
+        ctx.files.insert(2, EmbeddedFile(name=ANALYSIS_POST_NAME, content=step.rstrip("\n") + "\n"))
     if ctx.secrets_file:
         check = render_context(ctx, "sbatch/secrets_post.sh.j2", templates)
         ctx.files.append(EmbeddedFile(name=SECRETS_POST_NAME, content=check.rstrip("\n") + "\n"))

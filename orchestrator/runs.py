@@ -73,6 +73,7 @@ __all__ = [  # what orchestrator.prepare lends this module
 
 if TYPE_CHECKING:
     from orchestrator.artifacts import Manifest, Refusal, SizeLimits
+    from orchestrator.left_reports import LeftReport, Mode
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
 
@@ -422,6 +423,7 @@ def collect(
     home: Path,
     limits: SizeLimits | None = None,
     warn: Warn | None = None,
+    reports: Mode | None = None,
 ) -> Manifest:
     if not run.terminal:
         raise UserError(
@@ -430,7 +432,7 @@ def collect(
         )
     if run.state == SUBMIT_FAILED:
         raise UserError(f"run {run.run_id} was never submitted: it has no artifacts")
-    result = collect_many(store, [run], home, warn, limits)[run.run_id]
+    result = collect_many(store, [run], home, warn, limits, reports)[run.run_id]
     if isinstance(result, GhRunError):
         raise result
     return result
@@ -442,16 +444,19 @@ def collect_many(
     home: Path,
     warn: Warn | None = None,
     limits: SizeLimits | None = None,
+    reports: Mode | None = None,
 ) -> dict[str, Manifest | GhRunError]:
     """Collect ended runs, verified: runs on a cluster reached over SSH come back first, all of
     one cluster at once (remote_collect.fetch: three sessions whatever their number). `limits`:
-    the artifact size limits (default: each run's cluster file, `site_limits`)."""
+    the artifact size limits (default: each run's cluster file, `site_limits`); `reports`:
+    fetch or leave the reports the jobs analysed (default: each run's spec, else its cluster)."""
     from orchestrator import artifacts, remote_collect
     from orchestrator.transport.ssh import SshTransport
 
     out: dict[str, Manifest | GhRunError] = {}
     sources: dict[str, Run] = {}
     before: dict[str, list[Refusal]] = {}  # refused on the cluster side, never copied
+    left: dict[str, list[LeftReport]] = {}  # left on the cluster side (reports: leave)
     remote: dict[str, list[Run]] = {}
     for run in runs:
         if run.transport and run.executor != "local":
@@ -469,6 +474,7 @@ def collect_many(
                 warn,
                 store,
                 limits=(lambda _run: limits) if limits else lambda r: site_limits(r, warn),
+                reports=reports,
             )
         except GhRunError as exc:
             fetched = dict.fromkeys((r.run_id for r in group), exc)
@@ -485,6 +491,7 @@ def collect_many(
             else:
                 sources[run.run_id] = dataclasses.replace(run, run_dir=str(got.mirror))
                 before[run.run_id] = got.refused
+                left[run.run_id] = got.left
     for run_id, run in sources.items():
         try:
             out[run_id] = artifacts.collect(
@@ -494,6 +501,8 @@ def collect_many(
                 home,
                 limits or site_limits(run, warn),
                 refused_before=before.get(run_id, []),
+                reports=reports,
+                left_before=left.get(run_id, []),
             )
         except GhRunError as exc:
             out[run_id] = exc

@@ -161,6 +161,13 @@ class Artifacts(Strict):
 
     include: list[str] = Field(default_factory=lambda: list(DEFAULT_ARTIFACTS))
     logs: bool = Field(True, description="Also collect the job's stdout/stderr logs.")
+    reports: Literal["fetch", "leave"] | None = Field(
+        None,
+        description="fetch: bring the profiler's reports back; leave: keep on the cluster each "
+        "report the job analysed there (listed in the manifest with size and sha256; the "
+        "analysis, stats CSVs and logs come back; `gh-run fetch RUN --reports` brings them "
+        "later). Default: the cluster file's artifacts.reports; campaigns: leave.",
+    )
 
     @field_validator("include")
     @classmethod

@@ -197,6 +197,13 @@ def letters(i: int) -> str:
     return out
 
 
+def _recorded(p: Path) -> bool:
+    """A report left where it was analysed: its record stands here for the file."""
+    from orchestrator.analysis.records import record_path
+
+    return record_path(p).is_file()
+
+
 def short_labels(args: list[str]) -> list[str]:
     """Labels for runs: the last path part (file name without trace suffixes), made unique by
     prefixing parent folders where two would be equal."""
@@ -204,7 +211,7 @@ def short_labels(args: list[str]) -> list[str]:
     def parts(a: str) -> list[str]:
         p = Path(a)
         ps = [x for x in p.parts if x not in ("/", ".")]
-        if ps and p.is_file():
+        if ps and (p.is_file() or _recorded(p)):
             stem = ps[-1]
             for suf in (".gz", ".json", ".pt.trace", ".sqlite"):
                 stem = stem.removesuffix(suf)

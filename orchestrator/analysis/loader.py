@@ -43,6 +43,7 @@ from orchestrator.analysis import (
     nsys_sqlite,
     rank_metrics,
     ranks,
+    records,
     settings,
     step_rules,
     step_view,
@@ -63,6 +64,8 @@ SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX)
 
 def _kind(path: Path) -> str | None:
     name = path.name.lower()
+    if name.endswith(records.SUFFIX):
+        return None  # a report's in-job analysis, read in the report's place
     if name.endswith(".sqlite"):
         return "nsys"
     if name.endswith(nsys_export.SUFFIX):
@@ -87,12 +90,18 @@ def expand(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
+            # reports analysed where they lie count whether or not they are here (records)
+            recorded = set(records.reports_in(p))
             found = sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_file()
-                and _kind(f) is not None
-                and (_kind(f) == "nsys" or _looks_like_trace(f) or _unexported_report(f))
+                recorded
+                | {
+                    f
+                    for f in p.rglob("*")
+                    if f.is_file()
+                    and _kind(f) is not None
+                    and (_kind(f) == "nsys" or _looks_like_trace(f) or _unexported_report(f))
+                    and _export_of(f) not in recorded
+                }
             )
             if not found:
                 raise UserError(
@@ -107,6 +116,8 @@ def expand(paths: list[Path]) -> list[Path]:
                     " (.sqlite), or a PyTorch-profiler trace (.json or .json.gz)"
                 )
             out.append(p)
+        elif records.record_path(p).is_file():
+            out.append(p)  # a report left on the cluster, analysed there
         else:
             raise UserError(f"{p}: no such file or directory; pass an existing trace path")
     seen: set[Path] = set()
@@ -119,12 +130,16 @@ def expand(paths: list[Path]) -> list[Path]:
     return uniq
 
 
+def _export_of(f: Path) -> Path:
+    """The SQLite export beside a .nsys-rep (the path itself for any other file)."""
+    if _kind(f) != "nsys-rep":
+        return f
+    return f.with_name(f.name[: -len(nsys_export.SUFFIX)] + ".sqlite")
+
+
 def _unexported_report(f: Path) -> bool:
     """A .nsys-rep in a folder counts only without its export beside it (the job's own)."""
-    return (
-        _kind(f) == "nsys-rep"
-        and not f.with_name(f.name[: -len(nsys_export.SUFFIX)] + ".sqlite").is_file()
-    )
+    return _kind(f) == "nsys-rep" and not _export_of(f).is_file()
 
 
 def workload_file(folder: Path, rank: int) -> Path | None:
@@ -369,20 +384,42 @@ def _jobs(files: list[Path], jobs: int | None) -> int:
     return max(1, min(len(files), os.cpu_count() or 1, MAX_JOBS))
 
 
-def _read_all(files: list[Path], max_trace_bytes: int | None, jobs: int) -> list[FileResult]:
-    if jobs <= 1:
-        return [analyze_file(f, max_trace_bytes) for f in files]
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(analyze_file, f, max_trace_bytes) for f in files]
-        return [f.result() for f in futures]
+def _read_all(
+    files: list[Path], max_trace_bytes: int | None, jobs: int, use_records: bool = True
+) -> list[FileResult]:
+    """Each input's result: from its record where one may stand for it (`records.usable`),
+    else read here (in worker processes when `jobs` > 1)."""
+    made = {i: rec for i, f in enumerate(files) if use_records and (rec := records.usable(f))}
+    out: dict[int, FileResult] = {i: records.decode(rec, files[i]) for i, rec in made.items()}
+    todo = [i for i in range(len(files)) if i not in out]
+    for i in todo:
+        if not files[i].exists() and records.record_path(files[i]).is_file():
+            raise UserError(
+                f"{files[i]}: the report is not here (it was left on the cluster and analysed"
+                " there); `gh-run fetch RUN --reports` brings it, verified"
+            )
+    if jobs <= 1 or len(todo) < 2:
+        out.update({i: analyze_file(files[i], max_trace_bytes) for i in todo})
+    else:
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {i: pool.submit(analyze_file, files[i], max_trace_bytes) for i in todo}
+            out.update({i: f.result() for i, f in futures.items()})
+    return [out[i] for i in range(len(files))]
 
 
 def _inputs(paths: list[Path]) -> list[Path]:
-    # A report is read through its SQLite export (made here once when the job made none).
+    # A report is read through its SQLite export (made here once when the job made none), or
+    # the record of that export where the job analysed it.
     return [
-        nsys_export.sqlite_for(f) if _kind(f) == "nsys-rep" else f
+        (
+            _export_of(f)
+            if records.record_path(_export_of(f)).is_file()
+            else nsys_export.sqlite_for(f)
+        )
+        if _kind(f) == "nsys-rep"
+        else f
         for f in expand([Path(p) for p in paths])
     ]
 
@@ -393,15 +430,18 @@ def analyze_paths(
     *,
     max_trace_bytes: int | None = None,
     jobs: int | None = None,
+    use_records: bool = True,
 ) -> Metrics:
     """Analyse nsys SQLite exports and/or Kineto traces as one run (the caller knows they are:
     a gh-run run's artifacts); `analyze_runs` finds the runs among inputs.
 
     `max_trace_bytes`: the ceiling on a Kineto trace's (uncompressed) text (default: see
-    `tracetext.max_trace_bytes`); `jobs`: worker processes (default: by size and CPUs)."""
+    `tracetext.max_trace_bytes`); `jobs`: worker processes (default: by size and CPUs);
+    `use_records`: take a report's in-job analysis (`records`) in its place where one may
+    stand for it."""
     files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
-    results = _read_all(files, ceiling, _jobs(files, jobs))
+    results = _read_all(files, ceiling, _jobs(files, jobs), use_records)
     return _metrics(files, results, label)
 
 
@@ -421,12 +461,13 @@ def analyze_runs(
     *,
     max_trace_bytes: int | None = None,
     jobs: int | None = None,
+    use_records: bool = True,
 ) -> RunSet:
     """Analyse inputs as the runs they are: the ranks of one job together, separate captures
     apart (`captures`). One run is labelled `label`; several each by their folder (or file)."""
     files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
-    results = _read_all(files, ceiling, _jobs(files, jobs))
+    results = _read_all(files, ceiling, _jobs(files, jobs), use_records)
     groups, why = captures.split([r.capture for r in results])
     if len(groups) == 1:
         m = _metrics(files, results, label, groups[0].ties)

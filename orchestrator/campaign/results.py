@@ -104,11 +104,18 @@ def _is_number(value: object) -> TypeGuard[int | float]:
 
 
 def trace_files(folder: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in folder.glob("*")
-        if p.name.endswith((".sqlite", ".pt.trace.json", ".pt.trace.json.gz"))
-    )
+    """The run's traces: those here, and those the job analysed and left on the cluster (their
+    records, `REPORT.gh-run.json`, stand for them: analysis reads the record)."""
+    from orchestrator.left_reports import RECORD_SUFFIX
+
+    suffixes = (".sqlite", ".pt.trace.json", ".pt.trace.json.gz")
+    here = {p for p in folder.glob("*") if p.name.endswith(suffixes)}
+    left = {
+        r.with_name(r.name.removesuffix(RECORD_SUFFIX))
+        for r in folder.glob("*" + RECORD_SUFFIX)
+        if r.name.removesuffix(RECORD_SUFFIX).endswith(suffixes)
+    }
+    return sorted(here | left)
 
 
 def trace_metrics(m: Metrics) -> dict[str, float | None]:

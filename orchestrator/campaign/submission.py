@@ -131,6 +131,10 @@ def prepare_variants(
             spec = yamlio.to_model(apply_overrides(doc, overrides), JobSpec)
         except UserError as exc:
             raise UserError(f"{src}: variant {v.name}: {exc}") from None
+        if spec.artifacts.reports is None:
+            # a campaign moves metrics, not reports: the jobs' analyses come back, the reports
+            # they analysed stay on the cluster (the job spec says otherwise with fetch)
+            spec.artifacts.reports = "leave"
         workdir = getattr(spec.workload, "workdir", None)
         if workdir and not Path(workdir).is_absolute() and "$" not in workdir:
             spec.workload.workdir = str((base_path.parent / workdir).resolve())

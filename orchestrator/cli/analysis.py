@@ -470,6 +470,31 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             ),
         ] = False,
         max_trace_size: MaxTraceSize = None,
+        write_records: Annotated[
+            bool,
+            typer.Option(
+                "--write-records",
+                help="analyse each report (file, or the reports in a folder) on its own and"
+                " write its analysis beside it as REPORT.gh-run.json, as a profiled job's"
+                " analysis step does on the nodes; later analyses read it in the report's place",
+            ),
+        ] = False,
+        reread: Annotated[
+            bool,
+            typer.Option(
+                "--reread",
+                help="read every report here, even where the job analysed it (REPORT.gh-run.json)",
+            ),
+        ] = False,
+        on_cluster: Annotated[
+            bool,
+            typer.Option(
+                "--on-cluster",
+                help="analyse the reports of runs or campaigns (their ids) again where they lie:"
+                " a SLURM job array (one task per report) and a reduce job after it; the"
+                " results come back as JSON, the reports stay there",
+            ),
+        ] = False,
     ) -> None:
         """Analyse nsys SQLite exports / PyTorch-profiler traces.
 
@@ -480,11 +505,19 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         A run id is analysed from its artifacts, and its headline numbers are stored
         in the state store (for campaigns and `compare`)."""
         limit = ceiling(max_trace_size)
+        if on_cluster:
+            _on_cluster(paths, json_out, per_rank)
+            return
         inputs = [res(a) for a in paths]
+        if write_records:
+            from orchestrator.analysis.records import write_many as write
+
+            raise typer.Exit(write([p for i in inputs for p in i.paths], limit))
         found = analyze_runs(
             [p for i in inputs for p in i.paths],
             label=" ".join(i.label for i in inputs),
             max_trace_bytes=limit,
+            use_records=not reread,
         )
         if resolve is None and any(i.run_id for i in inputs):
             from orchestrator.cli.state import STATE, warn
@@ -495,7 +528,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                     own = (
                         found
                         if len(inputs) == 1
-                        else analyze_runs(i.paths, label=i.label, max_trace_bytes=limit)
+                        else analyze_runs(
+                            i.paths, label=i.label, max_trace_bytes=limit, use_records=not reread
+                        )
                     )
                     if len(own.runs) == 1:
                         store.put_metrics(i.run_id, headline(own.runs[0]))
@@ -607,6 +642,42 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             typer.echo(f"note: {note}", err=True)
         for kind, p in write_report(ms, out, title).items():
             typer.echo(f"{kind}: {p}")
+
+
+def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
+    """`analyze --on-cluster`: the map array and the reduce job (orchestrator.on_cluster),
+    waited for with a progress line, the results printed as `analyze` prints them."""
+    from orchestrator import on_cluster
+    from orchestrator.cli.state import STATE, note, warn
+
+    store = STATE.store()
+    runs = on_cluster.runs_named(store, refs)
+    sub, executor = on_cluster.submit(STATE.home, runs, warn)
+    note(
+        f"map: job array {sub.array} ({len(sub.reports)} reports); reduce: job {sub.reduce};"
+        f" in {sub.folder}"
+    )
+    states = on_cluster.wait(sub, executor, progress=note)
+    found, notes = on_cluster.results(STATE.home, sub, states)
+    for n in notes:
+        warn(n)
+    if json_out:
+        if len(found) == 1:
+            typer.echo(cast(Metrics, found[0]).model_dump_json(indent=2))
+        else:
+            docs = [cast(Metrics, m).model_dump(mode="json") for m in found]
+            import json
+
+            typer.echo(json.dumps({"format": "gh-run.on-cluster/1", "runs": docs}, indent=2))
+        return
+    console = Console()
+    console.soft_wrap = not console.is_terminal
+    for m in found:
+        if isinstance(m, RunSet):
+            for one in m.runs:
+                print_metrics(one, console, per_rank=per_rank)
+        else:
+            print_metrics(cast(Metrics, m), console, per_rank=per_rank)
 
 
 def runs_of(

@@ -247,6 +247,12 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
                 f"  collected {len(manifest.files)} files ({total} bytes, sha256 verified)"
                 f" into {STATE.home / 'artifacts' / run.run_id}"
             )
+            if manifest.left:
+                size = sum(x.size for x in manifest.left)
+                print(
+                    f"  left {len(manifest.left)} reports ({size} bytes) on the cluster, analysed"
+                    f" there; `gh-run fetch {run.run_id} --reports` brings them"
+                )
             _warn_refused(manifest)
         failed |= run.state != "COMPLETED"
     if failed:
@@ -545,24 +551,41 @@ def fetch_cmd(
     run: RunArg,
     max_file_size: MaxFileOpt = None,
     max_run_size: MaxRunOpt = None,
+    reports: Annotated[
+        bool,
+        typer.Option(
+            "--reports",
+            help="also bring the reports the job analysed and left on the cluster"
+            " (artifacts.reports: leave), each checked against the size and sha256 listed"
+            " when it was left",
+        ),
+    ] = False,
 ) -> None:
     """Collect a finished run's artifacts (idempotent, verified).
 
     The files are copied into the home's artifact store, each read back and checked against
     its size and sha256. Files over --max-file-size, or past --max-run-size for the run, are
-    listed and left where they are."""
+    listed and left where they are. With artifacts.reports: leave, the reports the job
+    analysed stay on the cluster (listed in manifest.json, with size and sha256) unless
+    --reports is given."""
     from orchestrator import runs as R
 
     store = STATE.store()
     found = store.find_run(run)
     limits = _limits(found, max_file_size, max_run_size)  # a bad flag is refused before any write
     r = R.refresh(store, [found], warn=warn)[0]
-    manifest = R.collect(store, r, STATE.home, limits, warn)
+    manifest = R.collect(store, r, STATE.home, limits, warn, "fetch" if reports else None)
     total = sum(f.size for f in manifest.files)
     print(
         f"{r.run_id}: {len(manifest.files)} files, {total} bytes, sha256 verified, in "
         f"{STATE.home / 'artifacts' / r.run_id}"
     )
+    if manifest.left:
+        size = sum(x.size for x in manifest.left)
+        print(
+            f"{r.run_id}: {len(manifest.left)} reports ({size} bytes) left on the cluster, analysed"
+            f" there (manifest.json lists them); `gh-run fetch {r.run_id} --reports` brings them"
+        )
     _warn_refused(manifest)
 
 

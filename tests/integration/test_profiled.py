@@ -31,6 +31,11 @@ DEFAULT_PREFIX = "/opt/gh-run"
 @pytest.fixture(scope="module")
 def prefix() -> Path:
     """The tools prefix, with everything these tests run (make deps puts it there)."""
+    return tools_ready()
+
+
+def tools_ready() -> Path:
+    """The tools prefix, or a skip naming what `make deps` has not put there."""
     p = tools.tools_prefix()
     need = [
         p / "bin" / "nsys",

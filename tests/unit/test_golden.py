@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,8 @@ def render_golden(job: Path) -> str:
     script = render_job(spec, cluster, part_name, part, f"{spec.name}-golden", RUN_DIR).script
     # Machine-independent: the checkout's path (specs resolve `workdir: ..` against it), and
     # the heredoc delimiters that hash it.
-    script = script.replace(str(REPO), "/REPO")
+    # and the submitting Python (gh-run on the nodes by default: analysis_post.sh)
+    script = script.replace(sys.executable, "/PYTHON").replace(str(REPO), "/REPO")
     return re.sub(r"GHRUN_EOF_[0-9A-F]{16}", "GHRUN_EOF_FFFFFFFFFFFFFFFF", script)
 
 

@@ -195,7 +195,9 @@ def test_multi_rank_outputs_per_rank_and_post_per_rank() -> None:
         "/runs/r/artifacts/prof.1.nsys-rep",
     ]
     assert [r.export[-1] for r in ctx.nsys_post] == [r.rep for r in ctx.nsys_post]
-    assert ctx.post == [["bash", "/runs/r/nsys_post.sh"]]
+    # then each export analysed on the nodes (clusters/dev.yaml: analysis.in_job by default)
+    assert ctx.post == [["bash", "/runs/r/nsys_post.sh"], ["bash", "/runs/r/analysis_post.sh"]]
+    assert ctx.analysis_reports == [r.sqlite for r in ctx.nsys_post]
 
 
 def test_ranks_restrict_profiling_at_run_time(tmp_path: Path) -> None:
