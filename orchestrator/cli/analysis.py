@@ -486,17 +486,17 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             from orchestrator.cli.state import STATE, warn
 
             store = STATE.store()
-            for i in inputs:
-                if i.run_id:
+            for given in inputs:
+                if given.run_id:
                     own = (
                         found
                         if len(inputs) == 1
-                        else analyze_runs(i.paths, label=i.label, max_trace_bytes=limit)
+                        else analyze_runs(given.paths, label=given.label, max_trace_bytes=limit)
                     )
                     if len(own.runs) == 1:
-                        store.put_metrics(i.run_id, headline(own.runs[0]))
+                        store.put_metrics(given.run_id, headline(own.runs[0]))
                     else:
-                        warn(f"{i.label}: its artifacts hold {len(own.runs)} separate runs;"
+                        warn(f"{given.label}: its artifacts hold {len(own.runs)} separate runs;"
                              " no headline stored")  # fmt: skip
         if json_out:
             one = len(found.runs) == 1
