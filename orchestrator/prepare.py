@@ -1,5 +1,6 @@
 """A job before it is a run: the spec and its cluster loaded and checked against the partition
-(`prepare`), where its run folder goes, which executor takes it, and its script rendered.
+(`prepare`), where its run folder goes, and its script rendered (which executor takes it:
+orchestrator/executors/choose.py).
 
 `render` and `check` need only this (Pydantic, Jinja, YAML); the life of a run once submitted
 (the state store, tracking, collecting) is orchestrator/runs.py, which `status` and `logs`
@@ -14,14 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import GhRunError, UserError
-from orchestrator.executors.base import Executor, Warn
-from orchestrator.executors.local import LocalExecutor
-from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
+from orchestrator.executors.choose import transport_for
 from orchestrator.paths import mirror_root
-from orchestrator.transport import registry
 from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LOCAL
 
@@ -30,8 +28,6 @@ if TYPE_CHECKING:
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
     from orchestrator.yamlio import Located
-
-ExecutorKind = Literal["auto", "local", "slurm"]
 
 
 @dataclass
@@ -174,79 +170,6 @@ def run_dir_for(
             f"the cluster's paths.runs to a plain path"
         )
     return path
-
-
-def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str:
-    """What `--executor auto` means for jobs of these clusters: slurm when a controller
-    answers; else local, but only where every cluster file allows it (`local_fallback`), since
-    without it a job meant for GPU nodes would run with bash on the submit host, often a shared
-    login node. `render_only`: print what submit would send (an srun script), never refuse."""
-    from orchestrator.cluster_identity import clusters_option
-
-    barred = [c for c in clusters if not c.local_fallback]
-    if render_only and barred:
-        return "slurm"  # the answer whether a controller answers or not: nothing to ask
-    if slurm_reachable(clusters=clusters_option(clusters[0]) if clusters else None):
-        return "slurm"
-    if not barred:
-        return "local"
-    from orchestrator.yamlio import display_path
-
-    c = barred[0]
-    src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
-    raise UserError(
-        f"{src}: local_fallback: no SLURM controller answers on this machine, and cluster "
-        f"{c.name} does not let --executor auto run its jobs here; submit from a {c.name} login "
-        "node (where `sinfo` answers), or pass --executor local to run it on this machine anyway"
-    )
-
-
-def transport_for(cluster: Cluster, warn: Warn | None = None) -> Transport:
-    transport = registry.for_cluster(cluster)
-    if warn is not None:
-        transport.warn = warn
-    return transport
-
-
-def transport_of(executor: Executor) -> Transport:
-    """Where an executor's jobs run: a SLURM executor's transport, or this machine."""
-    return executor.transport if isinstance(executor, SlurmExecutor) else LOCAL
-
-
-def choose_executor(
-    kind: ExecutorKind,
-    warn: Warn | None = None,
-    cluster: Cluster | None = None,
-    render_only: bool = False,
-) -> Executor:
-    """slurm, local, or auto (`auto_executor`). A cluster reached over SSH is always slurm: the
-    local executor would run its jobs on this machine."""
-    transport = transport_for(cluster, warn) if cluster is not None else LOCAL
-    if transport.remote:
-        if kind == "local":
-            from orchestrator.yamlio import display_path
-
-            src = display_path(Path(cluster.source)) if cluster and cluster.source else "cluster"
-            raise UserError(
-                f"--executor local: {src} is reached over SSH (transport: ssh) and the local "
-                "executor runs jobs on this machine; use --executor slurm (or auto)"
-            )
-        return SlurmExecutor(warn=warn, transport=transport, clusters=_clusters_of(cluster))
-    if kind == "auto":
-        kind = (
-            "slurm"
-            if auto_executor([cluster] if cluster else [], render_only) == "slurm"
-            else "local"
-        )
-    if kind == "slurm":
-        return SlurmExecutor(warn=warn, clusters=_clusters_of(cluster))
-    return LocalExecutor()
-
-
-def _clusters_of(cluster: Cluster | None) -> str | None:
-    from orchestrator.cluster_identity import clusters_option
-
-    return clusters_option(cluster) if cluster is not None else None
 
 
 def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -> RenderedJob:

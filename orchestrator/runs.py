@@ -20,17 +20,15 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
+from orchestrator.executors.choose import transport_of
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor
 
 # The job before it is a run (loading, checking, rendering) lives in orchestrator/prepare.py;
 # its names are this module's too, as they were before it was split off.
 from orchestrator.prepare import (
-    ExecutorKind,
     Prepared,
-    auto_executor,
     check_submit_host,
-    choose_executor,
     cluster_runs_root,
     local_root,
     new_run_id,
@@ -38,8 +36,6 @@ from orchestrator.prepare import (
     render,
     run_dir_for,
     runs_root,
-    transport_for,
-    transport_of,
 )
 from orchestrator.store import (
     INTENT,
@@ -55,11 +51,8 @@ from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 __all__ = [  # what orchestrator.prepare lends this module
-    "ExecutorKind",
     "Prepared",
-    "auto_executor",
     "check_submit_host",
-    "choose_executor",
     "cluster_runs_root",
     "local_root",
     "new_run_id",
@@ -67,8 +60,6 @@ __all__ = [  # what orchestrator.prepare lends this module
     "render",
     "run_dir_for",
     "runs_root",
-    "transport_for",
-    "transport_of",
 ]
 
 if TYPE_CHECKING:

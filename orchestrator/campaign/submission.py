@@ -40,6 +40,7 @@ from orchestrator.campaign.model import (
 from orchestrator.campaign.results import check_pinned_baseline
 from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
 from orchestrator.errors import GhRunError, UserError
+from orchestrator.executors import choose
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import secrets_of
@@ -187,9 +188,9 @@ def plan(
         if prep.cluster.name not in transports:
             if executor == "local":
                 transports[prep.cluster.name] = LOCAL
-                R.choose_executor("local", cluster=prep.cluster)  # refuses a remote cluster
+                choose.choose_executor("local", cluster=prep.cluster)  # refuses a remote cluster
             else:
-                transport = transports[prep.cluster.name] = R.transport_for(prep.cluster)
+                transport = transports[prep.cluster.name] = choose.transport_for(prep.cluster)
                 roots[prep.cluster.name] = R.cluster_runs_root(prep.cluster, home, transport)
     cdir.mkdir(parents=True, mode=0o700)
     planned: list[PlannedRun] = []
@@ -324,7 +325,7 @@ def confirm_clusters(prepared: PreparedVariants, executor: str) -> dict[str, str
     out: dict[str, str] = {}
     for _, _, prep in prepared:
         if prep.cluster.name not in out:
-            transport = R.transport_for(prep.cluster)
+            transport = choose.transport_for(prep.cluster)
             transport.connect()
             out[prep.cluster.name] = cluster_identity.confirm(prep.cluster, transport).cluster_name
     return out
@@ -461,12 +462,12 @@ def _time_limit(script: Path) -> str | None:
 def resolve_executor(kind: str, prepared: PreparedVariants | None = None) -> str:
     """`auto`: slurm when a variant's cluster is reached over SSH (its jobs can only run there);
     else slurm when a controller answers, else local where the variants' cluster files allow it
-    (`runs.auto_executor`)."""
+    (`executors.choose.auto_executor`)."""
     if kind == "auto":
         clusters = {id(p.cluster): p.cluster for _, _, p in prepared or []}
         if any(c.transport != "local" for c in clusters.values()):
             return "slurm"
-        return R.auto_executor(list(clusters.values()))
+        return choose.auto_executor(list(clusters.values()))
     return kind
 
 
