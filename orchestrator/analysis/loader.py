@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from orchestrator import nsys_export
 from orchestrator.analysis import (
@@ -39,7 +36,6 @@ from orchestrator.analysis import (
     core,
     cross_rank,
     kineto,
-    nsys_sqlite,
     rank_metrics,
     ranks,
     settings,
@@ -162,6 +158,8 @@ def spec_lock_file(folder: Path) -> Path | None:
 
 
 def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
+    import yaml  # only where a run folder holds a spec: a trace alone does not pay for it
+
     try:
         data = yaml.safe_load(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -193,6 +191,8 @@ def workload_kind(folder: Path) -> tuple[str, str] | None:
     neither says."""
     spec = spec_lock_file(folder)
     if spec is not None:
+        import yaml
+
         try:
             data = yaml.safe_load(spec.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
@@ -308,6 +308,8 @@ class FileResult:
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     """Read one input and compute its metrics (runs in a worker process for parallel reads)."""
     if _kind(path) == "nsys":
+        from orchestrator.analysis import nsys_sqlite  # a Kineto trace does not need it
+
         tls = nsys_sqlite.read_timelines(path)
     else:
         tls = [kineto.read_timeline(path, max_trace_bytes)]
@@ -364,6 +366,9 @@ def _jobs(files: list[Path], jobs: int | None) -> int:
 def _read_all(files: list[Path], max_trace_bytes: int | None, jobs: int) -> list[FileResult]:
     if jobs <= 1:
         return [analyze_file(f, max_trace_bytes) for f in files]
+    import multiprocessing  # only for several large inputs
+    from concurrent.futures import ProcessPoolExecutor
+
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
