@@ -48,7 +48,7 @@ class Prepared:
 
         if self.doc is not None:
             return located(self.doc, *path)
-        from orchestrator.yamlio import display_path
+        from orchestrator.paths import display_path
 
         return display_path(self.spec_path) if self.spec_path else self.spec.name
 
@@ -65,14 +65,13 @@ def prepare(
     raised; a spec or cluster file that cannot be read is always raised. `ask_controller`:
     the command will ask the cluster's controller who it is; the question goes out as soon as
     the cluster file is read (cluster_identity.ask_soon)."""
-    from orchestrator import cluster_identity
+    from orchestrator import cluster_identity, preflight
 
     if ask_controller:  # most clusters are this machine's: ask before anything is even imported
         cluster_identity.ask_soon(LOCAL)
-    from orchestrator.cluster import find_cluster_file, load_cluster, validate_job
-    from orchestrator.render import partition_template
+    from orchestrator.cluster import find_cluster_file, load_cluster
+    from orchestrator.paths import display_path
     from orchestrator.spec import load_spec_located
-    from orchestrator.yamlio import display_path
 
     spec, doc = load_spec_located(spec_path, list(overrides))
     if cluster:
@@ -85,8 +84,7 @@ def prepare(
     cl = load_cluster(spec.cluster)
     if ask_controller:
         cluster_identity.ask_soon(transport_for(cl), cluster_identity.clusters_option(cl))
-    part_name, part = validate_job(spec, cl, doc, problems)
-    partition_template(cl, part_name, part)
+    part_name, part = preflight.fit_partition(spec, cl, doc, problems)
     return Prepared(spec, spec_path, cl, part_name, part, doc)
 
 
@@ -104,7 +102,7 @@ def runs_root(cluster: Cluster, home: Path) -> Path:
     text = os.path.expandvars(raw)
     if "$" in text or empty:
         unset = [*re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text), *empty]
-        from orchestrator.yamlio import display_path
+        from orchestrator.paths import display_path
 
         src = display_path(Path(cluster.source)) if cluster.source else cluster.name
         raise UserError(
@@ -123,7 +121,7 @@ _REMOTE_PATH_RE = re.compile(r"^[A-Za-z0-9_.,@%+=:/~${}-]+\Z")
 def cluster_runs_root(cluster: Cluster, home: Path, transport: Transport) -> str:
     """Where run folders live on the cluster side: paths.runs, resolved here for a local
     cluster, on the login node (its $SCRATCH, its ~) for one reached over SSH."""
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
 
     if not transport.remote:
         return str(runs_root(cluster, home))
@@ -184,20 +182,3 @@ def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -
         str(run_dir),
         "direct" if launcher == "direct" else "srun",
     )
-
-
-def check_submit_host(spec: JobSpec, where: str, remote: bool = False) -> None:
-    """What only the submitting machine can tell, checked before anything is written: a local
-    container image exists (render works without it; submit does not), and every secret named
-    in `workload.secret_env` is set here. On a cluster reached over SSH the image is a path
-    there, so it is not looked for here."""
-    from orchestrator.container import check_image
-
-    if not remote:
-        check_image(spec.container, where)
-    missing = [n for n in spec.workload.secret_env if n not in os.environ]
-    if missing:
-        raise UserError(
-            f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
-            "export it before submitting (gh-run passes secrets by name, never by value)"
-        )

@@ -27,7 +27,6 @@ from orchestrator.executors.slurm import SlurmExecutor
 # its names are this module's too, as they were before it was split off.
 from orchestrator.prepare import (
     Prepared,
-    check_submit_host,
     cluster_runs_root,
     local_root,
     new_run_id,
@@ -51,7 +50,6 @@ from orchestrator.transport.local import LOCAL
 
 __all__ = [  # what orchestrator.prepare lends this module
     "Prepared",
-    "check_submit_host",
     "cluster_runs_root",
     "local_root",
     "new_run_id",
@@ -118,7 +116,8 @@ def submit(
     machine's mirror and copied to the cluster, then sbatch runs there. A connection that drops
     while sbatch runs leaves the INTENT row: `repair_intents` finds the job by its name.
     """
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
+    from orchestrator.preflight import check_submit_host
 
     store.require_writable()
     transport = transport_of(executor)

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from orchestrator import cluster_identity, yamlio
+from orchestrator import cluster_identity, preflight, yamlio
 from orchestrator import runs as R
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import (
@@ -38,14 +38,14 @@ from orchestrator.campaign.model import (
     job_path,
 )
 from orchestrator.campaign.results import check_pinned_baseline
-from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
+from orchestrator.cluster import Cluster, find_cluster_file, load_cluster
 from orchestrator.errors import GhRunError, UserError
 from orchestrator.executors import choose
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import secrets_of
 from orchestrator.paths import mirror_root
-from orchestrator.render import RenderedJob, array_key, partition_template, render_array
+from orchestrator.render import RenderedJob, array_key, render_array
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 from orchestrator.transport import registry
@@ -143,11 +143,10 @@ def prepare_variants(
             clusters[spec.cluster] = load_cluster(spec.cluster)
         cl = clusters[spec.cluster]
         where = f"{src}: variant {v.name}"
-        part_name, part = validate_job(spec, cl, where)
-        partition_template(cl, part_name, part)
+        part_name, part = preflight.fit_partition(spec, cl, where)
         # What a single submit checks on the submit host, checked here before anything is
         # written or sent (a missing image would otherwise fail every array element).
-        R.check_submit_host(
+        preflight.check_submit_host(
             spec,
             f"{where} (job {yamlio.display_path(base_path)})",
             remote=cl.transport != "local",

@@ -158,7 +158,7 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
     from orchestrator.cli.state import STATE
     from orchestrator.errors import GhRunError
     from orchestrator.executors.choose import transport_for
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
 
     limits: list[GhRunError] = []
     prep = P.prepare(spec, overrides, cluster, problems=limits)

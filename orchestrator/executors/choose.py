@@ -67,7 +67,7 @@ def choose_executor(
     transport = transport_for(cluster, warn) if cluster is not None else LOCAL
     if transport.remote:
         if kind == "local":
-            from orchestrator.yamlio import display_path
+            from orchestrator.paths import display_path
 
             src = display_path(Path(cluster.source)) if cluster and cluster.source else "cluster"
             raise UserError(

@@ -75,7 +75,7 @@ class LocalExecutor(Executor):
         barred = [c for c in clusters if not c.local_fallback]
         if not barred:
             return None
-        from orchestrator.yamlio import display_path
+        from orchestrator.paths import display_path
 
         c = barred[0]
         src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
