@@ -142,6 +142,7 @@ def test_analyze_of_a_trace_imports_only_what_it_uses(tmp_path: Path) -> None:
         "orchestrator.analysis.compare",
         "orchestrator.analysis.nsys_sqlite",
         "orchestrator.analysis.sqlite_pages",
+        "orchestrator.nsys_versions",
         "orchestrator.store",
         "orchestrator.runs",
         "orchestrator.executors",
