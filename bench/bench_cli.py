@@ -19,11 +19,20 @@ without the interpreter's teardown (orchestrator/cli/exiting.py), which the floo
 ms of CPU with these libraries), so `(... no teardown)` is the floor ended the same way: the
 like-for-like measure of what gh-run itself adds.
 
+`analyze` is `gh-run analyze` of a small real single-rank Kineto trace (tests/data/traces/
+baseline: 467 KB gzipped, one H100 rank, two steps), whole process, as a user runs it; its goal
+(issue 27) is <= 0.35 s and >= 5x faster than Holistic Trace Analysis whole-process on the same
+trace: `(HTA, same trace)` is a Python that runs HTA's TraceAnalysis and the breakdowns gh-run
+computes (temporal, kernel types, comm/comp overlap, idle time; bench_analyze.py's HTA_SCRIPT).
+HTA is a test dependency of gh-run (pyproject's `test` extra), never a runtime one; it takes
+seconds, so it runs in at most --hta-repeat of the rounds.
+
 `--baseline DIR` (a checkout of an earlier gh-run, e.g. `git archive REV | tar -x -C DIR`) adds
 `render` and `check` run from it (`python -m orchestrator` in that folder, its own jobs/ and
-clusters/), interleaved with the rest: before and after in the same run.
+clusters/), and `analyze` run from it, interleaved with the rest: before and after in the same
+run.
 
-Usage: .venv/bin/python bench/bench_cli.py [--repeat 15] [--baseline DIR]
+Usage: .venv/bin/python bench/bench_cli.py [--repeat 15] [--hta-repeat 5] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +54,11 @@ GOALS = {"--help": 4.0, "status": 5.0, "render -x local": 8.0, "render": 8.0}
 FLOOR = "from pydantic import BaseModel, Field; import typer, jinja2, yaml"
 # Issue 25: render and check within this multiple of the floor row.
 FLOOR_GOAL = 1.3
+# Issue 27: analyze of a small single-rank trace, whole process.
+TRACE = REPO / "tests" / "data" / "traces" / "baseline" / "sft_rank0.pt.trace.json.gz"
+ANALYZE_GOAL_S = 0.35
+HTA_GOAL = 5.0
+HTA = "(HTA, same trace)"
 
 
 def seed_home(home: Path) -> str:
@@ -78,6 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=15, help="runs of each command (median)")
     ap.add_argument("--baseline", type=Path, default=None, help="an earlier gh-run checkout")
+    ap.add_argument("--hta-repeat", type=int, default=5, help="rounds that also run HTA")
     args = ap.parse_args()
     gh_run = str(Path(sys.executable).parent / "gh-run")
     with tempfile.TemporaryDirectory(prefix="gh-run-bench-cli-") as tmp:
@@ -96,11 +111,15 @@ def main() -> None:
             "logs RUN": [gh_run, "logs", last],
             "render -x local": [gh_run, "render", "jobs/smoke.yaml", "-x", "local"],
             "render": [gh_run, "render", "jobs/smoke.yaml"],
+            "analyze": [gh_run, "analyze", str(TRACE)],
             # Not a command: the floor under `render`, the libraries it cannot start without
             # (validation, the CLI, templates, YAML), imported and nothing else done.
             "(render's libraries)": [sys.executable, "-c", FLOOR],
             "(... no teardown)": [sys.executable, "-c", f"{FLOOR}; import os; os._exit(0)"],
         }
+        hta = _hta_case()
+        if hta is not None:
+            cases[HTA] = hta
         slurm = False
         if shutil.which("sbatch") and shutil.which("sinfo"):
             ok = subprocess.run(["sinfo", "-h"], capture_output=True, check=False).returncode
@@ -118,14 +137,17 @@ def main() -> None:
                 "local",
             ]
             cases["render (baseline)"] = [*before, "render", "jobs/smoke.yaml"]
+            cases["analyze (baseline)"] = [*before, "analyze", str(TRACE)]
             if slurm:
                 cases["check (baseline)"] = [*before, "check", "jobs/smoke.yaml"]
             where.update({k: args.baseline.resolve() for k in cases if k.endswith("(baseline)")})
         times: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
         for name, argv in cases.items():  # warm the file cache once
             timed(argv, env, name.startswith("check"), where[name])
-        for _ in range(args.repeat):
+        for i in range(args.repeat):
             for name, argv in cases.items():
+                if name == HTA and i >= args.hta_repeat:
+                    continue
                 times[name].append(timed(argv, env, name.startswith("check"), where[name]))
     base = statistics.median(w for w, _ in times["python -c pass"])
     base_cpu = statistics.median(c for _, c in times["python -c pass"])
@@ -155,6 +177,45 @@ def main() -> None:
         print(
             f"{name:<28} {med / fw:>5.2f}x / {cpu / fc:.2f}x {mark:<4}"
             f"  (no-teardown floor: {med / nw:.2f}x / {cpu / nc:.2f}x)"
+        )
+    _print_analyze(times)
+
+
+def _hta_case() -> list[str] | None:
+    """HTA on the bench's trace, whole process; None (said) where HTA is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("hta") is None:
+        print("HTA is not installed in this Python (pip install '.[test]'): no HTA row")
+        return None
+    from bench.bench_analyze import HTA_SCRIPT
+
+    return [sys.executable, "-c", HTA_SCRIPT, str(TRACE.parent)]
+
+
+def _print_analyze(times: dict[str, list[tuple[float, float]]]) -> None:
+    """analyze of the small trace against its goals: seconds, and the multiple of HTA."""
+    med = statistics.median(w for w, _ in times["analyze"])
+    cpu = statistics.median(c for _, c in times["analyze"])
+    mark = "ok" if med <= ANALYZE_GOAL_S else "MISS"
+    print(f"\nanalyze of {TRACE.relative_to(REPO)} ({TRACE.stat().st_size >> 10} KiB):")
+    print(
+        f"  gh-run analyze  {med:.3f} s wall, {cpu:.3f} s CPU (goal <= {ANALYZE_GOAL_S} s: {mark})"
+    )
+    if "analyze (baseline)" in times:
+        bw = statistics.median(w for w, _ in times["analyze (baseline)"])
+        bc = statistics.median(c for _, c in times["analyze (baseline)"])
+        print(
+            f"  baseline        {bw:.3f} s wall, {bc:.3f} s CPU "
+            f"({bw / med:.2f}x / {bc / cpu:.2f}x this tree)"
+        )
+    if HTA in times:
+        hw = statistics.median(w for w, _ in times[HTA])
+        hc = statistics.median(c for _, c in times[HTA])
+        mark = "ok" if hw / med >= HTA_GOAL else "MISS"
+        print(
+            f"  HTA             {hw:.3f} s wall, {hc:.3f} s CPU: gh-run {hw / med:.1f}x faster "
+            f"wall, {hc / cpu:.1f}x CPU (goal >= {HTA_GOAL:.0f}x: {mark}; {len(times[HTA])} runs)"
         )
 
 

@@ -18,11 +18,16 @@ import os
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator import nsys_versions as nv
+# nsys_versions and tools are imported where a report is exported: `analyze` of a trace or of
+# an export imports this module for SUFFIX alone.
 from orchestrator import tools
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.paths import gh_run_home
+
+if TYPE_CHECKING:
+    from orchestrator import nsys_versions as nv
 
 SUFFIX = ".nsys-rep"
 
@@ -38,6 +43,8 @@ def _complete(sqlite: Path) -> bool:
             conn.close()
     except (OSError, sqlite3.DatabaseError):
         return False
+    from orchestrator import nsys_versions as nv
+
     return any(t in names for t in nv.EXPORT_META_TABLES)
 
 
@@ -48,6 +55,8 @@ def _cache_path(report: Path) -> Path:
 
 
 def _newest_first(programs: list[Path]) -> list[tuple[Path, str]]:
+    from orchestrator import nsys_versions as nv
+
     found: list[tuple[nv.NsysVersion, Path, str]] = []
     for p in programs:
         rc, text = tools.output_of([str(p), "--version"])

@@ -125,3 +125,11 @@ def mirror_root(home: Path, cluster: str) -> Path:
     """This machine's copy of a remote cluster's run folders (transport: ssh): run folders are
     written here, copied to the cluster, and their artifacts come back here first."""
     return home / "remote" / cluster
+
+
+def display_path(path: Path) -> str:
+    """The path as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

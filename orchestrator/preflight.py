@@ -1,15 +1,27 @@
-"""What `gh-run check` (and `gh-run doctor SPEC`) finds before anything is sent: every problem
-of a job at once, each one sentence with its fix, instead of the first one per try.
+"""The checks of a job before anything is sent, in one place: each a function that returns its
+problem (one sentence naming file, field and fix) or what it found. `render`, `check`,
+`submit`, campaigns and `gh-run doctor SPEC` all decide through these:
 
-In order: the partition's limits (all of them, at their lines in the job file), the run
-folder (`paths.runs`, e.g. an unset $SCRATCH), the image and the nsys on this machine, the
-SLURM cluster the controller says it is (cluster_identity.py), and only when all of that
-allows, the controller's own verdict (`sbatch --test-only`): a controller of another cluster
-is never asked, and a job gh-run already knows the partition refuses is not sent to it.
+- `fit_partition`: the job against its partition (cluster.validate_job: every limit, at its
+  line in the job file; the cluster's defaults filled in) and the partition's template;
+  what `render` needs (prepare.py) and every campaign variant.
+- `submit_host`: what only the submitting machine can tell: a local image exists, the
+  secrets named in `workload.secret_env` are set here (`submit`, campaigns, `check`).
+- `check_job`: everything `check` (and `doctor SPEC`) finds, every problem at once instead of
+  the first one per try. In order: the partition's limits, the run folder (`paths.runs`, e.g.
+  an unset $SCRATCH), the image, the secrets and the nsys on this machine, the SLURM cluster
+  the controller says it is (cluster_identity.py), and only when all of that allows, the
+  controller's own verdict (`sbatch --test-only`): a controller of another cluster is never
+  asked, and a job gh-run already knows the partition refuses is not sent to it.
+
+What a single file says about itself (types, ranges, unknown keys) is its model's validation
+(spec.py, cluster.py, profile.py: Pydantic, at load); this module holds the decisions that need
+two of them, or this machine, or the cluster.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,8 +30,11 @@ from orchestrator import cluster_identity
 from orchestrator.errors import GhRunError, UserError
 
 if TYPE_CHECKING:
+    from orchestrator.cluster import Cluster, Partition
     from orchestrator.prepare import Prepared
+    from orchestrator.spec import JobSpec
     from orchestrator.transport.base import Transport
+    from orchestrator.yamlio import Located
 
 
 @dataclass(frozen=True)
@@ -42,14 +57,71 @@ def _problem(what: str, exc: GhRunError) -> Finding:
     return Finding(what=what, detail=exc.message, error=exc)
 
 
+def fit_partition(
+    spec: JobSpec,
+    cluster: Cluster,
+    where: str | Located,
+    problems: list[GhRunError] | None = None,
+) -> tuple[str, Partition]:
+    """The partition the job goes to, checked: every limit it breaks (appended to `problems`
+    when given, else raised together; `where`: the job file as read, for line numbers, or a
+    name), and the partition's own template, which must exist and load."""
+    from orchestrator.cluster import validate_job
+    from orchestrator.render import partition_template
+
+    part_name, part = validate_job(spec, cluster, where, problems)
+    partition_template(cluster, part_name, part)
+    return part_name, part
+
+
+def image_problem(spec: JobSpec, where: str) -> GhRunError | None:
+    """A local image must be an absolute path to a file on this machine (render works without
+    it; a job would fail at its first line). A docker:// or other remote URI is not looked for."""
+    from orchestrator.container import check_image
+
+    try:
+        check_image(spec.container, where)
+    except GhRunError as exc:
+        return exc
+    return None
+
+
+def secrets_problem(spec: JobSpec, where: str) -> GhRunError | None:
+    """Every secret `workload.secret_env` names is set in this environment (gh-run passes
+    secrets by name, never by value: sbatch takes them from here)."""
+    missing = [n for n in spec.workload.secret_env if n not in os.environ]
+    if not missing:
+        return None
+    return UserError(
+        f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
+        "export it before submitting (gh-run passes secrets by name, never by value)"
+    )
+
+
+def submit_host(spec: JobSpec, where: str, remote: bool = False) -> list[GhRunError]:
+    """What only the submitting machine can tell, before anything is written: the image (not
+    on a cluster reached over SSH: there it is a path on the cluster) and the secrets."""
+    found = [None if remote else image_problem(spec, where), secrets_problem(spec, where)]
+    return [e for e in found if e is not None]
+
+
+def check_submit_host(spec: JobSpec, where: str, remote: bool = False) -> None:
+    """`submit_host`, its problems raised together."""
+    from orchestrator.errors import combine
+
+    errors = submit_host(spec, where, remote)
+    if errors:
+        raise combine(errors, where)
+
+
 def source_of(prep: Prepared) -> str:
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
 
     return display_path(Path(prep.cluster.source)) if prep.cluster.source else prep.cluster.name
 
 
 def spec_where(prep: Prepared) -> str:
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
 
     return display_path(prep.spec_path) if prep.spec_path else prep.spec.name
 
@@ -78,16 +150,21 @@ def run_folder(prep: Prepared, home: Path, transport: Transport) -> Finding:
 
 
 def image(prep: Prepared) -> Finding | None:
-    from orchestrator.container import check_image
-
     c = prep.spec.container
     if c.runtime == "none" or not c.image:
         return None
-    try:
-        check_image(c, prep.located("container", "image"))
-    except GhRunError as exc:
-        return _problem("image", exc)
-    return Finding(what="image", detail=c.image)
+    exc = image_problem(prep.spec, prep.located("container", "image"))
+    return _problem("image", exc) if exc else Finding(what="image", detail=c.image)
+
+
+def secrets(prep: Prepared) -> Finding | None:
+    names = prep.spec.workload.secret_env
+    if not names:
+        return None
+    exc = secrets_problem(prep.spec, prep.located("workload", "secret_env"))
+    if exc:
+        return _problem("secrets", exc)
+    return Finding(what="secrets", detail=f"set here: {', '.join(names)}")
 
 
 def nsys(prep: Prepared) -> Finding | None:
@@ -193,8 +270,10 @@ def check_job(
     is the file's cluster and gh-run found nothing the partition would refuse."""
     found = [*partition(prep, limits), run_folder(prep, home, transport)]
     if not transport.remote:  # a remote cluster's image and nsys are paths there
-        found += [f for f in (image(prep), nsys(prep)) if f is not None]
+        found += [f for f in (image(prep), secrets(prep), nsys(prep)) if f is not None]
         found += gpu_counters(prep)
+    else:  # sbatch takes the secrets from this environment either way
+        found += [f for f in (secrets(prep),) if f is not None]
     identity = cluster(prep, transport)
     found.append(identity)
     if identity.ok and not limits:

@@ -1,5 +1,6 @@
 """A job before it is a run: the spec and its cluster loaded and checked against the partition
-(`prepare`), where its run folder goes, which executor takes it, and its script rendered.
+(`prepare`), where its run folder goes, and its script rendered (which executor takes it:
+orchestrator/executors/choose.py).
 
 `render` and `check` need only this (Pydantic, Jinja, YAML); the life of a run once submitted
 (the state store, tracking, collecting) is orchestrator/runs.py, which `status` and `logs`
@@ -14,14 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import GhRunError, UserError
-from orchestrator.executors.base import Executor, Warn
-from orchestrator.executors.local import LocalExecutor
-from orchestrator.executors.slurm import SlurmExecutor, slurm_reachable
+from orchestrator.executors.choose import transport_for
 from orchestrator.paths import mirror_root
-from orchestrator.transport import registry
 from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LOCAL
 
@@ -30,8 +28,6 @@ if TYPE_CHECKING:
     from orchestrator.render import RenderedJob
     from orchestrator.spec import JobSpec
     from orchestrator.yamlio import Located
-
-ExecutorKind = Literal["auto", "local", "slurm"]
 
 
 @dataclass
@@ -52,7 +48,7 @@ class Prepared:
 
         if self.doc is not None:
             return located(self.doc, *path)
-        from orchestrator.yamlio import display_path
+        from orchestrator.paths import display_path
 
         return display_path(self.spec_path) if self.spec_path else self.spec.name
 
@@ -69,14 +65,13 @@ def prepare(
     raised; a spec or cluster file that cannot be read is always raised. `ask_controller`:
     the command will ask the cluster's controller who it is; the question goes out as soon as
     the cluster file is read (cluster_identity.ask_soon)."""
-    from orchestrator import cluster_identity
+    from orchestrator import cluster_identity, preflight
 
     if ask_controller:  # most clusters are this machine's: ask before anything is even imported
         cluster_identity.ask_soon(LOCAL)
-    from orchestrator.cluster import find_cluster_file, load_cluster, validate_job
-    from orchestrator.render import partition_template
+    from orchestrator.cluster import find_cluster_file, load_cluster
+    from orchestrator.paths import display_path
     from orchestrator.spec import load_spec_located
-    from orchestrator.yamlio import display_path
 
     spec, doc = load_spec_located(spec_path, list(overrides))
     if cluster:
@@ -89,8 +84,7 @@ def prepare(
     cl = load_cluster(spec.cluster)
     if ask_controller:
         cluster_identity.ask_soon(transport_for(cl), cluster_identity.clusters_option(cl))
-    part_name, part = validate_job(spec, cl, doc, problems)
-    partition_template(cl, part_name, part)
+    part_name, part = preflight.fit_partition(spec, cl, doc, problems)
     return Prepared(spec, spec_path, cl, part_name, part, doc)
 
 
@@ -108,7 +102,7 @@ def runs_root(cluster: Cluster, home: Path) -> Path:
     text = os.path.expandvars(raw)
     if "$" in text or empty:
         unset = [*re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text), *empty]
-        from orchestrator.yamlio import display_path
+        from orchestrator.paths import display_path
 
         src = display_path(Path(cluster.source)) if cluster.source else cluster.name
         raise UserError(
@@ -127,7 +121,7 @@ _REMOTE_PATH_RE = re.compile(r"^[A-Za-z0-9_.,@%+=:/~${}-]+\Z")
 def cluster_runs_root(cluster: Cluster, home: Path, transport: Transport) -> str:
     """Where run folders live on the cluster side: paths.runs, resolved here for a local
     cluster, on the login node (its $SCRATCH, its ~) for one reached over SSH."""
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
 
     if not transport.remote:
         return str(runs_root(cluster, home))
@@ -176,79 +170,6 @@ def run_dir_for(
     return path
 
 
-def auto_executor(clusters: Sequence[Cluster], render_only: bool = False) -> str:
-    """What `--executor auto` means for jobs of these clusters: slurm when a controller
-    answers; else local, but only where every cluster file allows it (`local_fallback`), since
-    without it a job meant for GPU nodes would run with bash on the submit host, often a shared
-    login node. `render_only`: print what submit would send (an srun script), never refuse."""
-    from orchestrator.cluster_identity import clusters_option
-
-    barred = [c for c in clusters if not c.local_fallback]
-    if render_only and barred:
-        return "slurm"  # the answer whether a controller answers or not: nothing to ask
-    if slurm_reachable(clusters=clusters_option(clusters[0]) if clusters else None):
-        return "slurm"
-    if not barred:
-        return "local"
-    from orchestrator.yamlio import display_path
-
-    c = barred[0]
-    src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
-    raise UserError(
-        f"{src}: local_fallback: no SLURM controller answers on this machine, and cluster "
-        f"{c.name} does not let --executor auto run its jobs here; submit from a {c.name} login "
-        "node (where `sinfo` answers), or pass --executor local to run it on this machine anyway"
-    )
-
-
-def transport_for(cluster: Cluster, warn: Warn | None = None) -> Transport:
-    transport = registry.for_cluster(cluster)
-    if warn is not None:
-        transport.warn = warn
-    return transport
-
-
-def transport_of(executor: Executor) -> Transport:
-    """Where an executor's jobs run: a SLURM executor's transport, or this machine."""
-    return executor.transport if isinstance(executor, SlurmExecutor) else LOCAL
-
-
-def choose_executor(
-    kind: ExecutorKind,
-    warn: Warn | None = None,
-    cluster: Cluster | None = None,
-    render_only: bool = False,
-) -> Executor:
-    """slurm, local, or auto (`auto_executor`). A cluster reached over SSH is always slurm: the
-    local executor would run its jobs on this machine."""
-    transport = transport_for(cluster, warn) if cluster is not None else LOCAL
-    if transport.remote:
-        if kind == "local":
-            from orchestrator.yamlio import display_path
-
-            src = display_path(Path(cluster.source)) if cluster and cluster.source else "cluster"
-            raise UserError(
-                f"--executor local: {src} is reached over SSH (transport: ssh) and the local "
-                "executor runs jobs on this machine; use --executor slurm (or auto)"
-            )
-        return SlurmExecutor(warn=warn, transport=transport, clusters=_clusters_of(cluster))
-    if kind == "auto":
-        kind = (
-            "slurm"
-            if auto_executor([cluster] if cluster else [], render_only) == "slurm"
-            else "local"
-        )
-    if kind == "slurm":
-        return SlurmExecutor(warn=warn, clusters=_clusters_of(cluster))
-    return LocalExecutor()
-
-
-def _clusters_of(cluster: Cluster | None) -> str | None:
-    from orchestrator.cluster_identity import clusters_option
-
-    return clusters_option(cluster) if cluster is not None else None
-
-
 def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -> RenderedJob:
     from orchestrator.render import render_job
 
@@ -261,20 +182,3 @@ def render(prep: Prepared, run_id: str, run_dir: Path, launcher: str = "srun") -
         str(run_dir),
         "direct" if launcher == "direct" else "srun",
     )
-
-
-def check_submit_host(spec: JobSpec, where: str, remote: bool = False) -> None:
-    """What only the submitting machine can tell, checked before anything is written: a local
-    container image exists (render works without it; submit does not), and every secret named
-    in `workload.secret_env` is set here. On a cluster reached over SSH the image is a path
-    there, so it is not looked for here."""
-    from orchestrator.container import check_image
-
-    if not remote:
-        check_image(spec.container, where)
-    missing = [n for n in spec.workload.secret_env if n not in os.environ]
-    if missing:
-        raise UserError(
-            f"{where}: workload.secret_env: {', '.join(missing)} is not set in this environment; "
-            "export it before submitting (gh-run passes secrets by name, never by value)"
-        )

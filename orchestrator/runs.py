@@ -14,23 +14,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, Warn
+from orchestrator.executors.choose import transport_of
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor
 
 # The job before it is a run (loading, checking, rendering) lives in orchestrator/prepare.py;
 # its names are this module's too, as they were before it was split off.
 from orchestrator.prepare import (
-    ExecutorKind,
     Prepared,
-    auto_executor,
-    check_submit_host,
-    choose_executor,
     cluster_runs_root,
     local_root,
     new_run_id,
@@ -38,8 +34,6 @@ from orchestrator.prepare import (
     render,
     run_dir_for,
     runs_root,
-    transport_for,
-    transport_of,
 )
 from orchestrator.store import (
     INTENT,
@@ -55,11 +49,7 @@ from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 __all__ = [  # what orchestrator.prepare lends this module
-    "ExecutorKind",
     "Prepared",
-    "auto_executor",
-    "check_submit_host",
-    "choose_executor",
     "cluster_runs_root",
     "local_root",
     "new_run_id",
@@ -67,8 +57,6 @@ __all__ = [  # what orchestrator.prepare lends this module
     "render",
     "run_dir_for",
     "runs_root",
-    "transport_for",
-    "transport_of",
 ]
 
 if TYPE_CHECKING:
@@ -129,7 +117,8 @@ def submit(
     machine's mirror and copied to the cluster, then sbatch runs there. A connection that drops
     while sbatch runs leaves the INTENT row: `repair_intents` finds the job by its name.
     """
-    from orchestrator.yamlio import display_path
+    from orchestrator.paths import display_path
+    from orchestrator.preflight import check_submit_host
 
     store.require_writable()
     transport = transport_of(executor)
@@ -674,41 +663,3 @@ def _job_num(job_id: str | None) -> int:
     with contextlib.suppress(ValueError, AttributeError):
         return int(str(job_id).split("_")[0])
     return -1
-
-
-@dataclass(frozen=True)
-class AnalysisInput:
-    """What an argument of analyze/compare/report names: its traces, the label that heads it
-    (a run's id, never the `last` or prefix that was typed) and the run, if it is one."""
-
-    label: str
-    paths: list[Path]
-    run_id: str | None = None
-
-
-def analysis_input(store: Store, home: Path, ref: str) -> AnalysisInput:
-    """The traces of a run, resolved as every command resolves a run reference
-    (`Store.find_run`: id, unique prefix, job id, `last`): its collected copy, else its run
-    folder."""
-    from orchestrator import artifacts
-    from orchestrator.store import NoSuchRun
-
-    try:
-        run = store.find_run(ref)
-    except NoSuchRun as exc:
-        raise UserError(
-            f"{ref}: not a file or folder here, and {exc.message[:1].lower()}{exc.message[1:]}; "
-            "give a trace (.sqlite, .pt.trace.json[.gz]), a folder of them, or a run id"
-        ) from None
-    collected = artifacts.store_dir(home, run.run_id) / "artifacts"
-    if run.collected_at and collected.is_dir():
-        return AnalysisInput(run.run_id, [collected], run.run_id)
-    live = Path(run.run_dir) / "artifacts"
-    if not run.transport and live.is_dir():  # a remote run's folder is on the cluster
-        return AnalysisInput(run.run_id, [live], run.run_id)
-    raise UserError(f"run {run.run_id} has no artifacts yet ({run.state}); `gh-run fetch` it")
-
-
-def analysis_inputs(store: Store, home: Path, ref: str) -> list[Path]:
-    """The folder holding a run's traces (`analysis_input`)."""
-    return analysis_input(store, home, ref).paths

@@ -21,6 +21,9 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import UserError
 
+# display_path lives in paths.py (no YAML needed to show a path); re-exported for callers here
+from orchestrator.paths import display_path as display_path
+
 # A spec is a few kilobytes; anything near this is a mistake or an attack (alias bombs too).
 MAX_FILE_BYTES = 1 << 20
 MAX_NODES = 100_000
@@ -184,14 +187,6 @@ def parse_value(text: str, where: str) -> Any:
         return text
     except RecursionError:
         raise UserError(f"{where}: the value is nested too deeply; flatten it") from None
-
-
-def display_path(path: Path) -> str:
-    """The path as the user would type it: relative to the working directory when inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def parse_text(text: str, src: str) -> Located:

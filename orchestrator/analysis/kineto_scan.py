@@ -44,22 +44,28 @@ def library_path() -> Path | None:
     return native.library_path("_kineto_scan")
 
 
+# The C functions of _kineto_scan.c as ctypes calls them (checked against the C prototypes by
+# tests/unit/test_native_boundary.py).
+SIGNATURES = {
+    "kineto_scan": native.Signature(
+        ctypes.c_int64,
+        (
+            ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+            _I64, _I64, _U64, _I64, _I64, _U64,
+            *([_I64] * len(_INT_COLS)), _U8,
+            ctypes.c_int64, _I64, _I64, _I64,  # the other records: capacity, starts, ends, count
+        ),
+    ),
+    "kineto_differ": native.Signature(
+        ctypes.c_int64, (ctypes.c_char_p, ctypes.c_int64, _I64, _I64, _I64, _I64)
+    ),
+}  # fmt: skip
+
+
 def _library() -> Any | None:
     """The built scan, loaded; None when not built, or with GH_RUN_NO_NATIVE_SCAN set (orjson
     then parses every batch, as on a machine without a C compiler)."""
-    lib = native.load("_kineto_scan")
-    if lib is None:
-        return None
-    lib.kineto_scan.restype = ctypes.c_int64
-    lib.kineto_scan.argtypes = [
-        ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
-        _I64, _I64, _U64, _I64, _I64, _U64,
-        *([_I64] * len(_INT_COLS)), _U8,
-        ctypes.c_int64, _I64, _I64, _I64,  # the other records: capacity, starts, ends, count
-    ]  # fmt: skip
-    lib.kineto_differ.restype = ctypes.c_int64
-    lib.kineto_differ.argtypes = [ctypes.c_char_p, ctypes.c_int64, _I64, _I64, _I64, _I64]
-    return lib
+    return native.load("_kineto_scan", SIGNATURES)
 
 
 _LIB = _library()

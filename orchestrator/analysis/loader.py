@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from orchestrator import nsys_export
 from orchestrator.analysis import (
@@ -40,7 +37,6 @@ from orchestrator.analysis import (
     cross_rank,
     gpu_metrics,
     kineto,
-    nsys_sqlite,
     rank_metrics,
     ranks,
     records,
@@ -179,6 +175,8 @@ def spec_lock_file(folder: Path) -> Path | None:
 
 
 def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
+    import yaml  # only where a run folder holds a spec: a trace alone does not pay for it
+
     try:
         data = yaml.safe_load(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -210,6 +208,8 @@ def workload_kind(folder: Path) -> tuple[str, str] | None:
     neither says."""
     spec = spec_lock_file(folder)
     if spec is not None:
+        import yaml
+
         try:
             data = yaml.safe_load(spec.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
@@ -327,6 +327,8 @@ class FileResult:
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     """Read one input and compute its metrics (runs in a worker process for parallel reads)."""
     if _kind(path) == "nsys":
+        from orchestrator.analysis import nsys_sqlite  # a Kineto trace does not need it
+
         tls = nsys_sqlite.read_timelines(path)
     else:
         tls = [kineto.read_timeline(path, max_trace_bytes)]
@@ -401,6 +403,9 @@ def _read_all(
     if jobs <= 1 or len(todo) < 2:
         out.update({i: analyze_file(files[i], max_trace_bytes) for i in todo})
     else:
+        import multiprocessing  # only for several large inputs
+        from concurrent.futures import ProcessPoolExecutor
+
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from orchestrator.base import Strict
 
@@ -180,6 +179,8 @@ def from_config(f: Path, data: dict[str, Any]) -> dict[str, Setting]:
 
 def from_spec(f: Path) -> dict[str, Setting]:
     """Settings in a run's spec.lock.yaml `workload` (unreadable or silent: none)."""
+    import yaml  # only where a run folder holds a spec
+
     try:
         data = yaml.safe_load(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):

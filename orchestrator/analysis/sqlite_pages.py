@@ -38,24 +38,31 @@ def library_path() -> Path | None:
     return native.library_path("_sqlite_pages")
 
 
+_I32, _I64 = ctypes.c_int32, ctypes.c_int64
+_P32, _P64 = ctypes.POINTER(_I32), ctypes.POINTER(_I64)
+_PVOID, _PP64 = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_P64)
+# The C functions of _sqlite_pages.c as ctypes calls them (checked against the C prototypes by
+# tests/unit/test_native_boundary.py).
+SIGNATURES = {
+    "sqlite_pages_fetch": native.Signature(
+        _I64,
+        (
+            ctypes.c_char_p, _I64, _I64, _I64,  # path, root page, rowid range
+            _I32, _P32, _P32, _PVOID, _I64,  # dests: count, columns, widths
+            _I32, _I32,  # start, end columns
+            _I32, _P64, _I32,  # subset: condition column, its values
+            _I32, _P32, _P64, _PP64, _P64,  # subset columns, NULL defaults, arrays, counts
+            _P64,  # rows seen
+        ),
+    ),
+    "sqlite_pages_shape": native.Signature(
+        _I64, (ctypes.c_char_p, _I64, _I64, _P64, _I64, _P64, _P64, _P64)
+    ),
+}  # fmt: skip
+
+
 def _library() -> Any | None:
-    lib = native.load("_sqlite_pages")
-    if lib is None:
-        return None
-    i32, i64 = ctypes.c_int32, ctypes.c_int64
-    p32, p64 = ctypes.POINTER(i32), ctypes.POINTER(i64)
-    lib.sqlite_pages_fetch.restype = i64
-    lib.sqlite_pages_fetch.argtypes = [
-        ctypes.c_char_p, i64, i64, i64,  # path, root page, rowid range
-        i32, p32, p32, ctypes.POINTER(ctypes.c_void_p), i64,  # dests: count, columns, widths
-        i32, i32,  # start, end columns
-        i32, p64, i32,  # subset: condition column, its values
-        i32, p32, p64, ctypes.POINTER(p64), p64,  # subset columns, NULL defaults, arrays, counts
-        p64,  # rows seen
-    ]  # fmt: skip
-    lib.sqlite_pages_shape.restype = i64
-    lib.sqlite_pages_shape.argtypes = [ctypes.c_char_p, i64, i64, p64, i64, p64, p64, p64]
-    return lib
+    return native.load("_sqlite_pages", SIGNATURES)
 
 
 _LIB = _library()

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from orchestrator import cluster_identity, yamlio
+from orchestrator import cluster_identity, preflight, yamlio
 from orchestrator import runs as R
 from orchestrator.campaign import records as db
 from orchestrator.campaign.model import (
@@ -38,13 +38,14 @@ from orchestrator.campaign.model import (
     job_path,
 )
 from orchestrator.campaign.results import check_pinned_baseline
-from orchestrator.cluster import Cluster, find_cluster_file, load_cluster, validate_job
+from orchestrator.cluster import Cluster, find_cluster_file, load_cluster
 from orchestrator.errors import GhRunError, UserError
+from orchestrator.executors import choose
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import secrets_of
 from orchestrator.paths import mirror_root
-from orchestrator.render import RenderedJob, array_key, partition_template, render_array
+from orchestrator.render import RenderedJob, array_key, render_array
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 from orchestrator.transport import registry
@@ -146,11 +147,10 @@ def prepare_variants(
             clusters[spec.cluster] = load_cluster(spec.cluster)
         cl = clusters[spec.cluster]
         where = f"{src}: variant {v.name}"
-        part_name, part = validate_job(spec, cl, where)
-        partition_template(cl, part_name, part)
+        part_name, part = preflight.fit_partition(spec, cl, where)
         # What a single submit checks on the submit host, checked here before anything is
         # written or sent (a missing image would otherwise fail every array element).
-        R.check_submit_host(
+        preflight.check_submit_host(
             spec,
             f"{where} (job {yamlio.display_path(base_path)})",
             remote=cl.transport != "local",
@@ -191,9 +191,9 @@ def plan(
         if prep.cluster.name not in transports:
             if executor == "local":
                 transports[prep.cluster.name] = LOCAL
-                R.choose_executor("local", cluster=prep.cluster)  # refuses a remote cluster
+                choose.choose_executor("local", cluster=prep.cluster)  # refuses a remote cluster
             else:
-                transport = transports[prep.cluster.name] = R.transport_for(prep.cluster)
+                transport = transports[prep.cluster.name] = choose.transport_for(prep.cluster)
                 roots[prep.cluster.name] = R.cluster_runs_root(prep.cluster, home, transport)
     cdir.mkdir(parents=True, mode=0o700)
     planned: list[PlannedRun] = []
@@ -328,7 +328,7 @@ def confirm_clusters(prepared: PreparedVariants, executor: str) -> dict[str, str
     out: dict[str, str] = {}
     for _, _, prep in prepared:
         if prep.cluster.name not in out:
-            transport = R.transport_for(prep.cluster)
+            transport = choose.transport_for(prep.cluster)
             transport.connect()
             out[prep.cluster.name] = cluster_identity.confirm(prep.cluster, transport).cluster_name
     return out
@@ -465,12 +465,12 @@ def _time_limit(script: Path) -> str | None:
 def resolve_executor(kind: str, prepared: PreparedVariants | None = None) -> str:
     """`auto`: slurm when a variant's cluster is reached over SSH (its jobs can only run there);
     else slurm when a controller answers, else local where the variants' cluster files allow it
-    (`runs.auto_executor`)."""
+    (`executors.choose.auto_executor`)."""
     if kind == "auto":
         clusters = {id(p.cluster): p.cluster for _, _, p in prepared or []}
         if any(c.transport != "local" for c in clusters.values()):
             return "slurm"
-        return R.auto_executor(list(clusters.values()))
+        return choose.auto_executor(list(clusters.values()))
     return kind
 
 

@@ -1,7 +1,7 @@
 """`gh-run analyze`, `gh-run compare`, `gh-run report`: thin wrappers over orchestrator.analysis.
 
 Arguments are trace files, folders, or run references of the state store, resolved as every
-command resolves them (`orchestrator.runs.analysis_input`: id, unique prefix, job id, `last`)
+command resolves them (`orchestrator.run_inputs.analysis_input`: id, unique prefix, job id, `last`)
 and headed by the run's id; `register(app, resolve)` takes another resolver for tests or other
 front ends. `analyze` of a run id also stores the run's headline numbers
 (`orchestrator.analysis.headline`) with `store.put_metrics`.
@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TextIO, cast
+from typing import TYPE_CHECKING, Annotated, TextIO, cast
 
 import typer
 from rich import box
@@ -28,24 +28,12 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from orchestrator.analysis import (
-    Metrics,
-    RankMetrics,
-    RunSet,
-    advise,
-    analyze_paths,
-    analyze_runs,
-    compare,
-    gpu_metric_findings,
-    headline,
-    tracetext,
-    write_report,
-)
-from orchestrator.analysis.advice import FOLD_OVER, fold
+# Only what `analyze` of one trace needs is imported here; compare's and the report's modules
+# (Jinja among them) and the nsys reader are imported by what uses them (bench/bench_cli.py).
+from orchestrator.analysis import tracetext
+from orchestrator.analysis.advice import FOLD_OVER, advise, fold
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.views import Row, count, pct
-from orchestrator.analysis.changes import WhatChanged
-from orchestrator.analysis.compare import Comparison
 from orchestrator.analysis.labels import (
     NOT_MEASURED,
     column_labels,
@@ -57,11 +45,16 @@ from orchestrator.analysis.labels import (
     short_kernel,
     short_labels,
 )
-from orchestrator.analysis.metrics import merged_top_kernels
+from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
+from orchestrator.analysis.metrics import Metrics, RankMetrics, headline, merged_top_kernels
 from orchestrator.analysis.verdict import NO_GPU, has_gpu, has_kernels, holdings, idle_figures
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
-from orchestrator.runs import AnalysisInput
+from orchestrator.run_inputs import AnalysisInput
+
+if TYPE_CHECKING:
+    from orchestrator.analysis.changes import WhatChanged
+    from orchestrator.analysis.compare import Comparison
 
 Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
@@ -89,10 +82,10 @@ def _default_resolve(arg: str) -> AnalysisInput:
         return AnalysisInput(arg, [example_trace(arg)])
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
         raise UserError(f"{arg}: no such file or folder; check the path")
-    from orchestrator import runs
     from orchestrator.cli.state import STATE
+    from orchestrator.run_inputs import analysis_input
 
-    return runs.analysis_input(STATE.store(), STATE.home, arg)
+    return analysis_input(STATE.store(), STATE.home, arg)
 
 
 RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
@@ -249,6 +242,8 @@ def _after_table(m: Metrics, console: Console, wide: bool) -> None:
     figures = idle_figures(m) if has_kernels(m) else None
     if figures is not None:
         print_wrapped(console, f"idle figures: {figures.text}")
+    from orchestrator.analysis import gpu_metric_findings
+
     sm = gpu_metric_findings.sentence(m) if has_kernels(m) else None
     if sm is not None:
         print_wrapped(console, f"GPU metrics: {sm}")
@@ -523,19 +518,22 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             from orchestrator.cli.state import STATE, warn
 
             store = STATE.store()
-            for i in inputs:
-                if i.run_id:
+            for given in inputs:
+                if given.run_id:
                     own = (
                         found
                         if len(inputs) == 1
                         else analyze_runs(
-                            i.paths, label=i.label, max_trace_bytes=limit, use_records=not reread
+                            given.paths,
+                            label=given.label,
+                            max_trace_bytes=limit,
+                            use_records=not reread,
                         )
                     )
                     if len(own.runs) == 1:
-                        store.put_metrics(i.run_id, headline(own.runs[0]))
+                        store.put_metrics(given.run_id, headline(own.runs[0]))
                     else:
-                        warn(f"{i.label}: its artifacts hold {len(own.runs)} separate runs;"
+                        warn(f"{given.label}: its artifacts hold {len(own.runs)} separate runs;"
                              " no headline stored")  # fmt: skip
         if json_out:
             one = len(found.runs) == 1
@@ -580,6 +578,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                 "compare needs at least two runs (files, folders or run ids; a folder of"
                 " separate runs counts as each of them)"
             )
+        from orchestrator.analysis.compare import compare
+
         names = short_labels(given)
         c = compare(ms, labels=names)
         if json_out:
@@ -627,6 +627,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         max_trace_size: MaxTraceSize = None,
     ) -> None:
         """Write report.html (self-contained), report.md and report.json."""
+        from orchestrator.analysis.report import write_report
         from orchestrator.errors import UserError
 
         if not runs and not campaign:
@@ -708,17 +709,17 @@ def runs_of(
 
 def _campaign_inputs(ref: str) -> list[tuple[str, list[Path]]]:
     """(variant name, trace folder) for every variant of a campaign that left traces."""
-    from orchestrator import runs as run_ops
     from orchestrator.campaign import records
     from orchestrator.cli.state import STATE, warn
     from orchestrator.errors import UserError
+    from orchestrator.run_inputs import analysis_inputs
 
     store = STATE.store()
     rec = records.get_campaign(store, ref)
     out: list[tuple[str, list[Path]]] = []
     for variant, run in records.runs_of(store, rec.campaign_id).items():
         try:
-            out.append((variant, run_ops.analysis_inputs(store, STATE.home, run.run_id)))
+            out.append((variant, analysis_inputs(store, STATE.home, run.run_id)))
         except UserError as exc:
             warn(f"{variant}: skipped ({exc})")
     if not out:

@@ -310,9 +310,9 @@ def _confirm_cluster(executor: str, mode: str, cluster: Cluster) -> None:
     names (a launcher job always goes through SLURM; a crontab line's nights do unless the
     campaign runs locally, or `auto` finds no controller here and may run them locally)."""
     from orchestrator import cluster_identity
-    from orchestrator import runs as R
+    from orchestrator.executors.choose import transport_for
 
-    transport = R.transport_for(cluster, warn)
+    transport = transport_for(cluster, warn)
     if mode == "cron" and executor == "local":
         return
     local_nights = executor == "auto" and not transport.remote

@@ -157,11 +157,12 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
     from orchestrator import prepare as P
     from orchestrator.cli.state import STATE
     from orchestrator.errors import GhRunError
-    from orchestrator.yamlio import display_path
+    from orchestrator.executors.choose import transport_for
+    from orchestrator.paths import display_path
 
     limits: list[GhRunError] = []
     prep = P.prepare(spec, overrides, cluster, problems=limits)
-    transport = P.transport_for(prep.cluster)
+    transport = transport_for(prep.cluster)
 
     def need(f: preflight.Finding) -> doctor.Need:
         return doctor.Need(what=f.what, ok=f.ok, detail=f.detail.removeprefix(f"{f.what}: "))

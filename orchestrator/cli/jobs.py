@@ -14,6 +14,7 @@ from orchestrator import prepare as P
 from orchestrator.cli.state import STATE, err_console, note, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.errors import GhRunError, RuntimeFailure, UserError
+from orchestrator.executors.choose import ExecutorKind, choose_executor, transport_for, transport_of
 
 if TYPE_CHECKING:  # Rich, the store and the transports are imported when a command needs them
     from rich.table import Table
@@ -38,7 +39,7 @@ ClusterOpt = Annotated[
     str | None, typer.Option("--cluster", help="Cluster name or file, instead of the spec's.")
 ]
 ExecutorOpt = Annotated[
-    P.ExecutorKind,
+    ExecutorKind,
     typer.Option(
         "--executor",
         "-x",
@@ -111,8 +112,8 @@ def render_cmd(
     # The executor is chosen exactly as submit chooses it (same default, same `auto` rule):
     # its launcher (srun, or direct for local) is part of the script; so is the run folder,
     # on the cluster side (a remote paths.runs is resolved on the login node).
-    ex = P.choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
-    run_dir = P.run_dir_for(prep.cluster, STATE.home, rid, P.transport_of(ex))
+    ex = choose_executor(executor, warn=warn, cluster=prep.cluster, render_only=True)
+    run_dir = P.run_dir_for(prep.cluster, STATE.home, rid, transport_of(ex))
     rendered = P.render(prep, rid, run_dir, ex.launcher)
     typer.echo(rendered.script, nl=False)
 
@@ -133,7 +134,7 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
 def _check(prep: P.Prepared, limits: list[GhRunError] | None = None) -> None:
     from orchestrator import preflight
 
-    transport = P.transport_for(prep.cluster, warn)
+    transport = transport_for(prep.cluster, warn)
     found = preflight.check_job(prep, STATE.home, transport, limits or [])
     for f in found:
         if f.warning:
@@ -179,14 +180,14 @@ def submit_cmd(
         _check(prep, limits)
         return
     rid = _run_id(run_id)
-    ex = R.choose_executor(executor, warn=warn, cluster=prep.cluster)
+    ex = choose_executor(executor, warn=warn, cluster=prep.cluster)
     store = STATE.store()
     run = R.submit(store, prep, ex, STATE.home, run_id=rid)
     print(
         f"submitted {paint(run.run_id, 'bold')} as {ex.name} job {run.job_id} "
         f"on {prep.cluster.name}/{prep.partition_name}"
     )
-    where = f" on {R.transport_of(ex).where}" if R.transport_of(ex).remote else ""
+    where = f" on {transport_of(ex).where}" if transport_of(ex).remote else ""
     print(f"  run folder: {run.run_dir}{where}")
     if not wait:
         print(f"  follow it:  gh-run status {run.run_id}   gh-run logs {run.run_id} -f")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import glob
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
+    from orchestrator.cluster import Cluster
     from orchestrator.store import Run
 
 
@@ -27,9 +28,27 @@ class JobStatus:
     nodes: str | None = None
 
 
+@dataclass(frozen=True)
+class NotHere:
+    """Why `--executor auto` cannot give an executor the jobs of a cluster on this machine:
+    `where` the file and field that decide it, `why` the fact, `fix` what the user can do."""
+
+    why: str
+    where: str = ""
+    fix: str = ""
+
+
 class Executor(ABC):
     name: str
     launcher: str
+
+    @classmethod
+    @abstractmethod
+    def not_here(cls, clusters: Sequence[Cluster], render_only: bool = False) -> NotHere | None:
+        """Whether this executor takes these clusters' jobs under `--executor auto` on this
+        machine: None when it does, else why not (submitit's AutoExecutor asks each executor
+        the same question; executors/choose.py asks them in order). `render_only`: the
+        script is only printed, nothing is sent."""
 
     @abstractmethod
     def submit(self, script: Path, run: Run) -> str:

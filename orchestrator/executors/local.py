@@ -32,14 +32,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import RuntimeFailure
-from orchestrator.executors.base import Executor, JobStatus
+from orchestrator.executors.base import Executor, JobStatus, NotHere
 from orchestrator.units import parse_time
 
 if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
+    from orchestrator.cluster import Cluster
     from orchestrator.store import Run
 
 # Seconds between SIGTERM and SIGKILL (the `-k 10` of the former `timeout` supervisor).
@@ -65,6 +67,24 @@ class LocalExecutor(Executor):
     def __init__(self, time_limit: str | None = None, grace: float = GRACE_SECONDS) -> None:
         self.time_limit = time_limit
         self.grace = grace
+
+    @classmethod
+    def not_here(cls, clusters: Sequence[Cluster], render_only: bool = False) -> NotHere | None:
+        """Only where every cluster file allows it (`local_fallback`): without it a job meant
+        for GPU nodes would run with bash on the submit host, often a shared login node."""
+        barred = [c for c in clusters if not c.local_fallback]
+        if not barred:
+            return None
+        from orchestrator.paths import display_path
+
+        c = barred[0]
+        src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
+        return NotHere(
+            f"cluster {c.name} does not let --executor auto run its jobs here",
+            where=f"{src}: local_fallback",
+            fix=f"submit from a {c.name} login node (where `sinfo` answers), or pass "
+            "--executor local to run it on this machine anyway",
+        )
 
     def submit(self, script: Path, run: Run) -> str:
         folder = Path(run.run_dir)

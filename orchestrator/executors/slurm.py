@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RuntimeFailure, UserError
-from orchestrator.executors.base import Executor, JobStatus, Warn
+from orchestrator.executors.base import Executor, JobStatus, NotHere, Warn
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
+    from orchestrator.cluster import Cluster
     from orchestrator.executors.slurm_watch import GhRunWatcher, TrackedJob
     from orchestrator.store import Run
 
@@ -143,6 +144,19 @@ class SlurmExecutor(Executor):
         self.clusters = clusters
         if warn is not None:
             self.transport.warn = warn
+
+    @classmethod
+    def not_here(cls, clusters: Sequence[Cluster], render_only: bool = False) -> NotHere | None:
+        """Where a controller answers (one cached query: the same that tells its cluster name).
+        A script only printed for a cluster that bars the local executor is an srun script
+        whether a controller answers or not: nothing to ask."""
+        from orchestrator.cluster_identity import clusters_option
+
+        if render_only and any(not c.local_fallback for c in clusters):
+            return None
+        if slurm_reachable(clusters=clusters_option(clusters[0]) if clusters else None):
+            return None
+        return NotHere("no SLURM controller answers on this machine")
 
     def run(
         self,

@@ -77,3 +77,49 @@ def test_auto_falls_back_where_the_cluster_allows_it(
     env = {"SLURM_CONF": str(dead_controller)}
     res = run_cli(["submit", "jobs/smoke.yaml", "--cluster", str(site), "--wait"], gh_home, env=env)
     assert res.rc == 0 and "as local job" in res.out, res.text
+
+
+def test_each_executor_answers_for_itself(tmp_path: Path, dead_controller: Path) -> None:
+    """submitit's AutoExecutor shape (executors/choose.py): each executor says whether it takes
+    the jobs here; `auto` asks them in order and, when none does, joins their reasons into the
+    one refusal the CLI test above reads. With a real SLURM client and no controller."""
+    from orchestrator import cluster_identity
+    from orchestrator.errors import UserError
+    from orchestrator.executors.choose import AUTO_ORDER, auto_executor
+    from orchestrator.executors.local import LocalExecutor
+    from orchestrator.executors.slurm import SlurmExecutor
+
+    def load(path: Path) -> Cluster:
+        c = yamlio.to_model(yamlio.read_file(path), Cluster)
+        c.source = str(path)
+        return c
+
+    allowed, barred = load(_site(tmp_path, True)), load(_site(_mkdir(tmp_path / "barred"), False))
+    assert (SlurmExecutor, LocalExecutor) == AUTO_ORDER  # the scheduler first
+    cluster_identity.forget()  # the dead controller is asked, not an earlier answer
+    try:
+        assert LocalExecutor.not_here([allowed]) is None
+        no = LocalExecutor.not_here([allowed, barred])
+        assert no is not None and no.where.endswith("site.yaml: local_fallback")
+        assert "submit from a" in no.fix
+        slurm_no = SlurmExecutor.not_here([allowed])
+        assert slurm_no is not None and "no SLURM controller answers" in slurm_no.why
+        # A script only printed for a cluster that bars local: srun, nothing asked.
+        assert SlurmExecutor.not_here([barred], render_only=True) is None
+        assert auto_executor([allowed]) == "local"
+        assert auto_executor([barred], render_only=True) == "slurm"
+        try:
+            auto_executor([barred])
+            raise AssertionError("auto took a cluster that bars local with no controller")
+        except UserError as exc:
+            assert exc.message == (
+                f"{no.where}: {slurm_no.why}, and {LocalExecutor.not_here([barred]).why}; "  # type: ignore[union-attr]
+                f"{no.fix}"
+            )
+    finally:
+        cluster_identity.forget()
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path

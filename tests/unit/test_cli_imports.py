@@ -9,6 +9,7 @@ Timings are bench/bench_cli.py's business, not this file's.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -122,6 +123,58 @@ def test_render_and_check_leave_out_numpy_and_submitit(
     assert not mods & (unused | {"importlib.metadata"}), sorted(
         mods & (unused | {"importlib.metadata"})
     )
+
+
+def test_analyze_of_a_trace_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """`analyze` of one Kineto trace (issue 27 item 7): the reader, the metrics, the catalogue
+    and the terminal table; not the report (Jinja), compare, the nsys reader, the state store,
+    the executors, or YAML (a trace alone has no spec.lock.yaml). The bench measures the time
+    (bench/bench_cli.py's `analyze` row); this holds the reason."""
+    trace = REPO / "tests" / "data" / "traces" / "baseline" / "sft_rank0.pt.trace.json.gz"
+    mods = modules_after(["analyze", str(trace)], tmp_path / "home", tmp_path)
+    assert {"orchestrator.analysis.kineto", "orchestrator.analysis.advice"} <= mods  # it ran
+    assert {"numpy", "pydantic", "rich", "orjson"} <= top(mods)
+    unused = {
+        "jinja2",
+        "yaml",
+        "submitit",
+        "orchestrator.analysis.report",
+        "orchestrator.analysis.compare",
+        "orchestrator.analysis.nsys_sqlite",
+        "orchestrator.analysis.sqlite_pages",
+        "orchestrator.nsys_versions",
+        "orchestrator.store",
+        "orchestrator.runs",
+        "orchestrator.executors",
+        "concurrent.futures",
+    }
+    assert not (mods | top(mods)) & unused, sorted((mods | top(mods)) & unused)
+
+
+def test_the_analysis_package_imports_its_public_names_on_first_use() -> None:
+    """orchestrator.analysis's public names resolve lazily (PEP 562), each to its module."""
+    probe = (
+        "import json, sys; import orchestrator.analysis as A; before = sorted(sys.modules); "
+        # the submodule `compare` imported first: the package's `compare` is still the function
+        "import orchestrator.analysis.compare; C = sys.modules['orchestrator.analysis.compare']; "
+        "f = A.compare; "
+        "print(json.dumps([before, f is C.compare, sorted(A.__all__), dir(A)]))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    before, same, names, listed = json.loads(res.stdout)
+    assert not [m for m in before if m.startswith("orchestrator.analysis.")], before
+    assert same
+    assert set(names) <= set(listed)
+    import orchestrator.analysis as A
+
+    for name in A.__all__:  # every name resolves to the object its module defines
+        assert getattr(A, name) is getattr(
+            importlib.import_module(f"orchestrator.analysis.{A._HOME[name]}"), name
+        )
+    with pytest.raises(AttributeError):
+        _ = A.no_such_name
 
 
 def test_pydantic_plugin_stand_in_steps_aside_for_other_names() -> None:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from orchestrator import runs, yamlio
 from orchestrator.cluster import load_cluster, validate_job
 from orchestrator.errors import UserError
+from orchestrator.executors.choose import choose_executor
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.render import render_job
 from orchestrator.spec import JobSpec
@@ -127,7 +128,7 @@ def submit_generated(
     path.write_text(yaml.safe_dump(spec_data, allow_unicode=False), encoding="utf-8")
     store = Store(home)
     prep = runs.prepare(path)
-    ex = LocalExecutor() if executor == "local" else runs.choose_executor("slurm")
+    ex = LocalExecutor() if executor == "local" else choose_executor("slurm")
     run = runs.submit(store, prep, ex, home)
     return store, run.run_id
 
