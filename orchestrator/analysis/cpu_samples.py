@@ -27,6 +27,7 @@ Each sample is put in one group by its frames (`group`), first that matches:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections import Counter
@@ -93,8 +94,10 @@ def has_samples(path: str) -> bool:
     return {"COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "StringIds"} <= names
 
 
-def _open(path: str) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def _open(path: str) -> contextlib.closing[sqlite3.Connection]:
+    """The export, read-only, closed when the `with` ends (a connection's own `with` only ends
+    a transaction: every analysed file would keep its descriptor until collected)."""
+    return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
 
 
 def group(frames: list[tuple[str, str]]) -> tuple[int, str]:
