@@ -22,6 +22,7 @@ The read's means are checked against the SQL aggregate (within 1e-9 relative).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -46,7 +47,7 @@ def make(rows: int, out: Path) -> Path:
         return db
     tmp = db.with_suffix(".tmp")
     shutil.copyfile(export(SOURCE), tmp)
-    with sqlite3.connect(tmp) as conn:
+    with contextlib.closing(sqlite3.connect(tmp)) as conn, conn:
         (n, lo, hi) = conn.execute(
             "SELECT count(*), min(timestamp), max(timestamp) FROM GPU_METRICS"
         ).fetchone()
@@ -63,7 +64,7 @@ def make(rows: int, out: Path) -> Path:
             (rows,),
         )
         conn.execute("UPDATE ANALYSIS_DETAILS SET duration = ?", (lo + copies * period,))
-    with sqlite3.connect(tmp) as conn:
+    with contextlib.closing(sqlite3.connect(tmp)) as conn, conn:
         conn.execute("VACUUM")
     tmp.replace(db)
     return db
@@ -87,22 +88,22 @@ def main() -> None:
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     db = make(a.rows, a.out)
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         (rows,) = conn.execute("SELECT count(*) FROM GPU_METRICS").fetchone()
     mrows = rows / 1e6
     print(f"{db.name}: {rows:,} GPU_METRICS rows, {db.stat().st_size / 2**20:.0f} MiB")
 
     def read() -> gpu_metrics.Samples:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
             return gpu_metrics.read(db, conn)
 
     def rows_py() -> int:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
             q = "SELECT timestamp, typeId, metricId, value FROM GPU_METRICS"
             return len(conn.execute(q).fetchall())
 
     def aggregate() -> list[tuple[int, int, float]]:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
             return conn.execute(
                 "SELECT typeId, metricId, avg(value) FROM GPU_METRICS WHERE timestamp >= 0"
                 " AND timestamp <= (SELECT duration FROM ANALYSIS_DETAILS) GROUP BY 1, 2"

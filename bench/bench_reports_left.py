@@ -22,6 +22,7 @@ gh-run's process into the jobs, and both share its cores. Usage (after `make clu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -146,7 +147,7 @@ def main() -> int:
                     sys.exit(
                         f"{collected} of {args.variants} runs were collected:\n{res.text[-3000:]}"
                     )
-                with sqlite3.connect(laptop.home / "state.db") as con:
+                with contextlib.closing(sqlite3.connect(laptop.home / "state.db")) as con, con:
                     ended = con.execute("SELECT MAX(ended_at) FROM runs").fetchone()[0]
                 tail = done - float(ended)  # collection and judgement, after the jobs
                 rows.append(

@@ -20,6 +20,7 @@ Usage: .venv/bin/python bench/bench_ssh.py   (after `make cluster-up`)
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -102,7 +103,7 @@ class Bench:
 
 def remove_remote_folders(home: Path) -> None:
     """The run folders (and campaign files) this benchmark left on the login node's scratch."""
-    with sqlite3.connect(home / "state.db") as con:
+    with contextlib.closing(sqlite3.connect(home / "state.db")) as con, con:
         rows = con.execute("SELECT run_dir, campaign_id FROM runs WHERE transport IS NOT NULL")
         for run_dir, campaign_id in rows.fetchall():
             folder = Path(run_dir)

@@ -10,6 +10,7 @@ exit 1 at the first difference, keeping the file under bench/out/fuzz/ for a tes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import random
 import sqlite3
@@ -36,7 +37,7 @@ def nsys_sources() -> list[Path]:
 
 def _has_kernels(p: Path) -> bool:
     try:
-        with sqlite3.connect(f"file:{p}?mode=ro", uri=True) as db:
+        with contextlib.closing(sqlite3.connect(f"file:{p}?mode=ro", uri=True)) as db, db:
             return bool(db.execute(f"SELECT count(*) FROM {F.KERNEL}").fetchone()[0])
     except sqlite3.Error:
         return False

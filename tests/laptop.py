@@ -10,6 +10,7 @@ file that reached gh-run came through sshd. The sshd of the dev cluster is real
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -172,7 +173,7 @@ def remove_remote_runs(laptop: Laptop) -> None:
     db = laptop.home / "state.db"
     if not db.is_file():
         return
-    with sqlite3.connect(db) as con:
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
         dirs = [
             Path(r[0]) for r in con.execute("SELECT run_dir FROM runs WHERE transport IS NOT NULL")
         ]

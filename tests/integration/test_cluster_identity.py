@@ -11,6 +11,7 @@ logs and cancel follow the cluster a run was submitted to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import uuid
@@ -175,7 +176,7 @@ def test_cancel_refuses_a_controller_of_another_cluster(  # type: ignore[no-unty
     assert row["run"]["slurm_cluster"] == "ghdev"
     # Stand-in for "this machine's SLURM now points at another cluster": the run's record says
     # it went to cluster `elsewhere`, while the controller reached says ghdev.
-    with sqlite3.connect(gh_home / "state.db") as db:
+    with contextlib.closing(sqlite3.connect(gh_home / "state.db")) as db, db:
         db.execute("UPDATE runs SET slurm_cluster = 'elsewhere' WHERE run_id = ?", (run_id,))
     try:
         refused = cli("cancel", run_id)
@@ -186,7 +187,7 @@ def test_cancel_refuses_a_controller_of_another_cluster(  # type: ignore[no-unty
         status = cli("status", run_id)
         assert "its state was not refreshed" in status.err, status.text
     finally:
-        with sqlite3.connect(gh_home / "state.db") as db:
+        with contextlib.closing(sqlite3.connect(gh_home / "state.db")) as db, db:
             db.execute("UPDATE runs SET slurm_cluster = 'ghdev' WHERE run_id = ?", (run_id,))
     assert cli("cancel", run_id).rc == 0
     assert cli("wait", run_id, timeout=120).rc == 1

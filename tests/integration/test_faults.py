@@ -350,7 +350,7 @@ def test_sigkill_between_intent_and_job_id_is_repaired(
         def job_exists() -> bool:
             if not (gh_home / "state.db").exists():
                 return False
-            with sqlite3.connect(gh_home / "state.db") as con:
+            with contextlib.closing(sqlite3.connect(gh_home / "state.db")) as con, con:
                 row = con.execute("SELECT job_name FROM runs").fetchone()
             if not row:
                 return False

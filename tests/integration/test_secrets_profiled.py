@@ -14,6 +14,7 @@ a `.nsys-rep` that holds one."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -87,7 +88,7 @@ def test_no_secret_value_in_any_file_of_a_profiled_job(
     # the export is there and reads (the value replaced where nsys recorded it)
     exports = [r for r in files if r.endswith(".sqlite")]
     assert exports, sorted(files)
-    with sqlite3.connect(root / exports[0]) as db:
+    with contextlib.closing(sqlite3.connect(root / exports[0])) as db, db:
         assert db.execute("SELECT count(*) FROM StringIds").fetchone()[0] > 0
     assert cli("analyze", run.run_id).rc == 0
     # no file anywhere holds the value: what gh-run collected, the run folder, the home

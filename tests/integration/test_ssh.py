@@ -7,6 +7,7 @@ scripts/devcluster.sh: submit to verified artifacts, a failing job followed with
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -66,7 +67,7 @@ def _first_campaign_state(db: Path) -> str | None:
     database (the file appears a moment before its tables do)."""
     if not db.is_file():
         return None
-    with sqlite3.connect(db) as con:
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
         try:
             row = con.execute("SELECT state FROM campaigns ORDER BY created_at").fetchone()
         except sqlite3.OperationalError as exc:
@@ -229,7 +230,7 @@ def test_campaign_over_ssh(laptop: Laptop, tmp_path: Path) -> None:
     assert res.rc == 0, res.text
     assert "4 variants in 2 submissions (2 job arrays)" in res.out and "PASSED" in res.out
     assert connections() - before == 1
-    with sqlite3.connect(laptop.home / "state.db") as con:
+    with contextlib.closing(sqlite3.connect(laptop.home / "state.db")) as con, con:
         rows = con.execute("SELECT state, collected_at, transport FROM runs").fetchall()
         metrics = con.execute("SELECT COUNT(*) FROM metrics WHERE key = 'tokens_per_s'").fetchone()
     assert len(rows) == 4 and all(r[0] == "COMPLETED" and r[1] and r[2] for r in rows), rows

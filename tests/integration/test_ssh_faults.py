@@ -9,6 +9,7 @@ sessions), then `start sshd` a moment later: what a login node reboot or a netwo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -30,13 +31,13 @@ def _runs(laptop: Laptop) -> list[dict[str, object]]:
     db = laptop.home / "state.db"
     if not db.exists():
         return []
-    with sqlite3.connect(db) as con:
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.row_factory = sqlite3.Row
         return [dict(r) for r in con.execute("SELECT * FROM runs")]
 
 
 def _events(laptop: Laptop, run_id: str) -> list[str]:
-    with sqlite3.connect(laptop.home / "state.db") as con:
+    with contextlib.closing(sqlite3.connect(laptop.home / "state.db")) as con, con:
         rows = con.execute("SELECT detail FROM events WHERE run_id = ? ORDER BY id", (run_id,))
         return [r[0] or "" for r in rows]
 
@@ -123,7 +124,7 @@ def test_connection_dropped_during_artifact_copy_resumes_and_records_only_whole(
             proc.kill()
     assert proc.returncode == 1, out + err
     assert "dropped" in err and f"`gh-run fetch {run_id}` resumes the copy" in err, err
-    with sqlite3.connect(laptop.home / "state.db") as con:
+    with contextlib.closing(sqlite3.connect(laptop.home / "state.db")) as con, con:
         assert con.execute("SELECT COUNT(*) FROM artifacts").fetchone() == (0,)
         assert con.execute("SELECT collected_at FROM runs").fetchone() == (None,)
     assert not (laptop.home / "artifacts" / run_id / "artifacts" / "big.bin").exists()

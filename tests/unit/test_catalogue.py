@@ -4,6 +4,7 @@ the entry says, and "not measured" follows the sources the entry names."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -137,7 +138,7 @@ def new_metric() -> Iterator[Metric]:
 
 
 def _longest_by_sql(run: str) -> int:
-    with sqlite3.connect(H100 / run / f"{run}.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(H100 / run / f"{run}.sqlite")) as db, db:
         row = db.execute('SELECT max("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
     return int(row[0])
 

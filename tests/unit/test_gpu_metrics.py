@@ -4,6 +4,7 @@ has none. Recordings: tests/data/gpu_metrics (nsys 2024.2.3 on H200s; its README
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 from pathlib import Path
@@ -37,7 +38,7 @@ NAMES = {
 
 
 def sql(path: Path, query: str, *args: object) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn, conn:
         return conn.execute(query, args).fetchall()
 
 
@@ -168,7 +169,7 @@ def test_the_page_reader_reads_what_sqlite_holds() -> None:
     """`read` through the page reader against SQL: per GPU and metric, the count and the sum
     of the samples inside the capture window."""
     db = export(METRICS / "fp32" / "metrics_fp32.sqlite.xz")
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
         got = gpu_metrics.read(db, conn)
     (end,) = sql(db, "SELECT duration FROM ANALYSIS_DETAILS")[0]
     ref = sql(
@@ -193,7 +194,7 @@ def test_the_page_reader_reads_what_sqlite_holds() -> None:
 def _doctored(tmp_path: Path, statements: list[str]) -> Path:
     db = tmp_path / "doctored.sqlite"
     shutil.copyfile(export(METRICS / "bf16" / "metrics_bf16.sqlite.xz"), db)
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         for s in statements:
             conn.execute(s)
     return db
@@ -210,7 +211,7 @@ def test_samples_outside_the_capture_window_and_unknown_types_are_left_out(tmp_p
             "INSERT INTO GPU_METRICS VALUES (1000, 12345, 3, 99)",
         ],
     )
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         got = gpu_metrics.read(db, conn)
     (end,) = sql(db, "SELECT duration FROM ANALYSIS_DETAILS")[0]
     for g in got.gpus.values():

@@ -5,6 +5,7 @@ step that fails a job whose sampler's export holds no samples (run on real expor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -178,7 +179,7 @@ def test_a_sampler_report_without_samples_fails_the_post_step(tmp_path: Path) ->
     assert "dcgmi profile --pause" in got.stderr
     empty = tmp_path / "empty.sqlite"
     shutil.copyfile(good, empty)
-    with sqlite3.connect(empty) as conn:
+    with contextlib.closing(sqlite3.connect(empty)) as conn, conn:
         conn.execute("DELETE FROM GPU_METRICS")
     assert _post(tmp_path, empty).returncode == 1
 

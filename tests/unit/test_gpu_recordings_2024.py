@@ -10,6 +10,7 @@ are asserted only where the present analysis already answers (ranks, kernels, st
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import sqlite3
@@ -31,7 +32,7 @@ OWN_RANGES = {"data", "forward", "backward", "optimizer", "host_snapshot"}
 
 
 def sql(path: Path, query: str, *args: object) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn, conn:
         return conn.execute(query, args).fetchall()
 
 

@@ -11,6 +11,7 @@ same without a worker, data-loading frames, the launch path.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from pathlib import Path
@@ -70,7 +71,7 @@ def test_kineto_has_no_samples_and_keeps_its_ranges() -> None:
 def test_the_reader_matches_sqlite_on_a_recording() -> None:
     """The reader's samples inside a window are the export's rows (a plain SQL count)."""
     path = next(unpacked(DATA / "nsys" / "sft_w0").glob("*.sqlite"))
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         lo, hi = db.execute("SELECT min(start), max(start) FROM COMPOSITE_EVENTS").fetchone()
         mid = (lo + hi) // 2
         want = db.execute(
@@ -97,7 +98,7 @@ def _export(path: Path, samples: list[tuple[int, tuple[int, int], list[tuple[str
     def sid(s: str) -> int:
         return strings.setdefault(s, len(strings) + 1)
 
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute(
             "CREATE TABLE COMPOSITE_EVENTS (id INTEGER PRIMARY KEY, start INTEGER NOT NULL,"
             " cpu INTEGER, threadState INTEGER, globalTid INTEGER, cpuCycles INTEGER NOT NULL)"
@@ -175,7 +176,7 @@ def test_the_main_threads_samples_answer_each_interval(
 def test_without_samples_the_interval_is_inferred(tmp_path: Path) -> None:
     """An export without the sampling tables: the reader reads nothing, the rules of old answer."""
     path = tmp_path / "plain.sqlite"
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
     assert cpu_samples.read(str(path), np.array([0]), np.array([10])) is None
     kernels, _ = loop(4, FWD_BWD, 5_000_000)

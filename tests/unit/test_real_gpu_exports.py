@@ -10,6 +10,7 @@ exports, never gh-run's internals); docs/seed-readings.md lists both.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -42,7 +43,7 @@ def workload(variant: str) -> dict[str, object]:
 
 
 def sql(path: Path, query: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn, conn:
         return conn.execute(query).fetchall()
 
 

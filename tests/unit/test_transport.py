@@ -5,6 +5,7 @@ The transport against a real sshd: tests/integration/test_ssh*.py."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -313,7 +314,7 @@ def test_remote_selection_equals_the_local_one(
 def test_old_state_store_gets_the_transport_column(tmp_path: Path) -> None:
     old = SCHEMA.replace(",\n    transport     TEXT", "")
     assert old != SCHEMA
-    with sqlite3.connect(tmp_path / "state.db") as con:
+    with contextlib.closing(sqlite3.connect(tmp_path / "state.db")) as con, con:
         con.executescript(old)
     store = Store(tmp_path)
     run = Run(
