@@ -43,9 +43,12 @@ def on_a_terminal(args: list[str], home: Path, columns: int) -> str:
     )
     os.close(sub)
     out = b""
+    # poll, not select: select() takes no descriptor above 1,023, which a long test session
+    # may have reached
+    poller = select.poll()
+    poller.register(main, select.POLLIN)
     while True:
-        ready, _, _ = select.select([main], [], [], 60)
-        if not ready:
+        if not poller.poll(60_000):
             break
         try:
             chunk = os.read(main, 4096)
