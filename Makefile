@@ -29,20 +29,20 @@ $(BIN)/python:
 
 install-runtime: $(RUNTIME)
 
-$(RUNTIME): pyproject.toml setup.py orchestrator/analysis/_kineto_scan.c orchestrator/analysis/_sqlite_pages.c | $(BIN)/python
+$(RUNTIME): pyproject.toml setup.py orchestrator/analysis/readers/_kineto_scan.c orchestrator/analysis/readers/_sqlite_pages.c | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
 workload: $(WORKLOAD)
 
-$(WORKLOAD): pyproject.toml setup.py orchestrator/analysis/_kineto_scan.c orchestrator/analysis/_sqlite_pages.c | $(BIN)/python
+$(WORKLOAD): pyproject.toml setup.py orchestrator/analysis/readers/_kineto_scan.c orchestrator/analysis/readers/_sqlite_pages.c | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e '.[workload]'
 	touch $@ $(RUNTIME)
 
 install: $(DEV)
 
-$(DEV): pyproject.toml setup.py orchestrator/analysis/_kineto_scan.c orchestrator/analysis/_sqlite_pages.c | $(BIN)/python
+$(DEV): pyproject.toml setup.py orchestrator/analysis/readers/_kineto_scan.c orchestrator/analysis/readers/_sqlite_pages.c | $(BIN)/python
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e '.[dev,workload]'

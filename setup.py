@@ -2,10 +2,10 @@
 
 - the compiled parts of gh-run, each loaded with ctypes and each optional: without a C compiler
   the install still succeeds and the Python readers serve (`gh-run doctor` says which):
-  orchestrator/analysis/_kineto_scan.c (kineto_scan.py): the Kineto scan (JSON checked, events
-  read);
-  orchestrator/analysis/_sqlite_pages.c (sqlite_pages.py): the nsys export's big tables, read
-  from the file's pages;
+  orchestrator/analysis/readers/_kineto_scan.c (kineto_scan.py): the Kineto scan (JSON checked,
+  events read);
+  orchestrator/analysis/readers/_sqlite_pages.c (sqlite_pages.py): the nsys export's big tables,
+  read from the file's pages;
 - the package data kept at the repository's top level, mapped into the package (read through
   importlib.resources, orchestrator/shipped.py): the code's packages are found, the data
   packages are named, since find_packages sees only folders under orchestrator/.
@@ -63,14 +63,14 @@ setup(
     package_data={"orchestrator": ["py.typed"], **PACKAGE_DATA},
     ext_modules=[
         Extension(
-            "orchestrator.analysis._kineto_scan",
-            sources=["orchestrator/analysis/_kineto_scan.c"],
+            "orchestrator.analysis.readers._kineto_scan",
+            sources=["orchestrator/analysis/readers/_kineto_scan.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),
         Extension(
-            "orchestrator.analysis._sqlite_pages",
-            sources=["orchestrator/analysis/_sqlite_pages.c"],
+            "orchestrator.analysis.readers._sqlite_pages",
+            sources=["orchestrator/analysis/readers/_sqlite_pages.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

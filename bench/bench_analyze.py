@@ -143,7 +143,7 @@ def bench_sqlite(sqlite: Path, runs: int, baseline: Path | None, fallback_runs: 
     if not sqlite.exists():
         print(f"{sqlite}: absent; make it with: .venv/bin/python bench/gen_nsys.py {sqlite}")
         return
-    from orchestrator.analysis import sqlite_pages
+    from orchestrator.analysis.readers import sqlite_pages
 
     size = sqlite.stat().st_size / 2**20
     reader = "the page reader" if sqlite_pages.available() else "SQLite (the page reader is off)"
@@ -193,7 +193,7 @@ def bench_ddp(folder: Path, runs: int, numpy_runs: int) -> None:
         print(f"{folder}: no traces; make them with: .venv/bin/python bench/gen_kineto.py {folder}")
         return
     size = sum(f.stat().st_size for f in files) / 2**20
-    from orchestrator.analysis import kineto_scan
+    from orchestrator.analysis.readers import kineto_scan
 
     scan = "the C scan" if kineto_scan.available() else "orjson (the C scan is not built)"
     print(f"2. gh-run analyze {folder} ({len(files)} ranks, {size:.0f} MiB), {scan}")

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.analysis import gpu_metrics  # noqa: E402
+from orchestrator.analysis.families import gpu_metrics  # noqa: E402
 from tests.fixtures.recordings import export  # noqa: E402
 
 SOURCE = REPO / "tests" / "data" / "gpu_metrics" / "fp32" / "metrics_fp32.sqlite.xz"

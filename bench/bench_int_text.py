@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.nsys_sqlite import _ints
+from orchestrator.analysis.readers.nsys_sqlite import _ints
 
 
 def before(text: Any) -> Any | None:

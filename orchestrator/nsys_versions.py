@@ -43,7 +43,7 @@ Other measured facts that shape what gh-run does:
   (only domain rows); 0.2.10/0.2.11 are, and so is `torch.cuda.nvtx`.
 - 2023.4's importer drops the CUDA data after `cudaGetDriverEntryPointByVersion` (CUDA 12.5 and
   later): reports that keep their runtime calls but lose their kernels (issue 24; the reader
-  refuses such an export, `analysis/capture_health.py`).
+  refuses such an export, `analysis/readers/capture_health.py`).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def build(home_override: str | None = None) -> SetupReport:
     import os
 
     from orchestrator import site_config
-    from orchestrator.analysis import native
+    from orchestrator.analysis.readers import native
     from orchestrator.paths import locate_home
     from orchestrator.render import bytecode_cache_dir
 

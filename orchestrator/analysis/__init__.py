@@ -17,19 +17,17 @@ Public API:
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 # Each public name and the module that holds it, imported on first use (PEP 562): a command
 # that analyses one trace does not pay for the report's Jinja, compare, or the nsys reader
 # (bench/bench_cli.py's `analyze` row; tests/unit/test_cli_imports.py).
 _HOME = {
-    "Advice": "advice",
-    "advise": "advice",
-    "Comparison": "compare",
-    "ComparisonRow": "compare",
-    "compare": "compare",
+    "Advice": "presentation.advice",
+    "advise": "presentation.advice",
+    "Comparison": "presentation.compare",
+    "ComparisonRow": "presentation.compare",
+    "compare": "presentation.compare",
     "RunSet": "loader",
     "analyze_paths": "loader",
     "analyze_runs": "loader",
@@ -37,7 +35,7 @@ _HOME = {
     "RankMetrics": "metrics",
     "Temporal": "metrics",
     "headline": "metrics",
-    "write_report": "report",
+    "write_report": "presentation.report",
 }
 
 __all__ = [  # _HOME's names
@@ -57,11 +55,11 @@ __all__ = [  # _HOME's names
 ]
 
 if TYPE_CHECKING:
-    from orchestrator.analysis.advice import Advice, advise
-    from orchestrator.analysis.compare import Comparison, ComparisonRow, compare
     from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
     from orchestrator.analysis.metrics import Metrics, RankMetrics, Temporal, headline
-    from orchestrator.analysis.report import write_report
+    from orchestrator.analysis.presentation.advice import Advice, advise
+    from orchestrator.analysis.presentation.compare import Comparison, ComparisonRow, compare
+    from orchestrator.analysis.presentation.report import write_report
 
 
 def __getattr__(name: str) -> Any:
@@ -75,18 +73,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_HOME})
-
-
-class _Package(types.ModuleType):
-    """The import system binds a submodule to its package's attribute when it is first
-    imported: `compare` is both a module and this package's function of that name, and the
-    function is what `from orchestrator.analysis import compare` has always given (eagerly
-    imported, it was bound after the module). So the submodule does not replace it."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _HOME and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis import timeline as T
-from orchestrator.analysis.labels import elapsed, short_labels
+from orchestrator.analysis.presentation.labels import elapsed, short_labels
+from orchestrator.analysis.timeline import model as T
 
 APART_NS = 2 * 10**9
 # Unix microseconds from 2001 on: a Kineto trace whose times are absolute (older PyTorch)
@@ -126,7 +126,7 @@ def _nsys_facts(
 ) -> tuple[int | None, str | None, tuple[str, ...] | None, dict[str, str]]:
     """(session start in Unix ns, host, command, environment variables) of an export; what a
     table does not hold stays None (older nsys versions lack META_DATA_CAPTURE)."""
-    from orchestrator.analysis.nsys_sqlite import DAMAGED, connect_ro
+    from orchestrator.analysis.readers.nsys_sqlite import DAMAGED, connect_ro
 
     start: int | None = None
     host: str | None = None

@@ -29,8 +29,8 @@ import numpy as np
 
 from orchestrator.analysis import core
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.labels import dur as human_dur
 from orchestrator.analysis.metrics import CrossRank, RankMetrics, RankSpread, SkewStats, Straggler
+from orchestrator.analysis.presentation.labels import dur as human_dur
 from orchestrator.analysis.rank_metrics import CrossRankInput
 
 LATE_SHARE = 0.6

@@ -31,20 +31,8 @@ from typing import Any
 import orjson
 
 from orchestrator import nsys_export
-from orchestrator.analysis import (
-    captures,
-    core,
-    cross_rank,
-    gpu_metrics,
-    kineto,
-    rank_metrics,
-    ranks,
-    records,
-    settings,
-    step_rules,
-    step_view,
-    tracetext,
-)
+from orchestrator.analysis import captures, core, cross_rank, rank_metrics, records
+from orchestrator.analysis.families import gpu_metrics, settings, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -52,6 +40,8 @@ from orchestrator.analysis.metrics import (
     WorkloadReport,
     aggregate,
 )
+from orchestrator.analysis.readers import kineto, tracetext
+from orchestrator.analysis.timeline import ranks, step_rules
 from orchestrator.base import Strict
 from orchestrator.errors import UserError
 
@@ -327,7 +317,7 @@ class FileResult:
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     """Read one input and compute its metrics (runs in a worker process for parallel reads)."""
     if _kind(path) == "nsys":
-        from orchestrator.analysis import nsys_sqlite  # a Kineto trace does not need it
+        from orchestrator.analysis.readers import nsys_sqlite  # a Kineto trace does not need it
 
         tls = nsys_sqlite.read_timelines(path)
     else:

@@ -70,8 +70,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from orchestrator.analysis.gpu_metric_model import GpuMetrics
-from orchestrator.analysis.settings import RunSettings
+from orchestrator.analysis.families.gpu_metric_model import GpuMetrics
+from orchestrator.analysis.families.settings import RunSettings
 from orchestrator.base import Strict
 
 SCHEMA = "gh-run.metrics/1"

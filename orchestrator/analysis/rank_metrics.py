@@ -14,23 +14,23 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from orchestrator.analysis import (
+from orchestrator.analysis import core
+from orchestrator.analysis.catalogue import views
+from orchestrator.analysis.catalogue.model import Entry
+from orchestrator.analysis.families import (
     breakdown,
     communication,
-    core,
     gpu_metrics,
     gpu_time,
     host,
     idle_causes,
     kernels,
     memory,
-    step_rules,
     step_view,
 )
-from orchestrator.analysis import timeline as T
-from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.catalogue.model import Entry
 from orchestrator.analysis.metrics import RankMetrics, SyncStats
+from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline import step_rules
 
 
 @dataclass

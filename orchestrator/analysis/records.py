@@ -30,8 +30,10 @@ import numpy as np
 import orjson
 
 from orchestrator import __version__
-from orchestrator.analysis import captures, communication, core, rank_metrics, ranks
+from orchestrator.analysis import captures, core, rank_metrics
+from orchestrator.analysis.families import communication
 from orchestrator.analysis.metrics import RankMetrics, Source
+from orchestrator.analysis.timeline import ranks
 from orchestrator.errors import UserError
 
 SUFFIX = ".gh-run.json"

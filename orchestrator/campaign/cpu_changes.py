@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from orchestrator.analysis.changes import PHASES, PhaseChange, WhatChanged, finding
+from orchestrator.analysis.presentation.changes import PHASES, PhaseChange, WhatChanged, finding
 from orchestrator.campaign.results import PHASE_SOURCES
 
 

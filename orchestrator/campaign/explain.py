@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.analysis.changes import what_changed
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.presentation.changes import what_changed
 from orchestrator.campaign.cpu_changes import JUDGED, cpu_changes
 from orchestrator.campaign.results import Analyses, CampaignResult, run_files, trace_files
 from orchestrator.errors import GhRunError, UserError

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from orchestrator.analysis.labels import human, num, short_kernel
+from orchestrator.analysis.presentation.labels import human, num, short_kernel
 from orchestrator.campaign.model import METRICS
 from orchestrator.campaign.results import CampaignResult, NightPoint, trend
 from orchestrator.escape import markdown

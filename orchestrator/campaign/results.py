@@ -14,9 +14,9 @@ from pydantic import Field
 from orchestrator import artifacts
 from orchestrator import runs as R
 from orchestrator.analysis.catalogue.views import campaign_values
-from orchestrator.analysis.changes import WhatChanged
-from orchestrator.analysis.compare import change_text
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.presentation.changes import WhatChanged
+from orchestrator.analysis.presentation.compare import change_text
 from orchestrator.base import Strict
 from orchestrator.campaign import bands
 from orchestrator.campaign import records as db

@@ -30,11 +30,12 @@ from rich.table import Table
 
 # Only what `analyze` of one trace needs is imported here; compare's and the report's modules
 # (Jinja among them) and the nsys reader are imported by what uses them (bench/bench_cli.py).
-from orchestrator.analysis import tracetext
-from orchestrator.analysis.advice import FOLD_OVER, advise, fold
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.views import Row, count, pct
-from orchestrator.analysis.labels import (
+from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
+from orchestrator.analysis.metrics import Metrics, RankMetrics, headline, merged_top_kernels
+from orchestrator.analysis.presentation.advice import FOLD_OVER, advise, fold
+from orchestrator.analysis.presentation.labels import (
     NOT_MEASURED,
     column_labels,
     distinct_kernels,
@@ -45,16 +46,21 @@ from orchestrator.analysis.labels import (
     short_kernel,
     short_labels,
 )
-from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
-from orchestrator.analysis.metrics import Metrics, RankMetrics, headline, merged_top_kernels
-from orchestrator.analysis.verdict import NO_GPU, has_gpu, has_kernels, holdings, idle_figures
+from orchestrator.analysis.presentation.verdict import (
+    NO_GPU,
+    has_gpu,
+    has_kernels,
+    holdings,
+    idle_figures,
+)
+from orchestrator.analysis.readers import tracetext
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain, term
 from orchestrator.run_inputs import AnalysisInput
 
 if TYPE_CHECKING:
-    from orchestrator.analysis.changes import WhatChanged
-    from orchestrator.analysis.compare import Comparison
+    from orchestrator.analysis.presentation.changes import WhatChanged
+    from orchestrator.analysis.presentation.compare import Comparison
 
 Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
@@ -242,7 +248,7 @@ def _after_table(m: Metrics, console: Console, wide: bool) -> None:
     figures = idle_figures(m) if has_kernels(m) else None
     if figures is not None:
         print_wrapped(console, f"idle figures: {figures.text}")
-    from orchestrator.analysis import gpu_metric_findings
+    from orchestrator.analysis.presentation import gpu_metric_findings
 
     sm = gpu_metric_findings.sentence(m) if has_kernels(m) else None
     if sm is not None:
@@ -578,7 +584,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                 "compare needs at least two runs (files, folders or run ids; a folder of"
                 " separate runs counts as each of them)"
             )
-        from orchestrator.analysis.compare import compare
+        from orchestrator.analysis.presentation.compare import compare
 
         names = short_labels(given)
         c = compare(ms, labels=names)
@@ -627,7 +633,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         max_trace_size: MaxTraceSize = None,
     ) -> None:
         """Write report.html (self-contained), report.md and report.json."""
-        from orchestrator.analysis.report import write_report
+        from orchestrator.analysis.presentation.report import write_report
         from orchestrator.errors import UserError
 
         if not runs and not campaign:

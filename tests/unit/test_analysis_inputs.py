@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis import analyze_paths, core, kineto, ranks, tracetext
+from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis.readers import kineto, tracetext
+from orchestrator.analysis.timeline import ranks
 from orchestrator.errors import UserError
 from tests.fixtures.kineto_builder import KinetoBuilder, training_trace, write_kineto_stream
 from tests.fixtures.nsys_builder import NsysBuilder

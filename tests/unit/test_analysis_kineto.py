@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from orchestrator.analysis import analyze_paths, compare, core, headline, kineto
+from orchestrator.analysis import analyze_paths, compare, core, headline
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.readers import kineto
 from orchestrator.errors import UserError
 from tests.fixtures.kineto_builder import BWD_TID, MAIN_TID, KinetoBuilder, training_trace
 

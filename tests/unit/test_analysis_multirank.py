@@ -268,7 +268,7 @@ def test_two_processes_in_one_nsys_report_are_two_ranks(tmp_path: Path) -> None:
 def _view(events: list[tuple[int, int, int]]) -> Any:
     import numpy as np
 
-    from orchestrator.analysis.breakdown import HtaView
+    from orchestrator.analysis.families.breakdown import HtaView
 
     events = sorted(events)
     return HtaView(
@@ -294,7 +294,7 @@ def _view(events: list[tuple[int, int, int]]) -> Any:
 def test_kernel_types_and_overlap_equal_a_per_nanosecond_count(
     raw: list[tuple[int, int, int]],
 ) -> None:
-    from orchestrator.analysis import breakdown, communication
+    from orchestrator.analysis.families import breakdown, communication
 
     events = [(s, s + d, c) for s, d, c in raw]
     v = _view(events)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import analyze_paths, core, sqlite_pages
+from orchestrator.analysis import analyze_paths, core
 from orchestrator.analysis.metrics import RankMetrics
+from orchestrator.analysis.readers import sqlite_pages
 from orchestrator.errors import UserError
 from tests.fixtures.nsys_builder import NVTX_MARK, NVTX_STARTEND, NsysBuilder
 
@@ -750,8 +751,8 @@ def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
     """The reader fills a probed column instead of reading it only while every row of a chunk
     holds the probed integer: a NULL, a text, a non-integral real or another value in a chunk
     has the column read from that chunk on, and what comes out is what reading gives."""
-    from orchestrator.analysis import nsys_sqlite
-    from orchestrator.analysis.nsys_sqlite import fetch_columns, first_ints
+    from orchestrator.analysis.readers import nsys_sqlite
+    from orchestrator.analysis.readers.nsys_sqlite import fetch_columns, first_ints
 
     db = tmp_path / "t.sqlite"
     conn = sqlite3.connect(db)
@@ -781,7 +782,7 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     before start) leave no hole, and the runtime calls taken part by part for the launch times
     keep the call of a repeated correlationId that starts latest: the metrics equal those of
     one read."""
-    from orchestrator.analysis import nsys_sqlite
+    from orchestrator.analysis.readers import nsys_sqlite
 
     b = NsysBuilder(tmp_path / "k.sqlite")
     b.add_gpu(0)
@@ -828,7 +829,7 @@ def test_what_the_big_scans_gather_equals_its_own_queries(
     read the memcpy and runtime tables (FILTER aggregates); the metrics equal those of the
     queries of their own (the paths taken where a chunk's values are not all integers: `odd`
     puts a text in a memcpy's bytes and a real in a runtime call's end)."""
-    from orchestrator.analysis import nsys_sqlite
+    from orchestrator.analysis.readers import nsys_sqlite
 
     b = NsysBuilder(tmp_path / "g.sqlite")
     b.add_gpu(0)

@@ -416,6 +416,6 @@ def test_wide_comparison_scrolls_inside_the_page(
     ],
 )
 def test_change_is_short_and_readable(v: float | None, base: float, shown: str) -> None:
-    from orchestrator.analysis.compare import change_text
+    from orchestrator.analysis.presentation.compare import change_text
 
     assert change_text(v, base, "GiB") == shown

@@ -1,5 +1,5 @@
 """A capture that lost its data is a failure (issue 24, item 4): the evidence rules of
-`analysis/capture_health.py` on stand-in exports (tests/fixtures/nsys_builder.py); the real
+`analysis/readers/capture_health.py` on stand-in exports (tests/fixtures/nsys_builder.py); the real
 case (DDP reports that lost their kernels under nsys 2023.4) is in test_real_gpu_exports.py."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import nsys_sqlite
+from orchestrator.analysis.readers import nsys_sqlite
 from orchestrator.errors import RuntimeFailure
 from tests.fixtures.nsys_builder import NsysBuilder
 

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from orchestrator.analysis import analyze_paths, headline
 from orchestrator.analysis.catalogue import CATALOGUE, FAMILIES, Entry, Metric, views
-from orchestrator.analysis.labels import dur
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.presentation.labels import dur
 from orchestrator.cli.analysis import register
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -112,7 +112,7 @@ def longest_kernel_ns(e: Entry) -> float | None:
     """The family function of the new metric: the entry's longest kernel (ns)."""
     import numpy as np
 
-    from orchestrator.analysis import timeline as T
+    from orchestrator.analysis.timeline import model as T
 
     kernels = e.rows.kind == T.KERNEL
     if not bool(kernels.any()):

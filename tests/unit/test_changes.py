@@ -4,7 +4,6 @@ when no phase explains it; nothing said to move within noise; `compare` carries 
 
 from __future__ import annotations
 
-from orchestrator.analysis.changes import what_changed
 from orchestrator.analysis.metrics import (
     Aggregate,
     KernelStat,
@@ -13,6 +12,7 @@ from orchestrator.analysis.metrics import (
     RankMetrics,
     StepStats,
 )
+from orchestrator.analysis.presentation.changes import what_changed
 
 
 def _ms(x: float) -> int:

@@ -132,16 +132,19 @@ def test_analyze_of_a_trace_imports_only_what_it_uses(tmp_path: Path) -> None:
     (bench/bench_cli.py's `analyze` row); this holds the reason."""
     trace = REPO / "tests" / "data" / "traces" / "baseline" / "sft_rank0.pt.trace.json.gz"
     mods = modules_after(["analyze", str(trace)], tmp_path / "home", tmp_path)
-    assert {"orchestrator.analysis.kineto", "orchestrator.analysis.advice"} <= mods  # it ran
+    assert {
+        "orchestrator.analysis.readers.kineto",
+        "orchestrator.analysis.presentation.advice",
+    } <= mods  # it ran
     assert {"numpy", "pydantic", "rich", "orjson"} <= top(mods)
     unused = {
         "jinja2",
         "yaml",
         "submitit",
-        "orchestrator.analysis.report",
-        "orchestrator.analysis.compare",
-        "orchestrator.analysis.nsys_sqlite",
-        "orchestrator.analysis.sqlite_pages",
+        "orchestrator.analysis.presentation.report",
+        "orchestrator.analysis.presentation.compare",
+        "orchestrator.analysis.readers.nsys_sqlite",
+        "orchestrator.analysis.readers.sqlite_pages",
         "orchestrator.nsys_versions",
         "orchestrator.store",
         "orchestrator.runs",
@@ -155,8 +158,8 @@ def test_the_analysis_package_imports_its_public_names_on_first_use() -> None:
     """orchestrator.analysis's public names resolve lazily (PEP 562), each to its module."""
     probe = (
         "import json, sys; import orchestrator.analysis as A; before = sorted(sys.modules); "
-        # the submodule `compare` imported first: the package's `compare` is still the function
-        "import orchestrator.analysis.compare; C = sys.modules['orchestrator.analysis.compare']; "
+        # the module `compare` imported first: the package's `compare` is still the function
+        "import orchestrator.analysis.presentation.compare as C; "
         "f = A.compare; "
         "print(json.dumps([before, f is C.compare, sorted(A.__all__), dir(A)]))"
     )

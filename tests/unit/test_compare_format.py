@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.analysis import analyze_paths, compare
-from orchestrator.analysis.labels import (
+from orchestrator.analysis.presentation.labels import (
     NOT_MEASURED,
     change_text,
     distinct_kernels,

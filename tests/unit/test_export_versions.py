@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import export_schema
+from orchestrator.analysis.readers import export_schema
 from tests.conftest import real_nsys, run_cli
 from tests.fixtures.nsys_builder import NsysBuilder
 

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.analysis import analyze_paths, gpu_metrics
-from orchestrator.analysis import gpu_metric_names as N
+from orchestrator.analysis import analyze_paths
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.compare import compare
+from orchestrator.analysis.families import gpu_metric_names as N
+from orchestrator.analysis.families import gpu_metrics
+from orchestrator.analysis.presentation.compare import compare
 from tests.fixtures.recordings import export, unpacked
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -310,8 +311,8 @@ def test_a_run_without_samples_reads_not_measured() -> None:
 
 
 def test_the_report_draws_the_lane_and_the_verdict_line_only_where_sampled() -> None:
-    from orchestrator.analysis.report import svg_step_view
-    from orchestrator.analysis.verdict import verdict
+    from orchestrator.analysis.presentation.report import svg_step_view
+    from orchestrator.analysis.presentation.verdict import verdict
 
     bf16 = analyze_paths([unpacked(METRICS / "bf16")])
     (r,) = bf16.ranks

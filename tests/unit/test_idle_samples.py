@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.analysis import cpu_samples, idle_causes
-from orchestrator.analysis import timeline as T
+from orchestrator.analysis.families import idle_causes
 from orchestrator.analysis.loader import analyze_paths
+from orchestrator.analysis.readers import cpu_samples
+from orchestrator.analysis.timeline import model as T
 from tests.fixtures.recordings import unpacked
 from tests.unit.test_step_rules import FWD_BWD, MAIN, _gaps, loop, timeline
 

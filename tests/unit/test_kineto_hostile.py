@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import kineto, kineto_scan, tracetext
+from orchestrator.analysis.readers import kineto, kineto_scan, tracetext
 from orchestrator.errors import UserError
 from tests.fixtures.kineto_builder import kineto_event_text
 
@@ -206,7 +206,7 @@ def _bomb(path: Path, where: str) -> Path:
 PROBE = """
 import sys
 from pathlib import Path
-from orchestrator.analysis import kineto
+from orchestrator.analysis.readers import kineto
 from orchestrator.errors import UserError
 try:
     kineto.load_trace(Path(sys.argv[1]))

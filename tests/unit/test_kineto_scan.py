@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import kineto, kineto_scan, tracetext
+from orchestrator.analysis.readers import kineto, kineto_scan, tracetext
 from tests.fixtures.kineto_builder import training_trace, write_kineto_stream
 
 DATA = Path(__file__).resolve().parents[1] / "data"

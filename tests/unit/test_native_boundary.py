@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from pycparser import c_ast, c_parser
 
-from orchestrator.analysis import kineto_scan, native, sqlite_pages
+from orchestrator.analysis.readers import kineto_scan, native, sqlite_pages
 
 HERE = Path(sqlite_pages.__file__).parent
 READERS = [

@@ -81,7 +81,7 @@ def test_a_capture_range_that_never_opens_fails_the_job_saying_so(tmp_path: Path
 def test_the_check_run_on_the_node_refuses_a_real_export_that_lost_its_kernels(
     capsys: Any,
 ) -> None:
-    from orchestrator.analysis.capture_health import main
+    from orchestrator.analysis.readers.capture_health import main
 
     ddp = Path(__file__).resolve().parents[1] / "data" / "ddp_h200" / "nsys"
     assert main([str(ddp / "nsys.rank1.sqlite")]) == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import kineto, kineto_scan
+from orchestrator.analysis.readers import kineto, kineto_scan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "public_traces"
 TRACES = sorted(DATA.glob("*/*.json.gz"))

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import nsys_sqlite, sqlite_pages
+from orchestrator.analysis.readers import nsys_sqlite, sqlite_pages
 from tests.fixtures.nsys_builder import NsysBuilder
 
 INT_LIST = re.compile(r"-?[0-9]+(?:,-?[0-9]+)*")

@@ -127,7 +127,7 @@ def test_reread_without_the_report_says_where_it_is(tmp_path: Path) -> None:
 def test_collectives_round_trip_exactly(starts: list[int]) -> None:
     import numpy as np
 
-    from orchestrator.analysis.communication import Collectives
+    from orchestrator.analysis.families.communication import Collectives
 
     start = np.asarray(starts, dtype=np.int64)
     end = start + np.arange(len(starts), dtype=np.int64) * 7

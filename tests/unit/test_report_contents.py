@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis import analyze_paths, host, nsys_sqlite, step_view, write_report
-from orchestrator.analysis.compare import compare
-from orchestrator.analysis.labels import short_kernel
+from orchestrator.analysis import analyze_paths, write_report
+from orchestrator.analysis.families import host, step_view
 from orchestrator.analysis.metrics import Metrics, StepView
-from orchestrator.analysis.report import NCCL_COLOR
+from orchestrator.analysis.presentation.compare import compare
+from orchestrator.analysis.presentation.labels import short_kernel
+from orchestrator.analysis.presentation.report import NCCL_COLOR
+from orchestrator.analysis.readers import nsys_sqlite
 from tests.unit.test_analysis_report import cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"

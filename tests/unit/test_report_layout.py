@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.analysis import analyze_paths, compare, write_report
-from orchestrator.analysis.report import HIST_MIN_STEPS, tick_label, time_unit
+from orchestrator.analysis.presentation.report import HIST_MIN_STEPS, tick_label, time_unit
 from tests.unit.test_analysis_report import nsys_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -134,7 +134,7 @@ def test_the_busy_chart_has_a_time_axis_and_its_legend_below(reports: dict[str, 
 def test_time_axes_read_in_one_unit_without_needless_decimals(
     width_ns: int, ticks: list[str]
 ) -> None:
-    from orchestrator.analysis.report import _ticks
+    from orchestrator.analysis.presentation.report import _ticks
 
     unit, factor = time_unit(width_ns)
     assert [tick_label(t, unit, factor) for t in _ticks(width_ns)] == ticks

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import nsys_sqlite, sqlite_pages
-from orchestrator.analysis import table_parts as TP
+from orchestrator.analysis.readers import nsys_sqlite, sqlite_pages
+from orchestrator.analysis.readers import table_parts as TP
 from tests.fixtures import sqlite_btree as SB
 
 needs_reader = pytest.mark.skipif(
@@ -462,7 +462,7 @@ def test_a_damaged_kernel_tree_gives_every_kernel_or_one_sentence(tmp_path: Path
     167 and 56 of them, exit 0): every kernel, as SQLite's scan finds them, or (where that scan
     meets a child twice) exit 2 in one sentence naming the file, the table and the fix; on both
     paths alike."""
-    from orchestrator.analysis import timeline as T
+    from orchestrator.analysis.timeline import model as T
     from orchestrator.errors import UserError
 
     src = DATA / "nsys_h100" / "baseline" / "baseline.sqlite"

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.analysis import idle_causes, library_ranges, step_rules
-from orchestrator.analysis import timeline as T
-from orchestrator.analysis.advice import advise
+from orchestrator.analysis.families import idle_causes, library_ranges
 from orchestrator.analysis.loader import analyze_paths
-from orchestrator.analysis.verdict import verdict
+from orchestrator.analysis.presentation.advice import advise
+from orchestrator.analysis.presentation.verdict import verdict
+from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline import step_rules
 from tests.fixtures.recordings import unpacked
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "unannotated"
@@ -314,7 +315,7 @@ def test_sync_while_idle_counts_only_the_idle_part() -> None:
 
 
 def test_what_changed_lists_each_phase_once_and_no_library_range() -> None:
-    from orchestrator.analysis.changes import _is_phase, what_changed
+    from orchestrator.analysis.presentation.changes import _is_phase, what_changed
 
     assert not _is_phase("cub::DeviceRadixSort::SortKeys")
     assert not _is_phase("ncclAllReduce")

@@ -13,8 +13,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import analyze_paths, breakdown, core
-from orchestrator.analysis.breakdown import HtaView
+from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis.families import breakdown
+from orchestrator.analysis.families.breakdown import HtaView
 from tests.fixtures.nsys_builder import NsysBuilder
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"

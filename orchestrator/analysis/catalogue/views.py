@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from orchestrator.analysis import labels as L
 from orchestrator.analysis.catalogue.entries import CATALOGUE, FAMILIES, WAIT_FUNCS
 from orchestrator.analysis.catalogue.model import Family, Metric
+from orchestrator.analysis.presentation import labels as L
 
 if TYPE_CHECKING:
     from orchestrator.analysis.metrics import Metrics, RankMetrics

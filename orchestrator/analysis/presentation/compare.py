@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.entries import WAIT_FUNCS
-from orchestrator.analysis.changes import WhatChanged, what_changed
-from orchestrator.analysis.labels import NEAR_ZERO, change_text
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.presentation.changes import WhatChanged, what_changed
+from orchestrator.analysis.presentation.labels import NEAR_ZERO, change_text
 from orchestrator.base import Strict
 
 __all__ = ["NEAR_ZERO", "WAIT_FUNCS", "Comparison", "ComparisonRow", "change_text", "compare"]
@@ -107,7 +107,7 @@ def _notes(
 def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparison:
     """A row of every metric of the catalogue's compare view (`catalogue.views.COMPARE`) for
     each run, with deltas against the first."""
-    from orchestrator.analysis.verdict import idle_figures
+    from orchestrator.analysis.presentation.verdict import idle_figures
 
     labels = labels or [m.label or f"run {i}" for i, m in enumerate(metrics)]
     rows = []

@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import host
-from orchestrator.analysis import timeline as T
-from orchestrator.analysis.labels import short_kernel
+from orchestrator.analysis.families import host
+from orchestrator.analysis.presentation.labels import short_kernel
+from orchestrator.analysis.timeline import model as T
 
 SPECIFIC = re.compile(
     r"(?i)adam|sgd|(?<![a-z])lamb(?!da)|lion(?![a-z])|adagrad|rmsprop|adafactor|novograd"

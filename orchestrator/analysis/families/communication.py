@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import timeline as T
-from orchestrator.analysis.breakdown import HtaView
+from orchestrator.analysis.families.breakdown import HtaView
+from orchestrator.analysis.timeline import model as T
 
 
 def comm_comp_overlap_pct(v: HtaView) -> float | None:

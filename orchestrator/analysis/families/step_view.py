@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core, host
-from orchestrator.analysis import timeline as T
+from orchestrator.analysis import core
+from orchestrator.analysis.families import host
 from orchestrator.analysis.metrics import StepView, ViewEvent, ViewRow
+from orchestrator.analysis.timeline import model as T
 
 MAX_STREAMS = 8
 MAX_THREADS = 3

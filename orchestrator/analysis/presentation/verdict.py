@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.analysis import gpu_metric_findings
-from orchestrator.analysis.advice import Advice
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.labels import dur, short_kernel, size
 from orchestrator.analysis.metrics import Metrics, merged_top_kernels
+from orchestrator.analysis.presentation import gpu_metric_findings
+from orchestrator.analysis.presentation.advice import Advice
+from orchestrator.analysis.presentation.labels import dur, short_kernel, size
 from orchestrator.base import Strict
 
 FINDINGS = 3

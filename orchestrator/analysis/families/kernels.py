@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import KernelStat
+from orchestrator.analysis.timeline import model as T
 
 TOP_KERNELS = 25
 CHUNK_ROWS = 1 << 20

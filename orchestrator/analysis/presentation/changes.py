@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from orchestrator.analysis import core, library_ranges
+from orchestrator.analysis import core
 from orchestrator.analysis.catalogue import views
+from orchestrator.analysis.families import library_ranges
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.base import Strict
 

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import Activity
+from orchestrator.analysis.timeline import model as T
 
 
 def sort_gpu(gpu: T.GpuTable, by_device: bool) -> T.GpuTable:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import Activity, CopyDirection, UmMigrationCause, UnifiedMemory
+from orchestrator.analysis.timeline import model as T
 
 
 def copies(rows: T.GpuTable) -> list[CopyDirection]:

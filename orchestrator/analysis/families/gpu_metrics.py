@@ -34,8 +34,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import gpu_metric_names as N
-from orchestrator.analysis.gpu_metric_model import GpuMetrics, MetricLane, MetricMean, StepMetrics
+from orchestrator.analysis.families import gpu_metric_names as N
+from orchestrator.analysis.families.gpu_metric_model import (
+    GpuMetrics,
+    MetricLane,
+    MetricMean,
+    StepMetrics,
+)
 
 if TYPE_CHECKING:
     from orchestrator.analysis.metrics import RankMetrics
@@ -130,7 +135,7 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
         type_gpu[type_id] = pw_to_id.get(pw, pw)
     if not names:
         return out
-    from orchestrator.analysis import nsys_sqlite  # the reader that calls this one
+    from orchestrator.analysis.readers import nsys_sqlite  # the reader that calls this one
 
     mult = N.multipliers(_system_env(conn, tables, "GpuMetricsConfig"))
     end = _capture_end(conn, tables)

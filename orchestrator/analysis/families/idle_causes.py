@@ -46,9 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core, cpu_samples, host
-from orchestrator.analysis import timeline as T
+from orchestrator.analysis import core
+from orchestrator.analysis.families import host
 from orchestrator.analysis.metrics import IdleBreakdown, IdleCause, IdleCauses
+from orchestrator.analysis.readers import cpu_samples
+from orchestrator.analysis.timeline import model as T
 
 MIN_GAP_NS = 100_000
 MIN_SAMPLES = 2  # main-thread CPU samples an interval needs before they may answer

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape as xml_escape
 
-from orchestrator.analysis import labels as L
-from orchestrator.analysis.gpu_metric_model import MetricLane
+from orchestrator.analysis.families.gpu_metric_model import MetricLane
+from orchestrator.analysis.presentation import labels as L
 
 LABELS = {
     "sm_active_pct": ("SMs active", "#2ca02c"),

@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from orchestrator.analysis import kineto_scan, tracetext
-from orchestrator.analysis import timeline as T
+from orchestrator.analysis.readers import kineto_scan, tracetext
+from orchestrator.analysis.timeline import model as T
 from orchestrator.errors import UserError
 
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import native
+from orchestrator.analysis.readers import native
 
 GIVE_UP = -1
 NO_ROOM = -2

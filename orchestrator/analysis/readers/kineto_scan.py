@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import native
+from orchestrator.analysis.readers import native
 
 # the scan's answers other than a count
 _GIVE_UP = -1

@@ -25,7 +25,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.analysis import sqlite_pages
+from orchestrator.analysis.readers import sqlite_pages
 
 
 class DamagedTable(Exception):

@@ -57,16 +57,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import (
-    capture_health,
-    core,
-    export_schema,
-    gpu_metrics,
-    library_ranges,
-    sqlite_pages,
-)
-from orchestrator.analysis import table_parts as TP
-from orchestrator.analysis import timeline as T
+from orchestrator.analysis import core
+from orchestrator.analysis.families import gpu_metrics, library_ranges
+from orchestrator.analysis.readers import capture_health, export_schema, sqlite_pages
+from orchestrator.analysis.readers import table_parts as TP
+from orchestrator.analysis.timeline import model as T
 from orchestrator.errors import RuntimeFailure, UserError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

@@ -46,8 +46,8 @@ autocast), no "offload fewer layers" without offloading on.
 
 from __future__ import annotations
 
+from orchestrator.analysis.families.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.analysis.metrics import IdleCause, Metrics, RankMetrics
-from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.base import Strict
 
 IDLE_PCT = 10.0
@@ -505,7 +505,8 @@ def advise(metrics: Metrics) -> list[Advice]:
     kind = metrics.workload_kind
     st = metrics.settings
     per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r, kind, st)]
-    from orchestrator.analysis import gpu_metric_findings  # its rules import this module
+    # imported here: its rules import this module
+    from orchestrator.analysis.presentation import gpu_metric_findings
 
     per_rank += [a for r in metrics.ranks for a in gpu_metric_findings.rules(r, kind, st)]
     return per_rank + _straggler(metrics)

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import (
     FunctionStat,
     RangeStat,
@@ -18,6 +17,7 @@ from orchestrator.analysis.metrics import (
     SyncStats,
     ThreadStat,
 )
+from orchestrator.analysis.timeline import model as T
 
 TOP_RANGES = 50
 TOP_THREADS = 40

@@ -20,14 +20,14 @@ from xml.sax.saxutils import escape as xml_escape
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from orchestrator.analysis import gpu_metric_lane
-from orchestrator.analysis import labels as L
-from orchestrator.analysis.advice import Advice, advise, fold
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.compare import Comparison, compare, key_rows
-from orchestrator.analysis.gpu_metric_model import MetricLane
+from orchestrator.analysis.families.gpu_metric_model import MetricLane
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
-from orchestrator.analysis.verdict import verdict
+from orchestrator.analysis.presentation import gpu_metric_lane
+from orchestrator.analysis.presentation import labels as L
+from orchestrator.analysis.presentation.advice import Advice, advise, fold
+from orchestrator.analysis.presentation.compare import Comparison, compare, key_rows
+from orchestrator.analysis.presentation.verdict import verdict
 from orchestrator.escape import markdown, plain
 from orchestrator.shipped import templates_dir
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import core
-from orchestrator.analysis import timeline as T
 from orchestrator.analysis.metrics import IdleBreakdown, StreamIdle, Temporal
+from orchestrator.analysis.timeline import model as T
 
 # HTA's default `consecutive_kernel_delay` is 30 in the trace's unit: microseconds in Kineto
 KERNEL_WAIT_NS = 30_000
