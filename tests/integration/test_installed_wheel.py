@@ -124,8 +124,8 @@ def test_the_wheels_carry_the_package_data(installed: Installed) -> None:
         built = {n for n in names if n.endswith(".so")}
         if kind == "compiled":
             assert {n.split(".")[0] for n in built} == {
-                "orchestrator/analysis/_kineto_scan",
-                "orchestrator/analysis/_sqlite_pages",
+                "orchestrator/analysis/readers/_kineto_scan",
+                "orchestrator/analysis/readers/_sqlite_pages",
             }, built
         else:
             assert built == set(), built
