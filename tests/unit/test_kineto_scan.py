@@ -32,7 +32,7 @@ def test_the_scan_is_built_where_a_compiler_is() -> None:
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here: gh-run installs without the C scan and uses numpy's")
     assert kineto_scan.library_path() is not None, (
-        "orchestrator/analysis/_kineto_scan*.so is missing although a C compiler is here:"
+        "orchestrator/analysis/readers/_kineto_scan*.so is missing although a C compiler is here:"
         " reinstall with `pip install -e .` and read its build output"
     )
 

@@ -36,7 +36,7 @@ def test_the_reader_is_built_where_a_compiler_is() -> None:
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here: gh-run installs without the page reader")
     assert sqlite_pages.library_path() is not None, (
-        "orchestrator/analysis/_sqlite_pages*.so is missing although a C compiler is here:"
+        "orchestrator/analysis/readers/_sqlite_pages*.so is missing although a C compiler is here:"
         " reinstall with `pip install -e .` and read its build output"
     )
 
