@@ -14,7 +14,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > $OUT/build.log 2>&1 || { tail $OUT/build.log; exit 3; }
 export PYTHONUNBUFFERED=1
 python3 --version; python3 -c 'import pydantic, numpy, typer, jinja2, yaml, rich; print("pydantic", pydantic.VERSION, "numpy", numpy.__version__, "typer", typer.__version__)'
-ls orchestrator/analysis/*.so; which python3
+ls orchestrator/analysis/readers/*.so; which python3
 W="-W error -W default::ResourceWarning"
 echo "== native readers, tests/unit, -n 12"
 timeout 330 python3 $W -m pytest -q -p no:cacheprovider -p no:benchmark -n 12 --continue-on-collection-errors -rfE tests/unit > $OUT/unit_native.log 2>&1; echo "rc=$?"
