@@ -1,4 +1,5 @@
-"""SLURM's time and memory notations, parsed once and printed back in one canonical form."""
+"""SLURM's time and memory notations and sizes in bytes, parsed once and printed back in one
+canonical form."""
 
 from __future__ import annotations
 
@@ -60,12 +61,16 @@ _SIZE_FACTOR = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str | int) -> int:
-    """A size in bytes (`10G`, `512M`, `1T`, `4096`; binary units, a bare number is bytes)."""
+    """A size in bytes, at least one: a number, then K, M, G or T (binary units) in any case,
+    with or without B / iB (`10G`, `512MiB`, `1.5g`, `8 GB`, `4096`, `4096B`; a bare number is
+    bytes). The one size notation: artifact limits and the trace ceiling
+    (`tracetext.parse_size`, which names the flag or variable) read it here."""
     raw = str(text).strip()
     m = _MEM.fullmatch(raw)
-    if not m or float(m.group("n")) <= 0:
+    size = int(float(m.group("n")) * _SIZE_FACTOR[m.group("u").upper()]) if m else 0
+    if size < 1:
         raise ValueError(f"{raw!r} is not a size; write e.g. 10G or 512M")
-    return int(float(m.group("n")) * _SIZE_FACTOR[m.group("u").upper()])
+    return size
 
 
 def format_size(n: int) -> str:

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.catalogue import views
+from orchestrator.analysis.families.stats import quantile
 from orchestrator.analysis.metrics import CrossRank, RankMetrics, RankSpread, SkewStats, Straggler
 from orchestrator.analysis.presentation.labels import dur as human_dur
 from orchestrator.analysis.rank_metrics import CrossRankInput
+from orchestrator.analysis.timeline.step_names import step_family
 
 LATE_SHARE = 0.6
 LATE_MIN_NS = 20_000
@@ -87,10 +88,10 @@ _NUM = re.compile(r"(\d+)\D*$")
 
 def _step_table(c: CrossRankInput) -> dict[Any, tuple[int, int]]:
     """step key -> (start, duration) of the entry's training steps (the family with most
-    ranges, as `core.step_stats` picks); key = the step number, else the position."""
+    ranges, as `host.steps` picks); key = the step number, else the position."""
     fams: dict[str, list[tuple[str, int, int]]] = {}
     for name, start, dur in c.steps:
-        fam = core.step_family(name)
+        fam = step_family(name)
         if fam is not None:
             fams.setdefault(fam, []).append((name, start, dur))
     if not fams:
@@ -116,7 +117,7 @@ def _skew(matrix: Any, names: list[str], how: str) -> SkewStats:
     return SkewStats(
         matched=int(matrix.shape[0]),
         median_ns=float(np.median(s)),
-        p90_ns=core.quantile(s.tolist(), 0.9),
+        p90_ns=quantile(s.tolist(), 0.9),
         max_ns=int(s[-1]),
         latest_rank=names[top] if top is not None else None,
         latest_share_pct=100.0 * counts[top] / matrix.shape[0] if top is not None else 0.0,

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from orchestrator import nsys_export
-from orchestrator.analysis import captures, core, cross_rank, rank_metrics, records
+from orchestrator.analysis import captures, cross_rank, rank_metrics, records
 from orchestrator.analysis.families import gpu_metrics, settings, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
@@ -42,6 +42,7 @@ from orchestrator.analysis.metrics import (
 )
 from orchestrator.analysis.readers import kineto, tracetext
 from orchestrator.analysis.timeline import ranks, step_rules
+from orchestrator.analysis.timeline.ranks import rank_from_name
 from orchestrator.base import Strict
 from orchestrator.errors import UserError
 
@@ -338,7 +339,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
         capture = captures.of_kineto(path, first, claimed[0] if claimed else None)
     else:
         capture = captures.of_nsys(path, tls, claimed, rule)
-    capture.name_rank = core.rank_from_name(path)
+    capture.name_rank = rank_from_name(path)
     spec = spec_lock_file(path.parent)
     capture.spec = str(spec.resolve()) if spec is not None else None
     entries = []

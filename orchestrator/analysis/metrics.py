@@ -45,7 +45,7 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
 - **main thread**: the thread whose tid equals its process id, in the process that owns the CUDA
   streams (nsys `TARGET_INFO_CUDA_STREAM`/`TARGET_INFO_CUDA_CONTEXT_INFO`); when that does not
   single one out, the one named `pt_main_thread`/`python`/`python3`/`MainThread`.
-  **main_thread_wait_ns**: the union of its blocking waits (`core.BLOCKING_WAITS`: condition
+  **main_thread_wait_ns**: the union of its blocking waits (`host.BLOCKING_WAITS`: condition
   variables, semaphores, mutexes, joins; not poll/read) clipped to the span; None when the trace
   has no OS-runtime rows or no main thread is identified (Kineto: always None).
 - **offloading**: whether activation CPU offloading was on (True/False) with the evidence, or

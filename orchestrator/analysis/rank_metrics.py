@@ -9,17 +9,16 @@ rank's first entry; the others carry the GPU side only.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.model import Entry
 from orchestrator.analysis.families import (
     breakdown,
     communication,
+    gaps,
     gpu_metrics,
     gpu_time,
     host,
@@ -28,6 +27,8 @@ from orchestrator.analysis.families import (
     memory,
     step_view,
 )
+from orchestrator.analysis.families.kernel_classes import hta_type_codes
+from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.metrics import RankMetrics, SyncStats
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline import step_rules
@@ -50,7 +51,7 @@ def compute(
     the steps a cudaProfilerApi window holds, as the run says (`step_rules.known_step_count`)."""
     split = tl.split_devices
     tl.gpu = gpu_time.sort_gpu(tl.gpu, by_device=split)
-    names_cls = core.hta_type_codes(tl.names)
+    names_cls = hta_type_codes(tl.names)
     out: list[RankMetrics] = []
     cross: list[CrossRankInput] = []
     found = step_rules.find(tl, known_steps)
@@ -87,7 +88,7 @@ def _entry(
     g = gpu_time.gpu_time(rows)
     # the figures of the gaps first: the merged intervals they are views of (millions on a long
     # export) are let go once HTA's temporal breakdown has read them too
-    idle_gaps = core.gap_stats(g.union.gap_starts, g.union.gap_ends)
+    idle_gaps = gaps.gap_stats(g.union.gap_starts, g.union.gap_ends)
     gap_s = np.frombuffer(g.union.gap_starts, dtype=np.int64)
     gap_e = np.frombuffer(g.union.gap_ends, dtype=np.int64)
     sync_idle = idle_causes.sync_while_idle(tl, gap_s, gap_e) if first else 0
@@ -101,8 +102,11 @@ def _entry(
         else None
     )  # fmt: skip
     del gap_s, gap_e  # views of the gaps: let go with them below
-    busy_timeline = core.timeline(g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end)
-    u = replace(g.union, gap_starts=array("q"), gap_ends=array("q"))
+    busy_timeline = gaps.busy_timeline(
+        g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end
+    )
+    no_gaps = np.zeros(0, dtype=np.int64)
+    u = replace(g.union, gap_starts=no_gaps, gap_ends=no_gaps)
     activity = g.activity
     view = breakdown.hta_view(tl, rows, names_cls)
     if view.same_rows and g.every_row:
@@ -153,8 +157,8 @@ def _entry(
         span_ns=span,
         busy_ns=u.busy,
         idle_ns=idle_ns,
-        busy_pct=core.pct(u.busy, span),
-        idle_pct=core.pct(idle_ns, span),
+        busy_pct=pct(u.busy, span),
+        idle_pct=pct(idle_ns, span),
         idle_gaps=idle_gaps,
         temporal=temporal,
         kernel_types=breakdown.kernel_type_pcts(types_ns),

@@ -30,10 +30,11 @@ import numpy as np
 import orjson
 
 from orchestrator import __version__
-from orchestrator.analysis import captures, core, rank_metrics
+from orchestrator.analysis import captures, rank_metrics
 from orchestrator.analysis.families import communication
 from orchestrator.analysis.metrics import RankMetrics, Source
 from orchestrator.analysis.timeline import ranks
+from orchestrator.analysis.timeline.ranks import rank_from_name
 from orchestrator.errors import UserError
 
 SUFFIX = ".gh-run.json"
@@ -258,7 +259,7 @@ def decode(data: dict[str, Any], report: Path) -> Any:
         ranks=[int(r) for r in c["ranks"]],
         rank_rule=c["rank_rule"],
     )
-    capture.name_rank = core.rank_from_name(report)
+    capture.name_rank = rank_from_name(report)
     spec = spec_lock_file(report.parent)
     capture.spec = str(spec.resolve()) if spec is not None else None
     return loader.FileResult(source, claims, entries, capture)

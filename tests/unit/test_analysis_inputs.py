@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis import analyze_paths
 from orchestrator.analysis.readers import kineto, tracetext
 from orchestrator.analysis.timeline import ranks
 from orchestrator.errors import UserError
@@ -307,7 +307,7 @@ def test_spec_lock_is_read_from_the_trace_s_own_run_folder_only(tmp_path: Path) 
     ],
 )
 def test_rank_in_a_file_name(name: str, rank: int | None) -> None:
-    assert core.rank_from_name(Path(name)) == rank
+    assert ranks.rank_from_name(Path(name)) == rank
 
 
 def test_rank_assignment_notes_and_collisions(tmp_path: Path) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from orchestrator.analysis import analyze_paths, compare, core, headline
+from orchestrator.analysis import analyze_paths, compare, headline
+from orchestrator.analysis.families import kernel_classes
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.readers import kineto
+from orchestrator.analysis.timeline import step_names
 from orchestrator.errors import UserError
 from tests.fixtures.kineto_builder import BWD_TID, MAIN_TID, KinetoBuilder, training_trace
 
@@ -195,7 +197,7 @@ def test_real_data_wait_is_one_step_of_data_loading(variant: str) -> None:
     last = data_s[stop - 1]
     assert 0.98 * last - 1e-4 <= r.data_wait_ns / 1e9 <= data_s[first] + last
     assert r.data_wait_ns <= r.span_ns
-    summed = sum(x.total_ns for x in r.nvtx if core.is_data_wait(x.name))
+    summed = sum(x.total_ns for x in r.nvtx if step_names.is_data_wait(x.name))
     assert summed > r.data_wait_ns
 
 
@@ -266,7 +268,7 @@ def test_real_workload_variants_differ_as_expected() -> None:
     ],
 )
 def test_gemm_precision_of_kernel_names(name: str, precision: str | None) -> None:
-    assert core.gemm_precision(name) == precision
+    assert kernel_classes.gemm_precision(name) == precision
 
 
 def test_gemm_precision_shares_on_real_traces() -> None:
@@ -280,7 +282,7 @@ def test_gemm_precision_shares_on_real_traces() -> None:
         gemm_names = [
             k.name for k in r.top_kernels if "gemm" in k.name.lower() or "nvjet" in k.name
         ]
-        assert gemm_names and all(core.gemm_precision(n) for n in gemm_names), variant
+        assert gemm_names and all(kernel_classes.gemm_precision(n) for n in gemm_names), variant
         if variant == "fp32":
             top4 = sum(k.share_pct for k in r.top_kernels[:4])  # the four fp32 GEMMs
             assert r.fp32_gemm_pct == pytest.approx(top4) and r.fp32_gemm_pct > 80
@@ -371,10 +373,12 @@ def test_scan_refuses_what_it_cannot_read_exactly(tmp_path: Path) -> None:
 
 
 def test_step_ranges_fold_into_one_row(tmp_path: Path) -> None:
-    assert core.step_pattern("step_12") == "step_*"
-    assert core.step_pattern("ProfilerStep#3 [gpu]") == "ProfilerStep#* [gpu]"
-    assert core.step_pattern("Training Step 7") == "Training Step *"
-    assert core.step_pattern("train_step") is None and core.step_pattern("forward") is None
+    assert step_names.step_pattern("step_12") == "step_*"
+    assert step_names.step_pattern("ProfilerStep#3 [gpu]") == "ProfilerStep#* [gpu]"
+    assert step_names.step_pattern("Training Step 7") == "Training Step *"
+    assert (
+        step_names.step_pattern("train_step") is None and step_names.step_pattern("forward") is None
+    )
     b = small_trace()
     for i in range(3, 8):
         b.cpu("user_annotation", f"step_{i}", 1000 + 100 * i, 10 + i)

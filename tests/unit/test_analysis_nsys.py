@@ -7,11 +7,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis import analyze_paths
+from orchestrator.analysis.families import gaps
 from orchestrator.analysis.metrics import RankMetrics
 from orchestrator.analysis.readers import sqlite_pages
+from orchestrator.analysis.timeline import intervals, ranks, step_names
 from orchestrator.errors import UserError
 from tests.fixtures.nsys_builder import NVTX_MARK, NVTX_STARTEND, NsysBuilder
 
@@ -332,7 +335,7 @@ def test_data_wait_is_the_union_of_data_ranges_inside_the_span(export: Path) -> 
     data = [(32000, 40000), (33000, 38000), (43000, 50000)]  # as built above
     inside = brute_union(data) & set(range(r.span_start_ns, r.span_end_ns))
     assert r.data_wait_ns == len(inside)
-    summed = sum(x.total_ns for x in r.nvtx if core.is_data_wait(x.name))
+    summed = sum(x.total_ns for x in r.nvtx if step_names.is_data_wait(x.name))
     assert summed > r.data_wait_ns  # the old per-name sum counted the nesting twice
     assert r.data_wait_ns <= r.span_ns
 
@@ -422,24 +425,38 @@ def test_main_thread_of_two_processes_without_stream_table(tmp_path: Path) -> No
     assert (r3.main_thread, r3.main_thread_wait_ns) == ("pt_main_thread", 4)
 
 
-@pytest.mark.parametrize("n", [40, 30_000])  # the plain loop and the numpy path (> 10,000)
-def test_merge_intervals_and_covered_ns(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def _merged_by_loop(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+    """The plain reference: sort, then one loop that extends or opens an interval."""
+    ms: list[int] = []
+    me: list[int] = []
+    for s0, e0 in sorted((a, b) for a, b in zip(starts, ends, strict=True) if b >= a):
+        if me and s0 <= me[-1]:
+            me[-1] = max(me[-1], e0)
+        else:
+            ms.append(s0)
+            me.append(e0)
+    return ms, me
+
+
+@pytest.mark.parametrize("n", [40, 30_000])
+def test_merge_intervals_and_covered_ns(n: int) -> None:
     import random
 
     rnd = random.Random(n)
     starts = [rnd.randrange(0, 200 * n) for _ in range(n)]
-    ends = [s + rnd.randrange(0, 150) for s in starts]
+    ends = [s + rnd.randrange(-20, 150) for s in starts]  # some end before they start: left out
     lo, hi = 20 * n, 180 * n
-    ms, me = core.merge_intervals(starts, ends)
-    assert all(a < b for a, b in zip(me, ms[1:], strict=False))  # disjoint, sorted, not touching
-    got = core.covered_ns(ms, me, lo, hi)
+    ms, me = intervals.merge_intervals(np.array(starts), np.array(ends))
+    assert (ms[1:] > me[:-1]).all()  # disjoint, sorted, not touching
+    assert (ms.tolist(), me.tolist()) == _merged_by_loop(starts, ends)
+    got = intervals.covered_ns(ms, me, lo, hi)
+    assert got == sum(max(0, min(e, hi) - max(s, lo)) for s, e in zip(ms, me, strict=True))
+    assert intervals.union_in_span(ms, me, lo, hi) == got
+    assert intervals.union_in_span(ms, me, 0, 0) == int((me - ms).sum())  # no span: all of it
     if n <= 1000:  # the independent oracle: covered nanoseconds
-        covered = brute_union(list(zip(starts, ends, strict=True)))
-        assert sum(e - s for s, e in zip(ms, me, strict=True)) == len(covered)
+        covered = brute_union([(s, e) for s, e in zip(starts, ends, strict=True) if e >= s])
+        assert sum(e - s for s, e in zip(ms.tolist(), me.tolist(), strict=True)) == len(covered)
         assert got == len(covered & set(range(lo, hi)))
-    monkeypatch.setattr(core, "HAVE_NUMPY", False)
-    assert core.merge_intervals(starts, ends) == (ms, me)
-    assert core.covered_ns(ms, me, lo, hi) == got
 
 
 def _busy_oracle(ivs: list[tuple[int, int]], start: int, end: int, width: int) -> list[float]:
@@ -474,7 +491,6 @@ def test_busy_fraction_timeline(tmp_path: Path, span_end: int) -> None:
 @pytest.mark.parametrize("n", [50, 3000])  # the plain loop and the numpy path (> 1000 gaps)
 def test_busy_fraction_matches_brute_force_on_many_gaps(n: int) -> None:
     import random
-    from array import array
 
     rnd = random.Random(n)
     ivs = []
@@ -484,12 +500,12 @@ def test_busy_fraction_matches_brute_force_on_many_gaps(n: int) -> None:
         d = rnd.randrange(1, 60)
         ivs.append((t, t + d))
         t += d
-    u = core.union_lists([s for s, _ in ivs], [e for _, e in ivs], [True] * len(ivs))
-    tl = core.timeline(u.gap_starts, u.gap_ends, u.start, u.end)
+    u = intervals.union_of_sorted(np.array([s for s, _ in ivs]), np.array([e for _, e in ivs]))
+    tl = gaps.busy_timeline(u.gap_starts, u.gap_ends, u.start, u.end)
     assert tl.busy_fraction == pytest.approx(
         _busy_oracle(ivs, u.start, u.end, tl.bucket_ns), abs=1e-4
     )
-    empty = core.timeline(array("q"), array("q"), 0, 0)
+    empty = gaps.busy_timeline(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0, 0)
     assert empty.busy_fraction == []
 
 
@@ -545,20 +561,36 @@ def test_two_devices_in_one_file(tmp_path: Path) -> None:
     assert m.ranks[0].nvtx and not m.ranks[1].nvtx  # CPU side on the first device only
 
 
+def _one_pass_union(rows: list[tuple[int, ...]]) -> tuple[int, int, int, list[tuple[int, int]]]:
+    """(start, end, busy, gaps) of rows sorted by start: the streaming merge, one row at a time
+    (touching rows merge)."""
+    it = iter(rows)
+    cs, ce = next(it)
+    start, busy, found = cs, 0, []
+    for s, e in it:
+        if s > ce:
+            found.append((ce, s))
+            busy += ce - cs
+            cs, ce = s, e
+        else:
+            ce = max(ce, e)
+    return start, ce, busy + ce - cs, found
+
+
 def test_union_equals_the_single_pass_over_sql_sorted_rows(export: Path) -> None:
-    """The reader's columnar union against `core.union_pass`, the one-pass merge over the GPU
-    rows sorted by SQL (what the reader did without numpy before the timeline model)."""
+    """The reader's columnar union (`intervals.groups_sorted`) against the one-pass merge over
+    the GPU rows sorted by SQL (what the reader did without numpy before the timeline model)."""
     r = only(export)
     rows = _sql(
         export,
-        'SELECT start, "end", 1 FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL'
-        ' SELECT start, "end", -1 FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL'
-        ' SELECT start, "end", -2 FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY 1',
+        'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL'
+        ' SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL'
+        ' SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY 1',
     )
-    u = core.union_pass(iter(rows), lambda tag: tag == 1)
-    assert (u.start, u.end, u.busy) == (r.span_start_ns, r.span_end_ns, r.busy_ns)
-    assert list(u.gap_starts) and len(u.gap_starts) == r.idle_gaps.count
-    assert sum(e - s for s, e in zip(u.gap_starts, u.gap_ends, strict=True)) == r.idle_gaps.total_ns
+    start, end, busy, found = _one_pass_union(rows)
+    assert (start, end, busy) == (r.span_start_ns, r.span_end_ns, r.busy_ns)
+    assert found and len(found) == r.idle_gaps.count
+    assert sum(e - s for s, e in found) == r.idle_gaps.total_ns
 
 
 def test_many_step_ranges_and_data_waits(tmp_path: Path) -> None:
@@ -617,7 +649,7 @@ def test_bad_inputs_are_user_errors(tmp_path: Path) -> None:
     ],
 )
 def test_rank_from_name(name: str, rank: int | None) -> None:
-    assert core.rank_from_name(Path(name)) == rank
+    assert ranks.rank_from_name(Path(name)) == rank
 
 
 # ---- real exports ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import core
+from orchestrator.analysis.timeline import intervals
 
 ROWS = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=60)
 
@@ -37,13 +37,13 @@ def test_groups_sorted_in_steps_equal_one_pass(
     s = np.array([a for a, _ in rows], dtype=np.int64)
     e = np.array([a + d for a, d in rows], dtype=np.int64)
     mask = np.array(keep[: len(rows)], dtype=bool)
-    saved = core.GROUP_CHUNK_ROWS
-    core.GROUP_CHUNK_ROWS = step
+    saved = intervals.GROUP_CHUNK_ROWS
+    intervals.GROUP_CHUNK_ROWS = step
     try:
-        got = core.groups_sorted(s, e)
-        got_masked = core.groups_sorted(s, e, mask)
+        got = intervals.groups_sorted(s, e)
+        got_masked = intervals.groups_sorted(s, e, mask)
     finally:
-        core.GROUP_CHUNK_ROWS = saved
+        intervals.GROUP_CHUNK_ROWS = saved
     assert (got[0].tolist(), got[1].tolist()) == _reference_groups(s, e)
     assert (got_masked[0].tolist(), got_masked[1].tolist()) == _reference_groups(s[mask], e[mask])
 
@@ -52,7 +52,7 @@ def _union(rows: list[tuple[int, int]]) -> tuple[Any, Any]:
     rows = sorted(rows)
     s = np.array([a for a, _ in rows], dtype=np.int64)
     e = np.array([a + d for a, d in rows], dtype=np.int64)
-    return core.groups_sorted(s, e)
+    return intervals.groups_sorted(s, e)
 
 
 @settings(max_examples=300, deadline=None)
@@ -68,7 +68,7 @@ def test_intersect_is_the_common_time_whichever_list_is_shorter(
     common = np.zeros(80, dtype=bool)
     for y0, y1 in zip(b0.tolist(), b1.tolist(), strict=True):
         common[y0:y1] |= covered[y0:y1]
-    for i0, i1 in (core.intersect(a0, a1, b0, b1), core.intersect(b0, b1, a0, a1)):
+    for i0, i1 in (intervals.intersect(a0, a1, b0, b1), intervals.intersect(b0, b1, a0, a1)):
         got = np.zeros(80, dtype=bool)
         assert (np.diff(i0) > 0).all() and (i1 > i0).all()  # sorted, no empty pieces
         assert (i0[1:] >= i1[:-1]).all()  # disjoint

@@ -13,19 +13,20 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import analyze_paths, core
+from orchestrator.analysis import analyze_paths
 from orchestrator.analysis.families import breakdown
 from orchestrator.analysis.families.breakdown import HtaView
+from orchestrator.analysis.families.kernel_classes import COMMUNICATION, COMPUTATION, MEMORY, OTHER
 from tests.fixtures.nsys_builder import NsysBuilder
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
-# HTA's kernel types by code (core): what an event of each class is in an nsys export
+# HTA's kernel types by code (kernel_classes): what an event of each class is in an nsys export
 KINDS = {
-    core.COMPUTATION: "gemm",
-    core.COMMUNICATION: "nccl",
-    core.MEMORY: "memcpy",
-    core.OTHER: "memset",
+    COMPUTATION: "gemm",
+    COMMUNICATION: "nccl",
+    MEMORY: "memcpy",
+    OTHER: "memset",
 }
 
 Event = tuple[int, int, int]  # start, end, HTA class
@@ -39,7 +40,7 @@ def brute(events: list[Event]) -> dict[str, int]:
     for t in range(lo, hi):
         running = {c for s, e, c in events if s <= t < e}
         busy += bool(running)
-        compute += core.COMPUTATION in running
+        compute += COMPUTATION in running
     span = hi - lo
     return {
         "span": span,
@@ -67,9 +68,9 @@ def timelines(draw: Any) -> list[Event]:
         last = max(s for s, _, _ in out)
         start = draw(st.integers(0, last))
         end = max(e for _, e, _ in out) + draw(st.integers(1, 60))
-        kind = draw(st.sampled_from([core.COMMUNICATION, core.MEMORY, core.OTHER]))
+        kind = draw(st.sampled_from([COMMUNICATION, MEMORY, OTHER]))
         out.append((start, end, kind))
-        out.append((last, last + 1, core.COMPUTATION))  # the last to start: a short one
+        out.append((last, last + 1, COMPUTATION))  # the last to start: a short one
     return out
 
 
@@ -112,11 +113,11 @@ def nsys_export(path: Path, events: list[Event]) -> Path:
     b = NsysBuilder(path, fast=True)
     b.add_gpu(0)
     for s, e, c in events:
-        if c == core.COMPUTATION:
+        if c == COMPUTATION:
             b.add_kernel(s, e, GEMM)
-        elif c == core.COMMUNICATION:
+        elif c == COMMUNICATION:
             b.add_kernel(s, e, NCCL, stream=20)
-        elif c == core.MEMORY:
+        elif c == MEMORY:
             b.add_memcpy(s, e, 1, 4096, stream=9)
         else:
             b.add_memset(s, e, 4096, stream=11)
@@ -148,10 +149,10 @@ def test_a_long_copy_after_the_last_kernel_ends_the_span(tmp_path: Path) -> None
     [180,300): the span is 400 (the copy's end), not 200 (the end of the kernel that starts
     last); compute 150, idle 20 ([100,120)), non-compute 230."""
     events = [
-        (0, 100, core.COMPUTATION),
-        (120, 400, core.MEMORY),
-        (150, 200, core.COMPUTATION),
-        (180, 300, core.COMMUNICATION),
+        (0, 100, COMPUTATION),
+        (120, 400, MEMORY),
+        (150, 200, COMPUTATION),
+        (180, 300, COMMUNICATION),
     ]
     m = analyze_paths([nsys_export(tmp_path / "t.sqlite", events)])
     (r,) = m.ranks

@@ -406,10 +406,11 @@ CATALOGUE: list[Metric] = [
            "distinct kernel names",
            rank=lambda r: r.kernel_names, across="max", sources=GPU),
     Metric("fp32_gemm_pct", "Kernels", "fp32 GEMM share of kernel time", "%",
-           "GEMM kernels on CUDA cores in fp32 (core.gemm_precision), percent of kernel time",
+           "GEMM kernels on CUDA cores in fp32 (kernel_classes.gemm_precision), percent of kernel"
+           " time",
            rank=lambda r: r.fp32_gemm_pct, better="lower", sources=GPU),
     Metric("tensor_core_gemm_pct", "Kernels", "tensor-core GEMM share of kernel time", "%",
-           "GEMM kernels on tensor cores (core.gemm_precision), percent of kernel time",
+           "GEMM kernels on tensor cores (kernel_classes.gemm_precision), percent of kernel time",
            rank=lambda r: r.tensor_core_gemm_pct, better="higher", sources=GPU),
     # ---- GPU metrics (gpu_metrics: what the SMs did while the kernels ran)
     _gpu_metric("sm_active_pct", "SMs active", "%",

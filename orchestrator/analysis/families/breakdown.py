@@ -18,9 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
+from orchestrator.analysis.families.kernel_classes import (
+    COMMUNICATION,
+    COMPUTATION,
+    HTA_TYPES,
+    MEMORY,
+)
+from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.metrics import IdleBreakdown, StreamIdle, Temporal
+from orchestrator.analysis.timeline import intervals
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.columns import small_groups
 
 # HTA's default `consecutive_kernel_delay` is 30 in the trace's unit: microseconds in Kineto
 KERNEL_WAIT_NS = 30_000
@@ -28,7 +36,7 @@ ALL = -1  # `HtaView.groups` of every event
 # rows per step of the idle-time breakdown (its temporaries: ~50 bytes a row)
 IDLE_CHUNK_ROWS = 1 << 20
 # HTA's kernel types in the order of its kernel-type breakdown (bit values 1, 2, 4)
-_BREAKDOWN_TYPES = (core.COMPUTATION, core.COMMUNICATION, core.MEMORY)
+_BREAKDOWN_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
 
 
 @dataclass
@@ -54,9 +62,9 @@ class HtaView:
         g = self._groups.get(code)
         if g is None:
             if code == ALL:
-                g = core.groups_sorted(self.start, self.end)
+                g = intervals.groups_sorted(self.start, self.end)
             else:
-                g = core.groups_sorted(self.start, self.end, self.cls == code)
+                g = intervals.groups_sorted(self.start, self.end, self.cls == code)
             self._groups[code] = g
         return g
 
@@ -79,7 +87,7 @@ class HtaView:
         if g is None:
             g = self.groups(codes[0])
             for c in codes[1:]:
-                g = core.intersect(*g, *self.groups(c))
+                g = intervals.intersect(*g, *self.groups(c))
             self._groups[key] = g
         return g
 
@@ -175,7 +183,7 @@ def temporal(v: HtaView) -> Temporal:
     idle = span - int((g1 - g0).sum())
     del g0, g1
     v.forget(ALL)
-    c0, c1 = v.groups(core.COMPUTATION)
+    c0, c1 = v.groups(COMPUTATION)
     compute = int((c1 - c0).sum())
     non_compute = span - compute - idle
     u = v.unit_ns
@@ -194,7 +202,7 @@ def temporal(v: HtaView) -> Temporal:
 
 def _share(part: float, whole: float) -> float:
     """part / whole in percent, kept inside 0-100."""
-    return min(100.0, max(0.0, core.pct(part, whole)))
+    return min(100.0, max(0.0, pct(part, whole)))
 
 
 def kernel_types(v: HtaView) -> dict[str, int]:
@@ -226,7 +234,7 @@ def kernel_types(v: HtaView) -> dict[str, int]:
 
 def _type_name(state: int) -> str:
     return " overlapping ".join(
-        core.HTA_TYPES[code] for bit, code in enumerate(_BREAKDOWN_TYPES) if state & (1 << bit)
+        HTA_TYPES[code] for bit, code in enumerate(_BREAKDOWN_TYPES) if state & (1 << bit)
     )
 
 
@@ -243,7 +251,7 @@ def idle_breakdown(v: HtaView, threshold_ns: int = KERNEL_WAIT_NS) -> IdleBreakd
         return None
     rows = None if bool(m.all()) else np.flatnonzero(m)
     stream = v.stream if rows is None else v.stream[rows]
-    codes, inv = core.small_groups(stream)
+    codes, inv = small_groups(stream)
     n = int(stream.size)
     del stream
     threshold = threshold_ns // v.unit_ns
@@ -293,9 +301,9 @@ def idle_breakdown(v: HtaView, threshold_ns: int = KERNEL_WAIT_NS) -> IdleBreakd
         host_wait_ns=tot[0],
         kernel_wait_ns=tot[1],
         other_ns=tot[2],
-        host_wait_pct=core.pct(tot[0], whole),
-        kernel_wait_pct=core.pct(tot[1], whole),
-        other_pct=core.pct(tot[2], whole),
+        host_wait_pct=pct(tot[0], whole),
+        kernel_wait_pct=pct(tot[1], whole),
+        other_pct=pct(tot[2], whole),
         kernel_wait_threshold_ns=threshold_ns,
         clamped_gaps=clamped,
         streams=per_stream,

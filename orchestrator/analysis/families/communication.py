@@ -10,19 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.families.breakdown import HtaView
+from orchestrator.analysis.families.kernel_classes import COMMUNICATION, COMPUTATION
 from orchestrator.analysis.timeline import model as T
 
 
 def comm_comp_overlap_pct(v: HtaView) -> float | None:
     """HTA `get_comm_comp_overlap`: the time when communication and computation kernels run at
     once, as a share of the communication time (both as unions); None without communication."""
-    a0, a1 = v.groups(core.COMMUNICATION)
+    a0, a1 = v.groups(COMMUNICATION)
     comm_time = int((a1 - a0).sum())
     if a0.size == 0 or comm_time <= 0:
         return None
-    c0, c1 = v.intersection(core.COMMUNICATION, core.COMPUTATION)
+    c0, c1 = v.intersection(COMMUNICATION, COMPUTATION)
     return min(100.0, 100.0 * int((c1 - c0).sum()) / comm_time)
 
 
@@ -37,11 +37,7 @@ class Collectives:
 
 def collectives(rows: T.GpuTable, names: list[str], names_cls: Any) -> Collectives:
     """The communication kernels of the entry (rows sorted by start)."""
-    m = (
-        (rows.kind == T.KERNEL) & (names_cls[rows.name] == core.COMMUNICATION)
-        if rows.size
-        else None
-    )
+    m = (rows.kind == T.KERNEL) & (names_cls[rows.name] == COMMUNICATION) if rows.size else None
     if m is None or not bool(m.any()):
         empty = np.zeros(0, dtype=np.int64)
         return Collectives(empty, empty, [])

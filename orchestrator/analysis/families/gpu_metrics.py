@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.families import gpu_metric_names as N
 from orchestrator.analysis.families.gpu_metric_model import (
     GpuMetrics,
@@ -41,6 +40,7 @@ from orchestrator.analysis.families.gpu_metric_model import (
     MetricMean,
     StepMetrics,
 )
+from orchestrator.analysis.timeline.step_names import step_family
 
 if TYPE_CHECKING:
     from orchestrator.analysis.metrics import RankMetrics
@@ -286,11 +286,11 @@ def _window_means(
 def _steps(
     g: GpuSamples, steps: list[tuple[str, int, int]], shift: int, cols: dict[str, list[int]]
 ) -> list[StepMetrics]:
-    """The step ranges of the family the analysis counts (`core.step_family`, the one with most
-    ranges), each with its known metrics' means."""
+    """The step ranges of the family the analysis counts (`step_names.step_family`, the one with
+    most ranges), each with its known metrics' means."""
     fams: dict[str, list[tuple[str, int, int]]] = {}
     for name, start, dur in steps:
-        fam = core.step_family(name)
+        fam = step_family(name)
         if fam is not None and dur > 0:
             fams.setdefault(fam, []).append((name, start, dur))
     if not fams:

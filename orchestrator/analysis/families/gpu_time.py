@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
+from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.metrics import Activity
+from orchestrator.analysis.timeline import intervals
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.columns import distinct
 
 
 def sort_gpu(gpu: T.GpuTable, by_device: bool) -> T.GpuTable:
@@ -39,7 +41,7 @@ def entries(gpu: T.GpuTable, split_devices: bool) -> list[tuple[list[int], slice
     GPU activity when `split_devices`, else one for all. Rows of devices without activity
     (only annotations) stay with the entry of the first device."""
     act = T.is_activity(gpu.kind)
-    devices = core.distinct(gpu.device[act])
+    devices = distinct(gpu.device[act])
     if not devices:
         return [([], slice(0, gpu.size))]
     if not split_devices or len(devices) == 1:
@@ -57,7 +59,7 @@ def entries(gpu: T.GpuTable, split_devices: bool) -> list[tuple[list[int], slice
 class GpuTime:
     """The union of one entry's GPU activity (kernels, memcpys, memsets)."""
 
-    union: core.UnionResult
+    union: intervals.UnionResult
     activity: Activity
     # the merged intervals, and whether they cover every row (then HTA's view of an nsys
     # entry is the same rows and reuses them)
@@ -70,14 +72,14 @@ def gpu_time(rows: T.GpuTable) -> GpuTime:
     act = T.is_activity(rows.kind) & (rows.end >= rows.start)
     every = bool(act.all())
     s, e = (rows.start, rows.end) if every else (rows.start[act], rows.end[act])
-    groups = core.groups_sorted(s, e)
-    union = core.union_from_groups(*groups, int(s.size))
+    groups = intervals.groups_sorted(s, e)
+    union = intervals.union_from_groups(*groups, int(s.size))
     del s, e
     kinds = ((T.KERNEL, "kernel"), (T.MEMCPY, "memcpy"), (T.MEMSET, "memset"))
     counts = {key: 0 for _, key in kinds}
     totals = {key: 0 for _, key in kinds}
-    for lo in range(0, rows.size, core.GROUP_CHUNK_ROWS):  # bounded temporaries
-        hi = lo + core.GROUP_CHUNK_ROWS
+    for lo in range(0, rows.size, intervals.GROUP_CHUNK_ROWS):  # bounded temporaries
+        hi = lo + intervals.GROUP_CHUNK_ROWS
         kind = rows.kind[lo:hi]
         dur = rows.end[lo:hi] - rows.start[lo:hi]
         for k, key in kinds:
@@ -92,8 +94,8 @@ def gpu_time(rows: T.GpuTable) -> GpuTime:
         kernel_ns=totals["kernel"],
         memcpy_ns=totals["memcpy"],
         memset_ns=totals["memset"],
-        kernel_pct=core.pct(totals["kernel"], total),
-        memcpy_pct=core.pct(totals["memcpy"], total),
-        memset_pct=core.pct(totals["memset"], total),
+        kernel_pct=pct(totals["kernel"], total),
+        memcpy_pct=pct(totals["memcpy"], total),
+        memset_pct=pct(totals["memset"], total),
     )
     return GpuTime(union=union, activity=activity, groups=groups, every_row=every)

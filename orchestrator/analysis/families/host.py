@@ -5,11 +5,12 @@ pattern (docs/metrics.md)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
+from orchestrator.analysis.families.stats import quantile
 from orchestrator.analysis.metrics import (
     FunctionStat,
     RangeStat,
@@ -18,6 +19,8 @@ from orchestrator.analysis.metrics import (
     ThreadStat,
 )
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.intervals import merge_intervals, union_in_span, union_of_sorted
+from orchestrator.analysis.timeline.step_names import is_data_wait, step_family, step_pattern
 
 TOP_RANGES = 50
 TOP_THREADS = 40
@@ -28,6 +31,31 @@ _BACKWARD_RE = re.compile(r"(?i)(?<![a-z])(?:backward|bwd)(?![a-z])")
 # activation offloading moves whole activation tensors (MiBs each step); a scalar read back by
 # `.item()` inside forward is bytes: below this the pattern is not evidence of offloading
 OFFLOAD_MIN_BYTES = 1 << 20
+# Blocking synchronisation waits: the thread sleeps until another thread signals it (a
+# DataLoader's queue, a condition variable, a lock). poll/select/epoll/read are not counted:
+# helper threads (cuda-EvtHandlr, NCCL proxies) sit in them for the whole capture, and for the
+# main thread they are I/O, not evidence of waiting for another thread.
+BLOCKING_WAITS = frozenset(
+    {
+        "pthread_cond_wait",
+        "pthread_cond_timedwait",
+        "pthread_cond_clockwait",
+        "sem_wait",
+        "sem_timedwait",
+        "sem_clockwait",
+        "pthread_mutex_lock",
+        "pthread_mutex_timedlock",
+        "pthread_join",
+    }
+)
+# names a Python training process gives its main thread (PyTorch renames it pt_main_thread)
+MAIN_THREAD_NAMES = ("pt_main_thread", "python", "python3", "MainThread")
+
+
+def is_blocking_wait(func: str) -> bool:
+    """True for OS-runtime functions in BLOCKING_WAITS (symbol versions like `@GLIBC_2.3.2`
+    ignored)."""
+    return func.split("@", 1)[0] in BLOCKING_WAITS
 
 
 def _per_name(ids: Any, dur: Any) -> list[tuple[int, int, int, int, int]]:
@@ -48,6 +76,28 @@ def _per_name(ids: Any, dur: Any) -> list[tuple[int, int, int, int, int]]:
             strict=True,
         )
     )
+
+
+def group_step_ranges(stats: list[RangeStat]) -> list[RangeStat]:
+    """Per-name range table with numbered step ranges folded into one `step_*` row each (count,
+    total, min and max over the steps); the order is by total time, largest first."""
+    out: dict[str, RangeStat] = {}
+    for r in stats:
+        key = step_pattern(r.name) or r.name
+        g = out.get(key)
+        if g is None:
+            out[key] = r if key == r.name else r.model_copy(update={"name": key})
+            continue
+        count, total = g.count + r.count, g.total_ns + r.total_ns
+        out[key] = RangeStat(
+            name=key,
+            count=count,
+            total_ns=total,
+            mean_ns=total / count,
+            min_ns=min(g.min_ns, r.min_ns),
+            max_ns=max(g.max_ns, r.max_ns),
+        )
+    return sorted(out.values(), key=lambda r: -r.total_ns)
 
 
 def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
@@ -73,13 +123,13 @@ def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
         for n, (c, t, lo, hi) in stats.items()
     ]
     out.sort(key=lambda r: -r.total_ns)
-    return core.group_step_ranges(out)[:TOP_RANGES]
+    return group_step_ranges(out)[:TOP_RANGES]
 
 
 def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
     """(name, start, duration) of the host annotations named like training steps."""
     h = tl.host
-    is_step = tl.name_mask(lambda n: core.step_family(n) is not None)
+    is_step = tl.name_mask(lambda n: step_family(n) is not None)
     m = (h.kind == T.ANNOTATION) & is_step[h.name] & (h.end >= h.start) if h.size else None
     if m is None or not bool(m.any()):
         return []
@@ -89,20 +139,45 @@ def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
     ]
 
 
-def steps(rows: list[tuple[str, int, int]]) -> StepStats | None:
-    return core.step_stats(rows)
+def steps(rows: Iterable[tuple[str, int, int]]) -> StepStats | None:
+    """Step-time statistics from (name, start, duration) ranges; the largest family wins."""
+    fams: dict[str, list[tuple[int, int]]] = {}
+    for name, start, dur in rows:
+        fam = step_family(name)
+        if fam is not None:
+            fams.setdefault(fam, []).append((start, dur))
+    if not fams:
+        return None
+    fam, items = max(fams.items(), key=lambda kv: (len(kv[1]), sum(d for _, d in kv[1])))
+    items.sort()
+    durs = [d for _, d in items]
+    s = sorted(durs)
+    if len(durs) > 5000:  # keep the JSON small: an even sample in time order
+        step = len(durs) / 5000
+        durs = [durs[int(i * step)] for i in range(5000)]
+    return StepStats(
+        family=fam,
+        count=len(s),
+        total_ns=sum(s),
+        mean_ns=sum(s) / len(s),
+        p50_ns=quantile(s, 0.5),
+        p90_ns=quantile(s, 0.9),
+        min_ns=s[0],
+        max_ns=s[-1],
+        durations_ns=durs,
+    )
 
 
 def data_wait(tl: T.RankTimeline, lo: int, hi: int) -> int:
     """Union of the host ranges that say the step waits for data, inside [lo, hi) (the span;
     all of it without a span)."""
     h = tl.host
-    is_data = tl.name_mask(core.is_data_wait)
+    is_data = tl.name_mask(is_data_wait)
     m = (h.kind == T.ANNOTATION) & is_data[h.name] if h.size else None
     if m is None or not bool(m.any()):
         return 0
-    ms, me = core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
-    return core.union_in_span(ms, me, lo, hi)
+    ms, me = merge_intervals(h.start[m], h.end[m])
+    return union_in_span(ms, me, lo, hi)
 
 
 def threads(tl: T.RankTimeline, main: tuple[int, int] | None = None) -> list[ThreadStat]:
@@ -150,7 +225,7 @@ def threads(tl: T.RankTimeline, main: tuple[int, int] | None = None) -> list[Thr
             s, e = os_[sel], oe[sel]
             keep = e >= s
             order = np.argsort(s[keep], kind="stable")
-            stat(key).cpu_op_ns = core.union_of_sorted(s[keep][order], e[keep][order]).busy
+            stat(key).cpu_op_ns = union_of_sorted(s[keep][order], e[keep][order]).busy
     if main is not None:
         stat(main).main = True
     ranked = sorted(out.values(), key=lambda t: (-(t.osrt_ns + t.cpu_op_ns), t.name, t.tid))
@@ -171,7 +246,7 @@ def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
 
     Linux gives a process's first thread tid == pid; among those, the one of the process that
     owns the CUDA streams (nsys `TARGET_INFO_CUDA_STREAM`); else the only such thread; else the
-    one named like a Python main thread (`core.MAIN_THREAD_NAMES`). Never "the busiest thread":
+    one named like a Python main thread (`MAIN_THREAD_NAMES`). Never "the busiest thread":
     a helper thread such as cuda-EvtHandlr polls for the whole capture."""
     h = tl.host
     keys = set(tl.threads)
@@ -187,7 +262,7 @@ def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
         mains = in_cuda or mains
     elif len(mains) == 1:
         return mains[0], tl.single_main_rule
-    named = [k for k in (mains or sorted(keys)) if tl.threads.get(k) in core.MAIN_THREAD_NAMES]
+    named = [k for k in (mains or sorted(keys)) if tl.threads.get(k) in MAIN_THREAD_NAMES]
     if len(named) == 1:
         return named[0], f"named {tl.threads[named[0]]}"
     return None
@@ -199,12 +274,12 @@ def main_thread_wait(tl: T.RankTimeline, key: tuple[int, int], lo: int, hi: int)
     osrt = h.kind == T.OSRT
     if not tl.osrt_traced or not bool(osrt.any()):
         return None
-    blocking = tl.name_mask(core.is_blocking_wait)
+    blocking = tl.name_mask(is_blocking_wait)
     m = osrt & (h.pid == key[0]) & (h.tid == key[1]) & blocking[h.name]
-    ms, me = core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+    ms, me = merge_intervals(h.start[m], h.end[m])
     # like the data wait: inside the span, or all of it when the trace has no GPU activity (a
     # real CPU-only export measured 0 here while its main thread waited 100+ ms)
-    return core.union_in_span(ms, me, lo, hi)
+    return union_in_span(ms, me, lo, hi)
 
 
 def sync(tl: T.RankTimeline, lo: int, hi: int, idle_wall_ns: int = 0) -> SyncStats:
@@ -221,21 +296,20 @@ def sync(tl: T.RankTimeline, lo: int, hi: int, idle_wall_ns: int = 0) -> SyncSta
         for i, c, t, _, _ in _per_name(h.name[m], (h.end - h.start)[m])
     ]
     funcs.sort(key=lambda f: (-f.total_ns, f.name))
-    ss, se = core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+    ss, se = merge_intervals(h.start[m], h.end[m])
     return SyncStats(
         calls=sum(f.count for f in funcs),
         total_ns=sum(f.total_ns for f in funcs),
-        wall_ns=core.union_in_span(ss, se, lo, hi),
+        wall_ns=union_in_span(ss, se, lo, hi),
         idle_wall_ns=idle_wall_ns,
         functions=funcs,
     )
 
 
-def _inside(ms: list[int], me: list[int], x: Any) -> Any:
-    """Mask of the points x that lie inside one of the merged intervals [ms, me)."""
-    if not ms:
+def _inside(s: Any, e: Any, x: Any) -> Any:
+    """Mask of the points x that lie inside one of the merged intervals [s, e)."""
+    if s.size == 0:
         return np.zeros(x.size, dtype=bool)
-    s, e = np.asarray(ms, dtype=np.int64), np.asarray(me, dtype=np.int64)
     i = np.searchsorted(s, x, side="right") - 1
     return (i >= 0) & (x < e[np.maximum(i, 0)])
 
@@ -252,9 +326,9 @@ def offload_pattern(tl: T.RankTimeline, rows: T.GpuTable) -> tuple[bool | None, 
     h = tl.host
     ann = h.kind == T.ANNOTATION
 
-    def merged(rx: re.Pattern[str]) -> tuple[list[int], list[int]]:
+    def merged(rx: re.Pattern[str]) -> tuple[Any, Any]:
         m = ann & tl.name_mask(rx.search)[h.name] if h.size else np.zeros(0, dtype=bool)
-        return core.merge_intervals(h.start[m].tolist(), h.end[m].tolist())
+        return merge_intervals(h.start[m], h.end[m])
 
     launch = rows.launch[c]
     found = launch != T.NONE

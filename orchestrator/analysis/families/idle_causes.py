@@ -14,7 +14,7 @@ process:
 - the main thread's CUDA synchronisation calls (a sync while the GPU is idle blocks on nothing
   of this GPU: another device, an event, a collective);
 - the main thread's OS-runtime calls: blocking waits on a condition variable, semaphore or lock
-  (`core.BLOCKING_WAITS`) and waits for I/O or a queue's pipe (`IO_WAITS`);
+  (`host.BLOCKING_WAITS`) and waits for I/O or a queue's pipe (`IO_WAITS`);
 - communication: NCCL's ranges (a library's, `library_ranges`) or collective operators.
 
 - the main thread's CPU samples inside the interval and the DataLoader worker threads' samples
@@ -23,10 +23,10 @@ process:
   order); each class's evidence says which of these answered it.
 
 Classes, first that holds at least half of the interval (`COVER`):
-- `input`: a data-loading range or operator (`core.is_data_wait`, `DATA_OPS`); or the main thread
-  ran (no sync, no blocking call, no collective covers the interval) and the GPU's first work
-  after the interval is a host-to-device copy (the batch arriving): data loading / input on
-  the main thread;
+- `input`: a data-loading range or operator (`step_names.is_data_wait`, `DATA_OPS`); or the
+  main thread ran (no sync, no blocking call, no collective covers the interval) and the GPU's
+  first work after the interval is a host-to-device copy (the batch arriving): data loading /
+  input on the main thread;
 - `communication`: a collective range or operator;
 - `sync`: the main thread in a CUDA synchronisation call;
 - `queue-wait`: the main thread blocked on a queue, lock or I/O (e.g. a DataLoader's queue when
@@ -46,11 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.families import host
+from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.metrics import IdleBreakdown, IdleCause, IdleCauses
 from orchestrator.analysis.readers import cpu_samples
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.intervals import merge_intervals
+from orchestrator.analysis.timeline.step_names import is_data_wait, step_family
 
 MIN_GAP_NS = 100_000
 MIN_SAMPLES = 2  # main-thread CPU samples an interval needs before they may answer
@@ -119,9 +121,7 @@ class _Cover:
         idx = np.flatnonzero(m)
         order = np.argsort(h.start[idx], kind="stable")
         idx = idx[order]
-        ms, me = core.merge_intervals(h.start[idx].tolist(), h.end[idx].tolist())
-        self.s = np.asarray(ms, dtype=np.int64)
-        self.e = np.asarray(me, dtype=np.int64)
+        self.s, self.e = merge_intervals(h.start[idx], h.end[idx])
         self.before = np.r_[0, np.cumsum(self.e - self.s)]
 
     def _until(self, x: Any) -> Any:
@@ -174,9 +174,9 @@ def attribute(
     h = tl.host
     names = tl.names
     on_main = (h.pid == main[0]) & (h.tid == main[1]) if main is not None else np.ones(h.size, bool)
-    is_step = tl.name_mask(lambda n: core.step_family(n) is not None)
-    is_data = tl.name_mask(lambda n: core.is_data_wait(n) or DATA_OPS.search(n) is not None)
-    waiting = tl.name_mask(lambda n: _base(n) in core.BLOCKING_WAITS or _base(n) in IO_WAITS)
+    is_step = tl.name_mask(lambda n: step_family(n) is not None)
+    is_data = tl.name_mask(lambda n: is_data_wait(n) or DATA_OPS.search(n) is not None)
+    waiting = tl.name_mask(lambda n: _base(n) in host.BLOCKING_WAITS or _base(n) in IO_WAITS)
     op_m = on_main & np.isin(h.kind, (T.CPU_OP, T.ANNOTATION)) & ~is_step[h.name]
     data_m = op_m & is_data[h.name]
     blocks_m = on_main & (h.kind == T.OSRT) & waiting[h.name]
@@ -339,7 +339,7 @@ def attribute(
                 total_ns=t.ns,
                 gaps=t.gaps,
                 ms_per_step=t.ns / per / 1e6,
-                share_of_idle_pct=core.pct(t.ns, idle_ns),
+                share_of_idle_pct=pct(t.ns, idle_ns),
                 evidence=f"{t.gaps} interval{'s' if t.gaps != 1 else ''}: {ev}",
             )
         )
@@ -453,7 +453,7 @@ def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:
     if not bool(m.any()):
         return 0
     order = np.argsort(h.start[m], kind="stable")
-    ss, se = core.merge_intervals(h.start[m][order].tolist(), h.end[m][order].tolist())
+    s, e = merge_intervals(h.start[m][order], h.end[m][order])
     lens = gap_ends - gap_starts
     before = np.r_[0, np.cumsum(lens)]  # idle time before each gap
 
@@ -463,8 +463,6 @@ def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:
         part = np.clip(x - gap_starts[kk], 0, lens[kk])
         return np.where(k >= 0, before[kk] + part, 0)
 
-    s = np.asarray(ss, dtype=np.int64)
-    e = np.asarray(se, dtype=np.int64)
     return int((idle_until(e) - idle_until(s)).sum())
 
 

@@ -1,5 +1,5 @@
 """Kernels of one entry: per-name totals (top kernels), and the shares of kernel time in fp32 and
-tensor-core GEMMs (`core.gemm_precision`, docs/metrics.md)."""
+tensor-core GEMMs (`kernel_classes.gemm_precision`, docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.analysis import core
+from orchestrator.analysis.families.kernel_classes import gemm_precision, is_compute
+from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.metrics import KernelStat
 from orchestrator.analysis.timeline import model as T
 
@@ -48,7 +49,7 @@ def kernel_summary(rows: T.GpuTable, names: list[str], kernel_ns: int) -> Kernel
         m[1] += round(totals[i])
     fp32 = tc = 0
     for name, (_, tot) in merged.items():
-        prec = core.gemm_precision(name)
+        prec = gemm_precision(name)
         if prec == "fp32":
             fp32 += tot
         elif prec == "tensor-core":
@@ -60,9 +61,9 @@ def kernel_summary(rows: T.GpuTable, names: list[str], kernel_ns: int) -> Kernel
             count=cnt,
             total_ns=tot,
             mean_ns=tot / cnt if cnt else 0.0,
-            share_pct=core.pct(tot, kernel_ns),
-            compute=core.is_compute(name),
+            share_pct=pct(tot, kernel_ns),
+            compute=is_compute(name),
         )
         for name, (cnt, tot) in ranked
     ]
-    return KernelSummary(top, core.pct(fp32, kernel_ns), core.pct(tc, kernel_ns), len(merged))
+    return KernelSummary(top, pct(fp32, kernel_ns), pct(tc, kernel_ns), len(merged))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.analysis import core
+from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.metrics import Activity, CopyDirection, UmMigrationCause, UnifiedMemory
 from orchestrator.analysis.timeline import model as T
 
@@ -53,8 +53,8 @@ def unified_memory(
             um.migration_ns += c.total_ns
             attr = f"migrated_{T.UM_COPIES[code]}_bytes"
             setattr(um, attr, getattr(um, attr) + c.bytes)
-    um.share_of_memory_ops_pct = core.pct(um.migrations, a.memcpy_count + a.memset_count)
-    um.share_of_memory_time_pct = core.pct(um.migration_ns, a.memcpy_ns + a.memset_ns)
+    um.share_of_memory_ops_pct = pct(um.migrations, a.memcpy_count + a.memset_count)
+    um.share_of_memory_time_pct = pct(um.migration_ns, a.memcpy_ns + a.memset_ns)
     if first:
         um.cpu_page_faults = tl.um.cpu_faults
     if tl.um.gpu_faults is not None and devices:

@@ -8,7 +8,7 @@ small model: at most `MAX_STREAMS` kernel rows and `MAX_THREADS` thread rows, pe
 (`RESOLUTION` of the window) merged into one when one of them is that small (a merged event
 keeps the longest one's name, the count and the summed time).
 
-The window: the training step (of the family `core.step_stats` picks) whose duration is the
+The window: the training step (of the family `host.steps` picks) whose duration is the
 median of its family; without steps the span (first to last GPU activity); without GPU activity
 the extent of the host rows.
 """
@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.families import host
+from orchestrator.analysis.families.host import is_blocking_wait
 from orchestrator.analysis.metrics import StepView, ViewEvent, ViewRow
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.step_names import step_family
 
 MAX_STREAMS = 8
 MAX_THREADS = 3
@@ -53,7 +54,7 @@ def window(
     `rule`: the `step_rules` rule that found the steps (only "ranges" are step ranges)."""
     fams: dict[str, list[tuple[int, int, str]]] = {}
     for name, start, dur in step_rows:
-        fam = core.step_family(name)
+        fam = step_family(name)
         if fam is not None and dur > 0:
             fams.setdefault(fam, []).append((dur, start, name))
     if fams:
@@ -252,7 +253,7 @@ def _host_rows(
     left: list[str] = []
     if main is not None:
         mine = inside & (h.pid == main[0]) & (h.tid == main[1])
-        blocking = tl.name_mask(core.is_blocking_wait)
+        blocking = tl.name_mask(is_blocking_wait)
         syncs = tl.name_mask(host.SYNC_RE.match)
         m = mine & (
             ((h.kind == T.OSRT) & blocking[h.name]) | ((h.kind == T.CUDA_API) & syncs[h.name])

@@ -18,7 +18,7 @@ phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's 
   `+model.cpu_offloading=False`.
 - host-device-copies: the same copy share without evidence of offloading → pinned host memory,
   asynchronous copies overlapped with compute, fewer and larger transfers.
-- fp32-kernels: fp32 GEMM kernels (`core.gemm_precision`) >= 10 % of kernel time
+- fp32-kernels: fp32 GEMM kernels (`kernel_classes.gemm_precision`) >= 10 % of kernel time
   → `trainer.precision=bf16-mixed`.
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time (with the
   migrated bytes by cause, nsys `migrationCause`, where the trace says)

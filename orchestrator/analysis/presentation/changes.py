@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from orchestrator.analysis import core
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.families import library_ranges
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.timeline.step_names import step_family
 from orchestrator.base import Strict
 
 # The reference workload's phases (workloads/train.py), shown in this order; other
@@ -84,7 +84,7 @@ def _is_phase(name: str) -> bool:
     return (
         "#" not in name
         and not name.startswith(("step_", "ProfilerStep"))
-        and core.step_family(name) is None
+        and step_family(name) is None
         and not name.endswith(" [gpu]")
         and not library_ranges.is_library_name(name)
     )

@@ -2,10 +2,10 @@
 what the SMs did in that time ("GPU busy 96 % of the span; SMs active 84 %, tensor cores
 32 %"), and three rules, each citing the metrics that fired it:
 
-- low-tensor-activity: GEMM kernels (`core.gemm_precision`: fp32 and tensor-core GEMMs) are
-  >= 30 % of the kernel time, yet the tensor cores were active < 10 % of the cycles of the span
-  while the SMs were active >= 50 % (the GEMMs run, on CUDA cores) -> precision (bf16 / TF32)
-  for a run in fp32, else shapes (dimensions multiples of 8/16, larger batches). Evidence: the
+- low-tensor-activity: GEMM kernels (`kernel_classes.gemm_precision`: fp32 and tensor-core
+  GEMMs) are >= 30 % of the kernel time, yet the tensor cores were active < 10 % of the cycles of
+  the span while the SMs were active >= 50 % (the GEMMs run, on CUDA cores) -> precision (bf16 /
+  TF32) for a run in fp32, else shapes (dimensions multiples of 8/16, larger batches). Evidence: the
   fp32 recording (tests/data/gpu_metrics: GEMMs 87.5 % of kernel time, tensor active 2.2 %)
   against bf16 (36 %).
 - memory-bound: in the representative step's lane, >= 20 % of the time DRAM read + write

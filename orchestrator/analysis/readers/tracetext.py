@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from orchestrator import units
 from orchestrator.errors import UserError
 
 CHUNK_BYTES = 8 << 20
@@ -48,20 +49,17 @@ GENERIC_BATCH_BYTES = 4 << 20
 DEFAULT_MAX_TRACE = 8 << 30
 MAX_TRACE_ENV = "GH_RUN_MAX_TRACE_SIZE"
 
-_SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$")
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
 
 def parse_size(text: str, what: str) -> int:
-    """`8GiB`, `512M`, `1.5g`, `1000000` → bytes (binary units); UserError naming `what`."""
-    m = _SIZE.match(text)
-    if not m:
+    """A size the user set for `what` (a flag or variable) → bytes, in the one size notation
+    (`units.parse_size`: `8GiB`, `512M`, `1.5g`, `1000`); a UserError naming `what` otherwise."""
+    try:
+        return units.parse_size(text)
+    except ValueError:
         raise UserError(
             f"{what}: {text!r} is not a size; write bytes or a number with K, M, G or T"
             " (binary units), e.g. 8GiB"
-        )
-    unit = (m.group(2) or "").lower()[:1]
-    return int(float(m.group(1)) * _UNITS[unit])
+        ) from None
 
 
 def max_trace_bytes(value: int | None = None) -> int:

@@ -6,7 +6,7 @@ numbered in input order with a note (docs/metrics.md, "Inputs and ranks").
   recorded for the profiled job; an export that holds several processes with GPU work gives
   one rank per process: `base * processes + index` (torchrun's node-rank numbering), where the
   index orders the processes by their first device, then pid;
-- the file name (`core.rank_from_name`): `rank3`, `rank-3`, `procid2`, `_r3`, or gh-run's
+- the file name (`rank_from_name`): `rank3`, `rank-3`, `procid2`, `_r3`, or gh-run's
   per-rank `name.3.sqlite`; never a timestamp or job id;
 - else the lowest rank no other input holds, in input order (`file order`, with a note).
 Two inputs that claim the same rank keep it for the first and renumber the second (noted).
@@ -14,10 +14,9 @@ Two inputs that claim the same rank keep it for the first and renumber the secon
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-
-from orchestrator.analysis import core
 
 
 @dataclass
@@ -43,7 +42,7 @@ def assign(claims: list[Claim]) -> list[Assigned]:
     for c in claims:
         base: tuple[int, str] | None = c.by_trace
         if base is None:
-            by_name = core.rank_from_name(c.path)
+            by_name = rank_from_name(c.path)
             base = (by_name, "file name") if by_name is not None else None
         if base is None:
             out.append(None)
@@ -93,3 +92,41 @@ def assign(claims: list[Claim]) -> list[Assigned]:
                 )
             )
     return final
+
+
+# explicit rank words anywhere: sft_rank12, rank-3, trace_procid-2, proc5
+_RANK_WORD = re.compile(r"(?i)(?:rank|procid|proc)[_\-.]?(\d+)")
+# `_r3`: a lone r before the number, between separators
+_RANK_R = re.compile(r"(?i)(?:^|[._\-])r(\d+)(?=[._\-]|$)")
+# gh-run's per-rank names (`-o name.%q{SLURM_PROCID}` gives sft.3.nsys-rep): a short number
+# after a last `.`; a longer one is a timestamp (PyTorch's default
+# `<worker>.<epoch_ms>.pt.trace.json`), and one after `_` or `-` as likely a job id
+# (`sft_42.sqlite`, `slurm-1234.json`): neither is a rank
+_RANK_SUFFIX = re.compile(r"\.(\d{1,4})$")
+_STRIP = (".gz", ".json", ".sqlite", ".nsys-rep", ".trace", ".pt")
+
+
+def rank_from_name(path: Path) -> int | None:
+    """Rank encoded in a file name, or None.
+
+    Rules, first match wins: `rank<N>` / `procid<N>` / `proc<N>` anywhere (`sft_rank3.sqlite`,
+    `rank-3.json`); `r<N>` between separators (`sft_r3.json`); a number of at most four digits
+    after the last `.` once known suffixes are stripped (`sft.3.sqlite`: what
+    `-o name.%q{SLURM_PROCID}` gives). Never a longer number nor one after `_` or `-`:
+    `host.1623143089861.pt.trace.json` (PyTorch's default name ends in a timestamp),
+    `worker0.1623143089861.pt.trace.json`, `sft_4242817.sqlite` and `sft_42.sqlite` (job ids)
+    say nothing about the rank."""
+    name = path.name
+    m = _RANK_WORD.search(name)
+    if m:
+        return int(m.group(1))
+    stem = name
+    changed = True
+    while changed:
+        changed = False
+        for suf in _STRIP:
+            if stem.lower().endswith(suf):
+                stem = stem[: -len(suf)]
+                changed = True
+    m = _RANK_R.search(stem) or _RANK_SUFFIX.search(stem)
+    return int(m.group(1)) if m else None
