@@ -751,8 +751,8 @@ def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
     """The reader fills a probed column instead of reading it only while every row of a chunk
     holds the probed integer: a NULL, a text, a non-integral real or another value in a chunk
     has the column read from that chunk on, and what comes out is what reading gives."""
-    from orchestrator.analysis.readers import nsys_sqlite
-    from orchestrator.analysis.readers.nsys_sqlite import fetch_columns, first_ints
+    from orchestrator.analysis.readers import sqlite_columns
+    from orchestrator.analysis.readers.sqlite_columns import fetch_columns, first_ints
 
     db = tmp_path / "t.sqlite"
     conn = sqlite3.connect(db)
@@ -766,7 +766,7 @@ def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
     cols = ["a", "b", "c", "d", "e", "f"]
     assert first_ints(db, "t", cols) == dict.fromkeys(cols, 7)
     assert first_ints(db, "t", []) == {}
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 2)  # the odd rows in chunks 2 and 3
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 2)  # the odd rows in chunks 2 and 3
     read = fetch_columns(db, "t", ["start", *cols])
     probed = fetch_columns(db, "t", ["start", *cols], probe=dict.fromkeys(cols, 7))
     assert [a.tolist() for a in probed] == [a.tolist() for a in read]
@@ -782,7 +782,7 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     before start) leave no hole, and the runtime calls taken part by part for the launch times
     keep the call of a repeated correlationId that starts latest: the metrics equal those of
     one read."""
-    from orchestrator.analysis.readers import nsys_sqlite
+    from orchestrator.analysis.readers import nsys_sqlite, sqlite_columns
 
     b = NsysBuilder(tmp_path / "k.sqlite")
     b.add_gpu(0)
@@ -799,10 +799,10 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     )
     b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1 WHERE rowid = 9')
     path = b.close()
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 1000)
     (whole,) = analyze_paths([path]).ranks
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 4)
-    monkeypatch.setattr(nsys_sqlite, "PART_ROWS", 8)  # parts of 8 rows: 5 of kernels, 6 of calls
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 4)
+    monkeypatch.setattr(sqlite_columns, "PART_ROWS", 8)  # parts of 8 rows: 5 of kernels, 6 of calls
     (parts,) = analyze_paths([path]).ranks
     assert parts.activity.kernel_count == 36
     assert parts.model_dump() == whole.model_dump()
@@ -829,7 +829,7 @@ def test_what_the_big_scans_gather_equals_its_own_queries(
     read the memcpy and runtime tables (FILTER aggregates); the metrics equal those of the
     queries of their own (the paths taken where a chunk's values are not all integers: `odd`
     puts a text in a memcpy's bytes and a real in a runtime call's end)."""
-    from orchestrator.analysis.readers import nsys_sqlite
+    from orchestrator.analysis.readers import sqlite_columns
 
     b = NsysBuilder(tmp_path / "g.sqlite")
     b.add_gpu(0)
@@ -844,10 +844,10 @@ def test_what_the_big_scans_gather_equals_its_own_queries(
         b.db.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '4096x' WHERE rowid = 5")
         b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = 9.5 WHERE rowid = 8')
     path = b.close()
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 8)
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 8)
     (gathered,) = analyze_paths([path]).ranks
     # no FILTER aggregates: each table's own query
-    monkeypatch.setattr(nsys_sqlite.Subset, "columns", lambda self: None)
+    monkeypatch.setattr(sqlite_columns.Subset, "columns", lambda self: None)
     (queried,) = analyze_paths([path]).ranks
     assert gathered.model_dump() == queried.model_dump()
     assert gathered.unified_memory is not None and gathered.unified_memory.by_cause
