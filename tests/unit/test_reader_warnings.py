@@ -79,8 +79,7 @@ def test_ints_changes_no_other_threads_warnings() -> None:
 
 
 def _export(path: Path) -> Path:
-    """Kernels of one device and process (the columns SQLite's path probes and fills) and one
-    row of text in a numeric column (its robust re-read)."""
+    """Kernels of one device and process and one row of text in a numeric column."""
     b = NsysBuilder(path)
     b.add_gpu(0)
     for i in range(50):
@@ -94,16 +93,14 @@ def _export(path: Path) -> Path:
 def test_sqlite_path_binds_no_numbered_parameters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite's path (probes, the robust re-read) with every DeprecationWarning an error: the
-    numbered parameters failed here from Python 3.12 on (3.11 does not warn)."""
+    """SQLite's path with every DeprecationWarning an error: the numbered parameters failed
+    here from Python 3.12 on (3.11 does not warn)."""
     monkeypatch.setattr(sqlite_pages, "_LIB", None)
     path = _export(tmp_path / "e.sqlite")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cols = ["start", "end", "deviceId", "streamId", "globalPid"]
-        probe = sqlite_columns.first_ints(path, nsys_db.KERNEL, ["deviceId", "globalPid"])
-        assert set(probe) == {"deviceId", "globalPid"}
-        got = sqlite_columns.fetch_columns(path, nsys_db.KERNEL, cols, probe=probe)
+        got = sqlite_columns.fetch_columns(path, nsys_db.KERNEL, cols)
         (tl,) = nsys_sqlite.read_timelines(path)
     assert got[0].size == 50 and np.all(got[2] == 0)
     assert int(got[3][6]) == 0  # CAST('seven' AS INTEGER), as SQLite reads it

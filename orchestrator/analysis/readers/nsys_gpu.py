@@ -52,8 +52,8 @@ class GpuReads:
 @dataclass
 class GpuRead:
     """The GPU tables read (`collect`): the table, each row's pid (None: not read), and the UM
-    migrations grouped from the memcpy read (`nsys_memory.migration_groups`; None: not
-    gathered)."""
+    migrations grouped from the memcpy read (`nsys_memory.migration_groups`; None: the memcpy
+    table was not read, or says no migration cause)."""
 
     gpu: T.GpuTable
     pid: Any
@@ -116,9 +116,7 @@ def queue(ex: Export, pool: ThreadPoolExecutor, by_pid: bool) -> GpuReads:
         sub = None
         if table == MEMCPY and nsys_memory.um_migrations(ex.db):
             # the migration cause of the UM copies, in the same scan (`nsys_memory`)
-            sub = Subset(
-                "copyKind", tuple(nsys_memory.UM_KINDS), (("migrationCause", 0),), aligned=True
-            )
+            sub = Subset("copyKind", tuple(nsys_memory.UM_KINDS), (("migrationCause", 0),))
         out = [targets.get(c, extra) for c in cols]
         read = TableRead(pool, ex.path, table, cols, out, shape, True, sub) if shape else None
         reads.append((table, cols, sl, extra, sub, read))

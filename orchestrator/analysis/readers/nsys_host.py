@@ -80,10 +80,10 @@ def sync_subset(ids: dict[int, str]) -> Subset:
     return Subset("nameId", tuple(sorted(ids)), (("rowid", 0),))
 
 
-def sync_calls(ex: Export, ids: dict[int, str], rowids: Any | None) -> T.HostTable:
-    """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS):
-    those among `rowids` (`sync_subset`), or among all rows (a scan) when None."""
-    if not ids:
+def sync_calls(ex: Export, ids: dict[int, str], rowids: Any) -> T.HostTable:
+    """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS)
+    among `rowids` (gathered by the runtime read: `sync_subset`)."""
+    if not ids or not rowids.size:
         return T.HostTable.empty()
     tid = "globalTid" if "globalTid" in ex.db.cols(RUNTIME) else "0"
     sql = (
@@ -92,16 +92,11 @@ def sync_calls(ex: Export, ids: dict[int, str], rowids: Any | None) -> T.HostTab
         f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
         f' AND {integral("start")} AND {integral(END)} AND "end" >= start'
     )
-    if rowids is None:
-        rows = ex.db.q(sql + ' ORDER BY start, "end", 3, nameId')
-    elif rowids.size:
-        rows = ex.db.q(
-            sql + " AND rowid IN (SELECT value FROM json_each(?))"
-            ' ORDER BY start, "end", 3, nameId',  # time, never the stored order
-            (json.dumps(rowids.tolist()),),
-        )
-    else:
-        return T.HostTable.empty()
+    rows = ex.db.q(
+        sql + " AND rowid IN (SELECT value FROM json_each(?))"
+        ' ORDER BY start, "end", 3, nameId',  # time, never the stored order
+        (json.dumps(rowids.tolist()),),
+    )
     return host_rows(ex, rows, T.CUDA_API, lambda v: ids.get(v, str(v)))
 
 

@@ -24,7 +24,7 @@ from orchestrator.analysis.readers.nsys_db import (
     as_int,
     pid_tid,
 )
-from orchestrator.analysis.readers.sqlite_columns import END, Subset, integral
+from orchestrator.analysis.readers.sqlite_columns import Subset
 from orchestrator.analysis.timeline import model as T
 
 UM_KINDS = T.UM_COPIES
@@ -42,18 +42,20 @@ def um_migrations(db: Db) -> bool:
 
 def migration_groups(
     gpu: T.GpuTable, rows: slice, copy: Any, pid: Any, sub: Subset
-) -> list[tuple[int, ...]] | None:
+) -> list[tuple[int, ...]]:
     """(globalPid, device, kind, cause, count, summed bytes, summed ns) of the UM copies
     among the memcpy rows just read, per (globalPid, device, kind, cause) ascending (what the
-    SQL of `unified_memory` gives); None when their causes could not be gathered. `copy`: the copy
-    kinds as read; `pid`: the rows' globalPid (None: -1, the table has none)."""
-    found = sub.columns()
-    if found is None:
-        return None
+    SQL `SELECT globalPid, deviceId, copyKind, coalesce(migrationCause, 0), count(*),
+    sum(bytes), sum("end" - start) ... GROUP BY 1, 2, 3, 4` gives over the rows read). `copy`:
+    the copy kinds as read; `pid`: the rows' globalPid (None: -1, the table has none); `sub`:
+    the UM copies' causes, gathered by the read (`sqlite_columns.Subset`: the rows whose copy
+    kind as read is a UM kind)."""
     um = np.flatnonzero(np.isin(copy, list(UM_KINDS)))
-    (cause,) = found
-    if um.size != cause.size:
-        return None
+    (cause,) = sub.columns()
+    if um.size != cause.size:  # both readers pick the rows by the values read: never
+        raise RuntimeError(
+            f"{MEMCPY}: {um.size} UM copies read but {cause.size} migration causes gathered"
+        )
     if um.size == 0:
         return []
     at = um + rows.start
@@ -117,18 +119,9 @@ def unified_memory(
         ex.missing.append(UM_GPU)
     # only when the copies read hold UM kinds: grouped from the memcpy read, else (values
     # that are not all integers) a query, which scans the memcpy table
-    if um_copies and um_migrations(db):
-        groups = found
-        if groups is None:
-            pid = "globalPid" if "globalPid" in db.cols(MEMCPY) else "-1"
-            kinds = ",".join(str(k) for k in UM_KINDS)
-            groups = db.q(
-                f"SELECT {pid}, deviceId, copyKind, coalesce(migrationCause, 0), count(*),"
-                f' sum(bytes), sum("end" - start) FROM {MEMCPY} WHERE copyKind IN ({kinds})'
-                f" AND {integral('start')} AND {integral(END)}"
-                ' AND "end" >= start GROUP BY 1, 2, 3, 4'
-            )
-        for gp, dev, kind, cause, n, nbytes, ns in groups:
+    # (`found` is None only where no memcpy row was read: then `um_copies` is False)
+    if um_copies and um_migrations(db) and found is not None:
+        for gp, dev, kind, cause, n, nbytes, ns in found:
             if not isinstance(dev, int) or not isinstance(kind, int):
                 continue
             for ev in both(gp):

@@ -116,9 +116,14 @@ class _Reader:
                 # 8 bytes a call otherwise)
                 rt_cols = nsys_gpu.runtime_cols(ex, by_pid)
                 # the synchronisation calls are gathered in the same scan of the runtime table
+                # (read for them alone where it has no correlation ids for the launch times)
                 sync_ids = nsys_host.sync_ids(ex)
-                sync_sub = nsys_host.sync_subset(sync_ids) if sync_ids and rt_cols else None
-                rt = PartsRead(pool, ex.path, RUNTIME, rt_cols, True, sync_sub) if rt_cols else None
+                sync_sub = nsys_host.sync_subset(sync_ids) if sync_ids else None
+                rt = (
+                    PartsRead(pool, ex.path, RUNTIME, rt_cols or ["start"], True, sync_sub)
+                    if rt_cols or sync_sub
+                    else None
+                )
                 got = nsys_gpu.collect(ex, pending)
                 gpu, gpu_pid = got.gpu, got.pid
                 del pending
@@ -139,14 +144,16 @@ class _Reader:
                 def sync() -> T.HostTable:
                     if rt is not None:
                         rt.wait()
-                    got = sync_sub.columns() if sync_sub else None
-                    return nsys_host.sync_calls(ex, sync_ids, got[0] if got else None)
+                    if sync_sub is None:
+                        return T.HostTable.empty()
+                    return nsys_host.sync_calls(ex, sync_ids, sync_sub.columns()[0])
 
                 host, threads, osrt_traced = nsys_host.read(ex, seen, sync)
             finally:
                 # parts still queued (a part failed: the error is on its way) are not read
                 pool.shutdown(cancel_futures=True)
-            nsys_gpu.launches(gpu, gpu_pid if multi else None, rt.take() if rt else iter(()))
+            launch_rt = rt.take() if rt is not None and rt_cols else iter(())
+            nsys_gpu.launches(gpu, gpu_pid if multi else None, launch_rt)
             rt = None  # the parts taken are let go
             um_copies = bool(np.isin(gpu.copy, list(nsys_memory.UM_KINDS)).any())
             um_whole, um_per_pid = nsys_memory.unified_memory(ex, um_copies, got.um_found)

@@ -5,10 +5,10 @@ The table is read in parts of `PART_ROWS` rows that a thread pool reads on every
 (`TableRead`, `PartsRead`; `table_parts`: the rows counted from the b-tree, never taken from the
 rowid range, and each part's read checked against that count: a damaged tree is refused, never
 read in part). SQLite's path (`fetch_into`): `group_concat` in rowid chunks parsed by numpy, no
-Python object per row. A `Subset` gathers columns of some of the rows in the same scan (a second
-scan of a large table saved). Rows whose start or end is not an integer (text in a numeric
-column) are left out and counted; other columns are read as SQLite's `CAST(... AS INTEGER)`
-reads them.
+Python object per row, one query per chunk. A `Subset` gathers columns of some of the rows in the
+same scan (a second scan of a large table saved). Rows whose start or end is not an integer
+(text in a numeric column) are left out and counted; other columns are read as SQLite's
+`CAST(... AS INTEGER)` reads them, a NULL as -1.
 """
 
 from __future__ import annotations
@@ -36,9 +36,6 @@ END = '"end"'  # a keyword of SQL: quoted wherever the column is named
 PART_ROWS = 1_000_000
 # the reader's threads: the parts of the big tables (SQLite releases the GIL while it reads)
 READ_THREADS = min(max(os.cpu_count() or 2, 2), 4)
-# GPU-table columns often one value for the whole table (one process, one GPU): probed while
-# reading (`fetch_into`), filled instead of read where they hold it
-CONSTANT_PROBES = ("deviceId", "globalPid")
 
 
 def table_shape(path: Path, table: str, conn: sqlite3.Connection | None = None) -> TP.Shape | None:
@@ -99,7 +96,7 @@ def _ints(text: Any) -> Any | None:
 
 def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
     """`_ints` of each `group_concat` text, or None when one does not parse whole or the
-    columns differ in length."""
+    columns differ in length (neither happens to texts of CAST integers: a guard)."""
     if texts[0] is None:
         return (
             [np.zeros(0, dtype=np.int64) for _ in texts] if all(t is None for t in texts) else None
@@ -117,44 +114,44 @@ def _parse(texts: tuple[Any, ...]) -> list[Any] | None:
 class Subset:
     """Columns of the rows that match a condition, read in the scan that reads a table's
     columns (aggregates with a FILTER clause): a second scan of a large table is saved (the
-    synchronisation calls among the runtime rows). The rows: those whose column `cond` holds one
-    of `values`; their columns: `cols`, each (column or "rowid", its value for NULL).
-    `columns()` holds them after the read, or None when some did not parse."""
+    synchronisation calls among the runtime rows). The rows: those kept whose column `cond`
+    holds one of `values`; their columns: `cols`, each (column or "rowid", its value for NULL).
+    Both readers pick the same rows and values: the page reader those whose `cond` is one of the
+    integers (a NULL is none), SQLite those whose `cond` CAST to an integer is (a NULL casts to
+    NULL); so a caller may match them to the rows read by the `cond` column's values.
+    `columns()` holds them after the read."""
 
     cond: str
     values: tuple[int, ...]
     cols: tuple[tuple[str, int], ...]
-    # the caller matches the subset's rows to the rows read (as `cond` picks them among the
-    # values read): a chunk read the robust way (CAST values) fails it
-    aligned: bool = False
     parts: list[list[Any]] = field(default_factory=list)
-    failed: bool = False
 
     @property
     def where(self) -> str:
         """The condition in SQL (an OR list of a few values costs less than an IN list)."""
+        cond = f'CAST("{self.cond}" AS INTEGER)'
         if len(self.values) > 8:
-            return f'"{self.cond}" IN ({",".join(str(int(v)) for v in self.values)})'
-        return " OR ".join(f'"{self.cond}" = {int(v)}' for v in self.values) or "0"
+            return f"{cond} IN ({','.join(str(int(v)) for v in self.values)})"
+        return " OR ".join(f"{cond} = {int(v)}" for v in self.values) or "0"
 
     @property
     def exprs(self) -> list[str]:
         """The columns in SQL."""
-        return [c if c == "rowid" else f'coalesce("{c}", {int(d)})' for c, d in self.cols]
+        return [
+            c if c == "rowid" else f'CAST(coalesce("{c}", {int(d)}) AS INTEGER)'
+            for c, d in self.cols
+        ]
 
     def empty(self) -> Subset:
         """A subset of the same rows and columns, not read yet."""
-        return Subset(self.cond, self.values, self.cols, self.aligned)
+        return Subset(self.cond, self.values, self.cols)
 
     def absorb(self, part: Subset) -> None:
         """Take what `part` (one of `empty()`, read over the next rowid range) gathered."""
-        self.failed |= part.failed
         self.parts += part.parts
         part.parts = []
 
-    def columns(self) -> list[Any] | None:
-        if self.failed:
-            return None
+    def columns(self) -> list[Any]:
         if not self.parts:
             return [np.zeros(0, dtype=np.int64) for _ in self.cols]
         return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
@@ -163,7 +160,7 @@ class Subset:
 def _parse_into(texts: list[Any], dests: list[Any], n: int, table: str) -> int | None:
     """`_parse` into `dests[i][n:]`, each text dropped from `texts` once parsed (a chunk's texts
     are tens of MB: no more than one of them and its array alive at a time); the rows parsed,
-    or None (what was written past n is then to be overwritten). More rows than the arrays
+    or None (a guard: texts of CAST integers always parse). More rows than the arrays
     hold (sized by the rows the table's tree holds): `table_parts.DamagedTable`."""
     if all(t is None for t in texts):
         return 0
@@ -191,29 +188,22 @@ def fetch_into(
     out: list[Any],
     has_times: bool = True,
     part: TP.Part | None = None,
-    probe: dict[str, int] | None = None,
     subset: Subset | None = None,
 ) -> tuple[int, int]:
     """Fill `out[i][:n]` with column i of the rows of a table (or of `part`: a rowid range and
     the rows it holds, `table_parts`) whose integer start <= end, and return (n, rows left out);
     `out` arrays must hold the part's rows. The rows met must be the rows the part holds, else
     `table_parts.DamagedTable` (a damaged b-tree: refused, never a fraction of the table).
-
-    No Python object per row: `group_concat` builds comma-separated text inside SQLite (C speed,
-    GIL released) for one rowid range of `FETCH_CHUNK_ROWS` rows at a time and numpy parses it.
-    A chunk whose text does not parse whole (a NULL, text or real value in a numeric column) is
-    read again with every value CAST to an integer and only integer starts and ends.
-
-    `probe`: columns of `cols` with the integer they likely hold in every row (the first row's:
-    one process, one GPU). Such a column is filled, not read, while every row of a chunk holds
-    it (`IS NOT` also finds NULLs, text and non-integral reals, so what is filled is what
-    reading gives): a count in the same scan costs less than the column's text, and less than
-    a scan of its own. From the first chunk where a row differs on, the column is read.
     `subset`: columns of some of the rows read, gathered in the same scan.
 
-    With the compiled reader built (`sqlite_pages`) the rows are read from the file's pages
-    instead, in one call for the range; what it leaves to SQLite (a text or real value, a file
-    or table it does not read) is read as above."""
+    With the compiled reader built (`sqlite_pages`) the rows are read from the file's pages, in
+    one call for the range. What it leaves to SQLite (a text or real value, a file or table it
+    does not read), or every range without it, is read by one query per rowid range of
+    `FETCH_CHUNK_ROWS` rows: `group_concat` builds comma-separated text inside SQLite (C speed,
+    GIL released) and numpy parses it, no Python object per row. The query is the one that is
+    right for every value: rows whose start and end are integers (or reals of an integral
+    value) and end >= start, every column CAST to an integer and a NULL as -1: what the page
+    reader stores for the integers and NULLs it reads."""
     conn = connect_ro(path)
     try:
         if part is None:
@@ -225,75 +215,37 @@ def fetch_into(
             got = _fetch_native(conn, path, table, cols, out, has_times, part, subset)
             if got is not None:
                 return got
-        dest = dict(zip(cols, out, strict=True))
-        fill = {c: v for c, v in (probe or {}).items() if c in dest}
-        # the time rule's types in both queries: `group_concat` prints the text '7' as it prints
-        # the integer 7, and numpy reads a field of white space as 0 (a fuzzed export kept a
-        # kernel whose end was a tab, at end 0, where SQLite's own scan leaves it out)
-        typed = f" AND {integral('start')} AND {integral(END)}" if has_times else ""
-        times = typed + (' AND "end" >= start' if has_times else "")
-        where = {False: times, True: times}  # fast, robust
-
-        def run(bounds: tuple[int, int], robust: bool) -> tuple[list[str], tuple[Any, ...]]:
-            """(columns read, (min rowid, texts, probe count, subset texts))."""
-            read = [c for c in cols if c not in fill]
-            # the lowest rowid the scan met: a damaged tree can walk SQLite's range scan (a seek
-            # by the keys, then leaf after leaf) past the range's lower end (its upper end is
-            # checked on every row)
-            aggs = ["min(rowid)"] + [
-                f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' if robust
-                else f'group_concat("{c}")' for c in read
-            ]  # fmt: skip
-            # named parameters, bound from a mapping (Python 3.12 deprecates numbered ones bound
-            # from a sequence, and 3.14 refuses them): :lo, :hi the rowid range, :p0... the
-            # probed values
-            if fill:
-                differ = " OR ".join(f'"{c}" IS NOT :p{i}' for i, c in enumerate(fill))
-                aggs.append(f"count(*) FILTER (WHERE {differ})")
-            if subset is not None:
-                aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
-            sql = (
-                "SELECT " + ", ".join(aggs)
-                + f' FROM "{table}" WHERE rowid >= :lo AND rowid <= :hi{where[robust]}'
-            )  # fmt: skip
-            params = {"lo": bounds[0], "hi": bounds[1]}
-            params |= {f"p{i}": v for i, v in enumerate(fill.values())}
-            return read, conn.execute(sql, params).fetchone()
-
+        # the time rule's types: `group_concat` prints the text '7' as it prints the integer 7,
+        # and CAST reads a field of white space as 0 (a fuzzed export kept a kernel whose end
+        # was a tab, at end 0, where SQLite's own scan leaves it out)
+        times = (
+            f' AND {integral("start")} AND {integral(END)} AND "end" >= start' if has_times else ""
+        )
+        # the lowest rowid the scan met: a damaged tree can walk SQLite's range scan (a seek by
+        # the keys, then leaf after leaf) past the range's lower end (its upper end is checked
+        # on every row)
+        aggs = ["min(rowid)"] + [
+            f'group_concat(CAST(coalesce("{c}", -1) AS INTEGER))' for c in cols
+        ]
+        if subset is not None:
+            aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
+        # named parameters, bound from a mapping (Python 3.12 deprecates numbered ones bound
+        # from a sequence, and 3.14 refuses them)
+        sql = (
+            "SELECT " + ", ".join(aggs)
+            + f' FROM "{table}" WHERE rowid >= :lo AND rowid <= :hi{times}'
+        )  # fmt: skip
         n = seen = 0
         for chunk in TP.chunks(conn, table, part, FETCH_CHUNK_ROWS):
-            bounds = (chunk.lo, chunk.hi)
-            k = None
-            for robust in (False, True):
-                read, row = run(bounds, robust)
-                if fill and row[1 + len(read)]:  # a probed column differs here: read it from now on
-                    fill = {
-                        c: v
-                        for c, v in fill.items()
-                        if not conn.execute(
-                            f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE rowid >= :lo'
-                            f' AND rowid <= :hi{where[robust]} AND "{c}" IS NOT :v)',
-                            {"lo": bounds[0], "hi": bounds[1], "v": v},
-                        ).fetchone()[0]
-                    }
-                    read, row = run(bounds, robust)
-                lowest, row = row[0], row[1:]
-                texts = list(row[: len(read)])
-                side = row[len(row) - len(subset.exprs) :] if subset is not None else ()
-                del row  # only `texts` holds the chunk's text, freed as it is parsed
-                k = _parse_into(texts, [dest[c] for c in read], n, table)
-                if k is not None:
-                    break
-            if k is None:
+            row = conn.execute(sql, {"lo": chunk.lo, "hi": chunk.hi}).fetchone()
+            lowest, texts, side = row[0], list(row[1 : 1 + len(cols)]), row[1 + len(cols) :]
+            del row  # only `texts` holds the chunk's text, freed as it is parsed
+            k = _parse_into(texts, out, n, table)
+            gathered = _parse(side) if subset is not None else []
+            if k is None or gathered is None:
                 raise UserError(f"{path}: {table} holds values gh-run cannot read as integers")
-            for c, v in fill.items():
-                dest[c][n : n + k] = v
-            if subset is not None and not subset.failed:
-                gathered = _parse(side)
-                if gathered is None or (robust and subset.aligned):
-                    subset.failed = True
-                else:
-                    subset.parts.append(gathered)
+            if subset is not None:
+                subset.parts.append(gathered)
             if k and lowest < chunk.lo:
                 raise TP.DamagedTable(
                     table, f"a scan of rowids {chunk.lo} to {chunk.hi} met rowid {lowest}"
@@ -303,7 +255,8 @@ def fetch_into(
             # same scan (the same seek and end): a count of the whole part would seek elsewhere
             seen += k if k == chunk.hi - chunk.lo + 1 else int(
                 conn.execute(
-                    f'SELECT count(*) FROM "{table}" WHERE rowid >= ? AND rowid <= ?', bounds
+                    f'SELECT count(*) FROM "{table}" WHERE rowid >= ? AND rowid <= ?',
+                    (chunk.lo, chunk.hi),
                 ).fetchone()[0]
             )  # fmt: skip
         TP.check(table, part, seen)
@@ -342,7 +295,6 @@ def fetch_columns(
     table: str,
     cols: list[str],
     has_times: bool = True,
-    probe: dict[str, int] | None = None,
     subset: Subset | None = None,
 ) -> list[Any]:
     """`fetch_into` new int64 arrays (sized by the table's rows), trimmed to the rows read."""
@@ -350,24 +302,18 @@ def fetch_columns(
     if shape is None:
         return [np.zeros(0, dtype=np.int64) for _ in cols]
     out = [np.empty(shape.rows, dtype=np.int64) for _ in cols]
-    n, _ = fetch_into(path, table, cols, out, has_times, shape.whole(), probe, subset)
+    n, _ = fetch_into(path, table, cols, out, has_times, shape.whole(), subset)
     return [a[:n] for a in out]
 
 
-def _parts(
-    path: Path, table: str, cols: list[str], shape: TP.Shape
-) -> tuple[dict[str, int] | None, list[TP.Part]]:
-    """The probe (`fetch_into`) and the parts of `PART_ROWS` rows (whole chunks) of a big
-    table, for `TableRead` and `PartsRead`."""
-    # the probe serves the Python reader only (the compiled one reads every column fast)
-    probe = None if sqlite_pages.available() else first_ints(
-        path, table, [c for c in cols if c in CONSTANT_PROBES]
-    )  # fmt: skip
+def _parts(path: Path, shape: TP.Shape) -> list[TP.Part]:
+    """The parts of `PART_ROWS` rows (whole chunks) of a big table, for `TableRead` and
+    `PartsRead`."""
     if shape.dense or shape.marks is not None:
-        return probe, shape.parts()
+        return shape.parts()
     conn = connect_ro(path)
     try:
-        return probe, shape.parts(conn)
+        return shape.parts(conn)
     finally:
         conn.close()
 
@@ -392,14 +338,14 @@ class TableRead:
     ) -> None:
         self.out = out
         self.subset = subset
-        probe, parts = _parts(path, table, cols, shape)
+        parts = _parts(path, shape)
         self.parts: list[tuple[int, Subset | None, Any]] = []
         for part in parts:
             off = part.offset
             sub = subset.empty() if subset else None
             # each part writes its own rows' slice only (a damaged tree cannot spill into the next)
             dests = [a[off : off + part.rows] for a in out]
-            fut = pool.submit(fetch_into, path, table, cols, dests, has_times, part, probe, sub)
+            fut = pool.submit(fetch_into, path, table, cols, dests, has_times, part, sub)
             self.parts.append((off, sub, fut))
 
     def result(self) -> tuple[int, int]:
@@ -437,11 +383,11 @@ class PartsRead:
         shape = table_shape(path, table)
         if shape is None:
             return
-        probe, parts = _parts(path, table, cols, shape)
+        parts = _parts(path, shape)
         for part in parts:
             out = [np.empty(part.rows, dtype=np.int64) for _ in cols]
             sub = subset.empty() if subset else None
-            fut = pool.submit(fetch_into, path, table, cols, out, has_times, part, probe, sub)
+            fut = pool.submit(fetch_into, path, table, cols, out, has_times, part, sub)
             self.parts.append((out, sub, fut))
 
     def wait(self) -> None:
@@ -461,20 +407,3 @@ class PartsRead:
             del out
             yield part
             del part
-
-
-def first_ints(path: Path, table: str, cols: list[str]) -> dict[str, int]:
-    """The columns among `cols` whose first row holds an integer, with it: the values to probe
-    (`fetch_into`) where a table often holds one value throughout (CONSTANT_PROBES)."""
-    if not cols:
-        return {}
-    conn = connect_ro(path)
-    try:
-        first = conn.execute(
-            "SELECT " + ", ".join(f'"{c}"' for c in cols) + f' FROM "{table}" LIMIT 1'
-        ).fetchone()
-    finally:
-        conn.close()
-    if first is None:
-        return {}
-    return {c: v for c, v in zip(cols, first, strict=True) if type(v) is int}
