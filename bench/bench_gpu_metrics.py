@@ -7,7 +7,7 @@ stretched to hold them), to `--rows` rows. A stand-in for a long capture: the sa
 value distribution and row layout, more of it.
 
 Measured, each `--repeat` times (median), in this process:
-- `gpu_metrics.read`: the four columns through the page reader (`nsys_sqlite.fetch_columns`),
+- `gpu_metrics.read`: the four columns through the page reader (`sqlite_columns.fetch_columns`),
   the pivot per GPU, the capture-window cut (what `gh-run analyze` does);
 - the same with the page reader off (GH_RUN_NO_NATIVE_SCAN, in a process of its own: SQLite's
   group_concat path);

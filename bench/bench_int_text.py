@@ -1,4 +1,4 @@
-"""The SQLite path's parse of `group_concat` text (`nsys_sqlite._ints`) against the way it was
+"""The SQLite path's parse of `group_concat` text (`sqlite_columns._ints`) against the way it was
 parsed before issue 24 (numpy's warning made an error with `warnings.catch_warnings`, which
 changed the process's filters from the reader's threads), in the same run, interleaved.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.readers.nsys_sqlite import _ints
+from orchestrator.analysis.readers.sqlite_columns import _ints
 
 
 def before(text: Any) -> Any | None:

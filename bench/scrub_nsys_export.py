@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from orchestrator.analysis.readers.nsys_sqlite import RANK_VARS
+from orchestrator.analysis.readers.nsys_ranks import RANK_VARS
 
 PATH = re.compile(r"(?:/work|/root|/home|/tmp)(?:/[^\s\"':;,]*)?")
 NUMBER = re.compile(r"\d{1,7}")

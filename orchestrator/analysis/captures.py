@@ -126,7 +126,7 @@ def _nsys_facts(
 ) -> tuple[int | None, str | None, tuple[str, ...] | None, dict[str, str]]:
     """(session start in Unix ns, host, command, environment variables) of an export; what a
     table does not hold stays None (older nsys versions lack META_DATA_CAPTURE)."""
-    from orchestrator.analysis.readers.nsys_sqlite import DAMAGED, connect_ro
+    from orchestrator.analysis.readers.nsys_db import DAMAGED, connect_ro
 
     start: int | None = None
     host: str | None = None

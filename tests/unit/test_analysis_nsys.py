@@ -777,36 +777,6 @@ def test_thread_names_of_traced_processes_only(tmp_path: Path, machine_wide: boo
     assert {t.name for t in r.threads} == want
 
 
-def test_probed_columns_are_filled_only_where_every_row_holds_the_integer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The reader fills a probed column instead of reading it only while every row of a chunk
-    holds the probed integer: a NULL, a text, a non-integral real or another value in a chunk
-    has the column read from that chunk on, and what comes out is what reading gives."""
-    from orchestrator.analysis.readers import nsys_sqlite
-    from orchestrator.analysis.readers.nsys_sqlite import fetch_columns, first_ints
-
-    db = tmp_path / "t.sqlite"
-    conn = sqlite3.connect(db)
-    conn.execute('CREATE TABLE t (start INTEGER, "end" INTEGER, a, b, c, d, e, f)')
-    rows = [(i, i + 1, 7, 7, 7, 7, 7, 5.0 if i == 3 else 7) for i in range(6)]
-    rows[4] = (4, 5, 7, None, "7x", 7.5, 8, 7)
-    rows.append((9, 3, 1, 1, 1, 1, 1, 1))  # left out (end before start): not probed
-    conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    conn.commit()
-    conn.close()
-    cols = ["a", "b", "c", "d", "e", "f"]
-    assert first_ints(db, "t", cols) == dict.fromkeys(cols, 7)
-    assert first_ints(db, "t", []) == {}
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 2)  # the odd rows in chunks 2 and 3
-    read = fetch_columns(db, "t", ["start", *cols])
-    probed = fetch_columns(db, "t", ["start", *cols], probe=dict.fromkeys(cols, 7))
-    assert [a.tolist() for a in probed] == [a.tolist() for a in read]
-    assert probed[1].tolist() == [7] * 6
-    assert probed[2].tolist() == [7, 7, 7, 7, -1, 7]
-    assert probed[6].tolist() == [7, 7, 7, 5, 7, 7]
-
-
 def test_tables_read_in_parts_give_the_rows_of_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -814,7 +784,7 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     before start) leave no hole, and the runtime calls taken part by part for the launch times
     keep the call of a repeated correlationId that starts latest: the metrics equal those of
     one read."""
-    from orchestrator.analysis.readers import nsys_sqlite
+    from orchestrator.analysis.readers import nsys_sqlite, sqlite_columns
 
     b = NsysBuilder(tmp_path / "k.sqlite")
     b.add_gpu(0)
@@ -831,10 +801,10 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     )
     b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1 WHERE rowid = 9')
     path = b.close()
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 1000)
     (whole,) = analyze_paths([path]).ranks
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 4)
-    monkeypatch.setattr(nsys_sqlite, "PART_ROWS", 8)  # parts of 8 rows: 5 of kernels, 6 of calls
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 4)
+    monkeypatch.setattr(sqlite_columns, "PART_ROWS", 8)  # parts of 8 rows: 5 of kernels, 6 of calls
     (parts,) = analyze_paths([path]).ranks
     assert parts.activity.kernel_count == 36
     assert parts.model_dump() == whole.model_dump()
@@ -853,16 +823,48 @@ def test_tables_read_in_parts_give_the_rows_of_one_read(
     assert sorted(zip(tl.gpu.start.tolist(), tl.gpu.launch.tolist(), strict=True)) == want
 
 
+def _sync_reference(path: Path) -> list[tuple[int, int]]:
+    """The synchronisation calls by plain SQL over the whole runtime table, with the reader's
+    rules (start and end integers, end >= start): (start, end), sorted."""
+    from orchestrator.analysis.readers.nsys_host import SYNC_PATTERNS
+
+    like = " OR ".join("s.value LIKE ?" for _ in SYNC_PATTERNS)
+    conn = sqlite3.connect(path)
+    try:
+        return sorted(conn.execute(
+            'SELECT r.start, r."end" FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s'
+            f" ON s.id = r.nameId WHERE ({like}) AND typeof(r.start) = 'integer'"
+            """ AND typeof(r."end") = 'integer' AND r."end" >= r.start""",
+            SYNC_PATTERNS,
+        ).fetchall())  # fmt: skip
+    finally:
+        conn.close()
+
+
+def _sync_read(tl: object) -> list[tuple[int, int]]:
+    from orchestrator.analysis.timeline import model as T
+
+    host = tl.host  # type: ignore[attr-defined]
+    m = host.kind == T.CUDA_API
+    return sorted(zip(host.start[m].tolist(), host.end[m].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("odd", [False, True])
-def test_what_the_big_scans_gather_equals_its_own_queries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bool
+def test_what_the_big_scans_gather_equals_sql_over_the_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bool, native: bool
 ) -> None:
     """The UM copies' migration causes and the synchronisation calls come from the scans that
-    read the memcpy and runtime tables (FILTER aggregates); the metrics equal those of the
-    queries of their own (the paths taken where a chunk's values are not all integers: `odd`
-    puts a text in a memcpy's bytes and a real in a runtime call's end)."""
-    from orchestrator.analysis.readers import nsys_sqlite
+    read the memcpy and runtime tables in parts (a `Subset`), by the page reader and by SQLite's
+    path; they equal plain SQL over the whole tables with the reader's rules (start and end
+    integers, end >= start, other values as CAST reads them, a NULL cause as 0). `odd` puts a
+    text in a memcpy's bytes, in a UM copy's copy kind and in another's cause, and a real in a
+    runtime call's end: the page reader leaves those parts to SQLite, whose one query must pick
+    the same UM copies for the causes as for the GPU table."""
+    from orchestrator.analysis.readers import nsys_sqlite, sqlite_columns
 
+    if not native:
+        monkeypatch.setattr(sqlite_pages, "_LIB", None)
     b = NsysBuilder(tmp_path / "g.sqlite")
     b.add_gpu(0)
     for i in range(30):
@@ -873,17 +875,51 @@ def test_what_the_big_scans_gather_equals_its_own_queries(
         b.add_runtime(s + 700, s + 900, "cudaStreamSynchronize_v3020", tid=b.pid)
         b.add_runtime(s + 900, s + 950, "cudaDeviceSynchronize_v3020", tid=b.pid)
     if odd:
-        b.db.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '4096x' WHERE rowid = 5")
+        memcpy = "CUPTI_ACTIVITY_KIND_MEMCPY"
+        b.db.execute(f"UPDATE {memcpy} SET bytes = '4096x' WHERE rowid = 5")
+        b.db.execute(f"UPDATE {memcpy} SET copyKind = '12x' WHERE rowid = 6")  # a UM kind, CAST
+        b.db.execute(f"UPDATE {memcpy} SET migrationCause = '2x' WHERE rowid = 10")
         b.db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = 9.5 WHERE rowid = 8')
     path = b.close()
-    monkeypatch.setattr(nsys_sqlite, "FETCH_CHUNK_ROWS", 8)
-    (gathered,) = analyze_paths([path]).ranks
-    # no FILTER aggregates: each table's own query
-    monkeypatch.setattr(nsys_sqlite.Subset, "columns", lambda self: None)
-    (queried,) = analyze_paths([path]).ranks
-    assert gathered.model_dump() == queried.model_dump()
-    assert gathered.unified_memory is not None and gathered.unified_memory.by_cause
-    assert gathered.sync.calls > 0
+    monkeypatch.setattr(sqlite_columns, "FETCH_CHUNK_ROWS", 4)
+    monkeypatch.setattr(sqlite_columns, "PART_ROWS", 8)  # several parts of each table
+    (tl,) = nsys_sqlite.read_timelines(path)
+    conn = sqlite3.connect(path)
+    try:
+        want: dict[int, dict[tuple[int, int], tuple[int, int, int]]] = {}
+        for dev, kind, cause, n, nbytes, ns in conn.execute(
+            "SELECT deviceId, CAST(copyKind AS INTEGER), CAST(coalesce(migrationCause, 0) AS"
+            ' INTEGER), count(*), sum(CAST(bytes AS INTEGER)), sum("end" - start)'
+            " FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE CAST(copyKind AS INTEGER) IN (11, 12, 13)"
+            ' AND "end" >= start GROUP BY 1, 2, 3'
+        ):
+            want.setdefault(dev, {})[(kind, cause)] = (n, nbytes, ns)
+    finally:
+        conn.close()
+    assert tl.um.migrations == want
+    assert sum(n for per in want.values() for n, _, _ in per.values()) == 15
+    assert _sync_read(tl) == _sync_reference(path)
+    assert len(_sync_read(tl)) == (59 if odd else 60)
+
+
+def test_sync_calls_are_found_where_the_runtime_table_has_no_correlation_ids(
+    tmp_path: Path,
+) -> None:
+    """A runtime table without correlationId gives no launch times, and its synchronisation
+    calls are still gathered by its read (then read for them alone)."""
+    from orchestrator.analysis.readers import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "c.sqlite")
+    b.add_gpu(0)
+    for i in range(10):
+        b.add_kernel(1000 * i, 1000 * i + 300, "k", stream=7, launch=1000 * i - 50)
+        b.add_runtime(1000 * i + 400, 1000 * i + 600, "cudaStreamSynchronize_v3020", tid=b.pid)
+    b.db.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME DROP COLUMN correlationId")
+    path = b.close()
+    (tl,) = nsys_sqlite.read_timelines(path)
+    assert len(_sync_read(tl)) == 10
+    assert _sync_read(tl) == _sync_reference(path)
+    assert (tl.gpu.launch < 0).all()  # no launch time without correlation ids
 
 
 def test_bytes_that_are_not_utf8_read_as_replacement_characters(tmp_path: Path) -> None:

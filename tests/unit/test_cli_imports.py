@@ -144,6 +144,7 @@ def test_analyze_of_a_trace_imports_only_what_it_uses(tmp_path: Path) -> None:
         "orchestrator.analysis.presentation.report",
         "orchestrator.analysis.presentation.compare",
         "orchestrator.analysis.readers.nsys_sqlite",
+        "orchestrator.analysis.readers.sqlite_columns",
         "orchestrator.analysis.readers.sqlite_pages",
         "orchestrator.nsys_versions",
         "orchestrator.store",

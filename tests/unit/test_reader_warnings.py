@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis.readers import nsys_sqlite, sqlite_pages
+from orchestrator.analysis.readers import nsys_db, nsys_sqlite, sqlite_columns, sqlite_pages
 from tests.fixtures.nsys_builder import NsysBuilder
 
 INT_LIST = re.compile(r"-?[0-9]+(?:,-?[0-9]+)*")
@@ -37,7 +37,7 @@ def _reference(text: str) -> list[int] | None:
 @given(st.text(alphabet="0123456789,-.a\u00e9", max_size=12))
 def test_ints_reads_exactly_integers_joined_by_commas(text: str) -> None:
     # (a plus sign or blanks around a number numpy and SQLite's CAST both read as the number)
-    got = nsys_sqlite._ints(text)
+    got = sqlite_columns._ints(text)
     want = _reference(text)
     assert (got.tolist() if got is not None else None) == want, text
 
@@ -45,7 +45,7 @@ def test_ints_reads_exactly_integers_joined_by_commas(text: str) -> None:
 @pytest.mark.parametrize("text", ["-", "1,-", "1,2-3", "1,2abc", "1,2.5", "1,,2", "1,2,", ",1", ""])
 def test_ints_refuses_text_numpy_would_cut_short(text: str) -> None:
     # each of these makes numpy stop early (or read a lone minus as 0)
-    assert nsys_sqlite._ints(text) is None
+    assert sqlite_columns._ints(text) is None
 
 
 def test_ints_changes_no_other_threads_warnings() -> None:
@@ -54,8 +54,8 @@ def test_ints_changes_no_other_threads_warnings() -> None:
 
     def refuse() -> None:
         while not stop.is_set():
-            nsys_sqlite._ints("1,2abc")
-            nsys_sqlite._ints("1,x")
+            sqlite_columns._ints("1,2abc")
+            sqlite_columns._ints("1,x")
 
     errors: list[BaseException] = []
     old = sys.getswitchinterval()
@@ -79,8 +79,7 @@ def test_ints_changes_no_other_threads_warnings() -> None:
 
 
 def _export(path: Path) -> Path:
-    """Kernels of one device and process (the columns SQLite's path probes and fills) and one
-    row of text in a numeric column (its robust re-read)."""
+    """Kernels of one device and process and one row of text in a numeric column."""
     b = NsysBuilder(path)
     b.add_gpu(0)
     for i in range(50):
@@ -94,16 +93,14 @@ def _export(path: Path) -> Path:
 def test_sqlite_path_binds_no_numbered_parameters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite's path (probes, the robust re-read) with every DeprecationWarning an error: the
-    numbered parameters failed here from Python 3.12 on (3.11 does not warn)."""
+    """SQLite's path with every DeprecationWarning an error: the numbered parameters failed
+    here from Python 3.12 on (3.11 does not warn)."""
     monkeypatch.setattr(sqlite_pages, "_LIB", None)
     path = _export(tmp_path / "e.sqlite")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cols = ["start", "end", "deviceId", "streamId", "globalPid"]
-        probe = nsys_sqlite.first_ints(path, nsys_sqlite.KERNEL, ["deviceId", "globalPid"])
-        assert set(probe) == {"deviceId", "globalPid"}
-        got = nsys_sqlite.fetch_columns(path, nsys_sqlite.KERNEL, cols, probe=probe)
+        got = sqlite_columns.fetch_columns(path, nsys_db.KERNEL, cols)
         (tl,) = nsys_sqlite.read_timelines(path)
     assert got[0].size == 50 and np.all(got[2] == 0)
     assert int(got[3][6]) == 0  # CAST('seven' AS INTEGER), as SQLite reads it

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis.readers import nsys_sqlite, sqlite_pages
+from orchestrator.analysis.readers import nsys_db, nsys_sqlite, sqlite_columns, sqlite_pages
 from orchestrator.analysis.readers import table_parts as TP
 from tests.fixtures import sqlite_btree as SB
 
@@ -161,11 +161,11 @@ def test_a_value_that_is_not_an_integer_is_left_to_sqlite(
         assert read is None
     else:
         assert read is not None and read.kept == len(want)
-    native = nsys_sqlite.fetch_columns(path, "t", cols)
+    native = sqlite_columns.fetch_columns(path, "t", cols)
     lib = sqlite_pages._LIB
     try:
         sqlite_pages._LIB = None
-        python = nsys_sqlite.fetch_columns(path, "t", cols)
+        python = sqlite_columns.fetch_columns(path, "t", cols)
     finally:
         sqlite_pages._LIB = lib
     assert [a.tolist() for a in native] == [a.tolist() for a in python]
@@ -231,7 +231,7 @@ def test_files_and_tables_it_must_not_read_alone_are_refused(tmp_path: Path) -> 
     assert lay is not None
     out = [np.empty(51, dtype=np.int64)]
     assert sqlite_pages.fetch(wal, lay, (1, 51), ["a"], out, True) is None
-    assert nsys_sqlite.fetch_columns(wal, "t", ["start"])[0].size == 51
+    assert sqlite_columns.fetch_columns(wal, "t", ["start"])[0].size == 51
     # a journal beside the file: SQLite would roll it back first
     jr = tmp_path / "j.sqlite"
     _table(jr, rows)
@@ -266,7 +266,7 @@ def test_a_column_added_later_and_spilled_records_are_left_to_sqlite(tmp_path: P
     assert read is None  # the old rows' d is the default, not in their records
     read, out = _pages(path, 1, 21, ["start", "a"])
     assert read is not None and read.kept == 21
-    assert nsys_sqlite.fetch_columns(path, "t", ["d"])[0].tolist() == [5] * 20 + [6]
+    assert sqlite_columns.fetch_columns(path, "t", ["d"])[0].tolist() == [5] * 20 + [6]
     # a record too long for its page spills to overflow pages
     big = tmp_path / "big.sqlite"
     _table(big, [(1, 2, 1, 1, 1), (3, 4, 1, 1, 1), (5, 6, 1, 1, 1)], 512,
@@ -278,7 +278,7 @@ def test_a_column_added_later_and_spilled_records_are_left_to_sqlite(tmp_path: P
     assert _pages(big, 1, 3, ["start", "a"])[0] is None
     read, out = _pages(big, 3, 3, ["start", "a"])
     assert read is not None and out[0][:1].tolist() == [5]
-    assert nsys_sqlite.fetch_columns(big, "t", ["start", "a"])[0].tolist() == [1, 3, 5]
+    assert sqlite_columns.fetch_columns(big, "t", ["start", "a"])[0].tolist() == [1, 3, 5]
 
 
 @needs_reader
@@ -326,7 +326,7 @@ def test_real_exports_read_alike_by_both_paths(path: Path) -> None:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     checked = 0
-    for table in (nsys_sqlite.KERNEL, nsys_sqlite.MEMCPY, nsys_sqlite.RUNTIME, nsys_sqlite.OSRT):
+    for table in (nsys_db.KERNEL, nsys_db.MEMCPY, nsys_db.RUNTIME, nsys_db.OSRT):
         if table not in tables:
             continue
         cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
@@ -343,7 +343,7 @@ def test_real_exports_read_alike_by_both_paths(path: Path) -> None:
         lib = sqlite_pages._LIB
         try:
             sqlite_pages._LIB = None
-            python = nsys_sqlite.fetch_columns(path, table, cols)
+            python = sqlite_columns.fetch_columns(path, table, cols)
         finally:
             sqlite_pages._LIB = lib
         assert [a[: read.kept].tolist() for a in out] == [a.tolist() for a in python], table
@@ -377,28 +377,28 @@ def _both_paths(path: Path, table: str, cols: list[str], step: int | None = None
 
     out: dict[str, Any] = {}
     lib = sqlite_pages._LIB
-    chunk = nsys_sqlite.FETCH_CHUNK_ROWS
+    chunk = sqlite_columns.FETCH_CHUNK_ROWS
     for label in ("pages", "sqlite"):
         sqlite_pages._LIB = lib if label == "pages" else None
         try:
             if step is None:
-                got = nsys_sqlite.fetch_columns(path, table, cols)
+                got = sqlite_columns.fetch_columns(path, table, cols)
             else:
-                nsys_sqlite.FETCH_CHUNK_ROWS = max(step // 3, 1)
+                sqlite_columns.FETCH_CHUNK_ROWS = max(step // 3, 1)
                 conn = sqlite3.connect(path)
                 shape = TP.shape(conn, path, table, step)
                 conn.close()
                 assert shape is not None
                 arrays = [np.empty(shape.rows, dtype=np.int64) for _ in cols]
                 with ThreadPoolExecutor(2) as pool:
-                    n, _ = nsys_sqlite.TableRead(pool, path, table, cols, arrays, shape).result()
+                    n, _ = sqlite_columns.TableRead(pool, path, table, cols, arrays, shape).result()
                 got = [a[:n] for a in arrays]
             out[label] = sorted(zip(*(a.tolist() for a in got), strict=True))
         except TP.DamagedTable as exc:
             out[label] = exc
         finally:
             sqlite_pages._LIB = lib
-            nsys_sqlite.FETCH_CHUNK_ROWS = chunk
+            sqlite_columns.FETCH_CHUNK_ROWS = chunk
     return out
 
 
@@ -469,10 +469,10 @@ def test_a_damaged_kernel_tree_gives_every_kernel_or_one_sentence(tmp_path: Path
     lib = sqlite_pages._LIB
     for seed in range(3):
         raw = bytearray(src.read_bytes())
-        _damage(raw, SB.root_of(src, nsys_sqlite.KERNEL), how, random.Random(seed))
+        _damage(raw, SB.root_of(src, nsys_db.KERNEL), how, random.Random(seed))
         f = tmp_path / "damaged.sqlite"
         f.write_bytes(bytes(raw))
-        scanned = len(_reference(f, nsys_sqlite.KERNEL, ["start"]))
+        scanned = len(_reference(f, nsys_db.KERNEL, ["start"]))
         answers = []
         for native in (lib, None):
             sqlite_pages._LIB = native
@@ -481,7 +481,7 @@ def test_a_damaged_kernel_tree_gives_every_kernel_or_one_sentence(tmp_path: Path
                 answers.append(sum(int((t.gpu.kind == T.KERNEL).sum()) for t in tls))
             except UserError as err:
                 msg = str(err)
-                assert str(f) in msg and nsys_sqlite.KERNEL in msg and "export the report" in msg
+                assert str(f) in msg and nsys_db.KERNEL in msg and "export the report" in msg
                 assert "\n" not in msg
                 answers.append("refused")
             finally:
@@ -534,7 +534,7 @@ def test_memory_follows_rows_not_the_rowid_range(tmp_path: Path) -> None:
         sqlite_pages._LIB = native
         tracemalloc.start()
         try:
-            got = nsys_sqlite.fetch_columns(path, "t", COLS)
+            got = sqlite_columns.fetch_columns(path, "t", COLS)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

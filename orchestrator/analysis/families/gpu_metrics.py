@@ -3,7 +3,7 @@
 Reading (`read`): `GPU_METRICS` (timestamp, typeId, metricId, value: one row per metric per
 sample) joined to `TARGET_INFO_GPU_METRICS` on (typeId, metricId) for each metric's name
 (`gpu_metric_names` says what a name means). The table holds millions of rows on a long
-capture: its four integer columns are read through the page reader (`nsys_sqlite.
+capture: its four integer columns are read through the page reader (`sqlite_columns.
 fetch_columns`; SQLite's own path the fallback), about 3 times faster than rows through
 Python's sqlite3 (bench/bench_gpu_metrics.py), and tested against plain SQL
 (tests/unit/test_gpu_metrics.py). Samples outside the capture window
@@ -135,11 +135,11 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
         type_gpu[type_id] = pw_to_id.get(pw, pw)
     if not names:
         return out
-    from orchestrator.analysis.readers import nsys_sqlite  # the reader that calls this one
+    from orchestrator.analysis.readers import sqlite_columns  # only where the table is there
 
     mult = N.multipliers(_system_env(conn, tables, "GpuMetricsConfig"))
     end = _capture_end(conn, tables)
-    t, typ, mid, val = nsys_sqlite.fetch_columns(
+    t, typ, mid, val = sqlite_columns.fetch_columns(
         path, TABLE, ["timestamp", "typeId", "metricId", "value"], has_times=False
     )
     keep = t >= 0

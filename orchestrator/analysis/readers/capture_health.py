@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
     stderr per export that lost data; 1 if any did, 2 if one cannot be read, else 0."""
     import sys
 
-    from orchestrator.analysis.readers.nsys_sqlite import connect_ro
+    from orchestrator.analysis.readers.nsys_db import connect_ro
     from orchestrator.errors import UserError
 
     status = 0

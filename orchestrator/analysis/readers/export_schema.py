@@ -21,7 +21,7 @@ versions; the others are in tests/data):
 
 from __future__ import annotations
 
-# The tables gh-run reads and the columns it names in each (nsys_sqlite.py, capture_health.py).
+# The tables gh-run reads and the columns it names in each (nsys_*.py, capture_health.py).
 # Every export met, of every schema above, has all of them wherever it has the table
 # (tests/unit/test_export_versions.py checks each real export, and a 2024.2 capture it makes);
 # the reader still checks each column by name, so an unknown schema reads for what it has.

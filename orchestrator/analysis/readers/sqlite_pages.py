@@ -1,6 +1,6 @@
 """The compiled reader of SQLite table pages (`_sqlite_pages.c`), loaded with ctypes.
 
-`nsys_sqlite.fetch_into` has SQLite print a table's integer columns as `group_concat` text that
+`sqlite_columns.fetch_into` has SQLite print a table's integer columns as `group_concat` text that
 numpy parses: no Python object per row, yet on the 5 M-kernel benchmark that is most of the
 reader's time, and stepping the rows through SQLite's C API instead still spends about 250 ns a
 row in SQLite's virtual machine. This walks the table's b-tree in the file and decodes the

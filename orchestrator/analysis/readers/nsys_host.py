@@ -1,0 +1,249 @@
+"""The host side of an nsys export: the CUDA synchronisation calls, NVTX ranges, OS-runtime
+calls and thread names, into one `HostTable`; and which processes the trace recorded.
+
+- CUPTI_ACTIVITY_KIND_RUNTIME: the synchronisation calls (and the profiler's start and stop),
+  their rowids gathered by the runtime table's read (`sync_subset`);
+- NVTX_EVENTS (eventType 59 push/pop, 60 start/end, 70 NVtx push/pop ranges; name = text or
+  StringIds[textId]), OSRT_API, ThreadNames;
+- TARGET_INFO_CUDA_STREAM / TARGET_INFO_CUDA_CONTEXT_INFO (the processes that own CUDA streams:
+  their main thread is the one whose waits are measured).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from orchestrator.analysis import core
+from orchestrator.analysis.families import library_ranges
+from orchestrator.analysis.readers.nsys_db import (
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    NVTX,
+    OSRT,
+    RUNTIME,
+    Db,
+    Export,
+    map_ids,
+    pid_tid,
+)
+from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns, integral
+from orchestrator.analysis.timeline import model as T
+
+NVTX_RANGE_TYPES = (59, 60, 70)
+# the runtime calls kept as host rows: the synchronisation calls, and the profiler's start and
+# stop (a cudaProfilerApi capture's window: `step_rules`), gathered in one scan
+SYNC_PATTERNS = (
+    "cuda%Synchronize%",
+    "cu%Synchronize%",
+    "cudaStreamWaitEvent%",
+    "cuStreamWaitEvent%",
+    "cudaProfilerStart%",
+    "cuProfilerStart%",
+    "cudaProfilerStop%",
+    "cuProfilerStop%",
+)
+
+
+def read(
+    ex: Export, seen: set[int], sync: Any
+) -> tuple[T.HostTable, dict[tuple[int, int], str], bool]:
+    """Synchronisation calls (`sync()`: the HostTable, once the runtime read that gathers
+    them is done), NVTX ranges and OS-runtime calls; thread names; whether the export traced
+    OS-runtime calls. `seen`: processes already known to be traced (CUDA contexts, GPU
+    rows)."""
+    os_calls, osrt_traced = osrt(ex)
+    host = T.concat_host([sync(), nvtx(ex), os_calls])
+    seen = seen | {int(p) for p in np.unique(host.pid).tolist()}
+    return host, thread_names(ex, seen - {0}), osrt_traced
+
+
+def sync_ids(ex: Export) -> dict[int, str]:
+    """StringIds of the CUDA synchronisation functions (SYNC_PATTERNS) -> their names."""
+    db = ex.db
+    if not db.has(RUNTIME, "start", "end", "nameId") or "StringIds" not in db.tables:
+        return {}
+    where = " OR ".join("value LIKE ?" for _ in SYNC_PATTERNS)
+    return {
+        int(i): str(v)
+        for i, v in db.q(f"SELECT id, value FROM StringIds WHERE {where}", SYNC_PATTERNS)
+        if isinstance(i, int)
+    }
+
+
+def sync_subset(ids: dict[int, str]) -> Subset:
+    """The rowids of the synchronisation calls, gathered by the runtime read (`fetch_into`):
+    one condition a row in that scan costs less than a scan of its own."""
+    return Subset("nameId", tuple(sorted(ids)), (("rowid", 0),))
+
+
+def sync_calls(ex: Export, ids: dict[int, str], rowids: Any) -> T.HostTable:
+    """The CUDA synchronisation calls (runtime rows whose function is one of SYNC_PATTERNS)
+    among `rowids` (gathered by the runtime read: `sync_subset`)."""
+    if not ids or not rowids.size:
+        return T.HostTable.empty()
+    tid = "globalTid" if "globalTid" in ex.db.cols(RUNTIME) else "0"
+    sql = (
+        'SELECT CAST(start AS INTEGER), CAST("end" AS INTEGER),'
+        f" CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM {RUNTIME}"
+        f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
+        f' AND {integral("start")} AND {integral(END)} AND "end" >= start'
+    )
+    rows = ex.db.q(
+        sql + " AND rowid IN (SELECT value FROM json_each(?))"
+        ' ORDER BY start, "end", 3, nameId',  # time, never the stored order
+        (json.dumps(rowids.tolist()),),
+    )
+    return host_rows(ex, rows, T.CUDA_API, lambda v: ids.get(v, str(v)))
+
+
+def host_rows(ex: Export, rows: list[tuple[Any, ...]], kind: int, name: Any) -> T.HostTable:
+    """A HostTable of (start, end, globalTid, name value) rows; `name` maps a value to text."""
+    if not rows:
+        return T.HostTable.empty()
+    s, e, gt, nm = zip(*rows, strict=True)
+    pid, tid = pid_tid(np.array(gt, dtype=np.int64))
+    ids = ex.names.id
+    for text in sorted({name(x) for x in nm}):  # ids in name order, not row order
+        ids(text)
+    return T.HostTable(
+        start=np.array(s, dtype=np.int64),
+        end=np.array(e, dtype=np.int64),
+        pid=pid,
+        tid=tid,
+        kind=np.full(len(s), kind, dtype=np.int8),
+        name=np.fromiter((ids(name(x)) for x in nm), np.int32, len(nm)),
+    )
+
+
+def nvtx(ex: Export) -> T.HostTable:
+    """NVTX ranges: the workload's as ANNOTATION rows, a library's (any domain but the
+    default one, or a library's name: `library_ranges`) as LIBRARY_ANNOTATION rows."""
+    db = ex.db
+    if not db.has(NVTX, "start", "end", "eventType"):
+        ex.missing.append(NVTX)
+        return T.HostTable.empty()
+    cols = db.cols(NVTX)
+    text = "n.text" if "text" in cols else "NULL"
+    tid = "n.globalTid" if "globalTid" in cols else "0"
+    domain = "CAST(coalesce(n.domainId, 0) AS INTEGER)" if "domainId" in cols else "0"
+    if "textId" in cols and "StringIds" in db.tables:
+        name = f"coalesce({text}, s.value)"
+        join = "LEFT JOIN StringIds s ON s.id = n.textId"
+    else:
+        name, join = text, ""
+    types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+    rows = db.q(
+        f'SELECT CAST(n.start AS INTEGER), CAST(n."end" AS INTEGER),'
+        f" CAST(coalesce({tid}, 0) AS INTEGER), {name}, {domain}"
+        f" FROM {NVTX} n {join} WHERE n.eventType IN ({types})"
+        f" AND {integral('n.start')} AND {integral('n.' + END)}"
+        ' AND n."end" >= n.start ORDER BY n.start, n."end", 3, 4'  # never the stored order
+    )
+    if not rows:
+        return T.HostTable.empty()
+
+    def label(v: Any) -> str:
+        return str(v) if v is not None else "(unnamed)"
+
+    lib = [library_ranges.is_library_range(d, label(v)) for *_, v, d in rows]
+    table = host_rows(ex, [r[:4] for r in rows], T.ANNOTATION, label)
+    table.kind[np.array(lib, dtype=bool)] = T.LIBRARY_ANNOTATION
+    return table
+
+
+def osrt(ex: Export) -> tuple[T.HostTable, bool]:
+    db = ex.db
+    if not db.has(OSRT, "start", "end", "globalTid", "nameId"):
+        ex.missing.append(OSRT)
+        return T.HostTable.empty(), False
+    s, e, gt, nid = fetch_columns(ex.path, OSRT, ["start", "end", "globalTid", "nameId"])
+    distinct = core.distinct(nid)
+    strs = db.strings(distinct)
+    lut = {i: ex.names.id(strs.get(i, str(i))) for i in distinct}
+    pid, tid = pid_tid(gt)
+    del gt
+    # tid 0 is no thread of the process: nsys puts its own markers there ("OS runtime
+    # libraries profiling started"), which would list a "thread 0"
+    real = tid != 0
+    if not bool(real.all()):
+        s, e, pid, tid, nid = s[real], e[real], pid[real], tid[real], nid[real]
+    kind = np.full(s.size, T.OSRT, dtype=np.int8)
+    return T.HostTable(s, e, pid, tid, kind, map_ids(nid, lut)), True
+
+
+def thread_names(ex: Export, seen: set[int]) -> dict[tuple[int, int], str]:
+    """ThreadNames, and every thread with OS-runtime calls (listed even without a name).
+    When every named process is among `seen` (traced processes already read: a subset of
+    `traced_pids`) none is left out, so the scans of `traced_pids` (seconds on a large
+    export) are only made when a name may belong to an untraced process."""
+    db = ex.db
+    out: dict[tuple[int, int], str] = {}
+    if db.has("ThreadNames", "nameId", "globalTid"):
+        # a thread named twice: the name of the highest priority, then the lowest string id
+        # (never the first row stored: row order is storage, not time)
+        order = "priority DESC, " if "priority" in db.cols("ThreadNames") else ""
+        rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames"
+                                f" ORDER BY globalTid, {order}nameId")
+                if isinstance(r[0], int)]  # fmt: skip
+        strs = db.strings(r[1] for r in rows)
+        named = {int(pid_tid(gtid)[0]) for gtid, _ in rows}
+        traced = seen if named <= seen else traced_pids(ex.db)
+        for gtid, nid in rows:
+            p, t = pid_tid(gtid)
+            if traced and int(p) not in traced:
+                continue
+            out.setdefault((int(p), int(t)), strs.get(nid, ""))
+    return out
+
+
+def traced_pids(db: Db) -> set[int]:
+    """Processes the trace recorded calls of (OS runtime, NVTX, CUDA API, GPU work, CUDA
+    contexts). Real exports name far more: with CPU sampling or context-switch tracing,
+    ThreadNames lists every thread of the machine (kernel workers, shells, nsys's own
+    daemons, other users' python3 processes: measured with nsys 2022.4 and 2023.4), so the
+    threads and the main thread are looked for among the traced processes only."""
+    pids = cuda_pids(db)
+    for table, col in (
+        (OSRT, "globalTid"),
+        (NVTX, "globalTid"),
+        (RUNTIME, "globalTid"),
+        (KERNEL, "globalPid"),
+        (MEMCPY, "globalPid"),
+        (MEMSET, "globalPid"),
+    ):
+        if db.has(table, col):
+            pids |= {
+                int(p)
+                for (p,) in db.q(f"SELECT DISTINCT ({col} >> 24) & 16777215 FROM {table}")
+                if isinstance(p, int) and p
+            }
+    return pids
+
+
+def context_devices(db: Db) -> dict[int, int]:
+    """Process -> its first device, from TARGET_INFO_CUDA_CONTEXT_INFO."""
+    table = "TARGET_INFO_CUDA_CONTEXT_INFO"
+    if not db.has(table, "processId", "deviceId"):
+        return {}
+    return {
+        int(p): int(d)
+        for p, d in db.q(f"SELECT processId, min(deviceId) FROM {table} GROUP BY processId")
+        if isinstance(p, int) and isinstance(d, int) and p
+    }
+
+
+def cuda_pids(db: Db) -> set[int]:
+    """Processes that own CUDA contexts or streams (TARGET_INFO tables)."""
+    pids: set[int] = set()
+    for table in ("TARGET_INFO_CUDA_CONTEXT_INFO", "TARGET_INFO_CUDA_STREAM"):
+        if db.has(table, "processId"):
+            pids |= {
+                int(p)
+                for (p,) in db.q(f"SELECT DISTINCT processId FROM {table}")
+                if isinstance(p, int) and p
+            }
+    return pids
