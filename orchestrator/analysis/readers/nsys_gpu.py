@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.readers import nsys_memory
 from orchestrator.analysis.readers import table_parts as TP
 from orchestrator.analysis.readers.nsys_db import (
@@ -36,6 +35,7 @@ from orchestrator.analysis.readers.nsys_db import (
     pid_tid,
 )
 from orchestrator.analysis.readers.sqlite_columns import Subset, TableRead, table_shape
+from orchestrator.analysis.timeline import columns
 from orchestrator.analysis.timeline import model as T
 
 
@@ -174,7 +174,7 @@ def kernel_names(ex: Export, ids: Any, name_col: str | None) -> Any:
     """Timeline name ids of kernel rows (StringIds ids, or the `name` column's values)."""
     if ids.size == 0:
         return np.zeros(0, dtype=np.int32)
-    distinct = core.distinct(ids)
+    distinct = columns.distinct(ids)
     strs = ex.db.strings(distinct) if name_col != "name" else {}
     lut = {i: ex.names.id(strs.get(i, str(i))) for i in distinct}
     return map_ids(ids, lut)

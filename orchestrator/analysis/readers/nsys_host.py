@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis import core
 from orchestrator.analysis.families import library_ranges
 from orchestrator.analysis.readers.nsys_db import (
     KERNEL,
@@ -31,6 +30,7 @@ from orchestrator.analysis.readers.nsys_db import (
     pid_tid,
 )
 from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns, integral
+from orchestrator.analysis.timeline import columns
 from orchestrator.analysis.timeline import model as T
 
 NVTX_RANGE_TYPES = (59, 60, 70)
@@ -161,7 +161,7 @@ def osrt(ex: Export) -> tuple[T.HostTable, bool]:
         ex.missing.append(OSRT)
         return T.HostTable.empty(), False
     s, e, gt, nid = fetch_columns(ex.path, OSRT, ["start", "end", "globalTid", "nameId"])
-    distinct = core.distinct(nid)
+    distinct = columns.distinct(nid)
     strs = db.strings(distinct)
     lut = {i: ex.names.id(strs.get(i, str(i))) for i in distinct}
     pid, tid = pid_tid(gt)
