@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Annotated, cast
 
 import typer
-from rich.console import Console
-from rich.measure import Measurement
 
 # Only what `analyze` of one trace needs is imported here; compare's and the report's modules
 # (Jinja among them) and the nsys reader are imported by what uses them (bench/bench_cli.py).
@@ -26,8 +24,8 @@ from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
 from orchestrator.analysis.metrics import Metrics, headline
 from orchestrator.analysis.presentation.labels import column_labels, short_labels
 from orchestrator.analysis.readers import tracetext
-from orchestrator.cli.compare_view import comparison_table, print_changes
 from orchestrator.cli.metrics_view import RANK_COLUMNS, print_metrics, print_split, print_wrapped
+from orchestrator.cli.piped import console_for_stdout
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain
 from orchestrator.run_inputs import AnalysisInput
@@ -170,8 +168,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             one = len(found.runs) == 1
             typer.echo((found.runs[0] if one else found).model_dump_json(indent=2))
             return
-        console = Console()
-        console.soft_wrap = not console.is_terminal  # piped: long lines stay whole
+        console = console_for_stdout()  # piped: Rich's bytes without importing Rich
         if len(found.runs) == 1:
             print_metrics(found.runs[0], console, per_rank=per_rank)
             return
@@ -210,6 +207,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                 " separate runs counts as each of them)"
             )
         from orchestrator.analysis.presentation.compare import compare
+        from orchestrator.cli.compare_view import comparison_table, print_changes
 
         names = short_labels(given)
         c = compare(ms, labels=names)
@@ -219,6 +217,9 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         labels = column_labels(names)
         # Numbers are never cut: piped output is as wide as the table; in a narrow terminal
         # the metric names wrap, not the values.
+        from rich.console import Console
+        from rich.measure import Measurement
+
         console = Console(width=None if sys.stdout.isatty() else 400)
         for note in split_notes:
             print_wrapped(console, f"note: {note}")
@@ -302,8 +303,7 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
 
             typer.echo(json.dumps({"format": "gh-run.on-cluster/1", "runs": docs}, indent=2))
         return
-    console = Console()
-    console.soft_wrap = not console.is_terminal
+    console = console_for_stdout()
     for m in found:
         if isinstance(m, RunSet):
             for one in m.runs:

@@ -14,10 +14,6 @@ from __future__ import annotations
 import re
 from typing import TextIO, cast
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.views import Row, count, pct
 from orchestrator.analysis.loader import RunSet
@@ -31,6 +27,7 @@ from orchestrator.analysis.presentation.verdict import (
     holdings,
     idle_figures,
 )
+from orchestrator.cli.piped import Out
 from orchestrator.escape import markup, plain, term
 
 RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
@@ -77,7 +74,7 @@ def _summary_cells(row: Row, m: Metrics, labels: list[str]) -> list[str]:
 
 
 def _plain(
-    console: Console,
+    console: Out,
     title: str,
     header: list[str],
     rows: list[list[str]],
@@ -107,7 +104,7 @@ def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
     return groups if has_kernels(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
 
 
-def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
+def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
     if not has_gpu(m):
         console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
     elif not has_kernels(m):
@@ -130,6 +127,9 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
         _plain(console, m.label or "analysis", header, body)
         _after_table(m, console, wide)
         return
+    from rich import box  # a terminal: Rich lays the table out
+    from rich.table import Table
+
     t = Table(title=term(m.label or "analysis"), box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("metric", no_wrap=True, overflow="ellipsis")
     if wide:
@@ -159,7 +159,7 @@ def print_metrics(m: Metrics, console: Console, per_rank: bool = False) -> None:
     _after_table(m, console, wide)
 
 
-def _after_table(m: Metrics, console: Console, wide: bool) -> None:
+def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     """What follows the metrics table: peak-memory sources, top kernels, the cross-rank view,
     notes, how to open the whole timeline, and the advice."""
     if not wide:
@@ -219,7 +219,7 @@ def fold_notes(notes: list[tuple[str, str]], what: str) -> list[str]:
     return out
 
 
-def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
+def _print_top_kernels(m: Metrics, console: Out, per_rank: bool) -> None:
     tables: list[tuple[str, list[tuple[str, int, int, float]]]] = []
     if per_rank:
         for r in m.ranks:
@@ -236,6 +236,9 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
             body = [[count(c), dur(t), pct(sh), plain(n)] for n, c, t, sh in kernel_rows]
             _plain(console, title, ["count", "total", "share", "kernel"], body, {0, 1, 2})
         return
+    from rich import box
+    from rich.table import Table
+
     for title, kernel_rows in tables:
         # kernels whose short names collide (four at::native::elementwise_kernel<…>) told apart
         shown = distinct_kernels([n for n, _, _, _ in kernel_rows], max(20, console.width - 38))
@@ -250,7 +253,7 @@ def _print_top_kernels(m: Metrics, console: Console, per_rank: bool) -> None:
         console.print(table)
 
 
-def _print_cross_rank(m: Metrics, console: Console) -> None:
+def _print_cross_rank(m: Metrics, console: Out) -> None:
     c = m.cross_rank
     if c.entries < 2:
         return
@@ -276,7 +279,7 @@ def _print_cross_rank(m: Metrics, console: Console) -> None:
         console.print(f"note: {plain(note)}", markup=False)
 
 
-def print_split(console: Console, found: RunSet, args: list[str]) -> str:
+def print_split(console: Out, found: RunSet, args: list[str]) -> str:
     """What separated the runs among the inputs, each run, and how to compare them; returns
     the offer to compare (printed again after the runs)."""
     import shlex
@@ -301,7 +304,7 @@ def print_split(console: Console, found: RunSet, args: list[str]) -> str:
     return offer
 
 
-def print_wrapped(console: Console, text: str, indent: str = "") -> None:
+def print_wrapped(console: Out, text: str, indent: str = "") -> None:
     """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
     import textwrap
 
