@@ -25,7 +25,10 @@ baseline: 467 KB gzipped, one H100 rank, two steps), whole process, as a user ru
 trace: `(HTA, same trace)` is a Python that runs HTA's TraceAnalysis and the breakdowns gh-run
 computes (temporal, kernel types, comm/comp overlap, idle time; bench_analyze.py's HTA_SCRIPT).
 HTA is a test dependency of gh-run (pyproject's `test` extra), never a runtime one; it takes
-seconds, so it runs in at most --hta-repeat of the rounds.
+seconds, so it runs in at most --hta-repeat of the rounds. `(analyze's libraries)` is the floor
+under `analyze`: a Python that imports what the analysis and its command line are built on
+(numpy, Pydantic's BaseModel, Typer, orjson) and ends as gh-run ends (no teardown); whatever
+gh-run does, `analyze` takes at least that, so it says how much of the goal is left to gh-run.
 
 `--baseline DIR` (a checkout of an earlier gh-run, e.g. `git archive REV | tar -x -C DIR`) adds
 `render` and `check` run from it (`python -m orchestrator` in that folder, its own jobs/ and
@@ -59,6 +62,8 @@ TRACE = REPO / "tests" / "data" / "traces" / "baseline" / "sft_rank0.pt.trace.js
 ANALYZE_GOAL_S = 0.35
 HTA_GOAL = 5.0
 HTA = "(HTA, same trace)"
+ANALYZE_FLOOR = "(analyze's libraries)"
+ANALYZE_LIBS = "import numpy, orjson, typer; from pydantic import BaseModel"
 
 
 def seed_home(home: Path) -> str:
@@ -116,6 +121,7 @@ def main() -> None:
             # (validation, the CLI, templates, YAML), imported and nothing else done.
             "(render's libraries)": [sys.executable, "-c", FLOOR],
             "(... no teardown)": [sys.executable, "-c", f"{FLOOR}; import os; os._exit(0)"],
+            ANALYZE_FLOOR: [sys.executable, "-c", f"{ANALYZE_LIBS}; import os; os._exit(0)"],
         }
         hta = _hta_case()
         if hta is not None:
@@ -209,6 +215,12 @@ def _print_analyze(times: dict[str, list[tuple[float, float]]]) -> None:
             f"  baseline        {bw:.3f} s wall, {bc:.3f} s CPU "
             f"({bw / med:.2f}x / {bc / cpu:.2f}x this tree)"
         )
+    fw = statistics.median(w for w, _ in times[ANALYZE_FLOOR])
+    fc = statistics.median(c for _, c in times[ANALYZE_FLOOR])
+    print(
+        f"  its libraries   {fw:.3f} s wall, {fc:.3f} s CPU (numpy, pydantic, typer, orjson"
+        f" imported: {fw / med:.0%} of analyze's wall; gh-run's own part {med - fw:.3f} s)"
+    )
     if HTA in times:
         hw = statistics.median(w for w, _ in times[HTA])
         hc = statistics.median(c for _, c in times[HTA])
@@ -216,6 +228,10 @@ def _print_analyze(times: dict[str, list[tuple[float, float]]]) -> None:
         print(
             f"  HTA             {hw:.3f} s wall, {hc:.3f} s CPU: gh-run {hw / med:.1f}x faster "
             f"wall, {hc / cpu:.1f}x CPU (goal >= {HTA_GOAL:.0f}x: {mark}; {len(times[HTA])} runs)"
+        )
+        print(
+            f"  {HTA_GOAL:.0f}x HTA means analyze <= {hw / HTA_GOAL:.3f} s wall; its libraries"
+            f" alone take {fw / (hw / HTA_GOAL):.0%} of that"
         )
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.text import Text
 
-# Rich is imported by the functions that make Rich objects: `plain` serves `status` and `logs`,
-# which print without Rich and must not pay for its import.
+# Rich is imported by the function that makes a Rich object: `plain` serves `status` and `logs`,
+# and `markup` the piped output of `analyze` (cli/piped.py), which print without Rich.
 
 # Format characters that reorder or hide text (bidi overrides and isolates, zero-width joiners
 # stay visible as what they are).
@@ -40,11 +40,18 @@ def term(text: str) -> Text:
     return Text(plain(text))
 
 
-def markup(text: str) -> str:
-    """For an f-string that is printed as Rich markup: the text escaped."""
-    from rich.markup import escape
+# rich.markup.escape's pattern: a tag's opening bracket, with the backslashes before it.
+_MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
-    return escape(plain(text))
+
+def markup(text: str) -> str:
+    """For an f-string that is printed as Rich markup: the text escaped, as
+    `rich.markup.escape` escapes it (its code, so that output without a terminal, printed
+    without Rich, does not import Rich for it; tests/unit/test_piped_console.py)."""
+    escaped = _MARKUP_TAG.sub(lambda m: f"{m[1]}{m[1]}\\{m[2]}", plain(text))
+    if escaped.endswith("\\") and not escaped.endswith("\\\\"):
+        return escaped + "\\"
+    return escaped
 
 
 # CommonMark's backslash-escapable ASCII punctuation, minus what HTML escaping (Jinja's

@@ -13,15 +13,13 @@ Without any nsys it refuses in one sentence that says what to install or which e
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# nsys_versions and tools are imported where a report is exported: `analyze` of a trace or of
-# an export imports this module for SUFFIX alone.
+# nsys_versions and tools (and hashlib, tempfile) are imported where a report is exported:
+# `analyze` of a trace or of an export imports this module for SUFFIX alone.
 from orchestrator import tools
 from orchestrator.errors import RuntimeFailure, UserError
 from orchestrator.paths import gh_run_home
@@ -49,6 +47,8 @@ def _complete(sqlite: Path) -> bool:
 
 
 def _cache_path(report: Path) -> Path:
+    import hashlib
+
     home = gh_run_home(None)
     key = hashlib.sha256(str(report.resolve()).encode()).hexdigest()[:16]
     return home / "cache" / "nsys-export" / key / (report.name[: -len(SUFFIX)] + ".sqlite")
@@ -89,6 +89,8 @@ def sqlite_for(report: Path) -> Path:
     target = beside if os.access(report.parent, os.W_OK) else cached
     target.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
+    import tempfile
+
     for program, version in programs:
         fd, tmp_name = tempfile.mkstemp(
             prefix=f".{target.stem}.", suffix=".sqlite", dir=target.parent

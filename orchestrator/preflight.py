@@ -216,7 +216,7 @@ def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
     """The controller's verdict on the very script `submit` would send (`sbatch --test-only`,
     the script on stdin: nothing is copied to a remote cluster for it)."""
     from orchestrator import prepare as P
-    from orchestrator.cluster import explain_controller
+    from orchestrator.controller_answer import explain_controller
     from orchestrator.executors.slurm import SlurmExecutor
 
     rid = P.new_run_id(prep.spec.name)

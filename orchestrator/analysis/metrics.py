@@ -66,8 +66,9 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
 - **timeline**: the span cut into equal buckets with the busy fraction (0-1) of each.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Pydantic would compile and evaluate each of the
+# ~200 string annotations of these models when they are defined, a few ms of every analyze
+# (bench/bench_cli.py); every name a field uses is defined above it.
 from typing import Literal
 
 from orchestrator.analysis.families.gpu_metric_model import GpuMetrics

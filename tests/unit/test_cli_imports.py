@@ -126,18 +126,22 @@ def test_render_and_check_leave_out_numpy_and_submitit(
 
 
 def test_analyze_of_a_trace_imports_only_what_it_uses(tmp_path: Path) -> None:
-    """`analyze` of one Kineto trace (issue 27 item 7): the reader, the metrics, the catalogue
-    and the terminal table; not the report (Jinja), compare, the nsys reader, the state store,
-    the executors, or YAML (a trace alone has no spec.lock.yaml). The bench measures the time
-    (bench/bench_cli.py's `analyze` row); this holds the reason."""
+    """`analyze` of one Kineto trace (issue 27 item 7): the reader, the metrics and the
+    catalogue; not the report (Jinja), compare, the nsys reader, the state store, the
+    executors, or YAML (a trace alone has no spec.lock.yaml); and, its output piped, not Rich
+    (cli/piped.py writes Rich's bytes). The bench measures the time (bench/bench_cli.py's
+    `analyze` row); this holds the reason."""
     trace = REPO / "tests" / "data" / "traces" / "baseline" / "sft_rank0.pt.trace.json.gz"
     mods = modules_after(["analyze", str(trace)], tmp_path / "home", tmp_path)
     assert {
         "orchestrator.analysis.readers.kineto",
         "orchestrator.analysis.presentation.advice",
     } <= mods  # it ran
-    assert {"numpy", "pydantic", "rich", "orjson"} <= top(mods)
+    assert {"numpy", "pydantic", "orjson"} <= top(mods)
+    assert "orchestrator.cli.piped" in mods
     unused = {
+        "rich",
+        "orchestrator.cli.compare_view",
         "jinja2",
         "yaml",
         "submitit",

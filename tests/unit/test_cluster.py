@@ -10,11 +10,11 @@ import pytest
 from orchestrator.cluster import (
     Cluster,
     Partition,
-    explain_controller,
     image_arch,
     load_cluster,
     validate_job,
 )
+from orchestrator.controller_answer import explain_controller
 from orchestrator.errors import UserError
 from orchestrator.spec import JobSpec
 

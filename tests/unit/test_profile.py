@@ -12,11 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.cluster import load_cluster, validate_job
+from orchestrator.nsys_command import from_nsys_command
 from orchestrator.nsys_versions import NsysVersion
 from orchestrator.profile import (
     NsysSetup,
     ProfileSpec,
-    from_nsys_command,
     nsys_output,
     post_commands,
     profiler_prefix,
