@@ -20,6 +20,8 @@ import typer
 
 # Only what `analyze` of one trace needs is imported here; compare's and the report's modules
 # (Jinja among them) and the nsys reader are imported by what uses them (bench/bench_cli.py).
+# numpy first, with one BLAS thread (numpy_import's docstring).
+from orchestrator.analysis import numpy_import  # noqa: F401
 from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
 from orchestrator.analysis.metrics import Metrics, headline
 from orchestrator.analysis.presentation.labels import column_labels, short_labels
