@@ -777,6 +777,27 @@ def test_thread_names_of_traced_processes_only(tmp_path: Path, machine_wide: boo
     assert {t.name for t in r.threads} == want
 
 
+@pytest.mark.parametrize("launcher_first", [True, False])
+def test_a_thread_named_by_nsys_launcher_and_the_workload_is_the_workload(
+    tmp_path: Path, launcher_first: bool
+) -> None:
+    """nsys may record the workload's main thread under its launcher's name (before exec) and
+    under its own: the workload's name, whichever string nsys stored first; the launcher's own
+    process keeps its only name."""
+    from orchestrator.analysis.readers import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "t.sqlite", pid=PID)
+    names = ["nsys-launcher", "python3.12"] if launcher_first else ["python3.12", "nsys-launcher"]
+    for name in names:
+        b.add_thread(PID, name)
+    b.add_thread(PID - 1, "nsys-launcher", pid=PID - 1)
+    b.add_osrt(0, 30_000_000, "clock_nanosleep", tid=PID)
+    b.add_osrt(0, 1_000, "read", tid=PID - 1, pid=PID - 1)
+    (tl,) = nsys_sqlite.read_timelines(b.close())
+    assert tl.threads[(PID, PID)] == "python3.12"
+    assert tl.threads[(PID - 1, PID - 1)] == "nsys-launcher"
+
+
 def test_tables_read_in_parts_give_the_rows_of_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -184,7 +184,8 @@ def thread_names(ex: Export, seen: set[int]) -> dict[tuple[int, int], str]:
     out: dict[tuple[int, int], str] = {}
     if db.has("ThreadNames", "nameId", "globalTid"):
         # a thread named twice: the name of the highest priority, then the lowest string id
-        # (never the first row stored: row order is storage, not time)
+        # (never the first row stored: row order is storage, not time); nsys's launcher's name
+        # only where the thread has no other (`_launcher_last`)
         order = "priority DESC, " if "priority" in db.cols("ThreadNames") else ""
         rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames"
                                 f" ORDER BY globalTid, {order}nameId")
@@ -192,12 +193,27 @@ def thread_names(ex: Export, seen: set[int]) -> dict[tuple[int, int], str]:
         strs = db.strings(r[1] for r in rows)
         named = {int(pid_tid(gtid)[0]) for gtid, _ in rows}
         traced = seen if named <= seen else traced_pids(ex.db)
-        for gtid, nid in rows:
+        for gtid, nid in _launcher_last(rows, strs):
             p, t = pid_tid(gtid)
             if traced and int(p) not in traced:
                 continue
             out.setdefault((int(p), int(t)), strs.get(nid, ""))
     return out
+
+
+# nsys starts the workload through its launcher: a child of `nsys-launcher` carries that name
+# until it execs the workload, so an export may name the workload's main thread both ways,
+# under one priority and in either string order. (Seen here: under load, nsys 2022.4 and 2023.4
+# recordings of one small workload sometimes had gh-run name its main thread `nsys-launcher`;
+# twelve quiet recordings named it once, as the interpreter.)
+NSYS_LAUNCHER = "nsys-launcher"
+
+
+def _launcher_last(rows: list[tuple[int, int]], strs: dict[int, str]) -> list[tuple[int, int]]:
+    """`rows` (globalTid, nameId) in their order, except that a thread's `NSYS_LAUNCHER` name
+    comes after its other names: the name before exec is never the thread's when it has the
+    one after. A thread named only so keeps it (the launcher process itself)."""
+    return sorted(rows, key=lambda r: (r[0], strs.get(r[1]) == NSYS_LAUNCHER))
 
 
 def traced_pids(db: Db) -> set[int]:
