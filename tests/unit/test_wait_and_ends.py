@@ -22,6 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "jobs" / "smoke.yaml")
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_wait_leaves_the_job_running_and_says_how_to_resume(
     gh_home: Path,
 ) -> None:
@@ -33,6 +37,11 @@ def test_ctrl_c_during_wait_leaves_the_job_running_and_says_how_to_resume(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal's foreground command gets it: a run started from a background job
+        # (`cmd &` in a script, as a CI harness may start the suite) inherits SIGINT ignored,
+        # and Python then never turns Ctrl-C into KeyboardInterrupt (measured: the command
+        # waited its job out and exited 0)
+        preexec_fn=_default_sigint,
     )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # "submitted RUN as local job local-N on dev/gh"
