@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from orchestrator import yamlio
+from orchestrator import site_config, yamlio
 from orchestrator.base import Strict
 from orchestrator.container import parse_bind
 from orchestrator.envvars import env_dict
@@ -460,7 +460,8 @@ def find_cluster_file(name_or_path: str) -> Path:
 
 def load_cluster(name_or_path: str) -> Cluster:
     found = find_cluster(name_or_path)
-    doc = yamlio.read_file(found.path)
+    # every file of its `extends:` chain checked as the first was, on what is read
+    doc = yamlio.read_file(found.path, yamlio.Trusted("cluster file", site_config.FIX_FILE))
     cluster = yamlio.to_model(doc, Cluster)
     cluster.source = str(found.path.resolve())
     cluster.origin = found

@@ -22,6 +22,7 @@ two of them, or this machine, or the cluster.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -167,7 +168,7 @@ def secrets(prep: Prepared) -> Finding | None:
     return Finding(what="secrets", detail=f"set here: {', '.join(names)}")
 
 
-def nsys(prep: Prepared) -> Finding | None:
+def nsys(prep: Prepared, say: Callable[[str], None] | None = None) -> Finding | None:
     """Ask the nsys the job will run (on this machine: on the host or inside the image) for its
     version. Undeclared (rendered for gh-run's default) and of another family: refused, since
     the flags and report names would be wrong; declared and different: a warning (the nodes
@@ -176,7 +177,13 @@ def nsys(prep: Prepared) -> Finding | None:
 
     if prep.spec.profile.tool != "nsys":
         return None
-    setup, found, how = doctor.nsys_probe(prep.spec, prep.partition, prep.partition_name)
+    setup, found, how = doctor.nsys_probe(
+        prep.spec,
+        prep.partition,
+        prep.partition_name,
+        doctor.configured_nsys(prep.cluster, prep.partition),
+        say,
+    )
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
     if found is None:
         return Finding(
@@ -264,13 +271,18 @@ def gpu_counters(prep: Prepared) -> list[Finding]:
 
 
 def check_job(
-    prep: Prepared, home: Path, transport: Transport, limits: list[GhRunError]
+    prep: Prepared,
+    home: Path,
+    transport: Transport,
+    limits: list[GhRunError],
+    say: Callable[[str], None] | None = None,
 ) -> list[Finding]:
     """Everything `check` verifies, in order; the controller is asked last, and only when it
-    is the file's cluster and gh-run found nothing the partition would refuse."""
+    is the file's cluster and gh-run found nothing the partition would refuse. `say`: told,
+    before it runs, each program run here to ask it (the job's nsys)."""
     found = [*partition(prep, limits), run_folder(prep, home, transport)]
     if not transport.remote:  # a remote cluster's image and nsys are paths there
-        found += [f for f in (image(prep), secrets(prep), nsys(prep)) if f is not None]
+        found += [f for f in (image(prep), secrets(prep), nsys(prep, say)) if f is not None]
         found += gpu_counters(prep)
     else:  # sbatch takes the secrets from this environment either way
         found += [f for f in (secrets(prep),) if f is not None]

@@ -187,25 +187,63 @@ def make_environment(search_path: Iterable[Path]) -> jinja2.Environment:
     return _environment(tuple(str(p) for p in search_path))
 
 
+# A template is a few kilobytes of shell layout; anything near this is not one.
+MAX_TEMPLATE_BYTES = 4 << 20
+
+
 class TrustedLoader(jinja2.FileSystemLoader):
     """Jinja's file loader that refuses a template another user owns or can change (its file
-    or its folder): a template is shell in the user's jobs. gh-run's own templates are the
-    installed package's and need no check."""
+    or its folder): a template is shell in the user's jobs. The check is made on the very
+    descriptor the template is read from (`trust.read_checked`), never on a second lookup of
+    its path. gh-run's own templates are the installed package's and need no check."""
 
     def get_source(
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str, Callable[[], bool]]:
-        source, filename, uptodate = super().get_source(environment, template)
-        if not Path(filename).is_relative_to(templates_dir()):
-            from orchestrator import trust
+        import os
+        import posixpath
 
-            trust.check_file(
-                Path(filename),
-                "template",
-                "keep admin templates in the site's folder (/etc/gh-run/templates, root's) or "
-                "in a folder you own",
+        from jinja2.loaders import split_template_path
+
+        pieces = split_template_path(template)
+        for folder in self.searchpath:
+            filename = posixpath.join(folder, *pieces)
+            if os.path.isfile(filename):
+                break
+        else:
+            raise jinja2.TemplateNotFound(template)
+        if Path(filename).is_relative_to(templates_dir()):
+            return super().get_source(environment, template)
+        from orchestrator import trust
+
+        data = trust.read_checked(
+            Path(filename),
+            "template",
+            "keep admin templates in the site's folder (/etc/gh-run/templates, root's) or "
+            "in a folder you own",
+            MAX_TEMPLATE_BYTES,
+        )
+        if len(data) > MAX_TEMPLATE_BYTES:
+            raise UserError(
+                f"{filename}: larger than {MAX_TEMPLATE_BYTES >> 20} MiB, not a template; "
+                "check the cluster's template_dirs"
             )
-        return source, filename, uptodate
+        try:
+            source = data.decode(self.encoding)
+        except UnicodeDecodeError:
+            raise UserError(f"{filename}: not UTF-8 text; save the template as UTF-8") from None
+        try:
+            mtime = os.path.getmtime(filename)
+        except OSError:
+            mtime = -1.0
+
+        def uptodate() -> bool:
+            try:
+                return os.path.getmtime(filename) == mtime
+            except OSError:
+                return False
+
+        return source, os.path.normpath(filename), uptodate
 
 
 def bytecode_cache_dir() -> Path:
@@ -239,8 +277,15 @@ def bytecode_cache() -> jinja2.BytecodeCache | None:
 
 @functools.lru_cache(maxsize=16)
 def _environment(search_path: tuple[str, ...]) -> jinja2.Environment:
+    from jinja2.sandbox import SandboxedEnvironment
+
     loader = TrustedLoader(list(search_path))
-    env = jinja2.Environment(
+    # Sandboxed: a template is the admin's or a project's text, never Python. Jinja's sandbox
+    # refuses attributes that reach Python's internals (`__class__`, `__globals__`, a function's
+    # code, ...), so `{{ cycler.__init__.__globals__.os.popen(...) }}` in a project's template
+    # folder is a template error, not a program run at `render` (issue 42, class 1). Templates
+    # only lay out values Python decided; the sandbox changes none of their output (goldens).
+    env = SandboxedEnvironment(
         loader=loader,
         # Compiling the templates costs more than the rest of `gh-run render`: keep the compiled
         # code between processes (keyed by the template's source), in the user's own cache.

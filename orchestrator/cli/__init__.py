@@ -44,6 +44,9 @@ COMMANDS: dict[str, Entry] = {
     "status": Entry("jobs", "Show runs and their states (refreshed in one batched query)."),
     "logs": Entry("jobs", "Print a run's log (stdout of rank 0; --err, --rank N)."),
     "cancel": Entry("jobs", "Cancel a run (scancel, or a signal to the local job)."),
+    "adopt": Entry(
+        "adopt", "Bind runs recorded elsewhere to this home, after showing what each would run."
+    ),
     "fetch": Entry("jobs", "Collect a finished run's artifacts (idempotent, verified)."),
     "wait": Entry("jobs", "Wait for runs to end, then collect their artifacts."),
     "analyze": Entry("analysis", "Analyse nsys SQLite exports / PyTorch-profiler traces."),

@@ -155,7 +155,7 @@ def _setup(s: setup_report.SetupReport) -> None:
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
     from orchestrator import doctor, preflight
     from orchestrator import prepare as P
-    from orchestrator.cli.state import STATE
+    from orchestrator.cli.state import STATE, note
     from orchestrator.errors import GhRunError
     from orchestrator.executors.choose import transport_for
     from orchestrator.paths import display_path
@@ -171,7 +171,14 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
     # run folder (an unset $SCRATCH), and a controller of another cluster.
     needs = [
         *map(need, preflight.partition(prep, limits)),
-        *doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec)),
+        *doctor.job_needs(
+            prep.spec,
+            prep.partition,
+            prep.partition_name,
+            display_path(spec),
+            doctor.configured_nsys(prep.cluster, prep.partition),
+            note,
+        ),
         need(preflight.run_folder(prep, STATE.home, transport)),
         need(preflight.cluster(prep, transport)),
     ]
