@@ -45,6 +45,7 @@ from orchestrator.left_reports import (
     split,
 )
 from orchestrator.limits import SizeLimits as SizeLimits  # re-exported: its old home
+from orchestrator.relpaths import inside
 from orchestrator.spec import JobSpec
 from orchestrator.store import ArtifactRecord, Run, Store
 
@@ -381,6 +382,11 @@ def _collect_one(
         if digest_fd(fd) == same and Digest(*sha256_of(dest)) == same:
             return prior
     got = copy_verified_fd(fd, dest)
+    if rel.endswith((".sqlite", ".json", ".json.gz", ".nsys-rep")):
+        # the copy was read back whole: its sha256 stands for a record's check of it later
+        from orchestrator.analysis import report_digest
+
+        report_digest.remember(dest, got.sha256)
     return ArtifactRecord(
         run_id=run.run_id,
         relpath=rel,
@@ -398,6 +404,9 @@ def verify(store: Store, run: Run, home: Path, skip: set[str] | None = None) -> 
     root = store_dir(home, run.run_id)
     for rec in store.artifacts(run.run_id):
         if skip and rec.relpath in skip:
+            continue
+        if inside(rec.relpath) is None:
+            problems.append(f"{rec.relpath!r}: not a path inside {root}")
             continue
         path = root / rec.relpath
         if not path.is_file():

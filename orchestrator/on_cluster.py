@@ -87,9 +87,23 @@ def reports_of(home: Path, run: Run) -> list[Report]:
             f"run {run.run_id} has no manifest yet ({run.state}); `gh-run fetch {run.run_id}`"
             " lists its files first"
         ) from None
-    rels = [f["relpath"] for f in data.get("files", [])] + [
-        x["relpath"] for x in data.get("left", [])
-    ]
+    try:
+        rels = [str(f["relpath"]) for f in data.get("files", [])] + [
+            str(x["relpath"]) for x in data.get("left", [])
+        ]
+    except (AttributeError, KeyError, TypeError):
+        raise UserError(
+            f"{manifest}: not a manifest gh-run wrote; `gh-run fetch {run.run_id}` writes it again"
+        ) from None
+    from orchestrator.relpaths import problem
+
+    for rel in rels:
+        why = problem(rel)
+        if why is not None:
+            raise UserError(
+                f"{manifest}: a file's relpath {why}, so the run's reports cannot be named from it;"
+                f" `gh-run fetch {run.run_id}` writes the manifest again"
+            )
     return [
         Report(run, rel)
         for rel in sorted(set(rels))

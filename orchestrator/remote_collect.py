@@ -27,6 +27,7 @@ from orchestrator.errors import GhRunError, RuntimeFailure
 from orchestrator.executors.base import Warn
 from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, digest_in_record, split
 from orchestrator.paths import mirror_root
+from orchestrator.relpaths import inside
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 from orchestrator.transport.ssh import PARTIAL_DIR, SshTransport, script
@@ -125,6 +126,8 @@ def list_entries(data: bytes) -> list[Entry]:
         if not record:
             continue
         kind, target, size, path = record.decode("utf-8", "surrogateescape").split("\t", 3)
+        if inside(path) is None:
+            continue  # a name that would leave the runs root: never joined to a local folder
         out.append(Entry(kind, target, int(size) if size.isdigit() else 0, path))
     return out
 
