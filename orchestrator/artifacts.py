@@ -250,6 +250,10 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
     return chosen, refused
 
 
+# A manifest lists a run's files: a few hundred bytes each.
+MAX_MANIFEST_BYTES = 64 << 20
+
+
 def store_dir(home: Path, run_id: str) -> Path:
     return home / "artifacts" / run_id
 
@@ -365,10 +369,12 @@ def _recorded_digest(run_dir: Path, src: Path, size: int) -> str | None:
 
 def _prior_left(dest_root: Path) -> list[LeftReport]:
     """The reports the last collection left on the cluster (its manifest.json)."""
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
     try:
-        data = json.loads((dest_root / "manifest.json").read_text())
+        data = load_json(dest_root / "manifest.json", MAX_MANIFEST_BYTES)
         return [LeftReport.model_validate(x) for x in data.get("left", [])]
-    except (OSError, ValueError, AttributeError):
+    except (SideInputError, ValueError, AttributeError, TypeError):
         return []
 
 

@@ -80,9 +80,13 @@ def reports_of(home: Path, run: Run) -> list[Report]:
             f" `gh-run analyze {run.run_id}`"
         )
     manifest = artifacts.store_dir(home, run.run_id) / "manifest.json"
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
     try:
-        data = json.loads(manifest.read_text())
-    except (OSError, ValueError):
+        data = load_json(manifest, artifacts.MAX_MANIFEST_BYTES)
+        if not isinstance(data, dict):
+            raise SideInputError("not a mapping")
+    except SideInputError:
         raise UserError(
             f"run {run.run_id} has no manifest yet ({run.state}); `gh-run fetch {run.run_id}`"
             " lists its files first"

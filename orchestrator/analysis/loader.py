@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from orchestrator import nsys_export
 from orchestrator.analysis import captures, cross_rank, rank_metrics, records
 from orchestrator.analysis.families import gpu_metrics, settings, step_view
@@ -140,12 +138,13 @@ def workload_file(folder: Path, rank: int) -> Path | None:
 
 
 def _read_json(f: Path) -> Any:
+    """The workload's metrics file, through the bounded loader (`side_inputs`)."""
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
     try:
-        return orjson.loads(f.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{f}: not readable JSON ({exc}); fix or remove the workload metrics file"
-        ) from exc
+        return load_json(f)
+    except SideInputError as exc:
+        raise UserError(f"{f}: {exc}; fix or remove the workload metrics file") from None
 
 
 def spec_lock_file(folder: Path) -> Path | None:
@@ -166,15 +165,15 @@ def spec_lock_file(folder: Path) -> Path | None:
 
 
 def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
-    import yaml  # only where a run folder holds a spec: a trace alone does not pay for it
+    # only where a run folder holds a spec: a trace alone does not pay for YAML
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml_file
 
     try:
-        data = yaml.safe_load(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        why = " ".join(str(exc).split())  # YAML errors span lines; the message is one sentence
+        data = load_yaml_file(f)
+    except SideInputError as exc:
         raise UserError(
-            f"{f}: not readable YAML ({why}); restore the run's spec.lock.yaml or move it away"
-        ) from exc
+            f"{f}: not read ({exc}); restore the run's spec.lock.yaml or move it away"
+        ) from None
     wl = data.get("workload") if isinstance(data, dict) else None
     if not isinstance(wl, dict):
         return None
@@ -199,11 +198,11 @@ def workload_kind(folder: Path) -> tuple[str, str] | None:
     neither says."""
     spec = spec_lock_file(folder)
     if spec is not None:
-        import yaml
+        from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml_file
 
         try:
-            data = yaml.safe_load(spec.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            data = load_yaml_file(spec)
+        except SideInputError:
             data = None  # _offloading_in_spec names the broken file
         wl = data.get("workload") if isinstance(data, dict) else None
         if isinstance(wl, dict):
