@@ -46,6 +46,7 @@ from orchestrator.left_reports import (
 )
 from orchestrator.limits import SizeLimits as SizeLimits  # re-exported: its old home
 from orchestrator.relpaths import inside
+from orchestrator.secret_scrub import ATTESTATION
 from orchestrator.spec import JobSpec
 from orchestrator.store import ArtifactRecord, Run, Store
 
@@ -64,6 +65,8 @@ class Manifest(Strict):
     refused: list[Refusal]
     # reports kept on the cluster (artifacts.reports: leave), size and sha256 computed there
     left: list[LeftReport] = []
+    # what collection did besides copying (a job with secrets: its folder cleaned here)
+    notes: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,10 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
             p = run_dir / extra
             if p.is_file() and not p.is_symlink():
                 chosen[f"run/{extra}"] = p
+    # what a job with secrets vouched for when it cleaned its folder (secret_guard.py)
+    vouch = run_dir / ATTESTATION
+    if vouch.is_file() and not vouch.is_symlink():
+        chosen[f"run/{ATTESTATION}"] = vouch
     return chosen, refused
 
 
@@ -286,6 +293,10 @@ def collect(
     run_dir = Path(run.run_dir)
     dest_root = store_dir(home, run.run_id)
     mode = reports or spec.artifacts.reports or limits.reports
+    from orchestrator import secret_guard
+
+    # a job with secrets: nothing is stored that is not shown clean (secret_guard.py)
+    gate = secret_guard.open_gate(run_dir, spec, local=not run.transport)
     chosen, refused = select_sources(run_dir, spec)
     sources, left_src = split(chosen, mode)
     refused = [*refused_before, *refused]
@@ -305,6 +316,14 @@ def collect(
                     refused.append(Refusal(path=shown, reason=why))
                     continue
                 record = _collect_one(fd, dest_root / rel, known.get(rel), run, rel, src, now)
+            if gate is not None:
+                why = gate.refusal(
+                    str(src.relative_to(run_dir)), dest_root / rel, record.size, record.sha256
+                )
+                if why is not None:
+                    (dest_root / rel).unlink(missing_ok=True)
+                    refused.append(Refusal(path=shown, reason=why))
+                    continue
         except SourceRefused as exc:
             refused.append(Refusal(path=shown, reason=str(exc)))
             continue
@@ -320,7 +339,12 @@ def collect(
             " made of the left report no longer describes it"
         )
     manifest = Manifest(
-        run_id=run.run_id, collected_at=now, files=records, refused=refused, left=left
+        run_id=run.run_id,
+        collected_at=now,
+        files=records,
+        refused=refused,
+        left=left,
+        notes=gate.notes if gate is not None else [],
     )
     dest_root.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=dest_root, prefix=".manifest.json.", suffix=".partial")

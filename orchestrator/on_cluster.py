@@ -153,6 +153,8 @@ def submit(home: Path, runs: list[Run], warn: Warn | None = None) -> tuple[Submi
     reports = [rep for r in runs for rep in reports_of(home, r)]
     if not reports:
         raise UserError("--on-cluster: the runs list no reports (nsys exports, Kineto traces)")
+    for run in runs:
+        R.require_bound(run, "nothing was submitted")
     first = runs[0]
     cluster = load_cluster(R.spec_of(first).cluster)
     part = cluster.partitions.get(first.partition)
@@ -180,6 +182,13 @@ def submit(home: Path, runs: list[Run], warn: Warn | None = None) -> tuple[Submi
     ]
     transport = R.transport_of_run(first)
     executor = R.slurm_executor_for(first, warn)
+    # the right cluster for every job gh-run submits: the controller reached must be the one
+    # the cluster file names, and the one each run went to (its job ids and folders are there)
+    from orchestrator import cluster_identity
+
+    cluster_identity.confirm(cluster, transport)
+    for run in runs:
+        cluster_identity.check_run(run, transport, "nothing was submitted")
     with tempfile.TemporaryDirectory(prefix="gh-run-analysis.") as tmp:
         local = Path(tmp) / stamp
         local.mkdir()

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator import cluster_identity
 from orchestrator.errors import GhRunError, UserError
+from orchestrator.escape import plain
 
 if TYPE_CHECKING:
     from orchestrator.cluster import Cluster, Partition
@@ -213,8 +214,8 @@ def cluster(prep: Prepared, transport: Transport) -> Finding:
     how = cluster_identity.reached(transport, cluster_identity.clusters_option(prep.cluster))
     return Finding(
         what="cluster",
-        detail=f"cluster: the SLURM controller {how} is cluster {facts.cluster_name}, the one "
-        f"{src} names",
+        detail=f"cluster: the SLURM controller {how} is cluster {plain(facts.cluster_name)}, the"
+        f" one {src} names",
         shown=True,
     )
 

@@ -28,6 +28,7 @@ from orchestrator.executors.base import Warn
 from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, digest_in_record, split
 from orchestrator.paths import mirror_root
 from orchestrator.relpaths import inside
+from orchestrator.secret_scrub import ATTESTATION
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
 from orchestrator.transport.ssh import PARTIAL_DIR, SshTransport, script
@@ -108,6 +109,9 @@ def select(
             found = files.get(extra)
             if found is not None and found.kind == "f":
                 chosen[f"run/{extra}"] = prefix + extra
+    vouch = files.get(ATTESTATION)  # what a job with secrets vouched for (secret_guard.py)
+    if vouch is not None and vouch.kind == "f":
+        chosen[f"run/{ATTESTATION}"] = prefix + ATTESTATION
     return chosen, refused
 
 

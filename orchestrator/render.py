@@ -248,9 +248,12 @@ class TrustedLoader(jinja2.FileSystemLoader):
 
 def bytecode_cache_dir() -> Path:
     """Where compiled templates are kept between processes: a folder of the user's own cache
-    ($XDG_CACHE_HOME/gh-run/jinja, ~/.cache/gh-run/jinja), never Jinja's default
-    /tmp/_jinja2-cache-<uid>, a name another user can take first and so break every render."""
-    return user_cache_dir() / "jinja"
+    ($XDG_CACHE_HOME/gh-run/jinja-sandboxed, ~/.cache/gh-run/jinja-sandboxed), never Jinja's
+    default /tmp/_jinja2-cache-<uid>, a name another user can take first and so break every
+    render. Its own name: code compiled for the sandbox calls through the environment (where
+    the sandbox checks each call), code compiled by a plain environment (a gh-run before the
+    sandbox) does not, and the cache's key is only the template's name and source."""
+    return user_cache_dir() / "jinja-sandboxed"
 
 
 @functools.cache
@@ -451,8 +454,9 @@ def build_context(
     analysis_reports = [r.sqlite for r in nsys_post if r.sqlite] if cluster.analysis.in_job else []
     if analysis_reports:
         post.append(["bash", f"{run_dir}/{ANALYSIS_POST_NAME}"])
-    if secrets_file is not None:  # last: after the reports are exported and summarised
-        post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
+    if secrets_file is not None:
+        # run by the batch script's EXIT trap (base.sbatch.j2), not as a post step: last, after
+        # the reports are exported and summarised, and on every way the job ends
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
     env = {
         "GH_RUN_ID": run_id,

@@ -37,7 +37,8 @@ from typing import Any
 KEY_NAME = "row-seal.key"
 KEY_BYTES = 32
 # The sealed fields of a run row (store.Run), in this order; the state, the job id and the
-# times change as the run goes and are not sealed.
+# times change as the run goes and are not sealed, nor is the SLURM cluster it went to (it
+# only ever makes gh-run refuse a controller: cluster_identity.check_run).
 RUN_FIELDS = (
     "run_id",
     "name",
@@ -52,7 +53,6 @@ RUN_FIELDS = (
     "variant",
     "created_at",
     "transport",
-    "slurm_cluster",
     "clusters_option",
     "script_sha256",
 )

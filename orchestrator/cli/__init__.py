@@ -185,8 +185,14 @@ def _root(
 
 
 def _error(text: str) -> None:
-    """`error: ...` on stderr, in red where stderr is a terminal that takes colours."""
+    """`error: ...` on stderr, in red where stderr is a terminal that takes colours. Messages
+    carry text from elsewhere (file names, a controller's ClusterName, job output): control
+    characters are shown as escapes, never sent to the terminal (line breaks between the
+    problems of one error stay)."""
     from orchestrator.cli.table import paint
+    from orchestrator.escape import plain
+
+    text = "\n".join(plain(line) for line in text.split("\n"))
 
     print(f"{paint('error:', 'bold red', sys.stderr)} {text}", file=sys.stderr)
 

@@ -507,6 +507,8 @@ def cancel_cmd(run: RunArg) -> None:
 
 
 def _warn_refused(manifest: Manifest) -> None:
+    for line in manifest.notes:
+        note(line)
     for refusal in manifest.refused:
         warn(f"not collected: {refusal.path}: {refusal.reason}")
 
