@@ -209,7 +209,8 @@ def workload_kind(folder: Path) -> tuple[str, str] | None:
             kind = wl.get("kind")
             if kind == "nemo":
                 return "nemo", f"{spec.name}: workload.kind = nemo"
-            words = [str(wl.get("command", "")), *map(str, wl.get("args") or [])]
+            args = wl.get("args")
+            words = [str(wl.get("command", "")), *map(str, args if isinstance(args, list) else [])]
             if any("workloads.sft" in w or w.endswith("workloads/sft.py") for w in words):
                 return "reference", f"{spec.name}: the command runs workloads.sft"
             return "generic", f"{spec.name}: workload.kind = {kind}"

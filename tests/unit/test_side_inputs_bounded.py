@@ -143,7 +143,7 @@ def test_text_null_fractions_and_negatives_in_gpu_metrics_are_noted_not_zero(
             " AND timestamp <= a.duration",
             (typ, mid),
         ).fetchone()
-    assert any(f"{bad} value(s) are not counts" in n for n in got.notes), got.notes
+    assert any(f"{bad} row(s) hold what is not a count" in n for n in got.notes), got.notes
     g = next(g for g in got.gpus.values() if name in g.names)
     col = g.values[:, g.names.index(name)]
     assert abs(float(np.nanmean(col)) - mean) < 1e-9

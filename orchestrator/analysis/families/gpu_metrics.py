@@ -141,11 +141,12 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
     if config_note:
         out.notes.append(config_note)
     end = _capture_end(conn, tables)
+    cols = ["timestamp", "typeId", "metricId", "value"]
     (t, typ, mid, val), not_numbers = sqlite_columns.fetch_columns_counted(
-        path, TABLE, ["timestamp", "typeId", "metricId", "value"], has_times=False, whole=("value",)
+        path, TABLE, cols, has_times=False, whole=tuple(cols)
     )
     # a metric's value is a count, a percentage, a rate or a clock: never below 0 (a NULL is
-    # read as -1 by both readers); text and fractions were left out by the read
+    # read as -1 by both readers); text and fractions were left out by the read, in any column
     negative = val < 0
     not_numbers += int(np.count_nonzero(negative))
     keep = (t >= 0) & ~negative
@@ -155,8 +156,8 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
         t, typ, mid, val = t[keep], typ[keep], mid[keep], val[keep]
     if not_numbers:
         out.notes.append(
-            f"{TABLE}: {not_numbers} value(s) are not counts (text, NULL, fractions or below 0):"
-            " left out, never read as 0"
+            f"{TABLE}: {not_numbers} row(s) hold what is not a count (text, NULL, a fraction or a"
+            " value below 0): left out, never read as 0"
         )
     # one pass over the rows for all GPUs: sorted by typeId, each GPU's rows a slice
     order = np.argsort(typ, kind="stable")
@@ -179,10 +180,12 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
             if chosen[gpu] >= b - a:
                 continue
         rows = order[a:b]
-        got = _pivot(gpu, out.uuids.get(gpu), t[rows], mid[rows], val[rows], names[type_id], mult)
-        if isinstance(got, str):
-            out.notes.append(f"{TABLE} typeId {type_id}: {got}")
-        else:
+        got, why = _pivot(
+            gpu, out.uuids.get(gpu), t[rows], mid[rows], val[rows], names[type_id], mult
+        )
+        if why is not None:
+            out.notes.append(f"{TABLE} typeId {type_id}: {why}")
+        if got is not None:
             out.gpus[gpu] = got
             chosen[gpu] = b - a
     if doubled:
@@ -240,9 +243,10 @@ def _pivot(
     val: Any,
     names: dict[int, str],
     mult: dict[str, float],
-) -> GpuSamples | str:
-    """Rows (time, metric, value) of one GPU as sample times x metric columns; or why not (a
-    grid far sparser than a sampler writes)."""
+) -> tuple[GpuSamples | None, str | None]:
+    """Rows (time, metric, value) of one GPU as sample times x metric columns, and what to say
+    of them: None and why for a grid far sparser than a sampler writes; two rows of one metric
+    at one time keep the later row (said)."""
     known = np.isin(mid, np.fromiter(names, dtype=np.int64, count=len(names)))
     if not known.all():
         t, mid, val = t[known], mid[known], val[known]
@@ -250,18 +254,28 @@ def _pivot(
     times, row = np.unique(t, return_inverse=True)
     cells = int(times.size) * int(cols.size)
     if cells > GRID_PER_ROW * int(t.size) + GRID_SLACK:
-        return (
+        return None, (
             f"{t.size} samples spread over {times.size} times x {cols.size} metrics, not the"
             " grid a sampler writes (every metric at each time): its samples left out"
         )
     values = np.full((times.size, cols.size), np.nan)
-    values[row.reshape(-1), np.searchsorted(cols, mid)] = val
+    cell = row.reshape(-1) * cols.size + np.searchsorted(cols, mid)
+    # each cell's last row (in table order): the later of two rows at one time and metric
+    _, from_end = np.unique(cell[::-1], return_index=True)
+    last = cell.size - 1 - from_end
+    values.flat[cell[last]] = val[last]
+    repeated = int(cell.size - last.size)
     labels = [names[int(m)] for m in cols.tolist()]
     for i, n in enumerate(labels):
         f = mult.get(n, mult.get(N.split(n)[0]))
         if f is not None and f != 1.0:
             values[:, i] *= f
-    return GpuSamples(device, uuid, times.astype(np.int64), labels, values)
+    why = (
+        f"{repeated} row(s) repeat a metric at a sample time already read: the later row kept"
+        if repeated
+        else None
+    )
+    return GpuSamples(device, uuid, times.astype(np.int64), labels, values), why
 
 
 # ---- figures -----------------------------------------------------------------------------------

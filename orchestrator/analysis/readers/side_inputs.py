@@ -53,14 +53,18 @@ def read_bytes(path: Path, limit: int) -> bytes:
 
 
 def load_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
-    """A side JSON file (orjson: its nesting is bounded by orjson itself)."""
-    import orjson
+    """A side JSON file, read by Python's json: orjson reads an integer past 64 bits as a float
+    (a silent difference the fuzz run found: a window [0, 2**70] became floats), json reads it
+    as written. Side files are small; nesting past the interpreter's depth is refused."""
+    import json
 
     data = read_bytes(path, limit)
     try:
-        return orjson.loads(data)
-    except ValueError as exc:
-        raise SideInputError(f"not readable JSON ({exc})") from None
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SideInputError(f"not readable JSON ({' '.join(str(exc).split())[:200]})") from None
+    except RecursionError:
+        raise SideInputError("not readable JSON (nested too deeply)") from None
 
 
 def load_yaml_file(path: Path, limit: int = MAX_YAML_BYTES) -> Any:
