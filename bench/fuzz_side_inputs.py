@@ -3,9 +3,10 @@ random mutations of a real export's GPU_METRICS table (read with and without the
 against plain SQL), of its GpuMetricsConfig YAML (against yaml.safe_load), of a report's record
 (read in the report's place) and of the metrics.json / spec.lock.yaml beside a trace
 (tests/fixtures/side_input_fuzz.py). Prints how many mutations ended as the reference reads
-them, refused (a note or one sentence, allowed), read by libyaml where PyYAML's scanner refuses
-(allowed, counted apart) or as a silent difference (must be 0), and stops with exit 1 at the
-first difference, keeping the case under bench/out/fuzz-side/.
+them (with what was left out noted, or not), refused (a note or one sentence, allowed), read by
+libyaml where PyYAML's scanner refuses (allowed, counted apart) or as a silent difference (must
+be 0), and stops with exit 1 at the first difference, keeping the case under
+bench/out/fuzz-side/.
 
     .venv/bin/python bench/fuzz_side_inputs.py [--seconds 600] [--seed 1]
         [--only gpu_metrics|config|record|beside]
@@ -86,8 +87,9 @@ def main() -> int:
         c = counts[kind]
         print(
             f"{kind}: {sum(c.values())} mutations: {c[F.SAME]} read as the reference reads them,"
-            f" {c[F.REFUSED]} refused (a note or one sentence), {c[F.LENIENT]} read by libyaml"
-            f" where PyYAML's scanner refuses, {c[F.DIFF]} silent differences"
+            f" {c[F.NOTED]} read so with what was left out noted, {c[F.REFUSED]} refused (a"
+            f" note or one sentence), {c[F.LENIENT]} read by libyaml where PyYAML's scanner"
+            f" refuses, {c[F.DIFF]} silent differences"
         )
     return 1 if any(c[F.DIFF] for c in counts.values()) else 0
 

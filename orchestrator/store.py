@@ -537,7 +537,14 @@ class Store:
     def sealed(self, run: Run) -> dict[str, Any]:
         """The run's columns with its seal for this home and user (what an INSERT writes)."""
         data = as_dict(run)
-        data["seal"] = row_seal.seal_run(self.home_key, data)
+        try:
+            data["seal"] = row_seal.seal_run(self.home_key, data)
+        except (row_seal.KeyUnavailable, OSError) as exc:
+            raise RuntimeFailure(
+                f"your gh-run key cannot be made or read ({exc}); gh-run binds each run to you "
+                f"with it: make {row_seal.key_path().parent} a folder of yours (or set "
+                "XDG_DATA_HOME to one)"
+            ) from None
         return data
 
     def run_of(self, row: sqlite3.Row | Mapping[str, Any]) -> Run:

@@ -90,7 +90,7 @@ def write_plan(
             f"INSERT INTO campaigns ({', '.join(c)}) VALUES ({', '.join(':' + k for k in c)})", c
         )
         g = [x.model_dump() for x in groups]
-        for row in g:
+        for row in g:  # the key exists: the runs above were sealed with it
             row["seal"] = row_seal.seal_group(store.home_key, row)
         db.executemany(
             f"INSERT INTO campaign_groups ({', '.join(g[0])}) "
