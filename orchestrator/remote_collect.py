@@ -26,6 +26,7 @@ from orchestrator.artifacts import Refusal, SizeLimits
 from orchestrator.errors import GhRunError, RuntimeFailure
 from orchestrator.executors.base import Warn
 from orchestrator.left_reports import RECORD_SUFFIX, LeftReport, Mode, digest_in_record, split
+from orchestrator.memory_files import is_memory_file
 from orchestrator.paths import mirror_root
 from orchestrator.spec import JobSpec
 from orchestrator.store import Run, Store
@@ -97,6 +98,9 @@ def select(
             chosen[f"artifacts/{rel}"] = f"{prefix}artifacts/{rel}"
     for rel, entry in sorted(arts.items()):  # the job's analysis of its reports, always
         if rel.endswith(RECORD_SUFFIX) and entry.kind == "f":
+            chosen.setdefault(f"artifacts/{rel}", f"{prefix}artifacts/{rel}")
+    for rel, entry in sorted(arts.items()):  # and the memory hook's dumps (profile.memory)
+        if is_memory_file(rel) and entry.kind == "f":
             chosen.setdefault(f"artifacts/{rel}", f"{prefix}artifacts/{rel}")
     if spec.artifacts.logs:
         for suffix in ("_log.out", "_log.err"):
