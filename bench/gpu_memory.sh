@@ -27,7 +27,8 @@
 #
 # Writes OUTDIR/env.txt, OUTDIR/<variant>/ (memory_truth.json, memory/ dumps, the job's logs,
 # job.sbatch, submit.txt), OUTDIR/summary.txt. With PACK_DIR set, the variants' folders are packed
-# into PACK_DIR/memory-recordings.tar.xz (the churn dumps left out: too large) and, when it fits
+# into PACK_DIR/memory-recordings.tar.xz after each variant (the churn dumps left out: too large)
+# and, when it fits
 # the device tool's 16 MiB, the 1 M-event snapshot into PACK_DIR/churn-1m.pickle.xz.
 # Knobs (environment): PYTHON (python3), DEVICE (cuda; cpu runs every case tiny and records
 # nothing: a dry run of the plumbing), VARIANTS (names, default all), MAX_EVENTS (100000),
@@ -75,6 +76,22 @@ rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
 } >"$OUTDIR/env.txt" 2>&1
 cat "$OUTDIR/env.txt"
 
+# pack: the variants done so far into PACK_DIR/memory-recordings.tar.xz (rewritten after each, so
+# that a run stopped midway still returns what finished; the churn dumps are too large to keep)
+pack() {
+  [[ -n ${PACK_DIR:-} ]] || return 0
+  mkdir -p "$PACK_DIR"
+  local keep=() d n
+  for d in "$OUTDIR"/*/; do
+    n=$(basename "$d")
+    [[ $n == home || $n == scratch ]] || keep+=("$n")
+  done
+  ((${#keep[@]})) || return 0
+  tar -C "$OUTDIR" --exclude='churn_*/memory' -cf - "${keep[@]}" env.txt |
+    xz -6 -T0 >"$PACK_DIR/memory-recordings.tar.xz.tmp" &&
+    mv "$PACK_DIR/memory-recordings.tar.xz.tmp" "$PACK_DIR/memory-recordings.tar.xz"
+}
+
 failed=0
 for entry in "${ALL[@]}"; do
   name=${entry%%:*}
@@ -108,6 +125,7 @@ for entry in "${ALL[@]}"; do
   else
     ((rc == 0)) || failed=1
   fi
+  pack
 done
 
 "$PYTHON" - "$OUTDIR" <<'PY' | tee "$OUTDIR/summary.txt"
@@ -163,15 +181,8 @@ for f in sorted(Path(sys.argv[1]).glob("*/memory/*.pickle")):
 PY
 
 if [[ -n ${PACK_DIR:-} ]]; then
-  mkdir -p "$PACK_DIR"
   cp "$OUTDIR/summary.txt" "$OUTDIR/env.txt" "$PACK_DIR/"
-  keep=()
-  for d in "$OUTDIR"/*/; do
-    n=$(basename "$d")
-    [[ $n == home || $n == scratch ]] && continue
-    keep+=("$n")
-  done
-  tar -C "$OUTDIR" --exclude='churn_*/memory' -cf - "${keep[@]}" | xz -6 -T0 >"$PACK_DIR/memory-recordings.tar.xz"
+  pack
   big=$OUTDIR/churn_1m/memory/memory.rank0.pickle
   if [[ -f $big ]]; then
     xz -6 -T0 -c "$big" >"$PACK_DIR/churn-1m.pickle.xz"
