@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import Field
 
 from orchestrator.base import Strict
+from orchestrator.units import parse_mem_mib
 from orchestrator.memory_files import MEMORY_DIR
 from orchestrator.profile import ProfileSpec
 
@@ -30,8 +31,11 @@ class MemoryHook(Strict):
     env: dict[str, str] = Field(description="GH_RUN_MEMORY, _DIR, _MAX_EVENTS, _DUMP_AT.")
 
 
-def hook_for(prof: ProfileSpec, run_dir: str, artifacts_dir: str) -> MemoryHook | None:
-    """The job's hook, None when `profile.memory` is off."""
+def hook_for(
+    prof: ProfileSpec, run_dir: str, artifacts_dir: str, gpu_mem: str | None = None
+) -> MemoryHook | None:
+    """The job's hook, None when `profile.memory` is off. `gpu_mem`: the partition's GPU memory
+    (its cluster file's `gpu_mem`), which the analysis holds the peak against."""
     if prof.memory == "off":
         return None
     from orchestrator import memory_hook as H  # its names; a job without the hook skips it
@@ -45,6 +49,7 @@ def hook_for(prof: ProfileSpec, run_dir: str, artifacts_dir: str) -> MemoryHook 
             H.ENV_DIR: f"{artifacts_dir}/{MEMORY_DIR}",
             H.ENV_MAX_EVENTS: str(prof.memory_max_events or H.DEFAULT_MAX_EVENTS),
             H.ENV_DUMP_AT: dump_at,
+            **({H.ENV_PARTITION: str(parse_mem_mib(gpu_mem) << 20)} if gpu_mem else {}),
         },
     )
 

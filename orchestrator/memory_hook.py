@@ -47,6 +47,8 @@ ENV_MODE = "GH_RUN_MEMORY"
 ENV_DIR = "GH_RUN_MEMORY_DIR"
 ENV_MAX_EVENTS = "GH_RUN_MEMORY_MAX_EVENTS"
 ENV_DUMP_AT = "GH_RUN_MEMORY_DUMP_AT"
+# the GPU memory of the partition the job was rendered for (the cluster file's gpu_mem), bytes
+ENV_PARTITION = "GH_RUN_MEMORY_PARTITION_GPU_BYTES"
 MODES = ("timeline", "snapshot")
 DUMP_AT = ("exit", "profiler-stop")
 DEFAULT_MAX_EVENTS = 100_000
@@ -87,6 +89,11 @@ def _module(name: str) -> Any:
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
 
 
 class Recorder:
@@ -332,6 +339,7 @@ class Recorder:
                     "snapshot_seconds": took,
                     "max_rss_bytes": max_rss,
                     "oom": oom,
+                    "partition_gpu_bytes": _env_int(ENV_PARTITION),
                 }
                 name = (OOM_DUMP_NAME if reason == "oom" else DUMP_NAME).format(rank=self.rank)
                 self._write(name, lambda fh: pickle.dump(snap, fh, protocol=4))

@@ -421,7 +421,7 @@ def build_context(
     if secrets_file is not None:  # last: after the reports are exported and summarised
         post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
-    memory_hook = hook_for(prof, run_dir, artifacts_dir)
+    memory_hook = hook_for(prof, run_dir, artifacts_dir, part.gpu_mem)
     if memory_hook is not None:  # the allocator's history, recorded from outside the workload
         for name, source in hook_sources().items():
             files.append(EmbeddedFile(name=name, content=source, mode="0600"))

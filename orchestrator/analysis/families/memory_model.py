@@ -110,6 +110,8 @@ class MemoryUse(Strict):
     oom: MemoryOom | None = None
     capacity_bytes: int | None = None
     limit_bytes: int | None = None
+    # the GPU memory of the partition the job ran on (its cluster file's gpu_mem)
+    partition_bytes: int | None = None
     lane: MemoryLane | None = None
     notes: list[str] = []
 

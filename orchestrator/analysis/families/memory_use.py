@@ -56,6 +56,7 @@ def analyze(tl: M.MemoryTimeline) -> MemoryUse:
         alloc_conf=tl.alloc_conf,
         capacity_bytes=tl.total_memory,
         limit_bytes=tl.limit,
+        partition_bytes=tl.partition_memory,
         notes=[*tl.notes, *notes],
     )
     if n == 0:

@@ -349,6 +349,8 @@ def _apply_hook(tl: M.MemoryTimeline, hook: dict[str, Any] | None, device: int) 
     if tl.oom is not None:
         tl.oom.total = tl.total_memory
         tl.oom.limit = tl.limit or tl.total_memory
+    part = hook.get("partition_gpu_bytes")
+    tl.partition_memory = part if type(part) is int and part > 0 else None
     conf = hook.get("alloc_conf")
     if isinstance(conf, str) and conf and tl.alloc_conf is None:
         tl.alloc_conf = conf

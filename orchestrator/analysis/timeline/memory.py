@@ -153,6 +153,8 @@ class MemoryTimeline:
     # the device's capacity and the process's cap where the source says (bytes)
     total_memory: int | None = None
     limit: int | None = None
+    # the GPU memory of the partition the job was rendered for (its cluster file's gpu_mem)
+    partition_memory: int | None = None
     # the allocator's settings (PYTORCH_CUDA_ALLOC_CONF), where the source says
     expandable_segments: bool | None = None
     alloc_conf: str | None = None
