@@ -15,9 +15,9 @@ from pathlib import Path
 from pydantic import Field
 
 from orchestrator.base import Strict
-from orchestrator.units import parse_mem_mib
 from orchestrator.memory_files import MEMORY_DIR
 from orchestrator.profile import ProfileSpec
+from orchestrator.units import parse_mem_mib
 
 HOOK_FOLDER = "memory_hook"
 LOADER_NAME = "sitecustomize.py"

@@ -454,9 +454,7 @@ def _memory_only(snaps: list[memory_inputs.Snapshot], label: str | None) -> Metr
     )
 
 
-def _of_run(
-    snaps: list[memory_inputs.Snapshot], files: list[Path]
-) -> list[memory_inputs.Snapshot]:
+def _of_run(snaps: list[memory_inputs.Snapshot], files: list[Path]) -> list[memory_inputs.Snapshot]:
     homes = {memory_inputs.home(f) for f in files}
     return [s for s in snaps if s.home in homes]
 

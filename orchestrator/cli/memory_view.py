@@ -34,10 +34,7 @@ def print_oom(m: Metrics, console: Out) -> None:
         if held:
             _wrapped(
                 console,
-                "held: "
-                + ", ".join(
-                    f"{LABELS.get(c.name, c.name)} {size(c.bytes)}" for c in held
-                ),
+                "held: " + ", ".join(f"{LABELS.get(c.name, c.name)} {size(c.bytes)}" for c in held),
                 "  ",
             )
         rule, why = memory_findings.oom_knob(oom, m.workload_kind)

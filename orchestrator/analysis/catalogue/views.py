@@ -266,8 +266,8 @@ COMPARE: Layout = [
         "pcie_rx_pct", "pcie_tx_pct", "c2c_rx_pct", "c2c_tx_pct", "nvlink_rx_pct",
         "nvlink_tx_pct", "gpc_clock_mhz",
     )]),
-    ("Memory use", [_s(s.key, unit="GiB" if s.key.endswith("_bytes") else None, when=_memory)
-                    for s in MEMORY_ROWS]),
+    ("Memory use", [_s(s.key, unit="GiB" if (s.key or "").endswith("_bytes") else None,
+                       when=_memory) for s in MEMORY_ROWS]),
 ]  # fmt: skip
 
 # the cross-rank view: (label, the unit its min / median / max read in)

@@ -147,6 +147,12 @@ def curves(tl: M.MemoryTimeline, blocks: Blocks) -> Curves:
     before = int(blocks.size[~traced].sum())
     start_alloc = tl.start_allocated if tl.start_allocated is not None else before
     allocated = start_alloc + np.cumsum(delta[:n])
+    if tl.allocated is not None:  # the source's own totals
+        allocated = tl.allocated
+        start_alloc = int(allocated[0] - (delta[0] if n else 0)) if n else 0
+    if tl.reserved is not None:
+        res = tl.reserved
+        return Curves(allocated, res, int(start_alloc), int(res[0]) if n else None)
     reserved = None
     start_res = tl.start_reserved
     grow = np.where(np.isin(ev.action, M.RESERVE), ev.size, 0)
@@ -181,22 +187,28 @@ def phases(tl: M.MemoryTimeline, stacks_recorded: bool) -> Phases:
     n = ev.size_n
     marks = tl.marks
     kinds = {k for _, k in marks}
-    fwd = bool(kinds & {M.FWD_BEGIN, M.STEP_START})
+    # a step's start opens its forward only where backward is marked too (else the step is
+    # "forward or backward"); before the first step is setup
+    fwd = M.FWD_BEGIN in kinds or (M.STEP_START in kinds and M.BWD_BEGIN in kinds)
+    started = bool(kinds & {M.FWD_BEGIN, M.STEP_START})
     ends = np.array([t for t, k in marks if k == M.STEP_END], dtype=np.int64)
     step = np.searchsorted(ends, ev.t_ns, side="right").astype(np.int64)
     if not marks:
         phase = np.full(n, M.UNKNOWN, dtype=np.int8)
     else:
         times = [t for t, k in marks if k in _OPENS or k == M.OPT_END]
+        opens = dict(_OPENS)
+        if not fwd:
+            opens[M.STEP_START] = M.UNKNOWN
         codes = [
-            _OPENS.get(k, M.FORWARD if fwd else M.UNKNOWN)
+            opens.get(k, M.FORWARD if fwd else M.UNKNOWN)
             for _, k in marks
             if k in _OPENS or k == M.OPT_END
         ]
         t_arr = np.array(times, dtype=np.int64)
         c_arr = np.array(codes, dtype=np.int8)
         at = np.searchsorted(t_arr, ev.t_ns, side="right") - 1
-        first = M.SETUP if fwd else M.UNKNOWN
+        first = M.SETUP if started else M.UNKNOWN
         phase = np.where(at >= 0, c_arr[np.maximum(at, 0)], first).astype(np.int8)
         if not fwd:
             # an optimizer's END followed by forward work: the end mark opens "unknown"
@@ -212,4 +224,4 @@ def phases(tl: M.MemoryTimeline, stacks_recorded: bool) -> Phases:
         change[1:] = (phase[1:] != phase[:-1]) | (step[1:] != step[:-1])
         run = np.cumsum(change) - 1
     end_event = np.searchsorted(step, np.arange(ends.size), side="right") - 1
-    return Phases(step, phase, run, int(ends.size), ends, fwd, end_event.astype(np.int64))
+    return Phases(step, phase, run, int(ends.size), ends, started, end_event.astype(np.int64))

@@ -41,6 +41,9 @@ from orchestrator.analysis.timeline import memory as M
 
 PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, TEMPORARIES = 0, 1, 2, 3, 4
 INPUTS, RETAINED, UNKNOWN = 5, 6, 7
+# not a block's category: what a source's totals hold beyond the blocks its events show
+# (allocated before its window and never freed in it), shown as "unknown"
+BEFORE = 99
 NAMES = {
     PARAMETERS: "parameters",
     GRADIENTS: "gradients",

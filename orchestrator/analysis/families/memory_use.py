@@ -63,6 +63,12 @@ def analyze(tl: M.MemoryTimeline) -> MemoryUse:
         return use
     series = _category_series(blocks, cat, n)
     alloc = cv.allocated
+    if tl.allocated is not None:
+        # the source's totals hold blocks made before its window and never freed in it: the
+        # remainder is "before the history"
+        rest = alloc - sum(series.values(), np.zeros(n, dtype=np.int64))
+        if int(rest.max()) > 0:
+            series[C.BEFORE] = np.maximum(rest, 0)
     k = int(np.argmax(alloc))
     use.peak_allocated_bytes = int(alloc[k])
     use.peak_at_ns = int(ev.t_ns[k]) - t0
@@ -72,7 +78,10 @@ def analyze(tl: M.MemoryTimeline) -> MemoryUse:
     res = cv.reserved
     use.categories = _at(k, blocks, cat, rule, series, alloc, res)
     if res is not None:
-        kr = int(np.argmax(res))
+        # the reserved peak's moment; where the reserved memory stays at its peak (a cache
+        # that never shrinks), the moment of those with the most allocated
+        at_top = np.flatnonzero(res == res.max())
+        kr = int(at_top[np.argmax(alloc[at_top])])
         use.peak_reserved_bytes = int(res[kr])
         use.cache_at_reserved_peak_bytes = int(res[kr] - alloc[kr])
         use.fragmentation_pct = 100.0 * (res[kr] - alloc[kr]) / res[kr] if res[kr] > 0 else None
@@ -85,9 +94,14 @@ def analyze(tl: M.MemoryTimeline) -> MemoryUse:
         use.oom = _oom(tl, blocks, cat, rule, series, cv, ph, use)
     use.lane = _lane(ev.t_ns, alloc, res, series, ph, k)
     if not use.whole:
+        why = (
+            "the allocator keeps the last N events: profile.memory_max_events"
+            if tl.source == "torch snapshot"
+            else "the profiled window began after them"
+        )
         use.notes.append(
-            f"{int((blocks.alloc < 0).sum())} blocks were allocated before the history's first"
-            " event (the allocator keeps the last N events: profile.memory_max_events)"
+            f"{int((blocks.alloc < 0).sum())} blocks freed in the history were allocated before"
+            f" its first event ({why})"
         )
     return use
 
@@ -132,6 +146,18 @@ def _at(
     live = _live(k, blocks)
     out = []
     for c, s in series.items():
+        if c == C.BEFORE:
+            if int(s[k]) or int(s.max()):
+                out.append(
+                    MemoryCategory(
+                        name=C.NAMES[C.UNKNOWN],
+                        bytes=int(s[k]),
+                        max_bytes=int(s.max()),
+                        how="held since before the source's first event (allocated before"
+                        " the profiled window, never freed in it)",
+                    )
+                )
+            continue
         m = live & (cat == c)
         nbytes = int(blocks.size[m].sum())
         if not nbytes and not int(s.max()):
@@ -301,10 +327,23 @@ def _lane(
         bucket_ns=int(width),
         allocated=at(alloc),
         reserved=at(res) if res is not None else [],
-        categories={C.NAMES[c]: at(s) for c, s in series.items() if int(s.max()) > 0},
+        categories=_lane_categories(series, at),
         step_ends_ns=[int(e) - t0 for e in ph.step_ends.tolist()],
         peak_ns=int(t[peak]) - t0,
     )
+
+
+def _lane_categories(series: dict[int, Any], at: Any) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for c, s in series.items():
+        if int(s.max()) <= 0:
+            continue
+        name = C.NAMES[C.UNKNOWN if c == C.BEFORE else c]
+        values = at(s)
+        out[name] = (
+            [a + b for a, b in zip(out[name], values, strict=True)] if name in out else values
+        )
+    return out
 
 
 def _cuda_level(tl: M.MemoryTimeline) -> MemoryUse:

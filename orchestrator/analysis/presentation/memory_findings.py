@@ -141,13 +141,15 @@ def rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None) 
     # at the allocator level a leak is blocks each step makes and never frees (a batch that
     # grows from step to step also raises the step's end, and frees its blocks); at the CUDA
     # level the reserved memory's growth is all there is
-    kept = use.retained_per_step_bytes if use.level == "allocator" else use.growth_per_step_bytes
+    survives = (
+        use.retained_per_step_bytes if use.level == "allocator" else use.growth_per_step_bytes
+    )
     if (
         use.growth_per_step_bytes is not None
         and use.growth_per_step_bytes >= LEAK_BYTES
         and use.growth_steps >= LEAK_STEPS
-        and kept is not None
-        and kept >= LEAK_BYTES
+        and survives is not None
+        and survives >= LEAK_BYTES
     ):
         where = f", allocated at {use.leak_where}" if use.leak_where else ""
         kept = (
@@ -343,11 +345,7 @@ def oom_sentence(rank: int, oom: MemoryOom) -> str:
         free.append(f"{size(oom.cached_free_bytes)} in the allocator's cache{largest}")
     if oom.limit_bytes and oom.reserved_bytes is not None:
         room = max(0, oom.limit_bytes - oom.reserved_bytes)
-        cap = (
-            "its cap"
-            if oom.total_bytes and oom.limit_bytes < oom.total_bytes
-            else "the device"
-        )
+        cap = "its cap" if oom.total_bytes and oom.limit_bytes < oom.total_bytes else "the device"
         free.append(f"{size(room)} more to reserve under {cap} of {size(oom.limit_bytes)}")
     if oom.device_free_bytes is not None:
         free.append(f"{size(oom.device_free_bytes)} free on the device (CUDA)")

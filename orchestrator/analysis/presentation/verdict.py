@@ -406,9 +406,7 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
     if m.sources and all(s.kind == "torch-snapshot" for s in m.sources):
         return Verdict(gpu=False, idle=MEMORY_ONLY, findings=memory, memory=memory)
     if not gpu:
-        return Verdict(
-            gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m), memory=memory
-        )
+        return Verdict(gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m), memory=memory)
     found = _from_advice(advice, m)
     if "data-loader" not in {f.rule for f in found}:
         found.append(_idle_finding(m))

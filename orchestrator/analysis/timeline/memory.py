@@ -143,6 +143,10 @@ class MemoryTimeline:
     # their reserved memory at the first event (a ring buffer drops the oldest events)
     start_allocated: int | None = None
     start_reserved: int | None = None
+    # the source's own running totals after each event, where it writes them (Kineto's
+    # `Total Allocated` and `Total Reserved`): they are the curves, the pairs give the blocks
+    allocated: Any = None
+    reserved: Any = None
     # blocks held at the end (a snapshot's active blocks), and the segments then
     end_blocks: list[LiveBlock] | None = None
     end_segments: list[Segment] | None = None
