@@ -201,8 +201,10 @@ def memory_timelines(db: Db) -> dict[int, list[M.MemoryTimeline]]:
         a = ad if isinstance(ad, int) else -1
         rows.setdefault((p, dev), []).append((start, code, a, nbytes))
     for (p, dev), got in sorted(rows.items()):
-        t, code, a, nbytes = (np.array(c, dtype=np.int64) for c in zip(*got, strict=True))
-        ev = M.MemoryEvents(t, code.astype(np.int8), a, nbytes, np.full(t.size, -1, dtype=np.int32))
+        t_c, code_c, a_c, n_c = (np.array(c, dtype=np.int64) for c in zip(*got, strict=True))
+        ev = M.MemoryEvents(
+            t_c, code_c.astype(np.int8), a_c, n_c, np.full(t_c.size, -1, dtype=np.int32)
+        )
         tl = M.MemoryTimeline(
             source="nsys memory-usage events", level="cuda", device=dev, events=ev,
             start_reserved=0,
