@@ -85,6 +85,14 @@ def analyze(tl: M.MemoryTimeline) -> MemoryUse:
         use.peak_reserved_bytes = int(res[kr])
         use.cache_at_reserved_peak_bytes = int(res[kr] - alloc[kr])
         use.fragmentation_pct = 100.0 * (res[kr] - alloc[kr]) / res[kr] if res[kr] > 0 else None
+        if bool((res < alloc).any()):  # the source's segments and its events disagree
+            use.notes.append(
+                "the reserved memory read from the snapshot's segments falls below the"
+                " allocated at times: its segments and its events disagree (a snapshot edited"
+                " or cut by hand?); the cache figures are not reliable"
+            )
+            use.cache_at_reserved_peak_bytes = None
+            use.fragmentation_pct = None
     if tl.end_segments:
         free = [b for s in tl.end_segments for b in s.free_blocks]
         use.largest_free_block_bytes = max(free) if free else 0
