@@ -27,10 +27,10 @@ from orchestrator.campaign.submission import (
 from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, note, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
-from orchestrator.escape import markup
 from orchestrator.cluster import Cluster
 from orchestrator.cluster_identity import clusters_option
 from orchestrator.errors import UserError
+from orchestrator.escape import markup
 from orchestrator.executors.slurm import slurm_reachable
 from orchestrator.store import Run, iso
 from orchestrator.yamlio import display_path
