@@ -250,6 +250,8 @@ def case_oom(ns: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimize
              truth: dict[str, Any]) -> int:  # fmt: skip
     device = torch.device(ns.device)
     if device.type == "cuda":
+        # set_per_process_memory_fraction wants an indexed device ("cuda:0"), not "cuda"
+        device = torch.device("cuda", torch.cuda.current_device())
         total = torch.cuda.get_device_properties(device).total_memory
         fraction = min(1.0, ns.limit_gib * 2**30 / total)
         torch.cuda.set_per_process_memory_fraction(fraction, device)
