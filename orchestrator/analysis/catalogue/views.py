@@ -139,12 +139,17 @@ def _memory(ranks: Ranks) -> bool:
     return any(r.memory is not None for r in ranks)
 
 
+def _allocator(ranks: Ranks) -> bool:
+    return any(r.memory is not None and r.memory.level == "allocator" for r in ranks)
+
+
 # the memory family's rows (catalogue/memory_entries.py), where some entry recorded memory
+# (the allocator's own figures where some entry recorded the allocator: nsys sees CUDA's side)
 MEMORY_ROWS = [
-    _s("mem_peak_allocated_bytes", when=_memory),
+    _s("mem_peak_allocated_bytes", when=_allocator),
     _s("mem_peak_reserved_bytes", when=_memory),
-    *(_s(f"mem_{key}_bytes", when=_memory) for key, _, _ in MEMORY_CATEGORIES),
-    _s("mem_fragmentation_pct", when=_memory),
+    *(_s(f"mem_{key}_bytes", when=_allocator) for key, _, _ in MEMORY_CATEGORIES),
+    _s("mem_fragmentation_pct", when=_allocator),
     _s("mem_growth_per_step_bytes", when=_memory),
 ]
 
@@ -267,7 +272,7 @@ COMPARE: Layout = [
         "nvlink_tx_pct", "gpc_clock_mhz",
     )]),
     ("Memory use", [_s(s.key, unit="GiB" if (s.key or "").endswith("_bytes") else None,
-                       when=_memory) for s in MEMORY_ROWS]),
+                       when=s.when) for s in MEMORY_ROWS]),
 ]  # fmt: skip
 
 # the cross-rank view: (label, the unit its min / median / max read in)
