@@ -44,6 +44,8 @@ def print_oom(m: Metrics, console: Out) -> None:
 def print_memory(m: Metrics, console: Out) -> None:
     """Each entry's memory, then the memory findings."""
     shown = [r for r in m.ranks if r.memory is not None]
+    if not shown and memory_only(m):
+        console.print("memory: the snapshots hold no event and no allocated block", markup=False)
     for r in shown[:MAX_ENTRIES]:
         assert r.memory is not None
         _entry(r, r.memory, console, len(m.ranks) > 1)

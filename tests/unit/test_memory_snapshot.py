@@ -213,3 +213,42 @@ def test_safe_pickle_reads_plain_data_like_pickle(tmp_path: Path) -> None:
     big_int = tmp_path / "int.pickle"
     big_int.write_bytes(b"\x80\x04\x8a" + struct.pack("<B", 9) + b"\x01" * 9 + b".")
     assert isinstance(safe_pickle.load(big_int), int)
+
+
+# ---- edges of the history (small snapshots written here: stand-ins of the format, named so)
+def _snapshot(tmp: Path, trace: list[dict[str, Any]], segments: list[Any] | None = None) -> Path:
+    path = tmp / "standin.pickle"
+    path.write_bytes(pickle.dumps({"device_traces": [trace], "segments": segments or []}))
+    return path
+
+
+def test_a_history_without_marks_is_unknown_not_guessed(tmp_path: Path) -> None:
+    trace = [
+        {"action": "segment_alloc", "addr": 0, "size": 2 << 20, "time_us": 1},
+        {"action": "alloc", "addr": 0, "size": 512, "time_us": 2},
+        {"action": "free_requested", "addr": 0, "size": 512, "time_us": 3},
+        {"action": "alloc", "addr": 512, "size": 1024, "time_us": 4},
+    ]
+    segs = [{"device": 0, "total_size": 2 << 20, "blocks": [
+        {"size": 512, "state": "inactive"},
+        {"size": 1024, "state": "active_allocated", "address": 512},
+        {"size": (2 << 20) - 1536, "state": "inactive"}]}]  # fmt: skip
+    m = loader.analyze_paths([_snapshot(tmp_path, trace, segs)])
+    use = m.ranks[0].memory
+    assert use is not None and use.peak_allocated_bytes == 1024 and use.peak_step is None
+    assert use.peak_reserved_bytes == 2 << 20 and use.largest_free_block_bytes == (2 << 20) - 1536
+    (unknown,) = [c for c in use.categories if c.name != "cache"]
+    assert unknown.name == "unknown" and "no step marks" in unknown.how
+    assert use.steps == [] and use.growth_per_step_bytes is None
+
+
+def test_segments_alone_and_an_empty_trace_read(tmp_path: Path) -> None:
+    segs = [{"device": 0, "total_size": 4096, "blocks": [
+        {"size": 4096, "state": "active_allocated", "address": 7}]}]  # fmt: skip
+    m = loader.analyze_paths([_snapshot(tmp_path, [], segs)])
+    use = m.ranks[0].memory
+    assert use is not None and use.events == 0 and use.peak_allocated_bytes is None
+    empty = tmp_path / "e"
+    empty.mkdir()
+    m = loader.analyze_paths([_snapshot(empty, [])])
+    assert m.ranks == []  # nothing held, nothing happened: no entry

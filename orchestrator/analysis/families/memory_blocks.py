@@ -63,6 +63,8 @@ class Phases:
     has_forward_marks: bool
     # the last event of each finished step (-1: the step has no event)
     end_event: Any
+    # the source marked steps at all (without marks nothing tells a block's phase)
+    marked: bool = True
 
 
 def pair(tl: M.MemoryTimeline) -> tuple[Blocks, list[str]]:
@@ -213,7 +215,7 @@ def phases(tl: M.MemoryTimeline, stacks_recorded: bool) -> Phases:
         if not fwd:
             # an optimizer's END followed by forward work: the end mark opens "unknown"
             phase = np.where(phase == M.FORWARD, M.UNKNOWN, phase).astype(np.int8)
-    if stacks_recorded and bool((phase == M.UNKNOWN).any()):
+    if marks and stacks_recorded and bool((phase == M.UNKNOWN).any()):
         py = ev.stack >= 0
         refine = phase == M.UNKNOWN
         phase = np.where(refine & ~py, M.BACKWARD, phase)
@@ -224,4 +226,6 @@ def phases(tl: M.MemoryTimeline, stacks_recorded: bool) -> Phases:
         change[1:] = (phase[1:] != phase[:-1]) | (step[1:] != step[:-1])
         run = np.cumsum(change) - 1
     end_event = np.searchsorted(step, np.arange(ends.size), side="right") - 1
-    return Phases(step, phase, run, int(ends.size), ends, started, end_event.astype(np.int64))
+    return Phases(
+        step, phase, run, int(ends.size), ends, started, end_event.astype(np.int64), bool(marks)
+    )

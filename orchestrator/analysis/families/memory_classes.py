@@ -62,7 +62,7 @@ LABELS = {
     "temporaries": "temporaries",
     "inputs": "inputs and outputs",
     "retained": "retained across steps",
-    "unknown": "unknown (before the history)",
+    "unknown": "unknown",
     "cache": "allocator cache (reserved, free)",
 }
 
@@ -153,6 +153,7 @@ RULES: list[tuple[int, str]] = [
      " parameter's (gradients kept between steps: zero_grad(set_to_none=False))"),
     (RETAINED, "allocated in backward (marks) and held across steps; no parameter has its"
      " size (a workspace: cuBLAS keeps one per stream; or a leak)"),
+    (UNKNOWN, "no step marks in the history: nothing tells what it was (only the stack can)"),
     (UNKNOWN, "not classed by any rule"),
 ]  # fmt: skip
 
@@ -193,7 +194,10 @@ def classify(
     # still held after the step after its own ended (that step finished in the history)
     nxt = sa + 1
     has_next = traced & (nxt < ph.steps_done)
-    next_end = np.where(has_next, ph.end_event[np.clip(nxt, 0, max(ph.steps_done - 1, 0))], -1)
+    if ph.steps_done:
+        next_end = np.where(has_next, ph.end_event[np.clip(nxt, 0, ph.steps_done - 1)], -1)
+    else:  # no step ended in the history: no block outlives a next step
+        next_end = np.full(nb, -1, dtype=np.int64)
     outlives_next = has_next & (blocks.free > next_end)
     if facts is not None and facts.optimizer.size:
         st = blocks.stack
@@ -205,6 +209,9 @@ def classify(
         put(optim & ~same_run, 0)
         put(optim & same_run, 1)
         put(param & through, 2)
+    if not ph.marked:
+        put(np.ones(nb, dtype=bool), 21)
+        return cat, rule
     opt = pa == M.OPTIMIZER
     put(traced & opt & ~same_run, 3)
     put(traced & opt & same_run, 4)

@@ -46,7 +46,8 @@ def read(path: Path, max_bytes: int | None = None) -> list[M.MemoryTimeline]:
     """The memory timelines of a snapshot file (refused in one sentence when it is none)."""
     data = safe_pickle.load(path, max_bytes)
     try:
-        return from_data(data)
+        with safe_pickle.no_gc():  # a million tuples and lists built from a million dicts
+            return from_data(data)
     except _Bad as exc:
         raise UserError(f"{path}: refused as a memory snapshot: {exc}") from None
 
@@ -140,12 +141,18 @@ class _Stacks:
         if not kinds <= {list, type(None)}:
             bad = next(k for k in kinds if k not in (list, type(None)))
             raise _Bad(f"an event's frames are a {bad.__name__}, not a list")
-        keys = [tuple(map(id, f[:MAX_FRAMES])) if f else () for f in frames]
+        # each distinct list once (events of one allocation share theirs), then each
+        # distinct stack once
+        lists = list(map(id, frames))
+        distinct = dict(zip(lists, frames, strict=True))
+        # a stack is known by its frames' identities (all of them: cost follows the file's size)
+        keys = [tuple(map(id, f)) if f else () for f in distinct.values()]
         known = self._by_ids
-        for key, f in dict(zip(keys, frames, strict=True)).items():
+        for key, f in dict(zip(keys, distinct.values(), strict=True)).items():
             if key not in known:
                 known[key] = self._stack(f)
-        return list(map(known.__getitem__, keys))
+        code = dict(zip(distinct, map(known.__getitem__, keys), strict=True))
+        return list(map(code.__getitem__, lists))
 
     def index(self, frames: Any) -> int:
         if frames is None:
