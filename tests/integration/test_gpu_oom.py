@@ -59,8 +59,8 @@ def _script(snapshot: Path) -> str:
         'mkdir -p "$GH_RUN_MEMORY_DIR"\n'
         f'cp {snapshot} "$GH_RUN_MEMORY_DIR/memory-oom.rank0.pickle"\n'
         # the job's Python, with the hook's sitecustomize on its path (no torch, no recording)
-        "python3 -c 'import sys, os; assert \"memory_hook\" in os.environ[\"PYTHONPATH\"];"
-        f" sys.stderr.write(\"Traceback (most recent call last):\\n{MESSAGE}\\n\"); sys.exit(1)'\n"
+        'python3 -c \'import sys, os; assert "memory_hook" in os.environ["PYTHONPATH"];'
+        f' sys.stderr.write("Traceback (most recent call last):\\n{MESSAGE}\\n"); sys.exit(1)\'\n'
     )
 
 
