@@ -147,5 +147,6 @@ def test_a_campaign_names_the_variant_that_ran_out(
     assert res.rc != 0, res.text
     failed = [ln for ln in res.out.splitlines() if "failed" in ln and "a:" in ln]
     assert failed and "GPU out of memory: tried to allocate 12.00 GiB" in failed[0], res.out
-    listing = run_cli(["campaign", "status"], gh_home)
+    cid = next(w.rstrip(":") for w in res.out.split() if w.startswith("oomcamp-"))
+    listing = run_cli(["campaign", "status", cid], gh_home)
     assert listing.rc == 0 and "FAILED (GPU OOM)" in listing.out, listing.text
