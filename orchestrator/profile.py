@@ -313,7 +313,9 @@ class ProfileSpec(Strict):
         if v is False:
             return "off"
         if v is True:
-            raise ValueError("is on; say which: timeline or snapshot (off: no recording)")
+            raise ValueError(
+                "is on, which says no mode; set timeline or snapshot (off: no recording)"
+            )
         return v
 
     @field_validator("capture_range", mode="before")
