@@ -77,8 +77,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         paths: Annotated[
             list[str],
             typer.Argument(
-                help="trace files, folders, run ids (or 'last'), or a trace shipped with gh-run: "
-                "example:baseline, example:offload"
+                help="trace files, folders, run ids (or 'last'), memory snapshots (.pickle), or"
+                " a trace shipped with gh-run: example:baseline, example:offload"
             ),
         ],
         json_out: Annotated[
@@ -130,7 +130,13 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         folder of unrelated runs, each a job of its own, captured apart, or with other
         commands) are analysed one by one, with the evidence, and `compare` offered.
         A run id is analysed from its artifacts, and its headline numbers are stored
-        in the state store (for campaigns and `compare`)."""
+        in the state store (for campaigns and `compare`).
+
+        A PyTorch memory snapshot (FILE.pickle: torch.cuda.memory._dump_snapshot, or the
+        dump of profile.memory's hook) is read as plain data, never run: what held the GPU
+        memory at its peak by category, growth per step, the allocator's cache, and what to
+        change. A run that ran out of GPU memory leads with what was asked, what was free,
+        what held the rest and the knob."""
         limit = ceiling(max_trace_size)
         if on_cluster:
             _on_cluster(paths, json_out, per_rank)

@@ -107,6 +107,12 @@ def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
 
 
 def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
+    from orchestrator.cli import memory_view
+
+    memory_view.print_oom(m, console)  # an out of memory leads
+    if memory_view.memory_only(m):  # snapshots alone: memory, and nothing of GPU time
+        memory_view.print_memory(m, console)
+        return
     if not has_gpu(m):
         console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
     elif not has_kernels(m):
@@ -194,6 +200,9 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     sm = gpu_metric_findings.sentence(m) if has_kernels(m) else None
     if sm is not None:
         print_wrapped(console, f"GPU metrics: {sm}")
+    from orchestrator.cli import memory_view
+
+    memory_view.print_memory(m, console)
     for a in fold(advise(m), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         console.print(
