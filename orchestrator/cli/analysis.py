@@ -27,8 +27,9 @@ from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.readers import tracetext
 from orchestrator.analysis.run_labels import column_labels, short_labels
-from orchestrator.cli.metrics_view import RANK_COLUMNS, print_metrics, print_split, print_wrapped
+from orchestrator.cli.metrics_view import RANK_COLUMNS, print_metrics, print_split
 from orchestrator.cli.piped import console_for_stdout
+from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.errors import UserError
 from orchestrator.core.escape import markup, plain
 from orchestrator.runs.inputs import AnalysisInput

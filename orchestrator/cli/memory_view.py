@@ -10,6 +10,7 @@ from orchestrator.analysis.memory_model import MemoryUse
 from orchestrator.analysis.metrics import Metrics, RankMetrics
 from orchestrator.analysis.presentation import memory_findings
 from orchestrator.cli.piped import Out
+from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.escape import markup
 from orchestrator.core.human import dur, size
 
@@ -29,16 +30,16 @@ def print_oom(m: Metrics, console: Out) -> None:
             continue
         oom = use.oom
         console.print("[bold red]GPU out of memory[/]")
-        _wrapped(console, memory_findings.oom_sentence(r.rank, oom), "  ")
+        print_wrapped(console, memory_findings.oom_sentence(r.rank, oom), "  ")
         held = [c for c in oom.categories if c.bytes > 0]
         if held:
-            _wrapped(
+            print_wrapped(
                 console,
                 "held: " + ", ".join(f"{LABELS.get(c.name, c.name)} {size(c.bytes)}" for c in held),
                 "  ",
             )
         rule, why = memory_findings.oom_knob(oom, m.workload_kind)
-        _wrapped(console, f"knob: {memory_findings.knob(rule, m.workload_kind)} ({why})", "  ")
+        print_wrapped(console, f"knob: {memory_findings.knob(rule, m.workload_kind)} ({why})", "  ")
 
 
 def print_memory(m: Metrics, console: Out) -> None:
@@ -63,8 +64,10 @@ def print_memory(m: Metrics, console: Out) -> None:
 
 def _entry(r: RankMetrics, use: MemoryUse, console: Out, named: bool) -> None:
     who = f" rank {r.rank} dev {use.device}" if named else ""
-    _wrapped(console, f"memory{who}: {use.source}; {use.events:,} events over {dur(use.span_ns)}"
-             + (f"; phases from {use.marks}" if use.marks else "; no step marks"))  # fmt: skip
+    marks = f"; phases from {use.marks}" if use.marks else "; no step marks"
+    print_wrapped(
+        console, f"memory{who}: {use.source}; {use.events:,} events over {dur(use.span_ns)}{marks}"
+    )
     if use.level == "cuda":
         peak = f"peak reserved {size(use.peak_reserved_bytes)}"
     else:
@@ -76,11 +79,11 @@ def _entry(r: RankMetrics, use: MemoryUse, console: Out, named: bool) -> None:
     cap = use.partition_bytes or use.limit_bytes or use.capacity_bytes
     if cap:
         peak += f"; of {size(cap)}"
-    _wrapped(console, peak, "  ")
+    print_wrapped(console, peak, "  ")
     cats = [c for c in use.categories if c.bytes > 0 or c.max_bytes > 0]
     total = use.peak_allocated_bytes or 0
     if cats:
-        _wrapped(
+        print_wrapped(
             console,
             "at the peak: "
             + ", ".join(
@@ -93,7 +96,7 @@ def _entry(r: RankMetrics, use: MemoryUse, console: Out, named: bool) -> None:
         )
         highs = [c for c in cats if c.name != "cache" and c.max_bytes > c.bytes]
         if highs:
-            _wrapped(
+            print_wrapped(
                 console,
                 "each at its own high: "
                 + ", ".join(f"{LABELS.get(c.name, c.name)} {size(c.max_bytes)}" for c in highs),
@@ -110,12 +113,6 @@ def _entry(r: RankMetrics, use: MemoryUse, console: Out, named: bool) -> None:
             f" ({use.fragmentation_pct:.0f} % of reserved)"
         )
     if extra:
-        _wrapped(console, "; ".join(extra), "  ")
+        print_wrapped(console, "; ".join(extra), "  ")
     for note in use.notes:
-        _wrapped(console, f"note: {note}", "  ")
-
-
-def _wrapped(console: Out, text: str, indent: str = "") -> None:
-    from orchestrator.cli.metrics_view import print_wrapped
-
-    print_wrapped(console, text, indent)
+        print_wrapped(console, f"note: {note}", "  ")

@@ -29,6 +29,7 @@ from orchestrator.analysis.presentation.verdict import (
 )
 from orchestrator.analysis.timeline.kernel_names import distinct_kernels
 from orchestrator.cli.piped import Out
+from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.escape import markup, plain, term
 from orchestrator.core.human import dur
 
@@ -313,14 +314,3 @@ def print_split(console: Out, found: RunSet, args: list[str]) -> str:
     offer = f"side by side: gh-run compare {quoted}   (or gh-run report {quoted} --out DIR)"
     console.print(offer, markup=False)
     return offer
-
-
-def print_wrapped(console: Out, text: str, indent: str = "") -> None:
-    """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
-    import textwrap
-
-    width = min(console.width, 100)
-    wrapped = textwrap.fill(
-        plain(text), width, initial_indent=indent, subsequent_indent=indent + "    "
-    )
-    console.print(wrapped, markup=False, highlight=False, soft_wrap=True)
