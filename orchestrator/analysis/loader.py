@@ -325,8 +325,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     else:
         capture = captures.of_nsys(path, tls, claimed, rule)
     capture.name_rank = rank_from_name(path)
-    spec = spec_lock_file(path.parent)
-    capture.spec = str(spec.resolve()) if spec is not None else None
+    captures.find_spec(capture, path.parent)
     entries = []
     for tl in tls:
         wl = workload_data(path.parent, tl.rank)
