@@ -28,7 +28,8 @@ def env_rank(db: Db) -> tuple[int, str] | None:
     if not db.has(SYSTEM_ENV, "name", "value"):
         return None
     for (value,) in db.q(
-        f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'DeviceEnvironment' ORDER BY value"
+        f"SELECT value FROM \"{db.name(SYSTEM_ENV)}\" WHERE name = 'DeviceEnvironment'"
+        " ORDER BY value"
     ):
         if not isinstance(value, str):
             continue

@@ -61,17 +61,22 @@ class _Reader:
         self.ex = Export(path, db)
         self.path = path
 
+    def _meta(self, name: str) -> str | None:
+        """A value of the export's metadata table (`META_DATA_EXPORT`; 2022.x:
+        `EXPORT_META_DATA`, resolved as an older name of it)."""
+        db = self.ex.db
+        if not db.has("META_DATA_EXPORT", "name", "value"):
+            return None
+        r = db.q(f'SELECT value FROM "{db.name("META_DATA_EXPORT")}" WHERE name = ?', (name,))
+        return str(r[0][0]) if r and r[0][0] is not None else None
+
     def _version(self) -> str | None:
-        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.ex.db.has(meta, "name", "value"):
-                r = self.ex.db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_PRODUCT_VERSION'")
-                return str(r[0][0]) if r else None
-        return None
+        return self._meta("EXPORT_PRODUCT_VERSION")
 
     def _check_capture(self) -> None:
         """Refuse (exit 1) an export that lost data the workload made (`capture_health`), unless
         GH_RUN_ACCEPT_LOST_DATA=1 asks to read it anyway (then a note)."""
-        why = capture_health.lost_data(self.ex.db.conn, self.ex.db.tables)
+        why = capture_health.lost_data(self.ex.db.conn, self.ex.db.schema)
         if why is None:
             return
         if capture_health.accept_lost():
@@ -85,16 +90,12 @@ class _Reader:
 
     def _schema_note(self) -> None:
         """One note when the export's schema is newer than those gh-run has met (it is read
-        for what it has: tables and columns by name)."""
-        found = None
-        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.ex.db.has(meta, "name", "value"):
-                r = self.ex.db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'")
-                found = str(r[0][0]) if r and r[0][0] is not None else None
-                break
-        note = export_schema.note(found)
+        for what it has: tables by resolution, columns by name), and one for each table read
+        under a versioned name, renamed beyond what gh-run knows, or lacking a column."""
+        note = export_schema.note(self._meta("EXPORT_SCHEMA_VERSION"))
         if note:
             self.ex.notes.append(note)
+        self.ex.notes += self.ex.db.schema_notes()
 
     def read(self) -> list[T.RankTimeline]:
         ex = self.ex
@@ -120,7 +121,9 @@ class _Reader:
                 sync_ids = nsys_host.sync_ids(ex)
                 sync_sub = nsys_host.sync_subset(sync_ids) if sync_ids else None
                 rt = (
-                    PartsRead(pool, ex.path, RUNTIME, rt_cols or ["start"], True, sync_sub)
+                    PartsRead(
+                        pool, ex.path, ex.table(RUNTIME), rt_cols or ["start"], True, sync_sub
+                    )
                     if rt_cols or sync_sub
                     else None
                 )
@@ -162,12 +165,12 @@ class _Reader:
             if db.has("TARGET_INFO_GPU", "id", "name"):
                 gpu_names = {
                     int(i): str(n)
-                    for i, n in db.q("SELECT id, name FROM TARGET_INFO_GPU")
+                    for i, n in db.q(f'SELECT id, name FROM "{db.name("TARGET_INFO_GPU")}"')
                     if isinstance(i, int)
                 }
             version = self._version()
             rank_env = nsys_ranks.env_rank(db)
-            samples = gpu_metrics.read(ex.path, db.conn)
+            samples = gpu_metrics.read(ex.path, db.conn, db.schema)
         finally:
             db.conn.close()
         source = T.SourceInfo(
