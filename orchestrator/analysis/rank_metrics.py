@@ -25,6 +25,7 @@ from orchestrator.analysis.families import (
     idle_causes,
     kernels,
     memory,
+    operators,
     step_view,
 )
 from orchestrator.analysis.families.kernel_classes import hta_type_codes
@@ -173,6 +174,7 @@ def _entry(
         fp32_gemm_pct=ks.fp32_gemm_pct,
         tensor_core_gemm_pct=ks.tensor_core_gemm_pct,
         nvtx=host.ranges(tl, rows) if first else [],
+        operators=operators.operators(tl) if first else [],
         steps=host.steps(step_rows) if first else None,
         data_wait_ns=host.data_wait(tl, u.start, u.end) if first else 0,
         main_thread=(tl.threads.get(main[0]) or f"thread {main[0][1]}") if main else None,
