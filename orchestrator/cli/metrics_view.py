@@ -275,8 +275,7 @@ def _print_top_operators(m: Metrics, console: Out, per_rank: bool) -> None:
     header = ["count", "total", "self", "operator"]
     for title, op_rows in tables:
         body = [
-            [count(c), dur(t), dur(o) if o is not None else "-", plain(n)]
-            for n, c, t, o in op_rows
+            [count(c), dur(t), dur(o) if o is not None else "-", plain(n)] for n, c, t, o in op_rows
         ]
         if not console.is_terminal:
             _plain(console, title, header, body, {0, 1, 2})

@@ -187,8 +187,10 @@ def _table(
     rank = np.array([rank_of[label] for label in labels], dtype=np.int64)
     lib_name = np.array([library_ranges.is_library_name(n) for n in labels], dtype=bool)
     workload = np.array([torch_ranges.stays_workload_range(n) for n in labels], dtype=bool)
+    # PyTorch's suffix says who pushed the range: it outweighs a library-like name
+    # (`nccl:all_to_all, op_id = 5` is PyTorch's record of a collective, not NCCL's own range)
     kind_of = np.where(is_op & ~workload, T.CPU_OP, T.ANNOTATION).astype(np.int8)
-    kind_of[lib_name] = T.LIBRARY_ANNOTATION
+    kind_of[lib_name & ~is_op] = T.LIBRARY_ANNOTATION
     kind = kind_of[code]
     kind[domain != 0] = T.LIBRARY_ANNOTATION
     by_name = rank[code]

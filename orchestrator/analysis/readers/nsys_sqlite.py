@@ -43,6 +43,8 @@ from orchestrator.analysis.readers.nsys_db import (
     KERNEL,
     MEMCPY,
     MEMSET,
+    NVTX,
+    OSRT,
     RUNTIME,
     Db,
     Export,
@@ -50,6 +52,17 @@ from orchestrator.analysis.readers.nsys_db import (
 from orchestrator.analysis.readers.sqlite_columns import READ_THREADS, PartsRead
 from orchestrator.analysis.timeline import model as T
 from orchestrator.errors import RuntimeFailure, UserError
+
+# the tables whose absence the figures cannot show (a count of 0 reads like a measured 0): named
+# in a note when the export has none of them (the UM and memory tables' figures show "-")
+FED = {
+    KERNEL: "kernels",
+    MEMCPY: "copies",
+    MEMSET: "memsets",
+    RUNTIME: "CUDA runtime calls",
+    NVTX: "NVTX ranges",
+    OSRT: "OS-runtime calls",
+}
 
 
 class _Reader:
@@ -179,6 +192,12 @@ class _Reader:
             tool_version=version,
             missing=sorted(set(ex.missing)),
         )
+        absent = [f"{t} ({what})" for t, what in FED.items() if t in source.missing]
+        if absent:
+            ex.notes.append(
+                f"not in this export: {', '.join(absent)}: nothing was recorded there, or that"
+                " trace was off; the figures they feed read as none"
+            )
         base = T.RankTimeline(
             source=source,
             names=ex.names.table(),
