@@ -10,6 +10,7 @@ rank's first entry; the others carry the GPU side only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,9 @@ class CrossRankInput:
     devices: list[int]
     collectives: communication.Collectives
     steps: list[tuple[str, int, int]] = field(default_factory=list)
+    # NCCL operations with a shared id (`nsys_nccl.NcclOps`), on a rank's first entry; None:
+    # the source has none
+    nccl_ops: Any = None
 
 
 def compute(
@@ -199,6 +203,7 @@ def _entry(
         devices=devices,
         collectives=communication.collectives(rows, tl.names, names_cls),
         steps=step_rows,
+        nccl_ops=tl.nccl_ops if first else None,
     )
     return rm, c
 

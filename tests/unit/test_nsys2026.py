@@ -354,3 +354,66 @@ def test_operators_that_do_not_nest_have_no_self_time() -> None:
     s = np.array([0, 5], dtype=np.int64)
     e = np.array([10, 15], dtype=np.int64)  # the second ends after the first
     assert operators._self_times(s, e) is None
+
+
+# ------------------------------------------------------------------ NCCL operations by id
+
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+
+
+def _two_ranks(path: Path, key: str) -> Path:
+    """A stand-in export (tests/fixtures/nsys_builder.py) of two processes, each with NCCL
+    kernels and a stand-in table of NCCL operations carrying the documented id columns
+    (`commHash`, `seqNumber`, `operationId`; no real export met holds one, so the table's name is
+    this test's own). Rank 1 lacks operation 2 and starts each other one 10 us after rank 0;
+    its kernels are offset so that matching them by position pairs the wrong ones."""
+    from tests.fixtures.nsys_builder import NsysBuilder, global_pid
+
+    b = NsysBuilder(path, pid=500)
+    b.add_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+    b.db.execute(
+        "CREATE TABLE NCCL_OPERATIONS (start INTEGER NOT NULL, end INTEGER, globalPid INTEGER,"
+        " commHash INTEGER, seqNumber INTEGER, operationId INTEGER)"
+    )
+    for pid, dev, late in ((500, 0, 0), (600, 1, 10_000)):
+        b.add_cuda_stream(7, pid=pid)
+        b.add_thread(pid, "pt_main_thread", pid=pid)
+        for seq in range(1, 5):
+            t = 1_000_000 * seq
+            b.add_kernel(t, t + 400_000, GEMM, device=dev, pid=pid, launch=t - 5_000)
+            if pid == 600 and seq == 2:
+                continue  # not captured on rank 1
+            b.add_kernel(t + 400_000 + late, t + 500_000, NCCL_KERNEL, device=dev, stream=20,
+                         pid=pid)  # fmt: skip
+            row = (t + 400_000 + late, t + 500_000, global_pid(pid), -77 if key == "comm" else
+                   None, seq if key == "comm" else None, 1000 + seq)  # fmt: skip
+            b.db.execute("INSERT INTO NCCL_OPERATIONS VALUES (?,?,?,?,?,?)", row)
+    return b.close()
+
+
+@pytest.mark.parametrize("key", ["comm", "operation"])
+def test_collectives_are_matched_by_the_id_every_rank_shares(tmp_path: Path, key: str) -> None:
+    m = loader.analyze_paths([_two_ranks(tmp_path / "two.sqlite", key)], use_records=False)
+    sk = m.cross_rank.collective_start_skew
+    assert sk is not None
+    named = "commHash + seqNumber" if key == "comm" else "operationId"
+    assert sk.how == (
+        f"3 NCCL operations matched by their shared id ({named}, NCCL_OPERATIONS);"
+        " 1 operations not on every rank left out"
+    )
+    assert sk.matched == 3 and sk.median_ns == sk.max_ns == 10_000
+
+
+def test_without_an_id_collectives_are_matched_by_position(tmp_path: Path) -> None:
+    path = _two_ranks(tmp_path / "two.sqlite", "comm")
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE NCCL_OPERATIONS")
+    conn.commit()
+    conn.close()
+    sk = loader.analyze_paths([path], use_records=False).cross_rank.collective_start_skew
+    assert (
+        sk is not None
+        and sk.how == "the first 3 collectives of each rank (their counts differ: [4, 3])"
+    )

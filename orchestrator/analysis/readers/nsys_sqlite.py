@@ -35,6 +35,7 @@ from orchestrator.analysis.readers import (
     nsys_gpu,
     nsys_host,
     nsys_memory,
+    nsys_nccl,
     nsys_ranks,
 )
 from orchestrator.analysis.readers import table_parts as TP
@@ -184,6 +185,7 @@ class _Reader:
             version = self._version()
             rank_env = nsys_ranks.env_rank(db)
             samples = gpu_metrics.read(ex.path, db.conn, db.schema)
+            nccl = nsys_nccl.read(db)
         finally:
             db.conn.close()
         source = T.SourceInfo(
@@ -213,6 +215,7 @@ class _Reader:
             split_devices=True,
             notes=[*ex.notes, *samples.notes],
             gpu_samples=samples,
+            nccl_ops=nccl,
         )
         if rank_env is not None:
             base.rank, base.rank_rule = rank_env[0], f"{rank_env[1]} in the profiled environment"

@@ -286,6 +286,9 @@ class RankTimeline:
     notes: list[str] = field(default_factory=list)
     # nsys GPU-metric samples of the export and its GPUs' UUIDs (`gpu_metrics.Samples`)
     gpu_samples: Any = None
+    # NCCL operations with an id every rank shares (`nsys_nccl.NcclOps`); None: the source has
+    # none (collectives are then matched by position)
+    nccl_ops: Any = None
 
     def devices(self) -> list[int]:
         """Devices with GPU activity (kernels, copies, memsets), ascending."""
