@@ -102,3 +102,19 @@ def note(found: str | None) -> str | None:
         f"{KNOWN[NEWEST]}): tables read by name or versioned name (X_V2), columns by name; a"
         " column renamed beyond what gh-run knows is named in a note"
     )
+
+
+def reading() -> list[str]:
+    """What gh-run reads of an nsys SQLite export, one line each (`gh-run doctor`)."""
+    met = ", ".join(f"{k} (nsys {v})" for k, v in sorted(KNOWN.items(), key=lambda kv: _parts(
+        kv[0]) or ()))  # fmt: skip
+    return [
+        f"export schemas met: {met}; a newer one is read for what it holds, with a note",
+        "tables found by name, by versioned name (X_V2, X_V3: the highest wins, a note names"
+        " it) or by nsys 2022.x's older name (EXPORT_META_DATA), in any case; a look-alike"
+        " name or a column gh-run reads that a table lacks gets a note",
+        "NVTX ranges: the workload's, libraries' (other domains) and PyTorch's operators"
+        " (emit_nvtx names, op ids stripped: the per-operator breakdown)",
+        "NCCL operations with an id shared by every rank (commHash + seqNumber or operationId,"
+        " nsys 2025.6+) match collectives across ranks where the export holds them",
+    ]
