@@ -417,3 +417,17 @@ def test_without_an_id_collectives_are_matched_by_position(tmp_path: Path) -> No
         sk is not None
         and sk.how == "the first 3 collectives of each rank (their counts differ: [4, 3])"
     )
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_thread_keys_are_thread_groups_keys(seed: int) -> None:
+    from orchestrator.analysis.families import host
+
+    rnd = np.random.default_rng(seed)
+    n, threads = int(rnd.integers(1, 3000)), int(rnd.integers(1, 100))
+    pid = rnd.integers(0, 4, size=n).astype(np.int64) * 1000
+    tid = pid + rnd.integers(0, threads, size=n)
+    assert host.thread_keys(pid, tid) == set(host.thread_groups(pid, tid)[0])
+    one = np.full(n, 7, dtype=np.int64)
+    keys, inv = host.thread_groups(one, one + 1)
+    assert keys == [(7, 8)] and not inv.any()

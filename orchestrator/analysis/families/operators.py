@@ -72,7 +72,10 @@ def _self_times(s: Any, e: Any) -> Any | None:
     out = dur.copy()
     if pos.size < 2:
         return out
-    order = pos[np.lexsort((-e[pos], s[pos]))]
+    sp = s[pos]
+    # already in start order without ties (the readers' order): kept, else sorted
+    in_order = bool((sp[1:] > sp[:-1]).all())
+    order = pos if in_order else pos[np.lexsort((-e[pos], sp))]
     ss, ee = s[order], e[order]
     # open intervals when each starts: those started before it (the order) minus those ended
     ends = np.sort(ee)

@@ -38,6 +38,7 @@ UNNAMED = "(unnamed)"
 TEXT_CHUNK_ROWS = 250_000
 _SEP = "\x1f"  # joins a chunk's names (SQLite's char(31))
 _MARK = "\x1e"  # follows a PyTorch operator's name in `_texts`' names
+_TEXT = "\x02"  # precedes a name in `_texts`' keys (SQLite's char(2)): "" is a NULL text
 
 
 def ranges(ex: Export) -> T.HostTable:
@@ -57,7 +58,8 @@ def ranges(ex: Export) -> T.HostTable:
     got = dict(zip(["start", "end", "eventType", "rowid", *opt], (a[:n] for a in out), strict=True))
     del out
     keep = np.isin(got["eventType"], RANGE_TYPES)
-    if not bool(keep.all()):
+    every_row = not skipped and bool(keep.all())  # the rows read are the table's every row
+    if not every_row:
         got = {k: v[keep] for k, v in got.items()}
     if skipped:  # rows without a usable end: marks, or ranges never closed
         _note_open_ranges(ex, table, int(keep.sum()))
@@ -65,7 +67,7 @@ def ranges(ex: Export) -> T.HostTable:
     if rows == 0:
         return T.HostTable.empty()
     none = np.full(rows, -1, dtype=np.int64)
-    named = _names(ex, table, got["rowid"], got.get("textId", none))
+    named = _names(ex, table, got["rowid"], got.get("textId", none), every_row)
     domain = got.get("domainId", np.zeros(rows, dtype=np.int64))
     gtid = got.get("globalTid", np.zeros(rows, dtype=np.int64))
     gtid[gtid < 0] = 0  # NULL: thread unknown, as coalesce(globalTid, 0) reads it
@@ -86,43 +88,50 @@ def _note_open_ranges(ex: Export, table: str, kept: int) -> None:
 
 
 class _Keys:
-    """Each row's name as a small integer: the distinct names (PyTorch's operators as their
-    name followed by `_MARK`), interned as they come."""
+    """Each row's name as a small integer: the distinct keys interned as they come. A key is
+    `_TEXT` then the name (PyTorch's operators: their name, then `_MARK`); the empty key is a
+    NULL `text`."""
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
 
-    def codes(self, names: list[str]) -> Any:
-        """The codes of `names` (new names interned): C-level passes (`dict.fromkeys`, `map`),
+    def codes(self, keys: list[str]) -> Any:
+        """The codes of `keys` (new ones interned): C-level passes (`dict.fromkeys`, `map`),
         no Python code per row."""
-        fresh = [n for n in dict.fromkeys(names) if n not in self.index]
-        for n in fresh:
-            self.index[n] = len(self.index)
-        return np.fromiter(map(self.index.__getitem__, names), np.int64, len(names))
+        fresh = [k for k in dict.fromkeys(keys) if k not in self.index]
+        for k in fresh:
+            self.index[k] = len(self.index)
+        return np.fromiter(map(self.index.__getitem__, keys), np.int64, len(keys))
 
-    def code(self, name: str) -> int:
-        return int(self.codes([name])[0])
+    def code(self, key: str) -> int:
+        return int(self.codes([key])[0])
 
 
-def _names(ex: Export, table: str, rowid: Any, text_id: Any) -> tuple[Any, list[str], Any]:
+def _names(
+    ex: Export, table: str, rowid: Any, text_id: Any, every_row: bool
+) -> tuple[Any, list[str], Any]:
     """Each row's name code, the names (PyTorch's operators as their name without suffix) and
     whether each name is a PyTorch-recorded range's: `text` first, else StringIds[textId], else
-    UNNAMED."""
+    UNNAMED. `every_row`: `rowid` holds every row of the table."""
     keys = _Keys()
-    code = np.full(rowid.size, keys.code(UNNAMED), dtype=np.int64)
+    null = keys.code("")
+    code = np.full(rowid.size, keys.code(_TEXT + UNNAMED), dtype=np.int64)
     ids = [int(i) for i in np.unique(text_id[text_id >= 0]).tolist()]
     if ids:  # registered strings: split once each
         strings = ex.db.strings(ids)
-        lut = {i: keys.code(_marked(strings[i])) for i in ids if i in strings}
+        lut = {i: keys.code(_TEXT + _marked(strings[i])) for i in ids if i in strings}
         has = text_id >= 0
-        code[has] = map_ids(text_id[has], {**{i: code[0] for i in ids}, **lut})
+        code[has] = map_ids(text_id[has], {**{i: int(code[0]) for i in ids}, **lut})
     if ex.db.col(NVTX, "text") is not None:
-        for pos, names in _texts(ex, table, rowid):
-            code[pos] = keys.codes(names)
+        for pos, chunk in _texts(ex, table, rowid, every_row):
+            got = keys.codes(chunk)
+            named = got != null  # a NULL text: the name its textId gave
+            code[pos[named]] = got[named]
     labels, ops = [], []
     for key in keys.index:  # insertion order: the codes
-        op = key.endswith(_MARK)
-        labels.append(key[:-1] if op else key)
+        name = key[len(_TEXT) :]
+        op = name.endswith(_MARK)
+        labels.append(name[:-1] if op else name)
         ops.append(op)
     return code, labels, np.array(ops, dtype=bool)
 
@@ -133,35 +142,40 @@ def _marked(name: str) -> str:
     return op + _MARK if is_op else name
 
 
-def _texts(ex: Export, table: str, rowid: Any) -> list[tuple[Any, list[str]]]:
-    """(positions among `rowid`, names) of the rows whose `text` is not NULL, PyTorch's names
-    marked (`_marked`), read in chunks of rows: one `group_concat` text each, split at once
-    (`torch_ranges.strip_joined`); a chunk whose names hold the separator or the mark is read
-    row by row. `rowid`: ascending (the reader's order)."""
+def _texts(ex: Export, table: str, rowid: Any, every_row: bool) -> list[tuple[Any, list[str]]]:
+    """(positions among `rowid`, keys: `_TEXT` + the marked name (`_marked`), or "" for a NULL
+    text) of the rows, read in chunks of rows, one `group_concat` text each, split at once
+    (`torch_ranges.strip_joined`). `rowid`: ascending (the reader's order). With `every_row`
+    the chunk's rows are exactly `rowid`'s, in order: no condition per row and no rowids to
+    read; else the rows with a text and a range type, with their rowids, matched to `rowid`.
+    A chunk whose names hold the separator or the mark is read row by row."""
     out: list[tuple[Any, list[str]]] = []
     types = ",".join(map(str, RANGE_TYPES))
     col = ex.db.col(NVTX, "text")
-    # the rows kept are picked by rowid below: no per-row rule here but the text's presence
-    where = f'"{col}" IS NOT NULL AND eventType IN ({types}) AND rowid >= ? AND rowid <= ?'
+    # `_TEXT` ahead of every text: a NULL is then the only empty key
+    key = f'CASE WHEN "{col}" IS NULL THEN \'\' ELSE char(2) || "{col}" END'
+    where = "rowid >= ? AND rowid <= ?"
+    if not every_row:  # the rows kept are picked by rowid below
+        where = f'"{col}" IS NOT NULL AND eventType IN ({types}) AND {where}'
     for first in range(0, rowid.size, TEXT_CHUNK_ROWS):
-        lo = int(rowid[first])
-        hi = int(rowid[min(first + TEXT_CHUNK_ROWS, rowid.size) - 1])
+        part = rowid[first : first + TEXT_CHUNK_ROWS]
+        lo, hi = int(part[0]), int(part[-1])
+        ids_sql = "NULL" if every_row else "group_concat(rowid)"
         ids_text, joined = ex.db.q(
-            f'SELECT group_concat(rowid), group_concat("{col}", char(31)) FROM "{table}"'
-            f" WHERE {where}",
+            f'SELECT {ids_sql}, group_concat({key}, char(31)) FROM "{table}" WHERE {where}',
             (lo, hi),
         )[0]
-        if ids_text is None:
+        if joined is None:
             continue
-        ids = np.fromstring(ids_text, sep=",", dtype=np.int64)
         joined = str(joined)
-        names = joined.split(_SEP) if _MARK not in joined else []
-        if len(names) == ids.size:
+        ids = part if every_row else np.fromstring(str(ids_text), sep=",", dtype=np.int64)
+        if _MARK not in joined and joined.count(_SEP) + 1 == ids.size:
             names = torch_ranges.strip_joined(joined, _SEP, _MARK).split(_SEP)
         else:  # a name holds the separator or the mark: this chunk row by row
-            pairs = ex.db.q(f'SELECT rowid, "{col}" FROM "{table}" WHERE {where}', (lo, hi))
+            pairs = ex.db.q(f'SELECT rowid, {key} FROM "{table}" WHERE {where}', (lo, hi))
             ids = np.array([p[0] for p in pairs], dtype=np.int64)
-            names = [_marked(str(p[1])) for p in pairs]
+            names = [t[:1] + _marked(t[1:]) if t else t for _, t in pairs]
+        del joined
         pos = np.searchsorted(rowid, ids)
         kept = rowid[np.minimum(pos, rowid.size - 1)] == ids  # the rows the time rule kept
         if not bool(kept.all()):
@@ -194,7 +208,10 @@ def _table(
     kind = kind_of[code]
     kind[domain != 0] = T.LIBRARY_ANNOTATION
     by_name = rank[code]
-    order = np.lexsort((by_name, gtid, end, start))
+    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
+        order = np.arange(start.size)  # stored in start order, no ties: that order (exports met)
+    else:
+        order = np.lexsort((by_name, gtid, end, start))
     ids = np.array([ex.names.id(n) for n in ordered], dtype=np.int32)
     pid, tid = pid_tid(gtid[order])
     return T.HostTable(
