@@ -431,3 +431,51 @@ def test_thread_keys_are_thread_groups_keys(seed: int) -> None:
     one = np.full(n, 7, dtype=np.int64)
     keys, inv = host.thread_groups(one, one + 1)
     assert keys == [(7, 8)] and not inv.any()
+
+
+HOSTILE_NAMES = [
+    "forward",
+    "aten::mul, op_id = 3",
+    "a\x1fb, seq = 2",  # the chunk separator inside a name
+    "mark\x1e, op_id = 9",  # the operator mark inside a name
+    "\x02lead, seq = 1",  # the text prefix inside a name
+    "",  # an empty name (not NULL)
+    "ProfilerStep#4, op_id = 77",
+    "x, y",
+]
+
+
+@pytest.mark.parametrize("with_marks", [False, True])
+def test_names_with_the_readers_own_characters_read_as_sql_reads_them(
+    tmp_path: Path, reader: str, with_marks: bool
+) -> None:
+    """A stand-in export (tests/fixtures/nsys_builder.py) whose range names hold the characters
+    the NVTX reader joins and marks names with, registered strings (textId) among them; with
+    marks (NULL ends) the reader takes its other path (rows picked by rowid)."""
+    from tests.fixtures.nsys_builder import NsysBuilder
+
+    b = NsysBuilder(tmp_path / "odd.sqlite")
+    b.add_gpu(0)
+    b.add_kernel(0, 10, "k")
+    t = 100
+    for i in range(3):
+        for j, name in enumerate(HOSTILE_NAMES):
+            b.add_nvtx(t, t + 5, name, tid=b.pid, registered=bool((i + j) % 2))
+            if with_marks:
+                b.add_nvtx(t, None, f"mark {j}", tid=b.pid, event_type=34)
+            t += 10
+    path = b.close()
+    tls = nsys_sqlite.read_timelines(path)
+    got: Counter[tuple[str, bool]] = Counter()
+    for tl in tls:
+        h = tl.host
+        nvtx = np.isin(h.kind, (T.ANNOTATION, T.LIBRARY_ANNOTATION, T.CPU_OP))
+        for i, k in zip(h.name[nvtx].tolist(), h.kind[nvtx].tolist(), strict=True):
+            got[(tl.names[i], k == T.CPU_OP)] += 1
+    want = Counter(
+        {(n, op and not torch_ranges.stays_workload_range(n)): c
+         for (n, op), c in _sql_ranges(path).items()}
+    )  # fmt: skip
+    assert got == want
+    assert got[("a\x1fb", True)] == 3 and got[("mark\x1e", True)] == 3
+    assert got[("\x02lead", True)] == 3 and got[("", False)] == 3
