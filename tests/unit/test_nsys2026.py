@@ -257,6 +257,13 @@ def test_a_key_with_no_table_and_no_lookalike_is_plainly_absent() -> None:
     assert len(notes) == 1 and "OSRT_API_V2_OLD" in notes[0]
 
 
+def test_a_table_gh_run_knows_is_no_lookalike_of_another() -> None:
+    s = export_tables.resolve(
+        ["TARGET_INFO_GPU_METRICS"], ["TARGET_INFO_GPU", "TARGET_INFO_GPU_METRICS"]
+    )
+    assert "TARGET_INFO_GPU" not in s and s.notes(["TARGET_INFO_GPU"]) == []
+
+
 def test_columns_resolve_by_their_spellings_in_any_case() -> None:
     kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
     assert export_tables.column({"shortName", "start"}, kernel, "name") == "shortName"

@@ -123,7 +123,11 @@ def resolve(physical: Iterable[str], keys: Iterable[str]) -> Schema:
     """The `Schema` of an export holding the tables `physical`, for the table keys gh-run
     reads (`keys`)."""
     have = frozenset(physical)
+    keys = list(keys)
     out = Schema(have)
+    # a table gh-run knows by its own key is nobody's look-alike (TARGET_INFO_GPU_METRICS is
+    # no renamed TARGET_INFO_GPU)
+    known = {k.upper() for k in keys}
     for key in keys:
         ranked: list[tuple[int, str]] = []
         for name in have:
@@ -136,7 +140,9 @@ def resolve(physical: Iterable[str], keys: Iterable[str]) -> Schema:
             ranked.sort(key=lambda x: (-x[0], x[1]))
             out.chosen[key] = Choice(ranked[0][1], tuple(n for _, n in ranked))
             continue
-        like = sorted(n for n in have if n.upper().startswith(key.upper()))
+        like = sorted(
+            n for n in have if n.upper().startswith(key.upper()) and n.upper() not in known
+        )
         if like:
             out.lookalikes[key] = tuple(like)
     return out
