@@ -12,11 +12,10 @@ How it is read (a PyTorch-annotated step holds thousands of ranges, nearly every
   reader (`sqlite_columns`: the compiled page reader where it reads exactly, else SQLite); rows
   whose start or end is missing, not an integer, or ends before it starts are no intervals and
   are left out there (a NULL end: a mark; a range type without one gets a note);
-- the `text` names of the range rows in chunks of rows, one `group_concat` text each (joined
-  by U+001F; a chunk whose names hold that character is read row by row), matched to the rows
-  by rowid; PyTorch's suffixes stripped in one pass over each chunk's text
-  (`torch_ranges.strip_joined`), names turned into codes by C-level passes: no Python code per
-  row;
+- the `text` names in the same scan (`sqlite_columns.Text`: the page reader copies them out, or
+  SQLite's `group_concat`), one text joined by U+001F; PyTorch's suffixes stripped in one pass
+  over it (`torch_ranges.strip_joined`), names turned into codes by C-level passes: no Python
+  code per row (where a name holds the joining character the rows are read again one by one);
 - the name rules (library, PyTorch operator, step, data wait) run once per distinct name.
 Rows are ordered by (start, end, thread, name), names interned in name order: never the stored
 order.
@@ -24,21 +23,25 @@ order.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 
 from orchestrator.analysis.families import library_ranges, torch_ranges
 from orchestrator.analysis.readers.nsys_db import NVTX, Export, map_ids, pid_tid
-from orchestrator.analysis.readers.sqlite_columns import fetch_into, table_shape
+from orchestrator.analysis.readers.sqlite_columns import (
+    TEXT_MARK,
+    TEXT_SEP,
+    Text,
+    fetch_into,
+    table_shape,
+)
 from orchestrator.analysis.timeline import model as T
 
 RANGE_TYPES = (59, 60, 70)
 UNNAMED = "(unnamed)"
-TEXT_CHUNK_ROWS = 250_000
-_SEP = "\x1f"  # joins a chunk's names (SQLite's char(31))
-_MARK = "\x1e"  # follows a PyTorch operator's name in `_texts`' names
-_TEXT = "\x02"  # precedes a name in `_texts`' keys (SQLite's char(2)): "" is a NULL text
+_MARK = "\x1e"  # follows a PyTorch operator's name in `_text_keys`' keys
 
 
 def ranges(ex: Export) -> T.HostTable:
@@ -54,25 +57,27 @@ def ranges(ex: Export) -> T.HostTable:
     opt = [c for c in ("globalTid", "domainId", "textId") if db.col(NVTX, c) is not None]
     cols = ["start", "end", "eventType", "rowid", *[str(db.col(NVTX, c)) for c in opt]]
     out = [np.empty(shape.rows, dtype=np.int64) for _ in cols]
-    n, skipped = fetch_into(ex.path, table, cols, out, True, shape.whole())
+    text_col = db.col(NVTX, "text")
+    text = Text(text_col) if text_col is not None else None
+    n, skipped = fetch_into(ex.path, table, cols, out, True, shape.whole(), text=text)
     got = dict(zip(["start", "end", "eventType", "rowid", *opt], (a[:n] for a in out), strict=True))
     del out
+    none = np.full(n, -1, dtype=np.int64)
+    code, labels, is_op = _names(ex, table, got["rowid"], got.get("textId", none), text)
     keep = np.isin(got["eventType"], RANGE_TYPES)
-    every_row = not skipped and bool(keep.all())  # the rows read are the table's every row
-    if not every_row:
+    if not bool(keep.all()):  # marks and other events with an end: no ranges
         got = {k: v[keep] for k, v in got.items()}
+        code = code[keep]
     if skipped:  # rows without a usable end: marks, or ranges never closed
         _note_open_ranges(ex, table, int(keep.sum()))
     rows = got["start"].size
     if rows == 0:
         return T.HostTable.empty()
-    none = np.full(rows, -1, dtype=np.int64)
-    named = _names(ex, table, got["rowid"], got.get("textId", none), every_row)
     domain = got.get("domainId", np.zeros(rows, dtype=np.int64))
     gtid = got.get("globalTid", np.zeros(rows, dtype=np.int64))
     gtid[gtid < 0] = 0  # NULL: thread unknown, as coalesce(globalTid, 0) reads it
     domain[domain == -1] = 0  # NULL: the default domain
-    return _table(ex, got["start"], got["end"], gtid, domain, named)
+    return _table(ex, got["start"], got["end"], gtid, domain, (code, labels, is_op))
 
 
 def _note_open_ranges(ex: Export, table: str, kept: int) -> None:
@@ -89,7 +94,7 @@ def _note_open_ranges(ex: Export, table: str, kept: int) -> None:
 
 class _Keys:
     """Each row's name as a small integer: the distinct keys interned as they come. A key is
-    `_TEXT` then the name (PyTorch's operators: their name, then `_MARK`); the empty key is a
+    `TEXT_MARK` then the name (PyTorch's operators: their name, then `_MARK`); the empty key is a
     NULL `text`."""
 
     def __init__(self) -> None:
@@ -108,28 +113,27 @@ class _Keys:
 
 
 def _names(
-    ex: Export, table: str, rowid: Any, text_id: Any, every_row: bool
+    ex: Export, table: str, rowid: Any, text_id: Any, text: Text | None
 ) -> tuple[Any, list[str], Any]:
     """Each row's name code, the names (PyTorch's operators as their name without suffix) and
-    whether each name is a PyTorch-recorded range's: `text` first, else StringIds[textId], else
-    UNNAMED. `every_row`: `rowid` holds every row of the table."""
+    whether each name is a PyTorch-recorded range's: `text` first (read with the rows: `Text`),
+    else StringIds[textId], else UNNAMED."""
     keys = _Keys()
     null = keys.code("")
-    code = np.full(rowid.size, keys.code(_TEXT + UNNAMED), dtype=np.int64)
+    code = np.full(rowid.size, keys.code(TEXT_MARK + UNNAMED), dtype=np.int64)
     ids = [int(i) for i in np.unique(text_id[text_id >= 0]).tolist()]
     if ids:  # registered strings: split once each
         strings = ex.db.strings(ids)
-        lut = {i: keys.code(_TEXT + _marked(strings[i])) for i in ids if i in strings}
+        lut = {i: keys.code(TEXT_MARK + _marked(strings[i])) for i in ids if i in strings}
         has = text_id >= 0
         code[has] = map_ids(text_id[has], {**{i: int(code[0]) for i in ids}, **lut})
-    if ex.db.col(NVTX, "text") is not None:
-        for pos, chunk in _texts(ex, table, rowid, every_row):
-            got = keys.codes(chunk)
-            named = got != null  # a NULL text: the name its textId gave
-            code[pos[named]] = got[named]
+    if text is not None and rowid.size:
+        got = keys.codes(_text_keys(ex, table, rowid, text))
+        named = got != null  # a NULL text: the name its textId gave
+        code[named] = got[named]
     labels, ops = [], []
     for key in keys.index:  # insertion order: the codes
-        name = key[len(_TEXT) :]
+        name = key[len(TEXT_MARK) :]
         op = name.endswith(_MARK)
         labels.append(name[:-1] if op else name)
         ops.append(op)
@@ -137,52 +141,28 @@ def _names(
 
 
 def _marked(name: str) -> str:
-    """A name as `_texts` gives it: a PyTorch operator's followed by `_MARK`."""
+    """A name as `_text_keys` gives it: a PyTorch operator's followed by `_MARK`."""
     op, is_op = torch_ranges.split(name)
     return op + _MARK if is_op else name
 
 
-def _texts(ex: Export, table: str, rowid: Any, every_row: bool) -> list[tuple[Any, list[str]]]:
-    """(positions among `rowid`, keys: `_TEXT` + the marked name (`_marked`), or "" for a NULL
-    text) of the rows, read in chunks of rows, one `group_concat` text each, split at once
-    (`torch_ranges.strip_joined`). `rowid`: ascending (the reader's order). With `every_row`
-    the chunk's rows are exactly `rowid`'s, in order: no condition per row and no rowids to
-    read; else the rows with a text and a range type, with their rowids, matched to `rowid`.
-    A chunk whose names hold the separator or the mark is read row by row."""
-    out: list[tuple[Any, list[str]]] = []
-    types = ",".join(map(str, RANGE_TYPES))
-    col = ex.db.col(NVTX, "text")
-    # `_TEXT` ahead of every text: a NULL is then the only empty key
-    key = f'CASE WHEN "{col}" IS NULL THEN \'\' ELSE char(2) || "{col}" END'
-    where = "rowid >= ? AND rowid <= ?"
-    if not every_row:  # the rows kept are picked by rowid below
-        where = f'"{col}" IS NOT NULL AND eventType IN ({types}) AND {where}'
-    for first in range(0, rowid.size, TEXT_CHUNK_ROWS):
-        part = rowid[first : first + TEXT_CHUNK_ROWS]
-        lo, hi = int(part[0]), int(part[-1])
-        ids_sql = "NULL" if every_row else "group_concat(rowid)"
-        ids_text, joined = ex.db.q(
-            f'SELECT {ids_sql}, group_concat({key}, char(31)) FROM "{table}" WHERE {where}',
-            (lo, hi),
-        )[0]
-        if joined is None:
-            continue
-        joined = str(joined)
-        ids = part if every_row else np.fromstring(str(ids_text), sep=",", dtype=np.int64)
-        if _MARK not in joined and joined.count(_SEP) + 1 == ids.size:
-            names = torch_ranges.strip_joined(joined, _SEP, _MARK).split(_SEP)
-        else:  # a name holds the separator or the mark: this chunk row by row
-            pairs = ex.db.q(f'SELECT rowid, {key} FROM "{table}" WHERE {where}', (lo, hi))
-            ids = np.array([p[0] for p in pairs], dtype=np.int64)
-            names = [t[:1] + _marked(t[1:]) if t else t for _, t in pairs]
-        del joined
-        pos = np.searchsorted(rowid, ids)
-        kept = rowid[np.minimum(pos, rowid.size - 1)] == ids  # the rows the time rule kept
-        if not bool(kept.all()):
-            pos = pos[kept]
-            names = [n for n, k in zip(names, kept.tolist(), strict=True) if k]
-        out.append((pos, names))
-    return out
+def _text_keys(ex: Export, table: str, rowid: Any, text: Text) -> list[str]:
+    """Each row's key: TEXT_MARK + its marked name (`_marked`), or "" for a NULL text; from the
+    text read with the rows, split at once (`torch_ranges.strip_joined`). Where a name holds the
+    separator or the mark the rows miscount or mislead: read again row by row, by rowid."""
+    joined = text.joined()
+    text.parts.clear()
+    if _MARK not in joined and joined.count(TEXT_SEP) + 1 == rowid.size:
+        return torch_ranges.strip_joined(joined, TEXT_SEP, _MARK).split(TEXT_SEP)
+    del joined
+    col = text.col
+    pairs = ex.db.q(
+        f'SELECT rowid, CASE WHEN "{col}" IS NULL THEN \'\' ELSE char(2) || "{col}" END'
+        f' FROM "{table}" WHERE rowid IN (SELECT value FROM json_each(?))',
+        (json.dumps(rowid.tolist()),),
+    )
+    by_rowid = {int(r): t[:1] + _marked(t[1:]) if t else t for r, t in pairs}
+    return [by_rowid[r] for r in rowid.tolist()]
 
 
 def _table(
