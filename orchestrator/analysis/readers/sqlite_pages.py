@@ -4,11 +4,15 @@
 numpy parses: no Python object per row, yet on the 5 M-kernel benchmark that is most of the
 reader's time, and stepping the rows through SQLite's C API instead still spends about 250 ns a
 row in SQLite's virtual machine. This walks the table's b-tree in the file and decodes the
-records' integers into the same arrays, at a fraction of that (bench/bench_analyze.py). It reads
-only what it can read exactly (integers and NULLs, in a plain rowid table, in a file not in WAL
-mode) and gives the rest back (`None`): the SQLite path then reads it, so what a table gives does
-not depend on which reader read it (tests/unit/test_sqlite_pages.py checks both on the same
-files, hostile ones included).
+records' integers into the same arrays, at a fraction of that (bench/bench_analyze.py); and,
+asked, one TEXT column of the kept rows copied out as SQLite's `group_concat` would join it (the
+NVTX names of a PyTorch-annotated capture: a million in one scan, bench/bench_torch_ops.py). It
+reads only what it can read exactly (integers and NULLs, UTF-8 text in that one column, in a
+plain rowid table, in a file not in WAL mode) and gives the rest back (`None`): the SQLite path
+then reads it, so what a table gives does not depend on which reader read it
+(tests/unit/test_sqlite_pages.py checks both on the same files, hostile ones included). A build
+of other calling conventions (an install not rebuilt since the C file changed) answers another
+`sqlite_pages_abi()` and is left unused.
 
 The C file is built when gh-run is installed (setup.py: an optional extension; without a C
 compiler the install still works and `available()` is False). GH_RUN_NO_NATIVE_SCAN=1 turns it
