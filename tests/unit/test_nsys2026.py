@@ -167,6 +167,15 @@ def test_variants_give_the_analysis_of_the_original(name: str, tmp_path: Path, r
                    for n in _notes(made["beside"]))  # fmt: skip
 
 
+def test_marks_name_nothing_in_the_timeline(tmp_path: Path) -> None:
+    """NULL-end rows (marks, domain creations) are no ranges: their names are not interned."""
+    path = export("h100_2gpu_1s")
+    marked = export_variants.null_ends(path, tmp_path / "marks.sqlite")
+    plain, with_marks = nsys_sqlite.read_timelines(path), nsys_sqlite.read_timelines(marked)
+    assert [tl.names for tl in with_marks] == [tl.names for tl in plain]
+    assert not any(n.startswith(("mark ", "domain ")) for n in with_marks[0].names)
+
+
 def test_ranges_never_closed_and_a_dropped_table_are_named(tmp_path: Path) -> None:
     path = export("h100_2gpu_1s")
     made = export_variants.derive(path, tmp_path, ("open_ranges", "dropped"))

@@ -176,9 +176,11 @@ def _table(
     """The HostTable of the ranges: kinds by the name rules (once per distinct name), rows in
     (start, end, thread, name) order, names interned in name order."""
     code, labels, is_op = named
-    ordered = sorted(set(labels))
+    used = np.zeros(len(labels), dtype=bool)
+    used[code] = True  # the names of ranges (not of marks, nor the NULL key)
+    ordered = sorted({labels[i] for i in np.flatnonzero(used).tolist()})
     rank_of = {label: r for r, label in enumerate(ordered)}
-    rank = np.array([rank_of[label] for label in labels], dtype=np.int64)
+    rank = np.array([rank_of.get(label, -1) for label in labels], dtype=np.int64)
     lib_name = np.array([library_ranges.is_library_name(n) for n in labels], dtype=bool)
     workload = np.array([torch_ranges.stays_workload_range(n) for n in labels], dtype=bool)
     # PyTorch's suffix says who pushed the range: it outweighs a library-like name
