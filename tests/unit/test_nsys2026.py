@@ -168,9 +168,14 @@ def test_variants_give_the_analysis_of_the_original(name: str, tmp_path: Path, r
 
 
 def test_marks_name_nothing_in_the_timeline(tmp_path: Path) -> None:
-    """NULL-end rows (marks, domain creations) are no ranges: their names are not interned."""
+    """Marks and domain creations are no ranges, with an end or without (NULL, as nsys writes
+    them): their names are not interned."""
     path = export("h100_2gpu_1s")
     marked = export_variants.null_ends(path, tmp_path / "marks.sqlite")
+    conn = sqlite3.connect(marked)
+    conn.execute('UPDATE NVTX_EVENTS SET "end" = start WHERE eventType = 34 AND rowid % 2 = 0')
+    conn.commit()
+    conn.close()
     plain, with_marks = nsys_sqlite.read_timelines(path), nsys_sqlite.read_timelines(marked)
     assert [tl.names for tl in with_marks] == [tl.names for tl in plain]
     assert not any(n.startswith(("mark ", "domain ")) for n in with_marks[0].names)
