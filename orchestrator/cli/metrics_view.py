@@ -23,8 +23,8 @@ from orchestrator.analysis.metrics import (
     merged_operators,
     merged_top_kernels,
 )
-from orchestrator.analysis.presentation.advice import FOLD_OVER, advise, fold
-from orchestrator.analysis.presentation.labels import distinct_kernels, dur
+from orchestrator.analysis.presentation.advice import FOLD_OVER, fold
+from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.verdict import (
     NO_GPU,
     has_gpu,
@@ -32,8 +32,10 @@ from orchestrator.analysis.presentation.verdict import (
     holdings,
     idle_figures,
 )
+from orchestrator.analysis.timeline.kernel_names import distinct_kernels
 from orchestrator.cli.piped import Out
-from orchestrator.escape import markup, plain, term
+from orchestrator.core.escape import markup, plain, term
+from orchestrator.core.human import dur
 
 RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
 

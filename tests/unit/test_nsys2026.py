@@ -27,9 +27,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis import loader
-from orchestrator.analysis.families import operators, torch_ranges
+from orchestrator.analysis.families import operators
 from orchestrator.analysis.readers import export_tables, nsys_sqlite, sqlite_pages
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline import torch_ranges
 from tests.fixtures import export_variants, recordings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nsys2026"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from orchestrator import nsys_versions as nv
-from orchestrator.nsys_command import from_nsys_command
-from orchestrator.profile import (
+from orchestrator.nsys import versions as nv
+from orchestrator.nsys.command import from_nsys_command
+from orchestrator.nsys.profile import (
     GpuMetricsSpec,
     NsysSetup,
     ProfileSpec,

@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
 
     from orchestrator.analysis.readers.export_tables import read_schema
     from orchestrator.analysis.readers.nsys_db import KEYS, connect_ro
-    from orchestrator.errors import UserError
+    from orchestrator.core.errors import UserError
 
     status = 0
     for name in argv:

@@ -19,7 +19,7 @@ import numpy as np
 
 from orchestrator.analysis.readers import export_schema, export_tables
 from orchestrator.analysis.timeline import model as T
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.families import library_ranges, torch_ranges
 from orchestrator.analysis.readers.nsys_db import NVTX, Export, map_ids, pid_tid
 from orchestrator.analysis.readers.sqlite_columns import (
     TEXT_MARK,
@@ -37,6 +36,7 @@ from orchestrator.analysis.readers.sqlite_columns import (
     fetch_into,
     table_shape,
 )
+from orchestrator.analysis.timeline import library_ranges, torch_ranges
 from orchestrator.analysis.timeline import model as T
 
 RANGE_TYPES = (59, 60, 70)

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.analysis.families import gpu_metrics
 from orchestrator.analysis.readers import (
     capture_health,
     export_schema,
     nsys_gpu,
+    nsys_gpu_metrics,
     nsys_host,
     nsys_memory,
     nsys_nccl,
@@ -52,7 +52,7 @@ from orchestrator.analysis.readers.nsys_db import (
 )
 from orchestrator.analysis.readers.sqlite_columns import READ_THREADS, PartsRead
 from orchestrator.analysis.timeline import model as T
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.core.errors import RuntimeFailure, UserError
 
 # the tables whose absence the figures cannot show (a count of 0 reads like a measured 0): named
 # in a note when the export has none of them (the UM and memory tables' figures show "-")
@@ -184,7 +184,7 @@ class _Reader:
                 }
             version = self._version()
             rank_env = nsys_ranks.env_rank(db)
-            samples = gpu_metrics.read(ex.path, db.conn, db.schema)
+            samples = nsys_gpu_metrics.read(ex.path, db.conn, db.schema)
             nccl = nsys_nccl.read(db)
         finally:
             db.conn.close()
