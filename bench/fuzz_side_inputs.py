@@ -28,7 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.analysis import records  # noqa: E402
+from orchestrator.analysis import records, write_records  # noqa: E402
 from tests.fixtures import side_input_fuzz as F  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "fuzz-side"
@@ -50,7 +50,7 @@ def main() -> int:
     rec_dir.mkdir()
     report = rec_dir / F.SAXPY.name
     shutil.copyfile(F.SAXPY, report)
-    record_doc = json.loads(records.write(report).read_text())
+    record_doc = json.loads(write_records.write(report).read_text())
     counts: dict[str, Counter[str]] = {k: Counter() for k in kinds}
     end = time.monotonic() + args.seconds
     i = 0

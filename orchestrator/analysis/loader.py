@@ -3,7 +3,7 @@ cross-rank view.
 
 - `.sqlite` → nsys reader (one timeline per process with GPU work); `.json` / `.json.gz` →
   Kineto reader; `.nsys-rep` → exported to SQLite with the local nsys first
-  (`orchestrator.nsys_export`: once, reused); a directory → every such file under it (JSON files
+  (`orchestrator.nsys.export`: once, reused); a directory → every such file under it (JSON files
   only when they hold `traceEvents`, so manifests are skipped; a `.nsys-rep` only when no export
   of it sits beside it).
 - Ranks: `ranks.assign` (the trace first, then an explicit file-name pattern, else input order).
@@ -24,13 +24,19 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator import nsys_export
-from orchestrator.analysis import captures, cross_rank, rank_metrics, records
-from orchestrator.analysis.families import gpu_metrics, settings, step_view
+from orchestrator.analysis import (
+    captures,
+    cross_rank,
+    memory_inputs,
+    rank_metrics,
+    records,
+    settings,
+)
+from orchestrator.analysis.captures import spec_lock_file
+from orchestrator.analysis.families import gpu_metrics, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -39,18 +45,22 @@ from orchestrator.analysis.metrics import (
     aggregate,
 )
 from orchestrator.analysis.readers import kineto, tracetext
+from orchestrator.analysis.records import FileResult
 from orchestrator.analysis.timeline import ranks, step_rules
 from orchestrator.analysis.timeline.ranks import rank_from_name
-from orchestrator.base import Strict
-from orchestrator.errors import UserError
+from orchestrator.core.base import Strict
+from orchestrator.core.errors import UserError
+from orchestrator.nsys import export as nsys_export
 
-SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX)
+SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX, *memory_inputs.SUFFIXES)
 
 
 def _kind(path: Path) -> str | None:
     name = path.name.lower()
     if name.endswith(records.SUFFIX):
         return None  # a report's in-job analysis, read in the report's place
+    if memory_inputs.is_snapshot(path):
+        return "torch-snapshot"
     if name.endswith(".sqlite"):
         return "nsys"
     if name.endswith(nsys_export.SUFFIX):
@@ -84,21 +94,27 @@ def expand(paths: list[Path]) -> list[Path]:
                     for f in p.rglob("*")
                     if f.is_file()
                     and _kind(f) is not None
-                    and (_kind(f) == "nsys" or _looks_like_trace(f) or _unexported_report(f))
+                    and (
+                        _kind(f) == "nsys"
+                        or _looks_like_trace(f)
+                        or _unexported_report(f)
+                        or memory_inputs.hook_dump(f)
+                    )
                     and _export_of(f) not in recorded
                 }
             )
             if not found:
                 raise UserError(
-                    f"{p}: no .nsys-rep, .sqlite or PyTorch-profiler .json/.json.gz files in it;"
-                    " pass a run folder or trace files"
+                    f"{p}: no .nsys-rep, .sqlite, PyTorch-profiler .json/.json.gz files or"
+                    " memory snapshots (memory/*.pickle) in it; pass a run folder or trace files"
                 )
             out.extend(found)
         elif p.is_file():
             if _kind(p) is None:
                 raise UserError(
                     f"{p}: unknown file type; pass an nsys report (.nsys-rep) or export"
-                    " (.sqlite), or a PyTorch-profiler trace (.json or .json.gz)"
+                    " (.sqlite), a PyTorch-profiler trace (.json or .json.gz), or a PyTorch"
+                    " memory snapshot (.pickle)"
                 )
             out.append(p)
         elif records.record_path(p).is_file():
@@ -145,23 +161,6 @@ def _read_json(f: Path) -> Any:
         return load_json(f)
     except SideInputError as exc:
         raise UserError(f"{f}: {exc}; fix or remove the workload metrics file") from None
-
-
-def spec_lock_file(folder: Path) -> Path | None:
-    """The spec.lock.yaml of the run the trace belongs to, from two places only: the trace's own
-    folder, and the run folder gh-run made around it (the parent of the nearest `artifacts`
-    folder above the trace, holding `spec.lock.yaml`, or `run/spec.lock.yaml` where
-    `gh-run fetch` stored it). Never a folder further up: a spec there belongs to something
-    else."""
-    candidates = [folder / "spec.lock.yaml"]
-    for d in [folder, *folder.parents]:
-        if d.name == "artifacts":
-            candidates += [d.parent / "spec.lock.yaml", d.parent / "run" / "spec.lock.yaml"]
-            break
-    for f in candidates:
-        if f.is_file():
-            return f
-    return None
 
 
 def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
@@ -301,20 +300,6 @@ MAX_JOBS = 8
 PARALLEL_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
 
 
-@dataclass
-class FileResult:
-    """What one input gives: its source record (rank fields set later), the claims of its
-    ranks, per rank the metrics of its entries and the cross-rank inputs, and what it records
-    about its capture (`captures.Capture`: which run it belongs to)."""
-
-    source: Source
-    claims: list[ranks.Claim]
-    entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
-    capture: captures.Capture
-    # nsys GPU-metric samples and GPU UUIDs (for ranks whose node's sampler is another report)
-    samples: gpu_metrics.Samples | None = None
-
-
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     """Read one input and compute its metrics (runs in a worker process for parallel reads)."""
     if _kind(path) == "nsys":
@@ -340,8 +325,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     else:
         capture = captures.of_nsys(path, tls, claimed, rule)
     capture.name_rank = rank_from_name(path)
-    spec = spec_lock_file(path.parent)
-    capture.spec = str(spec.resolve()) if spec is not None else None
+    captures.find_spec(capture, path.parent)
     entries = []
     for tl in tls:
         wl = workload_data(path.parent, tl.rank)
@@ -456,6 +440,37 @@ def _inputs(paths: list[Path]) -> list[Path]:
     ]
 
 
+def _snapshots(
+    files: list[Path], ceiling: int | None
+) -> tuple[list[Path], list[memory_inputs.Snapshot]]:
+    """The traces among the inputs, and the memory snapshots read (one per rank and run)."""
+    snaps = [f for f in files if _kind(f) == "torch-snapshot"]
+    if not snaps:
+        return files, []
+    chosen, notes = memory_inputs.choose(snaps)
+    read = [memory_inputs.read(f, ceiling) for f in chosen]
+    if read and notes:
+        read[0].notes.extend(notes)
+    return [f for f in files if _kind(f) != "torch-snapshot"], read
+
+
+def _memory_only(snaps: list[memory_inputs.Snapshot], label: str | None) -> Metrics:
+    """A run of snapshots alone: an entry per rank, memory and nothing else."""
+    ranks = memory_inputs.fold([], snaps)
+    return Metrics(
+        label=label,
+        sources=[memory_inputs.source(s) for s in snaps],
+        ranks=ranks,
+        aggregate=aggregate(ranks),
+        cross_rank=cross_rank.view(ranks, []),
+    )
+
+
+def _of_run(snaps: list[memory_inputs.Snapshot], files: list[Path]) -> list[memory_inputs.Snapshot]:
+    homes = {memory_inputs.home(f) for f in files}
+    return [s for s in snaps if s.home in homes]
+
+
 def analyze_paths(
     paths: list[Path],
     label: str | None = None,
@@ -473,8 +488,11 @@ def analyze_paths(
     stand for it."""
     files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
+    files, snaps = _snapshots(files, max_trace_bytes)
+    if not files:
+        return _memory_only(snaps, label)
     results = _read_all(files, ceiling, _jobs(files, jobs), use_records)
-    return _metrics(files, results, label)
+    return _metrics(files, results, label, snaps=snaps)
 
 
 class RunSet(Strict):
@@ -499,15 +517,45 @@ def analyze_runs(
     apart (`captures`). One run is labelled `label`; several each by their folder (or file)."""
     files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
+    files, snaps = _snapshots(files, max_trace_bytes)
+    if not files:
+        return _memory_runs(snaps, label)
     results = _read_all(files, ceiling, _jobs(files, jobs), use_records)
     groups, why = captures.split([r.capture for r in results])
     if len(groups) == 1:
-        m = _metrics(files, results, label, groups[0].ties)
-        return RunSet(label=label, runs=[m])
+        own_snaps = _of_run(snaps, files)
+        m = _metrics(files, results, label, groups[0].ties, snaps=own_snaps)
+        rest = [s for s in snaps if s not in own_snaps]
+        if not rest:
+            return RunSet(label=label, runs=[m])
+        others = _memory_runs(rest, None)
+        return RunSet(label=label, why=[*why, *others.why], runs=[m, *others.runs])
     runs = []
+    used: list[memory_inputs.Snapshot] = []
     for g in groups:
         own = [files[i] for i in g.members]
-        runs.append(_metrics(own, [results[i] for i in g.members], run_label(own, files), g.ties))
+        mine = [s for s in _of_run(snaps, own) if s not in used]
+        used += mine
+        runs.append(
+            _metrics(own, [results[i] for i in g.members], run_label(own, files), g.ties, mine)
+        )
+    rest = [s for s in snaps if s not in used]
+    if rest:
+        others = _memory_runs(rest, None)
+        why += others.why
+        runs += others.runs
+    return RunSet(label=label, why=why, runs=runs)
+
+
+def _memory_runs(snaps: list[memory_inputs.Snapshot], label: str | None) -> RunSet:
+    """Snapshots without traces: one run per run folder (or folder)."""
+    by_home: dict[Path, list[memory_inputs.Snapshot]] = {}
+    for s in snaps:
+        by_home.setdefault(s.home, []).append(s)
+    if len(by_home) <= 1:
+        return RunSet(label=label, runs=[_memory_only(snaps, label)])
+    runs = [_memory_only(group, str(h)) for h, group in by_home.items()]
+    why = [f"memory snapshots of {len(by_home)} runs (folders): {', '.join(map(str, by_home))}"]
     return RunSet(label=label, why=why, runs=runs)
 
 
@@ -524,7 +572,11 @@ def run_label(own: list[Path], every: list[Path]) -> str:
 
 
 def _metrics(
-    files: list[Path], results: list[FileResult], label: str | None, ties: list[str] | None = None
+    files: list[Path],
+    results: list[FileResult],
+    label: str | None,
+    ties: list[str] | None = None,
+    snaps: list[memory_inputs.Snapshot] | None = None,
 ) -> Metrics:
     """One run's Metrics from its inputs' results."""
     claims = [c for res in results for c in res.claims]
@@ -570,6 +622,11 @@ def _metrics(
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
     out = [out[i] for i in order]
     cross = [cross[i] for i in order]
+    # the spread across the traces' entries (a snapshot alone makes no cross-rank input)
+    spread = cross_rank.view(out, cross)
+    if snaps:
+        out = memory_inputs.fold(out, snaps)
+        sources += [memory_inputs.source(s) for s in snaps]
     return Metrics(
         label=label,
         workload_kind=kind,
@@ -579,5 +636,5 @@ def _metrics(
         sources=sources,
         ranks=out,
         aggregate=aggregate(out),
-        cross_rank=cross_rank.view(out, cross),
+        cross_rank=spread,
     )

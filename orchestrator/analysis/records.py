@@ -1,7 +1,7 @@
-"""A report analysed where it lies: one input's analysis (`loader.FileResult`: its source, the
+"""A report analysed where it lies: one input's analysis (`FileResult`: its source, the
 ranks it claims, the metrics of each entry with what the cross-rank view needs, and what it
-records about its capture) written beside it as `<report>.gh-run.json`, and read back in its
-place.
+records about its capture) written beside it as `<report>.gh-run.json` (`record_files`:
+where; `write_records`: the writing), and read back in its place.
 
 A profiled job writes these on the compute nodes (its analysis step, templates/sbatch/
 analysis_post.sh.j2); so do the map tasks of `gh-run analyze --on-cluster`. The reduce
@@ -30,10 +30,8 @@ of its source); with the report not here either, one sentence names the record a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,48 +43,38 @@ from orchestrator import __version__
 from orchestrator.analysis import captures, rank_metrics, report_digest
 from orchestrator.analysis.families import communication
 from orchestrator.analysis.metrics import RankMetrics, Source
+from orchestrator.analysis.readers.nsys_gpu_metrics import Samples
+from orchestrator.analysis.record_files import NSYS_REP as NSYS_REP
+from orchestrator.analysis.record_files import REPORT_SUFFIXES as REPORT_SUFFIXES
+from orchestrator.analysis.record_files import SUFFIX as SUFFIX
+from orchestrator.analysis.record_files import is_record as is_record
+from orchestrator.analysis.record_files import record_path as record_path
+from orchestrator.analysis.record_files import rep_beside as rep_beside
+from orchestrator.analysis.record_files import report_of as report_of
+from orchestrator.analysis.record_files import reports_in as reports_in
 from orchestrator.analysis.timeline import ranks
 from orchestrator.analysis.timeline.ranks import rank_from_name
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
-SUFFIX = ".gh-run.json"
 FORMAT = "gh-run.report-analysis/2"
-# Reports a record can stand for: nsys exports and PyTorch-profiler traces (a .nsys-rep is
-# read through its export, whose record stands for both).
-REPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
-NSYS_REP = ".nsys-rep"
 # A record is a few megabytes at most (its collectives grow with the trace); a file far past
 # this beside a report is not one gh-run wrote.
 MAX_RECORD_BYTES = 256 << 20
 
 
-def record_path(report: Path) -> Path:
-    return report.with_name(report.name + SUFFIX)
+@dataclass
+class FileResult:
+    """What one input gives: its source record (rank fields set later), the claims of its
+    ranks, per rank the metrics of its entries and the cross-rank inputs, and what it records
+    about its capture (`captures.Capture`: which run it belongs to). A record is one of these,
+    written down."""
 
-
-def is_record(path: Path) -> bool:
-    return path.name.endswith(SUFFIX)
-
-
-def report_of(record: Path) -> Path:
-    return record.with_name(record.name[: -len(SUFFIX)])
-
-
-def reports_in(folder: Path) -> list[Path]:
-    """The reports a folder's records stand for (whether or not the reports are here)."""
-    return sorted(
-        report_of(r)
-        for r in folder.rglob("*" + SUFFIX)
-        if r.is_file() and report_of(r).name.endswith(REPORT_SUFFIXES)
-    )
-
-
-def rep_beside(report: Path) -> Path | None:
-    """The .nsys-rep an export was made from, by name (x.sqlite <- x.nsys-rep); None for a
-    report that is no export."""
-    if not report.name.endswith(".sqlite"):
-        return None
-    return report.with_name(report.name[: -len(".sqlite")] + NSYS_REP)
+    source: Source
+    claims: list[ranks.Claim]
+    entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
+    capture: captures.Capture
+    # nsys GPU-metric samples and GPU UUIDs (for ranks whose node's sampler is another report)
+    samples: Samples | None = None
 
 
 def sha256_file(path: Path) -> tuple[int, str]:
@@ -95,12 +83,12 @@ def sha256_file(path: Path) -> tuple[int, str]:
 
 
 def encode(
-    result: Any,
+    result: FileResult,
     report: Path,
     digest: tuple[int, str],
     rep: tuple[str, int, str] | None = None,
 ) -> bytes:
-    """A `loader.FileResult` of `report` as a record; `rep`: the name, size and sha256 of the
+    """A `FileResult` of `report` as a record; `rep`: the name, size and sha256 of the
     .nsys-rep the export was made from, when it is beside it."""
     cap: captures.Capture = result.capture
     entries = []
@@ -187,29 +175,6 @@ def _collectives_of(d: dict[str, Any]) -> communication.Collectives:
     return communication.Collectives(start, end, picked)
 
 
-def write(report: Path, max_trace_bytes: int | None = None) -> Path:
-    """Analyse one report and write its record beside it (atomically), with the sha256 of the
-    report (and of its .nsys-rep) as read here."""
-    from orchestrator.analysis import loader
-
-    result = loader.analyze_file(report, max_trace_bytes)
-    rep = rep_beside(report)
-    rep_digest = None
-    if rep is not None and rep.is_file():
-        rep_digest = (rep.name, *sha256_file(rep))
-    data = encode(result, report, sha256_file(report), rep_digest)
-    dest = record_path(report)
-    fd, tmp = tempfile.mkstemp(dir=report.parent, prefix=f".{dest.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, dest)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return dest
-
-
 class Unusable(Exception):
     """A record that cannot stand for its report here (the reason is the message)."""
 
@@ -280,7 +245,7 @@ def _same_content(path: Path, want: tuple[str, int, str], what: str) -> str | No
 
 def check(report: Path) -> Checked:
     """May the record beside `report` stand for it here? (See the module docstring.)"""
-    from orchestrator import trust
+    from orchestrator.core import trust
 
     rec = record_path(report)
     if not rec.exists() and not rec.is_symlink():
@@ -387,13 +352,10 @@ def _opt_str(v: Any, what: str) -> str | None:
     return v
 
 
-def decode(data: dict[str, Any], report: Path) -> Any:
-    """A record read back as the `loader.FileResult` a read of `report` gives here. Every
+def decode(data: dict[str, Any], report: Path) -> FileResult:
+    """A record read back as the `FileResult` a read of `report` gives here. Every
     field is checked for the type and shape gh-run writes (`Damaged` otherwise: the report is
     then read instead): a record is read as evidence, never trusted to be well formed."""
-    from orchestrator.analysis import loader
-    from orchestrator.analysis.loader import spec_lock_file
-
     old = _opt_str(data.get("folder"), "folder")
     if old is None:
         raise Damaged("it names no folder")
@@ -462,44 +424,5 @@ def decode(data: dict[str, Any], report: Path) -> Any:
         rank_rule=_opt_str(c.get("rank_rule"), "capture.rank_rule"),
     )
     capture.name_rank = rank_from_name(report)
-    spec = spec_lock_file(report.parent)
-    capture.spec = str(spec.resolve()) if spec is not None else None
-    return loader.FileResult(source, claims, entries, capture)
-
-
-def reports_to_record(paths: list[Path]) -> list[Path]:
-    """The reports here among files and folders: nsys exports and PyTorch-profiler traces (a
-    .nsys-rep through the export beside it, when there is one)."""
-    from orchestrator.analysis import loader
-
-    out = []
-    for f in loader.expand(paths):
-        if not f.is_file():
-            continue  # a report elsewhere, known here only by its record
-        if loader._kind(f) == "nsys-rep":
-            export = loader._export_of(f)
-            if not export.is_file():
-                raise UserError(
-                    f"{f}: no SQLite export beside it; export it first (`nsys export --type"
-                    f" sqlite --output={export} {f}`)"
-                )
-            f = export
-        out.append(f)
-    return out
-
-
-def write_many(paths: list[Path], max_trace_bytes: int | None = None) -> int:
-    """Write the record of every report among `paths` (`--write-records`); a report that cannot
-    be analysed is named with why, and the others are still written. Returns the exit code."""
-    import sys
-
-    from orchestrator.errors import GhRunError
-
-    failed = 0
-    for f in reports_to_record(paths):
-        try:
-            print(write(f, max_trace_bytes), flush=True)
-        except (GhRunError, OSError, ValueError) as exc:
-            print(f"gh-run: {f}: not analysed: {exc}", file=sys.stderr, flush=True)
-            failed = 1
-    return failed
+    captures.find_spec(capture, report.parent)
+    return FileResult(source, claims, entries, capture)

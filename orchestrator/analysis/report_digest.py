@@ -26,8 +26,8 @@ CHUNK = 1 << 20
 
 @functools.cache
 def cache_dir() -> Path | None:
-    from orchestrator import trust
-    from orchestrator.paths import user_cache_dir
+    from orchestrator.core import trust
+    from orchestrator.core.paths import user_cache_dir
 
     folder = user_cache_dir() / "report-sha256"
     return folder if trust.private_dir(folder) is None else None

@@ -1,7 +1,7 @@
 """`gh-run adopt RUN...`: bind runs recorded elsewhere (a state store that came with a project,
 another home, a gh-run from before rows were sealed) to this home and this user, after saying
 what each would run: the user's explicit word, which gh-run never takes from a row itself
-(orchestrator/row_seal.py)."""
+(orchestrator/store/row_seal.py)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ def adopt_cmd(
     seal its rows: gh-run shows such runs as recorded and never polls, retries, cancels or
     reaches them. Adopting a run says what gh-run would then do with it (its executor, its run
     folder and job script, how its cluster is reached, with every SSH option) and binds it."""
-    from orchestrator.escape import plain
-    from orchestrator.paths import mirror_root
-    from orchestrator.row_seal import file_sha256
+    from orchestrator.core.escape import plain
+    from orchestrator.core.paths import mirror_root
+    from orchestrator.store.row_seal import file_sha256
 
     store = STATE.store()
     store.require_writable()

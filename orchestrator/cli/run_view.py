@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from orchestrator.cli.table import paint
-from orchestrator.errors import GhRunError
-from orchestrator.escape import plain
-from orchestrator.store import Run, exit_code_worth_showing
+from orchestrator.core.errors import GhRunError
+from orchestrator.core.escape import plain
+from orchestrator.store.db import Run, exit_code_worth_showing
 
 STATE_STYLE = {
     "COMPLETED": "green",
@@ -30,6 +30,16 @@ def state_style(state: str) -> str | None:
     return STATE_STYLE.get(state)
 
 
+def state_label(run: Run) -> str:
+    """The state as a listing shows it: SLURM's, and why where that is known to matter (a
+    job that died of GPU out-of-memory reads `FAILED (GPU OOM)`)."""
+    from orchestrator.core.gpu_oom import is_gpu_oom
+
+    if run.state == "FAILED" and is_gpu_oom(run.reason):
+        return "FAILED (GPU OOM)"
+    return run.state
+
+
 def elapsed(run: Run) -> str:
     if run.submitted_at is None:
         return "-"
@@ -46,7 +56,7 @@ def exit_text(run: Run) -> str:
 def tail(run: Run, path: Path, lines: int) -> list[str]:
     """The last `lines` lines of one of the run's text files (read from its last 64 KiB),
     on this machine or on the cluster's login node; [] if absent."""
-    from orchestrator.runs import transport_of_run
+    from orchestrator.runs.lifecycle import transport_of_run
 
     data = transport_of_run(run).read_tail(str(path), 64 * 1024)
     return data.decode("utf-8", "replace").splitlines()[-lines:] if data else []
@@ -58,12 +68,17 @@ def end_line(run: Run) -> str:
     said = f", exit code {code}" if code is not None else ""
     why = f" ({plain(run.reason)})" if run.reason and run.reason != f"exit code {code}" else ""
     state = paint(run.state, state_style(run.state))
-    return f"{run.run_id}: {state}{said}{why} after {elapsed(run)}"
+    hint = ""
+    from orchestrator.core.gpu_oom import is_gpu_oom
+
+    if is_gpu_oom(run.reason):
+        hint = f"; `gh-run analyze {run.run_id}` says what held the memory"
+    return f"{run.run_id}: {state}{said}{why} after {elapsed(run)}{hint}"
 
 
 def print_stderr_tail(run: Run, lines: int = 10, indent: str = "  ") -> None:
     """The last lines of a run's stderr (rank 0 / the batch step), if it wrote any."""
-    from orchestrator.runs import executor_for
+    from orchestrator.runs.lifecycle import executor_for
 
     _, err_path = executor_for(run).log_paths(run)
     try:

@@ -36,13 +36,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
+from orchestrator.core.units import parse_time
 from orchestrator.executors.base import Executor, JobStatus, NotHere
-from orchestrator.units import parse_time
 
 if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
-    from orchestrator.cluster import Cluster
-    from orchestrator.store import Run
+    from orchestrator.site.cluster import Cluster
+    from orchestrator.store.db import Run
 
 # Seconds between SIGTERM and SIGKILL (the `-k 10` of the former `timeout` supervisor).
 GRACE_SECONDS = 10.0
@@ -75,7 +75,7 @@ class LocalExecutor(Executor):
         barred = [c for c in clusters if not c.local_fallback]
         if not barred:
             return None
-        from orchestrator.paths import display_path
+        from orchestrator.core.paths import display_path
 
         c = barred[0]
         src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"
@@ -194,9 +194,10 @@ class LocalExecutor(Executor):
             return JobStatus(state="COMPLETED", exit_code=0)
         # The code and the signal are fields of their own: a reason repeating them would be
         # shown twice ("exit code 127 (exit code 127)").
+        reason = gpu_oom_in_logs(folder)  # the GPU's memory, as PyTorch says in the log
         if rc > 128:
-            return JobStatus(state="FAILED", exit_code=rc, signal=rc - 128)
-        return JobStatus(state="FAILED", exit_code=rc)
+            return JobStatus(state="FAILED", exit_code=rc, signal=rc - 128, reason=reason)
+        return JobStatus(state="FAILED", exit_code=rc, reason=reason)
 
     def cancel(self, run: Run) -> None:
         """SIGTERM to the supervisor, which stops the whole job (SIGTERM, then SIGKILL after the
@@ -396,6 +397,22 @@ def supervise(argv: list[str]) -> int:
     status = 128 - rc if rc < 0 else rc
     _record_exit(folder, f"{status} {how}".rstrip() + "\n")
     return 0
+
+
+def gpu_oom_in_logs(folder: Path, nbytes: int = 64 * 1024) -> str | None:
+    """`GPU out of memory: ...` when a stderr log of the run folder ends with PyTorch's words
+    for it (orchestrator/core/gpu_oom.py), else None."""
+    from orchestrator.core import gpu_oom
+
+    tails = []
+    for err in sorted(folder.glob("*_log.err")):
+        try:
+            with open(err, "rb") as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - nbytes))
+                tails.append(fh.read().decode("utf-8", "replace"))
+        except OSError:
+            continue
+    return gpu_oom.match(tails)
 
 
 def _record_exit(folder: Path, text: str) -> None:

@@ -14,8 +14,8 @@ from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
-    from orchestrator.cluster import Cluster
-    from orchestrator.store import Run
+    from orchestrator.site.cluster import Cluster
+    from orchestrator.store.db import Run
     from orchestrator.transport.login import SshLogin
     from orchestrator.transport.ssh import SshTransport
 
@@ -53,8 +53,8 @@ def for_run(run: Run) -> Transport:
     settings of a row (its options may name programs OpenSSH runs, e.g. ProxyCommand) are
     used only when the row's seal is the user's own (row_seal.py)."""
     if run.transport and run.unbound is not None:
-        from orchestrator.errors import UserError
-        from orchestrator.row_seal import refusal
+        from orchestrator.core.errors import UserError
+        from orchestrator.store.row_seal import refusal
 
         raise UserError(refusal(run.run_id, run.unbound, "no connection was made for it"))
     return for_descriptor(run.transport)

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -417,7 +418,7 @@ def test_two_concurrent_resumes_send_each_group_once(
     """Two `resume` processes on one planned campaign, each sbatch slowed by a pass-through
     wrapper so they overlap: every group is claimed by one of them and sent exactly once."""
     from orchestrator.campaign import load_campaign, plan
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
     ledger = tmp_path / "ledger.txt"
     camp = _write(
@@ -435,7 +436,7 @@ def test_two_concurrent_resumes_send_each_group_once(
     cid = plan(Store(gh_home), load_campaign(camp), camp, gh_home, "slurm")
     env = {**os.environ, **_sbatch_wrapper(tmp_path, 'sleep 1\nexec "$REAL" "$@"\n')}
     code = (
-        "import sys; from pathlib import Path; from orchestrator.store import Store; "
+        "import sys; from pathlib import Path; from orchestrator.store.db import Store; "
         "from orchestrator.campaign import resume; "
         "r = resume(Store(Path(sys.argv[1])), sys.argv[2]); print(r)"
     )
@@ -519,7 +520,7 @@ def test_arrays_are_chunked_at_the_array_limit_on_the_real_controller(
     controller: an array of 2 and a single job."""
     from orchestrator.campaign import load_campaign, plan, send
     from orchestrator.campaign.submission import max_array_size
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
     assert max_array_size() == 1001  # asked of the controller (`scontrol show config`)
     camp = _write(
@@ -573,6 +574,7 @@ def _wait_for_campaign(home: Path, timeout: float) -> list[sqlite3.Row]:
     return _campaign_rows(home)
 
 
+@pytest.mark.cluster_exclusive  # rewrites the machine's crontab, as another session's test may
 def test_cron_schedule_fires(dev_cluster: None, gh_home: Path, tmp_path: Path) -> None:
     """A `* * * * *` crontab entry (Debian's cron) really launches the campaign (<= 70 s)."""
     if shutil.which("cron") is None or shutil.which("crontab") is None:
@@ -600,14 +602,16 @@ def test_slurm_schedule_fires_and_queues_the_next_night(
     dev_cluster: None, gh_home: Path, tmp_path: Path
 ) -> None:
     """The self-resubmitting launcher: begins seconds ahead, queues tomorrow, runs the campaign."""
-    camp = _tiny_scheduled(tmp_path, "slurmfire", "30 4 * * *", "slurm")
+    # its own name: the launcher's job name is the campaign's, and other sessions share SLURM
+    name = f"slurmfire-{uuid.uuid4().hex[:8]}"
+    camp = _tiny_scheduled(tmp_path, name, "30 4 * * *", "slurm")
     res = run_cli(["campaign", "schedule", str(camp), "--first-begin", "now+2"], gh_home)
     try:
         assert res.rc == 0, res.text
         rows = _wait_for_campaign(gh_home, 150)
-        assert rows and rows[0]["name"] == "slurmfire" and rows[0]["state"] == "PASSED", rows
+        assert rows and rows[0]["name"] == name and rows[0]["state"] == "PASSED", rows
         queued = subprocess.run(
-            ["squeue", "-h", "-o", "%i|%T|%S", "--name", "ghr-schedule-slurmfire"],
+            ["squeue", "-h", "-o", "%i|%T|%S", "--name", f"ghr-schedule-{name}"],
             capture_output=True,
             text=True,
             check=True,
@@ -615,10 +619,10 @@ def test_slurm_schedule_fires_and_queues_the_next_night(
         pending = [q for q in queued if "|PENDING|" in q]
         assert len(pending) == 1 and "T04:30:00" in pending[0], queued  # tomorrow's launcher
     finally:
-        gone = run_cli(["campaign", "unschedule", "slurmfire"], gh_home)
+        gone = run_cli(["campaign", "unschedule", name], gh_home)
     assert gone.rc == 0 and "cancelled" in gone.out, gone.text
     left = subprocess.run(
-        ["squeue", "-h", "-t", "PENDING", "--name", "ghr-schedule-slurmfire"],
+        ["squeue", "-h", "-t", "PENDING", "--name", f"ghr-schedule-{name}"],
         capture_output=True,
         text=True,
         check=True,

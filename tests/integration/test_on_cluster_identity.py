@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import artifacts
-from orchestrator.spec import load_spec
-from orchestrator.store import Run, Store
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.spec.job import load_spec
+from orchestrator.store.db import Run, Store
 from tests.conftest import REPO
 from tests.integration.test_cluster_identity import dev_copy
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import secret_scrub as S
-from orchestrator.store import Store
+from orchestrator.artifacts import secret_scrub as S
+from orchestrator.store.db import Store
 
 pytestmark = pytest.mark.cluster
 

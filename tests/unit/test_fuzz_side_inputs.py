@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis import records
+from orchestrator.analysis import records, write_records
 from tests.fixtures import side_input_fuzz as F
 
 SLOW = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
@@ -34,7 +34,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     folder = tmp_path_factory.mktemp("rec")
     report = folder / F.SAXPY.name
     shutil.copyfile(F.SAXPY, report)
-    return report, json.loads(records.write(report).read_text())
+    return report, json.loads(write_records.write(report).read_text())
 
 
 def test_the_unmutated_inputs_read_as_the_references_read_them(

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.render import render_job
-from orchestrator.spec import load_spec
+from orchestrator.render.scripts import render_job
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import load_spec
 from tests.unit.test_render import extract_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +77,7 @@ def test_script_and_embedded_files_are_valid(job: Path, tmp_path: Path) -> None:
     shell[0].write_text(script)
     for name, content in files.items():
         path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)  # memory_hook/sitecustomize.py
         path.write_text(content)
         if name.endswith(".py"):
             compile(content, name, "exec")

@@ -3,7 +3,7 @@ came with a project (every file of a clone is the cloner's, so ownership checks 
 rows someone else wrote; gh-run must show them as recorded and never act on them: no retry
 that runs the row's job.sbatch, no SSH connection with the row's options (ProxyCommand is a
 program ssh runs), no cancel, no collection. Rows are bound to this home and user by a seal
-(orchestrator/row_seal.py); each way a row can fail to be the user's own is built here, and a
+(orchestrator/store/row_seal.py); each way a row can fail to be the user's own is built here, and a
 control row sealed by the user in this home shows that each plant would have acted."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import row_seal
-from orchestrator.spec import load_spec
-from orchestrator.store import Run, Store
+from orchestrator.spec.job import load_spec
+from orchestrator.store import row_seal
+from orchestrator.store.db import Run, Store
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "jobs" / "smoke.yaml"
@@ -116,7 +116,7 @@ ROWS: dict[str, Callable[[Path, Path], Run]] = {"retry": retry_row, "proxy": pro
 
 
 def _insert(db_path: Path, run: Run, seal: str | None) -> None:
-    from orchestrator.store import as_dict
+    from orchestrator.store.db import as_dict
 
     data = {**as_dict(run), "seal": seal}
     db = sqlite3.connect(db_path)
@@ -166,7 +166,7 @@ def plant(how: str, project: Path, run: Run, tmp_path: Path, mp: pytest.MonkeyPa
         db.execute("PRAGMA user_version = 4")
         db.commit()
         db.close()
-        from orchestrator.store import as_dict
+        from orchestrator.store.db import as_dict
 
         data = {k: v for k, v in as_dict(run).items() if k not in ("seal", "script_sha256")}
         db = sqlite3.connect(home / "state.db")
@@ -284,7 +284,7 @@ def test_planted_campaign_groups_and_schedules_are_not_acted_on(
 ) -> None:
     """A campaign's plan and a schedule record that came with a project: `campaign resume`
     sends no group script, and `campaign list` reaches no host through the record's login."""
-    from orchestrator.campaign import records as db
+    from orchestrator.store import campaigns as db
 
     project = tmp_path / "cloned"
     project.mkdir()

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis import loader, records
-from orchestrator.errors import GhRunError, UserError
+from orchestrator.analysis import loader, records, write_records
+from orchestrator.core.errors import GhRunError, UserError
 
 REPO = Path(__file__).resolve().parents[2]
 SAXPY = REPO / "tests" / "data" / "nsys" / "saxpy-mpi-cuda_perlmutter0.sqlite"
@@ -62,7 +62,7 @@ def _same_size_longer_kernels(f: Path) -> None:
 
 def test_an_export_changed_at_the_same_size_is_read_again(tmp_path: Path) -> None:
     f = _copy(SAXPY, tmp_path / "run")
-    records.write(f)
+    write_records.write(f)
     before = _kernel_ns(loader.analyze_paths([f]))
     _same_size_longer_kernels(f)
     got = loader.analyze_paths([f])
@@ -75,7 +75,7 @@ def test_an_export_changed_at_the_same_size_is_read_again(tmp_path: Path) -> Non
 def test_the_mtime_set_back_does_not_hide_a_change(tmp_path: Path) -> None:
     """The hash cache is keyed by the change time too: `touch -d` of the old time is no alibi."""
     f = _copy(SAXPY, tmp_path / "run")
-    records.write(f)
+    write_records.write(f)
     st = f.stat()
     loader.analyze_paths([f])  # the answer is cached
     _same_size_longer_kernels(f)
@@ -86,7 +86,7 @@ def test_the_mtime_set_back_does_not_hide_a_change(tmp_path: Path) -> None:
 
 def test_another_users_record_is_not_taken(tmp_path: Path, other_user: int) -> None:
     f = _copy(SAXPY, tmp_path / "run")
-    rec = records.write(f)
+    rec = write_records.write(f)
     os.chown(rec, other_user, other_user)
     got = loader.analyze_paths([f])
     assert "owned by user ghrun-other" in _notes(got)
@@ -95,7 +95,7 @@ def test_another_users_record_is_not_taken(tmp_path: Path, other_user: int) -> N
 def _record_of_another(tmp_path: Path, f: Path) -> None:
     """Another export's record, renamed and edited to name this report and its size."""
     other = _copy(CLOVER, tmp_path / "elsewhere")
-    data = json.loads(records.write(other).read_text())
+    data = json.loads(write_records.write(other).read_text())
     data["report"]["name"] = f.name
     data["report"]["size"] = f.stat().st_size
     records.record_path(f).write_text(json.dumps(data))
@@ -114,7 +114,7 @@ def test_a_report_of_random_bytes_is_not_analysed_from_an_exports_record(tmp_pat
     """x.nsys-rep of random bytes beside the record of x.sqlite, whose export is gone."""
     run = tmp_path / "run"
     f = _copy(SAXPY, run, "x.sqlite")
-    records.write(f)
+    write_records.write(f)
     f.unlink()
     rep = run / "x.nsys-rep"
     rep.write_bytes(os.urandom(200_000))
@@ -123,14 +123,14 @@ def test_a_report_of_random_bytes_is_not_analysed_from_an_exports_record(tmp_pat
     assert "x.nsys-rep" in str(got.value) or "nsys" in str(got.value), got.value
     # control: a record made with that very .nsys-rep beside its export vouches for it
     f = _copy(SAXPY, run, "x.sqlite")
-    records.write(f)
+    write_records.write(f)
     f.unlink()
     assert loader.analyze_paths([run]).ranks
 
 
 def test_a_record_without_its_report_must_be_trusted(tmp_path: Path, other_user: int) -> None:
     f = _copy(SAXPY, tmp_path / "run")
-    rec = records.write(f)
+    rec = write_records.write(f)
     f.unlink()
     assert loader.analyze_paths([tmp_path / "run"]).ranks  # the user's own: it stands alone
     os.chown(rec, other_user, other_user)
@@ -185,7 +185,7 @@ MUTATIONS = _mutations()
 def test_a_damaged_record_is_never_a_traceback(tmp_path: Path, name: str) -> None:
     mutate = dict(MUTATIONS)[name]
     f = _copy(SAXPY, tmp_path / "run")
-    rec = records.write(f)
+    rec = write_records.write(f)
     data = json.loads(rec.read_text())
     mutate(data)
     rec.write_text(json.dumps(data))
@@ -218,7 +218,7 @@ def test_a_damaged_record_is_never_a_traceback(tmp_path: Path, name: str) -> Non
 )
 def test_a_record_that_is_not_one_is_never_a_traceback(tmp_path: Path, damage: bytes) -> None:
     f = _copy(SAXPY, tmp_path / "run")
-    records.write(f)
+    write_records.write(f)
     records.record_path(f).write_bytes(damage)
     got = loader.analyze_paths([f])
     assert "gh-run.json not used: " in _notes(got), _notes(got)
@@ -229,7 +229,7 @@ def test_a_record_that_is_not_one_is_never_a_traceback(tmp_path: Path, damage: b
 
 def test_a_linked_record_is_not_followed(tmp_path: Path) -> None:
     f = _copy(SAXPY, tmp_path / "run")
-    rec = records.write(f)
+    rec = write_records.write(f)
     elsewhere = tmp_path / "elsewhere.json"
     os.replace(rec, elsewhere)
     rec.symlink_to(elsewhere)
@@ -251,9 +251,10 @@ def test_a_linked_record_is_not_followed(tmp_path: Path) -> None:
 def test_a_manifest_path_that_leaves_its_folder_is_refused(tmp_path: Path, rel: str) -> None:
     """`analyze --on-cluster` names the reports from the manifest: a path leaving the run
     folder is refused (it read and wrote outside it); a left report's entry too."""
-    from orchestrator import artifacts, on_cluster
-    from orchestrator.left_reports import LeftReport
-    from orchestrator.store import Run, Store
+    from orchestrator.artifacts import collect as artifacts
+    from orchestrator.artifacts.left_reports import LeftReport
+    from orchestrator.runs import on_cluster
+    from orchestrator.store.db import Run, Store
 
     store = Store(tmp_path / "home")
     run = Run(

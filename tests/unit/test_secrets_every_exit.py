@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator import secret_scrub as S
+from orchestrator.artifacts import secret_scrub as S
 
 REPO = Path(__file__).resolve().parents[2]
 SAXPY = REPO / "tests" / "data" / "nsys" / "saxpy-mpi-cuda_perlmutter0.sqlite"
@@ -244,8 +244,8 @@ def test_a_secret_is_scrubbed_however_the_job_ends(tmp_path: Path, end: str) -> 
 def _killed_run(tmp_path: Path, value: str) -> tuple[Path, object, object]:
     """A local run whose job was killed before its cleaning (SIGKILL): its files hold the value
     and nothing vouches for them, as the store recorded it."""
-    from orchestrator.spec import load_spec
-    from orchestrator.store import Run, Store
+    from orchestrator.spec.job import load_spec
+    from orchestrator.store.db import Run, Store
 
     home = tmp_path / "home"
     run_dir = home / "runs" / "killed-1"
@@ -278,7 +278,7 @@ def _killed_run(tmp_path: Path, value: str) -> tuple[Path, object, object]:
 def test_collection_refuses_what_nobody_showed_clean(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     value = "k1lled-b3fore-cleaning"
     home, store, _ = _killed_run(tmp_path, value)
@@ -294,7 +294,7 @@ def test_collection_refuses_what_nobody_showed_clean(
 def test_collection_cleans_the_folder_where_the_value_is_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     value = "k1lled-b3fore-cleaning"
     home, store, _ = _killed_run(tmp_path, value)

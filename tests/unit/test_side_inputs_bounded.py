@@ -25,12 +25,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis.families import gpu_metric_names as N
 from orchestrator.analysis.families import gpu_metrics
 from orchestrator.analysis.readers import cpu_samples
+from orchestrator.analysis.readers import gpu_metric_names as N
 from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml
 from orchestrator.analysis.timeline import step_rules
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from tests.fixtures.recordings import export
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import cluster_identity
-from orchestrator.cluster import load_cluster
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
+from orchestrator.executors import cluster_identity
+from orchestrator.site.cluster import load_cluster
 from orchestrator.transport.local import LOCAL
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "jobs" / "smoke.yaml"
@@ -27,7 +27,7 @@ def _cluster_text(marker: str) -> str:
 
 
 def _render(cluster: Path, tmp_path: Path) -> str:
-    from orchestrator.prepare import prepare, render
+    from orchestrator.checks.prepare import prepare, render
 
     prep = prepare(SMOKE, [f"cluster={cluster}"])
     return render(prep, "r-1", tmp_path / "runs" / "r-1").script
@@ -166,7 +166,7 @@ def test_a_cluster_file_link_flipped_while_rendering_never_reads_the_other(tmp_p
 
 
 def test_a_template_link_flipped_while_rendering_never_reads_the_other(tmp_path: Path) -> None:
-    from orchestrator import render
+    from orchestrator.render import scripts as render
 
     tpl = tmp_path / "tpl" / "partitions"
     tpl.mkdir(parents=True)

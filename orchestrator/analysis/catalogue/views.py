@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.analysis.catalogue.entries import CATALOGUE, FAMILIES, WAIT_FUNCS
+from orchestrator.analysis.catalogue.memory_entries import CATEGORIES as MEMORY_CATEGORIES
 from orchestrator.analysis.catalogue.model import Family, Metric
-from orchestrator.analysis.presentation import labels as L
+from orchestrator.core import human as L
 
 if TYPE_CHECKING:
     from orchestrator.analysis.metrics import Metrics, RankMetrics
@@ -134,6 +135,24 @@ GPU_METRIC_ROWS = [
 ]  # fmt: skip
 
 
+def _memory(ranks: Ranks) -> bool:
+    return any(r.memory is not None for r in ranks)
+
+
+def _allocator(ranks: Ranks) -> bool:
+    return any(r.memory is not None and r.memory.level == "allocator" for r in ranks)
+
+
+# the memory family's rows (catalogue/memory_entries.py), where some entry recorded memory
+# (the allocator's own figures where some entry recorded the allocator: nsys sees CUDA's side)
+MEMORY_ROWS = [
+    _s("mem_peak_allocated_bytes", when=_allocator),
+    _s("mem_peak_reserved_bytes", when=_memory),
+    *(_s(f"mem_{key}_bytes", when=_allocator) for key, _, _ in MEMORY_CATEGORIES),
+    _s("mem_fragmentation_pct", when=_allocator),
+    _s("mem_growth_per_step_bytes", when=_memory),
+]
+
 ANALYZE: Layout = [
     ("GPU time", [
         _s(None, "device", show=lambda r: r.device_name or "-", ranked=False),
@@ -205,6 +224,7 @@ ANALYZE: Layout = [
         _s("thread_s[NAME]", ranked=False, each=_thread_show),
     ]),
     ("GPU metrics (nsys)", GPU_METRIC_ROWS),
+    ("Memory use", MEMORY_ROWS),
 ]  # fmt: skip
 
 COMPARE: Layout = [
@@ -251,6 +271,8 @@ COMPARE: Layout = [
         "pcie_rx_pct", "pcie_tx_pct", "c2c_rx_pct", "c2c_tx_pct", "nvlink_rx_pct",
         "nvlink_tx_pct", "gpc_clock_mhz",
     )]),
+    ("Memory use", [_s(s.key, unit="GiB" if (s.key or "").endswith("_bytes") else None,
+                       when=s.when) for s in MEMORY_ROWS]),
 ]  # fmt: skip
 
 # the cross-rank view: (label, the unit its min / median / max read in)
@@ -296,10 +318,11 @@ RANKS: Layout = [
         _s("memset_share_pct", "memsets, % of activity"),
         _s("peak_gpu_memory_bytes"),
         *GPU_METRIC_ROWS,
+        *MEMORY_ROWS,
     ]),
 ]  # fmt: skip
 
-# the state store's headline numbers of a run (`metrics.headline`), in this order
+# the state store's headline numbers of a run (`headline`), in this order
 HEADLINE = [
     "gpu_busy_pct", "gpu_idle_pct", "hta_idle_pct", "hta_compute_pct", "hta_non_compute_pct",
     "gpu_compute_pct", "kernel_pct", "memcpy_share_pct", "um_share_pct", "idle_gaps",
@@ -529,8 +552,13 @@ def recorded(key: str, m: Metrics) -> float | None:
 
 
 def headline(m: Metrics) -> dict[str, float | None]:
-    """The headline numbers (`HEADLINE`), unchecked: GPU figures of a trace without kernels
-    read 0, as they always have in the state store."""
+    """The flat headline numbers of one run, for the state store's metrics table (campaigns read
+    them for regressions): the `HEADLINE` view, keys as there (docs/metrics.md defines each).
+    Means over ranks unless the catalogue says otherwise; None = no value; none at all for a
+    run without ranks. Unchecked: GPU figures of a trace without kernels read 0, as they
+    always have in the state store."""
+    if not m.ranks:
+        return {}
     return {k: metric(k).run_value(m, check=False) for k in _keys(HEADLINE, "headline")}
 
 

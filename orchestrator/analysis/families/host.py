@@ -21,6 +21,7 @@ from orchestrator.analysis.metrics import (
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals, union_in_span, union_of_sorted
 from orchestrator.analysis.timeline.step_names import is_data_wait, step_family, step_pattern
+from orchestrator.analysis.timeline.step_names import step_rows as step_rows
 
 TOP_RANGES = 50
 TOP_THREADS = 40
@@ -126,19 +127,6 @@ def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
     return group_step_ranges(out)[:TOP_RANGES]
 
 
-def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
-    """(name, start, duration) of the host annotations named like training steps."""
-    h = tl.host
-    is_step = tl.name_mask(lambda n: step_family(n) is not None)
-    m = (h.kind == T.ANNOTATION) & is_step[h.name] & (h.end >= h.start) if h.size else None
-    if m is None or not bool(m.any()):
-        return []
-    return [
-        (tl.names[i], s, e - s)
-        for i, s, e in zip(h.name[m].tolist(), h.start[m].tolist(), h.end[m].tolist(), strict=True)
-    ]
-
-
 def steps(rows: Iterable[tuple[str, int, int]]) -> StepStats | None:
     """Step-time statistics from (name, start, duration) ranges; the largest family wins."""
     fams: dict[str, list[tuple[int, int]]] = {}
@@ -235,10 +223,27 @@ def threads(tl: T.RankTimeline, main: tuple[int, int] | None = None) -> list[Thr
 def thread_groups(pid: Any, tid: Any) -> tuple[list[tuple[int, int]], Any]:
     """Distinct (pid, tid) pairs and each row's index into them."""
     if pid.size and int(pid.min()) >= 0 and int(tid.min()) >= 0 and int(tid.max()) < 1 << 31:
-        keys, inv = np.unique((pid.astype(np.int64) << 31) | tid, return_inverse=True)
+        packed = (pid.astype(np.int64) << 31) | tid
+        lo, hi = int(packed.min()), int(packed.max())
+        if lo == hi:  # one thread (a PyTorch run's operators): no sort of a million rows
+            return [(lo >> 31, lo & ((1 << 31) - 1))], np.zeros(packed.size, dtype=np.intp)
+        keys, inv = np.unique(packed, return_inverse=True)
         return [(k >> 31, k & ((1 << 31) - 1)) for k in keys.tolist()], inv.reshape(-1)
     pairs, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
     return [(int(p), int(t)) for p, t in pairs.tolist()], inv.reshape(-1)
+
+
+def thread_keys(pid: Any, tid: Any, few: int = 64) -> set[tuple[int, int]]:
+    """The distinct (pid, tid) pairs of the rows (`thread_groups`' keys): peeled one thread at a
+    time while they are few (a million operator rows on a handful of threads need no sort)."""
+    out: set[tuple[int, int]] = set()
+    while pid.size:
+        if len(out) >= few:
+            return out | set(thread_groups(pid, tid)[0])
+        out.add((int(pid[0]), int(tid[0])))
+        other = (pid != pid[0]) | (tid != tid[0])
+        pid, tid = pid[other], tid[other]
+    return out
 
 
 def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
@@ -252,7 +257,7 @@ def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
     keys = set(tl.threads)
     m = np.isin(h.kind, (T.OSRT, T.CPU_OP))
     if bool(m.any()):
-        keys |= set(thread_groups(h.pid[m], h.tid[m])[0])
+        keys |= thread_keys(h.pid[m], h.tid[m])
     every = sorted(k for k in keys if k[0] != T.NONE)
     mains = [k for k in every if k[0] == k[1]]
     if tl.cuda_pids:

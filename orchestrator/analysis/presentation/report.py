@@ -21,15 +21,16 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.families.gpu_metric_model import MetricLane
+from orchestrator.analysis.gpu_metric_model import MetricLane
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
 from orchestrator.analysis.presentation import gpu_metric_lane
 from orchestrator.analysis.presentation import labels as L
-from orchestrator.analysis.presentation.advice import Advice, advise, fold
+from orchestrator.analysis.presentation.advice import Advice, fold
+from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.compare import Comparison, compare, key_rows
 from orchestrator.analysis.presentation.verdict import verdict
-from orchestrator.escape import markdown, plain
-from orchestrator.shipped import templates_dir
+from orchestrator.core.escape import markdown, plain
+from orchestrator.core.shipped import templates_dir
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 FOLD_RANKS = 8  # beyond this many entries the per-rank parts of a report are folded
@@ -452,7 +453,32 @@ def _run_context(m: Metrics, label: str, name: str) -> dict[str, object]:
         if r.step_view is not None
     ]
     in_verdict = {f.rule for f in v.findings if f.rule}
+    from orchestrator.analysis.presentation import memory_findings, memory_lane
+
+    memory = [
+        (
+            _entry_label(r, m.ranks),
+            r.memory,
+            memory_lane.svg_lane(r.memory, f"{_entry_label(r, m.ranks)}: {r.memory.source}"),
+            memory_lane.peak_rows(r.memory),
+        )
+        for r in m.ranks
+        if r.memory is not None
+    ][:MAX_VIEWS]
+    ooms = [
+        (
+            memory_findings.oom_sentence(r.rank, r.memory.oom),
+            memory_findings.knob(*[memory_findings.oom_knob(r.memory.oom, m.workload_kind)[0],
+                                   m.workload_kind])
+            + f" ({memory_findings.oom_knob(r.memory.oom, m.workload_kind)[1]})",
+        )
+        for r in m.ranks
+        if r.memory is not None and r.memory.oom is not None
+    ]  # fmt: skip
     return {
+        "memory": memory,
+        "ooms": ooms,
+        "memory_only": bool(m.sources) and all(s.kind == "torch-snapshot" for s in m.sources),
         "label": label,
         "name": name,
         "m": m,

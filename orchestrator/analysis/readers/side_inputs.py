@@ -82,7 +82,7 @@ def load_yaml(text: str, limit: int = MAX_YAML_BYTES, nodes: int = MAX_YAML_NODE
     often as it is used, before anything is built)."""
     import yaml
 
-    from orchestrator.yamlio import count_nodes
+    from orchestrator.spec.yamlio import count_nodes
 
     if len(text) > limit:  # characters: at least as many bytes
         raise SideInputError(f"{len(text)} characters, more than the {limit >> 20} MiB read")
