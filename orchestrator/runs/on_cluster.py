@@ -264,7 +264,6 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
     """Each run's analysis (Metrics, or a RunSet where its folder held separate runs) read back,
     labelled by its run id, and every report's record copied into the artifact store; and
     notes (map tasks that did not complete)."""
-    from orchestrator.analysis import Metrics, RunSet
     from orchestrator.runs import lifecycle as R
 
     transport = R.transport_of_run(sub.runs[0])
@@ -281,13 +280,7 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
                 f"the reduce job {sub.reduce} ({states['reduce']}) wrote no analysis of run"
                 f" {run.run_id}; its log {sub.folder}/reduce.out ends: {end}"
             )
-        doc = json.loads(data)
-        if doc.get("format") == "gh-run.runs/1":
-            out.append(RunSet.model_validate(doc))
-        else:
-            m = Metrics.model_validate(doc)
-            m.label = run.run_id
-            out.append(m)
+        out.append(_reduced(data, f"{sub.folder}/{run.run_id}.json", run.run_id))
     for rep in sub.reports:
         rec = transport.read_from(rep.there + RECORD_SUFFIX, 0)
         if rec is None:
@@ -309,3 +302,27 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
             f" those reports itself; their logs: {sub.folder}/map_N.out"
         )
     return out, notes
+
+
+def _reduced(data: bytes, where: str, run_id: str) -> object:
+    """The reduce job's answer for one run, read as evidence: a file cut short (the job killed
+    while writing it) or not gh-run's is one sentence naming it, never a traceback."""
+    from pydantic import ValidationError
+
+    from orchestrator.analysis import Metrics, RunSet
+
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        if doc.get("format") == "gh-run.runs/1":
+            return RunSet.model_validate(doc)
+        m = Metrics.model_validate(doc)
+    except (ValueError, RecursionError, ValidationError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise RuntimeFailure(
+            f"{where}: not an analysis gh-run's reduce job writes ({why}); run `gh-run analyze"
+            f" --on-cluster {run_id}` again"
+        ) from None
+    m.label = run_id
+    return m

@@ -279,3 +279,37 @@ def test_a_manifest_path_that_leaves_its_folder_is_refused(tmp_path: Path, rel: 
     with pytest.raises(ValueError, match="does not stay inside"):
         LeftReport.model_validate(entry)
     assert artifacts._prior_left(folder) == []
+
+
+def _reduce_answer() -> bytes:
+    m = loader.analyze_paths([SAXPY], use_records=False)
+    return m.model_dump_json().encode()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda good: good[: len(good) // 2],  # the reduce job killed while writing it
+        lambda good: b"",
+        lambda good: b"[]",
+        lambda good: b"null",
+        lambda good: b'{"format": "gh-run.runs/1"}',
+        lambda good: b'{"ranks": 7}',
+        lambda good: b"\xff\xfe" + good,
+        lambda good: b"[" * 100_000 + b"]" * 100_000,
+    ],
+    ids=["cut", "empty", "list", "null", "runs-empty", "ranks-7", "not-utf8", "deep"],
+)
+def test_a_damaged_reduce_answer_is_one_sentence(damage: Callable[[bytes], bytes]) -> None:
+    """`analyze --on-cluster` reads its reduce job's answer back as evidence: a file cut short
+    or not gh-run's is a RuntimeFailure naming the file and the fix, never a traceback."""
+    from orchestrator.core.errors import RuntimeFailure
+    from orchestrator.runs.on_cluster import _reduced
+
+    good = _reduce_answer()
+    assert _reduced(good, "out/r1.json", "r1").label == "r1"  # control: the answer is read
+    with pytest.raises(RuntimeFailure) as exc:
+        _reduced(damage(good), "out/r1.json", "r1")
+    msg = exc.value.message
+    assert msg.startswith("out/r1.json: not an analysis") and "--on-cluster r1" in msg
+    assert "\n" not in msg
