@@ -18,7 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from orchestrator.analysis.presentation.changes import PHASES, PhaseChange, WhatChanged, finding
-from orchestrator.campaign.results import PHASE_SOURCES
+from orchestrator.campaign.sources import PHASE_SOURCES
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from orchestrator.campaign.submission import campaign_dir
 from orchestrator.executors.base import Warn
 from orchestrator.store import Store
 
-# Exit codes of `campaign run --wait` / `resume`: 0 passed, 1 a variant failed (or gh-run
-# itself), 2 bad input, 3 a threshold was crossed. A regression outranks a failed variant:
+# Exit codes of `campaign run --wait` / `resume`: 0 passed, 1 a variant failed or a threshold
+# could not be judged (or gh-run itself failed), 2 bad input, 3 a threshold was crossed. A
+# regression outranks a failed variant or an unjudged threshold:
 # nightly alerting keys on 3, and a regression found in the variants that did run is news
 # whatever happened to the others (docs/campaigns.md, "Exit codes").
 EXIT_REGRESSION = 3
@@ -40,10 +41,11 @@ class Outcome:
 
 
 def exit_code(result: CampaignResult) -> int:
-    """3 if any threshold was crossed, else 1 if any variant did not complete, else 0."""
+    """3 if any threshold was crossed, else 1 if any variant did not complete or any threshold
+    could not be judged, else 0."""
     if result.regressions:
         return EXIT_REGRESSION
-    if result.failed:
+    if result.failed or result.unjudged:
         return EXIT_FAILED
     return 0
 
@@ -55,6 +57,8 @@ def verdict(result: CampaignResult) -> str:
         words.append(f"FAILED ({_count(len(result.failed), 'variant')})")
     if result.regressions:
         words.append(f"REGRESSED ({_count(len(result.regressions), 'regression')})")
+    if result.unjudged:
+        words.append(f"UNJUDGED ({_count(len(result.unjudged), 'threshold')})")
     return " and ".join(words) or result.state
 
 

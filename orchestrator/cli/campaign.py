@@ -30,6 +30,7 @@ from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.cluster import Cluster
 from orchestrator.cluster_identity import clusters_option
 from orchestrator.errors import UserError
+from orchestrator.escape import term
 from orchestrator.executors.slurm import slurm_reachable
 from orchestrator.store import Run, iso
 from orchestrator.yamlio import display_path
@@ -87,11 +88,14 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
     style = "green" if r.state == "PASSED" else "red"
     out.print(
         f"campaign {cid}: [{style}]{verdict(r)}[/] — {len(r.variants)} variants, "
-        f"{len(r.failed)} failed, {len(r.regressions)} regressions; baseline: {r.baseline_note}; "
-        f"exit {outcome.exit_code}"
+        f"{len(r.failed)} failed, {len(r.regressions)} regressions, "
+        f"{len(r.unjudged)} not judged; baseline: {r.baseline_note}; exit {outcome.exit_code}"
     )
     for f in r.regressions:
-        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}")
+        by = f" (judged by {f.figure})" if f.figure and f.figure != f.metric else ""
+        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}{by}")
+    for f in r.unjudged:
+        out.print(f"  [red]not judged[/] {f.variant} {f.metric}: {term(f.unjudged or '')}")
     for v in r.failed:
         out.print(f"  [red]failed[/] {v.variant}: {v.state} (run {v.run_id})")
         # What `submit --wait` shows of a failed run: its stderr's last lines.
