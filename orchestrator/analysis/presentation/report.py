@@ -543,6 +543,9 @@ def write_report(
         "compare_rows": rows,
         "groups": [r.group for r in comparison.rows] if comparison else [],
         "key_rows": [next(row for row in rows if row[0] == k.metric) for k in key],
+        # each figure of the short table defined once under it, one click from its name and
+        # from "what changed" (which names the same step figure)
+        "key_defs": [(k.key, k.metric, views.metric(k.key).definition) for k in key],
         "changes": list(zip(short[1:], comparison.changes, strict=True)) if comparison else [],
         "short": short,
         "legend": legend,
