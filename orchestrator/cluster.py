@@ -323,7 +323,12 @@ class Cluster(Strict):
 
     name: str
     description: str | None = None
-    scheduler: Literal["slurm"] = "slurm"
+    scheduler: Literal["slurm", "none"] = Field(
+        "slurm",
+        description="slurm: jobs go to the SLURM controller (or, with local_fallback, run here "
+        "when none answers); none: no scheduler, jobs run with bash on this machine (the local "
+        "executor), as gh-run's built-in cluster `local`.",
+    )
     slurm: SlurmCluster = Field(
         default_factory=SlurmCluster,
         description="The SLURM cluster this file describes (ClusterName) and whether gh-run "
@@ -405,6 +410,11 @@ class Cluster(Strict):
 
     @model_validator(mode="after")
     def _transport(self) -> Cluster:
+        if self.scheduler == "none" and self.transport != "local":
+            raise ValueError(
+                "scheduler none runs jobs on this machine, transport ssh sends them to a login "
+                "node; set scheduler: slurm, or transport: local"
+            )
         if self.transport == "local":
             if self.ssh is not None:
                 raise ValueError(
@@ -460,6 +470,12 @@ def find_cluster_file(name_or_path: str) -> Path:
 
 def load_cluster(name_or_path: str) -> Cluster:
     found = find_cluster(name_or_path)
+    if found.origin == "builtin":
+        from orchestrator.builtin_cluster import local_cluster_data
+
+        cluster = Cluster.model_validate(local_cluster_data())
+        cluster.origin = found
+        return cluster
     doc = yamlio.read_file(found.path)
     cluster = yamlio.to_model(doc, Cluster)
     cluster.source = str(found.path.resolve())

@@ -263,6 +263,15 @@ def gpu_counters(prep: Prepared) -> list[Finding]:
     ]
 
 
+def own_workloads(prep: Prepared) -> list[Finding]:
+    """A job running gh-run's own workloads with a Python gh-run cannot put in its place: which
+    Python the nodes' PATH must give (a warning: the site's PATH may already give it)."""
+    from orchestrator.own_workloads import path_advice
+
+    text = path_advice(prep.spec, prep.cluster, spec_where(prep))
+    return [Finding(what="workload", detail=text, warning=True)] if text else []
+
+
 def check_job(
     prep: Prepared, home: Path, transport: Transport, limits: list[GhRunError]
 ) -> list[Finding]:
@@ -274,6 +283,7 @@ def check_job(
         found += gpu_counters(prep)
     else:  # sbatch takes the secrets from this environment either way
         found += [f for f in (secrets(prep),) if f is not None]
+    found += own_workloads(prep)
     identity = cluster(prep, transport)
     found.append(identity)
     if identity.ok and not limits:

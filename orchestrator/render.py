@@ -28,6 +28,7 @@ from orchestrator.cluster import Cluster, Partition
 from orchestrator.container import exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
+from orchestrator.own_workloads import with_interpreter
 from orchestrator.paths import user_cache_dir
 from orchestrator.profile import (
     PostReport,
@@ -372,7 +373,8 @@ def build_context(
             files.append(EmbeddedFile(name=UM_BOOTSTRAP_NAME, content=UM_BOOTSTRAP, mode="0600"))
         app = workload.argv(res.nodes, res.tasks_per_node, bootstrap)
     else:
-        app = workload.argv()
+        # gh-run's own workloads run with gh-run's own Python where the nodes see it
+        app = with_interpreter(workload.argv(), spec, cluster)
     if prof.tool == "torch" and prof.torch_profile_flag:
         app = [*app, prof.torch_profile_flag, artifacts_dir]
     report_base = prof.report_base(spec.name)

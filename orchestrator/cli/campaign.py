@@ -25,7 +25,7 @@ from orchestrator.campaign.submission import (
     resolve_executor,
 )
 from orchestrator.cli import run_view
-from orchestrator.cli.state import STATE, err_console, note, out, warn
+from orchestrator.cli.state import STATE, err_console, note_once, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.cluster import Cluster
 from orchestrator.cluster_identity import clusters_option
@@ -117,7 +117,7 @@ def _origin_notes(prepared: PreparedVariants) -> None:
         text = origin_note(cl.origin, cl.name)
         if text and str(cl.source) not in seen:
             seen.add(str(cl.source))
-            note(text)
+            note_once(text)
 
 
 def run_cmd(

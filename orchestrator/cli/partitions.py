@@ -44,7 +44,9 @@ def _origin(cl: Cluster) -> str:
     """The cluster's file and where the search found it: `clusters/dev.yaml, the project's
     (.gh-run/config.yaml: cluster_dirs)`."""
     src = display_path(Path(cl.source)) if cl.source else cl.name
-    return f"{src}, {cl.origin.describe()}" if cl.origin else src
+    if cl.origin is None:
+        return src
+    return f"{src}, {cl.origin.describe()}" if cl.source else cl.origin.describe()
 
 
 def _gpus(p: Partition) -> str:

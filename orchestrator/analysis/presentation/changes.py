@@ -245,7 +245,13 @@ def finding(
         and p.value_ms is not None
         and p.baseline_ms is not None
     ]
-    if step and step.change_pct is not None and step.value_ms is not None and moved:
+    if (
+        step
+        and step.change_pct is not None
+        and step.value_ms is not None
+        and step.baseline_ms is not None
+        and moved
+    ):
         d_step = step.value_ms - step.baseline_ms
         # The phase whose time moved most in the step's direction.
         lead = max(
