@@ -531,7 +531,7 @@ def validate_job(
     if res.time_seconds is not None and res.time_seconds > part.max_time_seconds:
         refuse(
             "time",
-            f"{res.time} is over partition {name!r}'s limit of {part.max_time}; "
+            f"{res.time} is over the limit of partition {name!r}, {part.max_time}; "
             f"ask for {part.max_time} or less",
         )
     if res.mem_mib is not None and res.mem_mib > part.mem_mib:

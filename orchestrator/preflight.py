@@ -216,7 +216,7 @@ def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
     """The controller's verdict on the very script `submit` would send (`sbatch --test-only`,
     the script on stdin: nothing is copied to a remote cluster for it)."""
     from orchestrator import prepare as P
-    from orchestrator.controller_answer import explain_controller
+    from orchestrator.controller_answer import explain_controller, lacks_partition
     from orchestrator.executors.slurm import SlurmExecutor
 
     rid = P.new_run_id(prep.spec.name)
@@ -240,6 +240,17 @@ def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
             shown=True,
         )
     src = source_of(prep)
+    if lacks_partition(text):
+        return _problem(
+            "controller",
+            UserError(
+                f"{spec_where(prep)}: partition {prep.partition_name} is in {src}, but the SLURM "
+                f"controller of cluster {prep.cluster.name} has no partition of that name "
+                f'(controller: "{text}"); pick one it has (`sinfo -s`), or draft the cluster '
+                f"file from what SLURM has with `gh-run partitions import --name "
+                f"{prep.cluster.name}` (an admin installs it with --install)"
+            ),
+        )
     return _problem(
         "controller",
         UserError(

@@ -187,7 +187,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         runs: Annotated[
             list[str],
             typer.Argument(
-                help="two or more runs (files, folders or run ids), or a folder of runs"
+                help="two or more runs: trace files, folders, run ids (or 'last'), a folder of "
+                "runs, or traces shipped with gh-run: example:baseline, example:offload"
             ),
         ],
         json_out: Annotated[bool, typer.Option("--json")] = False,
@@ -250,7 +251,11 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     @app.command("report")
     def report_cmd(
         runs: Annotated[
-            list[str] | None, typer.Argument(help="runs: files, folders or run ids")
+            list[str] | None,
+            typer.Argument(
+                help="runs: trace files, folders, run ids (or 'last'), or traces shipped with "
+                "gh-run: example:baseline, example:offload"
+            ),
         ] = None,
         campaign: Annotated[
             str | None,
@@ -260,7 +265,15 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         title: Annotated[str, typer.Option("--title")] = "gh-run analysis",
         max_trace_size: MaxTraceSize = None,
     ) -> None:
-        """Write report.html (self-contained), report.md and report.json."""
+        """Write report.html (self-contained), report.md and report.json.
+
+        \b
+        Examples:
+          gh-run report last --out report           the last run
+          gh-run report RUN_A RUN_B                 what changed in B against A, then each run
+          gh-run report example:baseline example:offload
+                                                    two real H100 traces shipped with gh-run
+          gh-run report --campaign last             every variant of the last campaign"""
         from orchestrator.analysis.presentation.report import write_report
         from orchestrator.errors import UserError
 

@@ -455,12 +455,17 @@ def fire_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    campaign_app.command("run")(run_cmd)
-    campaign_app.command("resume")(resume_cmd)
-    campaign_app.command("status")(status_cmd)
-    campaign_app.command("schedule")(schedule_cmd)
-    campaign_app.command("unschedule")(unschedule_cmd)
-    campaign_app.command("list")(list_cmd)
-    campaign_app.command("history")(history_cmd)
+    # The listing's lines (`campaign --help`): whole, within 80 columns; each command's own
+    # --help says the rest (tests/unit/test_cli_help.py).
+    for name, cmd, short in (
+        ("run", run_cmd, "Plan, submit as job arrays; --wait: run to the report."),
+        ("resume", resume_cmd, "Finish a campaign after a crash or kill."),
+        ("status", status_cmd, "Where a campaign stands, variant by variant."),
+        ("schedule", schedule_cmd, "Install the schedule: crontab or a SLURM job."),
+        ("unschedule", unschedule_cmd, "Remove a campaign's schedule."),
+        ("list", list_cmd, "Installed schedules and recent campaigns."),
+        ("history", history_cmd, "Chosen metrics across nights, variants x nights."),
+    ):
+        campaign_app.command(name, short_help=short)(cmd)
     campaign_app.command("fire", hidden=True)(fire_cmd)
     app.add_typer(campaign_app, name="campaign")

@@ -114,7 +114,7 @@ def list_cmd(
     print_table(columns, rows, title=f"cluster {cl.name} ({_origin(cl)})")
 
 
-@app.command("show")
+@app.command("show", short_help="One partition: limits, defaults, what every job gets.")
 def show_cmd(
     name: Annotated[str, typer.Argument(help="Partition name.")], cluster: ClusterOpt = None
 ) -> None:
@@ -163,7 +163,7 @@ def partition_table(cl: Cluster, name: str) -> Table:
     return t
 
 
-@app.command("import")
+@app.command("import", short_help="Draft a cluster file from the live cluster (scontrol).")
 def import_cmd(
     cluster: Annotated[
         str | None,
