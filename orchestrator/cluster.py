@@ -305,9 +305,10 @@ class ClusterAnalysis(Strict):
     gh_run: list[str] | None = Field(
         None,
         description="The command that runs gh-run on the compute nodes, e.g. [/apps/gh-run/bin/"
-        "gh-run]. Default: with transport local, the Python that submitted (`python -m "
-        "orchestrator`: the nodes see the submit host's files, as on most sites and the dev "
-        "cluster); with transport ssh, ssh.gh_run (the login node's gh-run).",
+        "gh-run]. Default: the job's image's own gh-run when the job runs in one and it answers "
+        "with this gh-run's version; else, with transport local, the Python that submitted "
+        "(`python -m orchestrator`: the nodes see the submit host's files, as on most sites and "
+        "the dev cluster), with transport ssh, ssh.gh_run (the login node's gh-run).",
     )
 
     @field_validator("gh_run")

@@ -28,6 +28,7 @@ from orchestrator.cluster import Cluster, Partition
 from orchestrator.container import exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
+from orchestrator.node_gh_run import candidates
 from orchestrator.own_workloads import with_interpreter
 from orchestrator.paths import user_cache_dir
 from orchestrator.profile import (
@@ -171,7 +172,14 @@ class RenderContext(Strict):
     )
     analysis_gh_run: list[str] = Field(
         default_factory=list,
-        description="The command running gh-run on the nodes (the cluster's analysis.gh_run).",
+        description="The command running gh-run on the nodes when nothing before it answers: "
+        "the cluster's analysis.gh_run, else the default (node_gh_run.py).",
+    )
+    analysis_gh_runs: list[list[str]] = Field(
+        default_factory=list,
+        description="Every command that may run gh-run on the nodes, first choice first: the "
+        "job's image's gh-run, then analysis_gh_run (node_gh_run.candidates); the first that "
+        "answers --version with this gh-run's version analyses the reports.",
     )
 
 
@@ -406,6 +414,7 @@ def build_context(
     post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
     # each export analysed on the nodes, before the secrets check reads the run folder
     analysis_reports = [r.sqlite for r in nsys_post if r.sqlite] if cluster.analysis.in_job else []
+    gh_runs = candidates(cluster, container) if analysis_reports else []
     if analysis_reports:
         post.append(["bash", f"{run_dir}/{ANALYSIS_POST_NAME}"])
     if secrets_file is not None:  # last: after the reports are exported and summarised
@@ -458,7 +467,8 @@ def build_context(
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
         nsys_post=nsys_post,
         analysis_reports=analysis_reports,
-        analysis_gh_run=cluster.gh_run_on_nodes() if analysis_reports else [],
+        analysis_gh_run=gh_runs[-1] if gh_runs else [],
+        analysis_gh_runs=gh_runs,
     )
 
 
