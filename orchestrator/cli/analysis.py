@@ -300,12 +300,14 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
 
     store = STATE.store()
     runs = on_cluster.runs_named(store, refs)
-    sub, executor = on_cluster.submit(STATE.home, runs, warn)
+    sub, _ = on_cluster.submit(store, STATE.home, runs, warn)
+    first, last = sub.map_runs[0].run_id, sub.map_runs[-1].run_id
     note(
-        f"map: job array {sub.array} ({len(sub.reports)} reports); reduce: job {sub.reduce};"
-        f" in {sub.folder}"
+        f"map: job array {sub.array} ({len(sub.reports)} reports; runs {first}"
+        f"{'' if first == last else f' .. {last}'}); reduce: job {sub.reduce} (run"
+        f" {sub.reduce_run.run_id}); in {sub.folder} (`gh-run status`, `logs`, `cancel` see them)"
     )
-    states = on_cluster.wait(sub, executor, progress=note)
+    states = on_cluster.wait(store, sub, progress=note, warn=warn)
     found, notes = on_cluster.results(STATE.home, sub, states)
     for n in notes:
         warn(n)

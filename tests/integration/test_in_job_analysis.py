@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from orchestrator import __version__
+from orchestrator.errors import RuntimeFailure
 from orchestrator.store import Store
 from tests.integration import test_profiled
 from tests.integration.test_profiled import JOB, _at
@@ -87,6 +88,18 @@ def _left_then_fetched(cli, store_root: Path, run_id: str, run_dir: Path | None)
     assert "map: job array" in res.err and "reduce COMPLETED" in res.err, res.text
     folder = re.search(r"; in (\S+)", res.err)
     assert folder, res.err
+    # the map tasks and the reduce are runs of the store: status, logs (and cancel) see them
+    listed = json.loads(cli("status", "--json").out)
+    analysis = [r["run"] for r in listed if r["run"]["name"] == "gh-run-analysis"]
+    assert sorted(r["variant"] for r in analysis) == ["map 0", "map 1", "reduce"], analysis
+    assert {r["state"] for r in analysis} == {"COMPLETED"}, analysis
+    [reduce] = [r for r in analysis if r["variant"] == "reduce"]
+    assert reduce["run_id"] in res.err and reduce["job_id"] in res.err
+    logs = cli("logs", reduce["run_id"], "--err")
+    assert logs.rc == 0, logs.text
+    maps = [r for r in analysis if r["variant"].startswith("map")]
+    assert all("_" in r["job_id"] for r in maps)  # array tasks: ARRAY_N
+    assert cli("logs", maps[0]["run_id"], "--err").rc == 0
     # its scripts and logs stay beside the run folders (the test removes them: shared scratch)
     shutil.rmtree(folder.group(1), ignore_errors=True)
     again = json.loads(res.out)
@@ -201,3 +214,27 @@ def test_reports_left_over_ssh(laptop: Laptop, tmp_path: Path, prefix: Path) -> 
     run_id = _run_id(res)
     assert not [p for p in laptop.home.rglob("*") if p.name.endswith(REPORTS)]
     _left_then_fetched(cli, laptop.home / "artifacts" / run_id, run_id, None)
+
+
+def test_an_on_cluster_analysis_is_cancelled_as_any_run(  # type: ignore[no-untyped-def]
+    dev_cluster, cli, gh_home: Path, prefix: Path
+) -> None:
+    """Issue 36: the map and reduce jobs of `analyze --on-cluster` were not runs (`cancel`
+    could not see them). The reduce, waiting on the map array, is cancelled by its run id."""
+    from orchestrator import on_cluster
+
+    _submit(cli, prefix, "artifacts.reports=leave")
+    store = Store(gh_home)
+    run = store.find_run("last")
+    sub, _ = on_cluster.submit(store, gh_home, [run])
+    try:
+        res = cli("cancel", sub.reduce_run.run_id)
+        assert res.rc == 0, res.text
+        states = on_cluster.wait(store, sub, interval=0.5)
+        assert states[sub.reduce_run.run_id] == "CANCELLED", states
+        events = [e.detail or "" for e in store.events(sub.reduce_run.run_id)]
+        assert any("intent" in e for e in events) and any("submitted as" in e for e in events)
+        with pytest.raises(RuntimeFailure, match=f"gh-run logs {sub.reduce_run.run_id}"):
+            on_cluster.results(gh_home, sub, states)
+    finally:
+        shutil.rmtree(sub.folder, ignore_errors=True)
