@@ -54,13 +54,18 @@ class Report:
 
 def runs_named(store: Store, refs: Sequence[str]) -> list[Run]:
     """Runs by reference (id, prefix, job id, `last`), or every run of a campaign."""
+    return [run for _, runs in named(store, refs) for run in runs]
+
+
+def named(store: Store, refs: Sequence[str]) -> list[tuple[str | None, list[Run]]]:
+    """Each reference as (the campaign id it names, or None for a run; its runs)."""
     from orchestrator.campaign import records
     from orchestrator.store import NoSuchRun
 
-    out: list[Run] = []
+    out: list[tuple[str | None, list[Run]]] = []
     for ref in refs:
         try:
-            out.append(store.find_run(ref))
+            out.append((None, [store.find_run(ref)]))
             continue
         except NoSuchRun as exc:
             why = exc.message
@@ -70,7 +75,7 @@ def runs_named(store: Store, refs: Sequence[str]) -> list[Run]:
             raise UserError(
                 f"{ref}: neither a run nor a campaign ({why}); name a run id or a campaign id"
             ) from None
-        out += list(records.runs_of(store, rec.campaign_id).values())
+        out.append((rec.campaign_id, list(records.runs_of(store, rec.campaign_id).values())))
     return out
 
 

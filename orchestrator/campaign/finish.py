@@ -15,6 +15,7 @@ from orchestrator.campaign.results import (
     CampaignResult,
     collect_all,
     evaluate,
+    trace_metrics,
 )
 from orchestrator.campaign.submission import campaign_dir
 from orchestrator.executors.base import Warn
@@ -88,10 +89,38 @@ def run_notify(notify: Notify, report_path: Path, warn: Warn | None) -> str:
 
 
 def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None) -> Outcome:
-    rec = db.get_campaign(store, campaign_id)
-    campaign = Campaign.model_validate_json(rec.campaign_json)
+    """After the last job: collect every run (its metrics, its traces analysed), then judge."""
     analyses: Analyses = {}
     collect_all(store, campaign_id, home, warn, analyses)
+    return judge(store, campaign_id, home, analyses, warn)
+
+
+def judge_arrived(
+    store: Store,
+    campaign_id: str,
+    home: Path,
+    arrived: Analyses,
+    warn: Warn | None = None,
+) -> Outcome:
+    """Judge a campaign where its runs' analyses arrive (`analyze --on-cluster CAMPAIGN`: one
+    analysis per run, made by the reduce job where the reports lie): each run's trace figures
+    recorded from its analysis (beside what its metrics.json gave), then the judgement, the
+    run reports and the campaign report, from these analyses, nothing read again here."""
+    runs = {r.run_id for r in db.runs_of(store, campaign_id).values()}
+    for run_id, m in arrived.items():
+        if run_id in runs:
+            store.put_metrics(run_id, trace_metrics(m))
+    return judge(store, campaign_id, home, dict(arrived), warn)
+
+
+def judge(
+    store: Store, campaign_id: str, home: Path, analyses: Analyses, warn: Warn | None = None
+) -> Outcome:
+    """Judge the campaign from the metrics in the store, write the run reports (from
+    `analyses`, run id → Metrics, where a run has one), what changed and the report, then
+    record the verdict and notify."""
+    rec = db.get_campaign(store, campaign_id)
+    campaign = Campaign.model_validate_json(rec.campaign_json)
     result = evaluate(store, campaign_id)
     out_dir = campaign_dir(home, campaign_id) / "report"
     explain.run_reports(store, home, result, out_dir, analyses, warn)

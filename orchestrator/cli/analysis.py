@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -31,6 +31,9 @@ from orchestrator.cli.piped import console_for_stdout
 from orchestrator.errors import UserError
 from orchestrator.escape import markup, plain
 from orchestrator.run_inputs import AnalysisInput
+
+if TYPE_CHECKING:
+    from orchestrator.store import Store
 
 Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
@@ -299,7 +302,8 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
     from orchestrator.cli.state import STATE, note, warn
 
     store = STATE.store()
-    runs = on_cluster.runs_named(store, refs)
+    given = on_cluster.named(store, refs)
+    runs = [run for _, rs in given for run in rs]
     sub, _ = on_cluster.submit(store, STATE.home, runs, warn)
     first, last = sub.map_runs[0].run_id, sub.map_runs[-1].run_id
     note(
@@ -311,6 +315,7 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
     found, notes = on_cluster.results(STATE.home, sub, states)
     for n in notes:
         warn(n)
+    _judge_campaigns(store, [cid for cid, _ in given if cid], found)
     if json_out:
         if len(found) == 1:
             typer.echo(cast(Metrics, found[0]).model_dump_json(indent=2))
@@ -327,6 +332,27 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
                 print_metrics(one, console, per_rank=per_rank)
         else:
             print_metrics(cast(Metrics, m), console, per_rank=per_rank)
+
+
+def _judge_campaigns(store: Store, campaigns: list[str], found: list[object]) -> None:
+    """A campaign named to `--on-cluster` is judged where its runs' analyses arrive (one per
+    run, from the reduce): its trace figures recorded, its verdict and report written again.
+    One still running is left to its own end (`campaign run --wait`, `resume`)."""
+    from orchestrator.campaign import records
+    from orchestrator.campaign.finish import judge_arrived, verdict
+    from orchestrator.cli.state import STATE, note, warn
+
+    arrived = {m.label: m for m in found if isinstance(m, Metrics) and m.label}
+    for cid in dict.fromkeys(campaigns):
+        rec = records.get_campaign(store, cid)
+        if rec.state not in records.ENDED:
+            note(f"campaign {cid} is {rec.state}: judged when it ends, not now")
+            continue
+        outcome = judge_arrived(store, cid, STATE.home, arrived, warn)
+        note(
+            f"campaign {cid}: judged from the analyses that arrived: {verdict(outcome.result)};"
+            f" report: {outcome.paths['html']}"
+        )
 
 
 def runs_of(

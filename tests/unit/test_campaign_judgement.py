@@ -227,3 +227,29 @@ def test_a_failed_variant_is_failed_not_unjudged(tmp_path: Path, gh_home: Path) 
     r = evaluate(store, cid)
     assert r.state == db.FAILED and exit_code(r) == 1
     assert not r.unjudged and [v.variant for v in r.failed] == ["slow"]
+
+
+def test_a_campaign_is_judged_where_its_analyses_arrive(tmp_path: Path, gh_home: Path) -> None:
+    """`analyze --on-cluster CAMPAIGN` gives one analysis per run (the reduce's); where they
+    arrive the campaign is judged from them: a night left UNJUDGED for want of its traces'
+    figures is judged again, its run reports written from the analyses, nothing read again."""
+    from orchestrator.analysis import analyze_paths
+    from orchestrator.campaign.finish import judge, judge_arrived
+
+    path = _file(tmp_path, {"step_time_mean_ms": {"increase_pct": 10}})
+    store = Store(gh_home)
+    cid = plan(store, load_campaign(path), path, gh_home, "local")
+    runs = db.runs_of(store, cid)
+    for run in runs.values():
+        store.update_run(run.run_id, state="COMPLETED", event="recorded", exit_code=0)
+    before = judge(store, cid, gh_home, {})
+    assert before.result.state == db.UNJUDGED and before.exit_code == 1
+    # the reduce's analysis of each run (a real nsys export of a CPU job: 6 traced steps)
+    trace = REPO / "tests" / "data" / "nsys_cpu" / "smoke-profiled.sqlite"
+    arrived = {r.run_id: analyze_paths([trace], label=r.run_id) for r in runs.values()}
+    after = judge_arrived(store, cid, gh_home, arrived)
+    assert after.result.state == db.PASSED and after.exit_code == 0, after.result.unjudged
+    assert db.get_campaign(store, cid).state == db.PASSED
+    for v in after.result.variants:
+        assert v.metrics["step_time_mean_ms"] == pytest.approx(50.92, abs=0.01)
+        assert v.report and (after.paths["html"].parent / v.report).is_file()
