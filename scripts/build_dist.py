@@ -70,6 +70,20 @@ def hook(python: Path, backend: str, name: str, out: Path, cwd: Path) -> str:
     return str(json.loads(res.stdout.strip().splitlines()[-1]))
 
 
+def _extract(tar: tarfile.TarFile, into: Path) -> None:
+    """The sdist unpacked: with the "data" filter where this Python has it (3.11.4+; Debian
+    12's 3.11.2 has not), else member by member, refusing a path that leaves `into` or a link
+    (the sdist is the one just built, but an unpacker should not trust that)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, filter="data")
+        return
+    for m in tar.getmembers():
+        target = (into / m.name).resolve()
+        if not target.is_relative_to(into.resolve()) or m.issym() or m.islnk():
+            raise SystemExit(f"build_dist: the sdist holds {m.name!r}, which it should not")
+    tar.extractall(into)
+
+
 def build(repo: Path, venv_dir: Path, out: Path) -> tuple[Path, Path]:
     requires, backend = build_system(repo)
     python = ensure_venv(venv_dir, requires)
@@ -77,7 +91,7 @@ def build(repo: Path, venv_dir: Path, out: Path) -> tuple[Path, Path]:
     sdist = out / hook(python, backend, "build_sdist", out.absolute(), repo)
     with tempfile.TemporaryDirectory(prefix="gh-run-dist.") as tmp:
         with tarfile.open(sdist) as tar:
-            tar.extractall(tmp, filter="data")
+            _extract(tar, Path(tmp))
         [top] = Path(tmp).iterdir()
         wheel = out / hook(python, backend, "build_wheel", out.absolute(), top)
     return sdist, wheel

@@ -30,7 +30,7 @@ from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.cluster import Cluster
 from orchestrator.cluster_identity import clusters_option
 from orchestrator.errors import UserError
-from orchestrator.escape import term
+from orchestrator.escape import markup
 from orchestrator.executors.slurm import slurm_reachable
 from orchestrator.store import Run, iso
 from orchestrator.yamlio import display_path
@@ -93,9 +93,9 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
     )
     for f in r.regressions:
         by = f" (judged by {f.figure})" if f.figure and f.figure != f.metric else ""
-        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}{by}")
+        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {markup(f.change or '')}{by}")
     for f in r.unjudged:
-        out.print(f"  [red]not judged[/] {f.variant} {f.metric}: {term(f.unjudged or '')}")
+        out.print(f"  [red]not judged[/] {f.variant} {f.metric}: {markup(f.unjudged or '')}")
     for v in r.failed:
         out.print(f"  [red]failed[/] {v.variant}: {v.state} (run {v.run_id})")
         # What `submit --wait` shows of a failed run: its stderr's last lines.

@@ -183,9 +183,10 @@ def test_a_new_project_runs_from_the_installed_wheel(installed: Installed, kind:
     )
     assert "COMPLETED" in sub.stdout and "not a site file" not in sub.stderr
     [run_dir] = (proj / ".gh-run" / "artifacts").iterdir()
-    assert (run_dir / "artifacts" / "hello.txt").read_text().startswith("hello from smoke-")
+    # the starter job runs the installed gh-run's own CPU steps, with its own Python
+    assert (run_dir / "artifacts" / "cpu_steps_rank0.pt.trace.json").is_file()
     script = (proj / ".gh-run" / "runs" / run_dir.name / "job.sbatch").read_text()
-    assert str(REPO) not in script
+    assert str(REPO) not in script and str(installed.venv / "bin" / "python") in script
 
     # A shipped trace, read from the package, gives what the checkout's reader gives (the
     # paths aside: the trace's folder is the package's, not tests/data/traces/baseline).
@@ -242,4 +243,4 @@ def test_the_installed_wheel_submits_to_the_dev_cluster(
     [row] = status
     assert row["run"]["executor"] == "slurm" and row["run"]["state"] == "COMPLETED"
     [run_dir] = (proj / ".gh-run" / "artifacts").iterdir()
-    assert (run_dir / "artifacts" / "hello.txt").read_text().startswith("hello from smoke-")
+    assert (run_dir / "artifacts" / "cpu_steps_rank0.pt.trace.json").is_file()
