@@ -161,8 +161,11 @@ def test_a_new_project_runs_from_the_installed_wheel(installed: Installed, kind:
     where = checked(run([gh_run, "doctor", "--json"], proj, env))
     setup = json.loads(where.stdout)["setup"]
     assert {p["built"] for p in setup["native"]} == {kind == "compiled"}
-    assert [c["name"] for c in setup["clusters"]] == ["dev"]
+    # the site's file, then gh-run's built-in `local` (this machine), which no file hides
+    assert [c["name"] for c in setup["clusters"]] == ["dev", "local"]
     assert setup["clusters"][0]["found_by"].startswith("the site's ($GH_RUN_SITE_DIR/clusters)")
+    assert setup["clusters"][1]["found_by"].startswith("gh-run's built-in")
+    assert setup["default_cluster"] == "dev"  # the only file: the built-in is no candidate
     package = checked(
         run(
             [
