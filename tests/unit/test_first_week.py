@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 
 @pytest.mark.parametrize("command", ["analyze", "compare", "report"])
@@ -64,3 +64,23 @@ def test_the_time_limit_refusal_reads(gh_home: Path) -> None:
     assert res.rc == 2
     assert "''s" not in res.err
     assert "is over the limit of partition 'gh', 02:00:00" in res.err, res.err
+
+
+def test_full_timeline_is_said_once_with_the_inputs_named(tmp_path: Path) -> None:
+    """A run of two exports whose reports were left on the cluster read "Full timeline: nsys-ui
+    on the .nsys-rep this export was made from (...); nsys-ui on the .nsys-rep this export was
+    made from (...)": the same sentence once per input, naming none. Now once, with both."""
+    from orchestrator.analysis import analyze_paths, write_report
+
+    m = analyze_paths([REPO / "tests" / "data" / "nsys_cpu" / "smoke-profiled.sqlite"])
+    (src,) = m.sources
+    other = src.model_copy(
+        update={"path": src.path.replace("profiled.sqlite", "profiled.1.sqlite")}
+    )
+    two = m.model_copy(update={"sources": [src, other]})
+    paths = write_report([two], tmp_path)
+    for kind in ("html", "md"):
+        text = paths[kind].read_text().replace("\\", "")
+        assert text.count("Full timeline") == 1, kind
+        assert text.count("this export was made from") == 1, kind
+        assert "smoke-profiled.sqlite, smoke-profiled.1.sqlite" in text, kind
