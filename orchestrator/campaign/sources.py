@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator import artifacts
-from orchestrator.store import Run
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.store.db import Run
 
 # metrics.json (written by workloads.sft, or any workload following its contract) → our keys.
 WORKLOAD_KEYS = {
@@ -47,7 +47,7 @@ def run_files(home: Path, run: Run) -> Path:
 def trace_files(folder: Path) -> list[Path]:
     """The run's traces: those here, and those the job analysed and left on the cluster (their
     records, `REPORT.gh-run.json`, stand for them: analysis reads the record)."""
-    from orchestrator.left_reports import RECORD_SUFFIX
+    from orchestrator.artifacts.left_reports import RECORD_SUFFIX
 
     here = {p for p in folder.glob("*") if p.name.endswith(TRACE_SUFFIXES)}
     left = {

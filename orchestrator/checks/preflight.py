@@ -259,7 +259,7 @@ def gpu_counters(prep: Prepared) -> list[Finding]:
 def own_workloads(prep: Prepared) -> list[Finding]:
     """A job running gh-run's own workloads with a Python gh-run cannot put in its place: which
     Python the nodes' PATH must give (a warning: the site's PATH may already give it)."""
-    from orchestrator.own_workloads import path_advice
+    from orchestrator.render.own_workloads import path_advice
 
     text = path_advice(prep.spec, prep.cluster, spec_where(prep))
     return [Finding(what="workload", detail=text, warning=True)] if text else []

@@ -13,7 +13,7 @@ from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
 
 if TYPE_CHECKING:
-    from orchestrator.site_config import Visible
+    from orchestrator.site.config import Visible
 
 PlaceState = Literal["ok", "missing", "refused"]
 
@@ -84,7 +84,8 @@ def _place_state(path: Path, by_name: bool = True) -> tuple[PlaceState, str | No
 
 def _builtin(visible: list[Visible]) -> list[ClusterAnswer]:
     """gh-run's built-in cluster `local`, listed last unless a file of that name hides it."""
-    from orchestrator import builtin_cluster, site_config
+    from orchestrator.site import builtin_cluster
+    from orchestrator.site import config as site_config
 
     own = site_config.builtin(builtin_cluster.NAME)
     if own is None or any(v.name == builtin_cluster.NAME for v in visible):

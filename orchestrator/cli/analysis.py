@@ -35,7 +35,7 @@ from orchestrator.core.escape import markup, plain
 from orchestrator.runs.inputs import AnalysisInput
 
 if TYPE_CHECKING:
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
 Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
@@ -346,9 +346,9 @@ def _judge_campaigns(store: Store, campaigns: list[str], found: list[object]) ->
     """A campaign named to `--on-cluster` is judged where its runs' analyses arrive (one per
     run, from the reduce): its trace figures recorded, its verdict and report written again.
     One still running is left to its own end (`campaign run --wait`, `resume`)."""
-    from orchestrator.campaign import records
     from orchestrator.campaign.finish import judge_arrived, verdict
     from orchestrator.cli.state import STATE, note, warn
+    from orchestrator.store import campaigns as records
 
     arrived = {m.label: m for m in found if isinstance(m, Metrics) and m.label}
     for cid in dict.fromkeys(campaigns):

@@ -88,7 +88,7 @@ def note_once(message: str) -> None:
     hash; where the home does not exist yet or cannot be written, it is said every time."""
     import hashlib
 
-    from orchestrator.errors import GhRunError
+    from orchestrator.core.errors import GhRunError
 
     try:
         home = STATE.home

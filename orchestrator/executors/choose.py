@@ -80,7 +80,7 @@ def choose_executor(
         kind = "slurm" if name == SlurmExecutor.name else "local"
     if kind == "slurm":
         if cluster is not None and cluster.scheduler == "none":
-            from orchestrator.paths import display_path
+            from orchestrator.core.paths import display_path
 
             src = (
                 display_path(Path(cluster.source)) if cluster.source else f"cluster {cluster.name}"

@@ -37,13 +37,13 @@ from orchestrator.nsys.profile import (
     report_files,
     sampler_ranks,
 )
+from orchestrator.render.node_gh_run import candidates
+from orchestrator.render.own_workloads import with_interpreter
 from orchestrator.site.cluster import Cluster, Partition
 from orchestrator.spec.container import exec_prefix, forwarded_env
 from orchestrator.spec.job import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
 from orchestrator.spec.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
 from orchestrator.spec.yamlio import display_path
-from orchestrator.node_gh_run import candidates
-from orchestrator.own_workloads import with_interpreter
 
 LauncherKind = Literal["srun", "direct"]
 # The post-processing script of nsys jobs (templates/sbatch/nsys_post.sh.j2), in the run folder.

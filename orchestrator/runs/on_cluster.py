@@ -32,11 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from orchestrator import __version__, artifacts
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator import __version__
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.artifacts.left_reports import RECORD_SUFFIX
+from orchestrator.core.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Warn
-from orchestrator.left_reports import RECORD_SUFFIX
-from orchestrator.store import INTENT, SUBMIT_FAILED, Run, Store, is_terminal
+from orchestrator.store.db import INTENT, SUBMIT_FAILED, Run, Store, is_terminal
 
 REPORT_SUFFIXES = (".sqlite", ".pt.trace.json", ".pt.trace.json.gz")
 FOLDER = ".gh-run-analysis"
@@ -59,8 +60,8 @@ def runs_named(store: Store, refs: Sequence[str]) -> list[Run]:
 
 def named(store: Store, refs: Sequence[str]) -> list[tuple[str | None, list[Run]]]:
     """Each reference as (the campaign id it names, or None for a run; its runs)."""
-    from orchestrator.campaign import records
-    from orchestrator.store import NoSuchRun
+    from orchestrator.store import campaigns as records
+    from orchestrator.store.db import NoSuchRun
 
     out: list[tuple[str | None, list[Run]]] = []
     for ref in refs:
@@ -136,8 +137,8 @@ RUN_NAME = "gh-run-analysis"
 def _job_spec(first: Run, name: str, argv: list[str], time_limit: str) -> str:
     """What an analysis job is, as a job spec (the store keeps every run's): one task that runs
     gh-run on the nodes, no container, no profiler, never retried."""
-    from orchestrator import runs as R
-    from orchestrator.spec import JobSpec
+    from orchestrator.runs import lifecycle as R
+    from orchestrator.spec.job import JobSpec
 
     cluster = R.spec_of(first).cluster
     return JobSpec.model_validate(
@@ -237,9 +238,9 @@ def submit(
     """Write the map and reduce scripts into a new analysis folder on the cluster, record the
     map tasks and the reduce as runs (intents first), submit the array and the reduce after
     it; returns what was submitted and the executor tracking it."""
-    from orchestrator import runs as R
-    from orchestrator.cluster import load_cluster
-    from orchestrator.render import make_environment, search_path
+    from orchestrator.render.scripts import make_environment, search_path
+    from orchestrator.runs import lifecycle as R
+    from orchestrator.site.cluster import load_cluster
 
     if not runs:
         raise UserError("--on-cluster: no runs named")
@@ -337,7 +338,7 @@ def wait(
 ) -> dict[str, str]:
     """Poll the tasks and the reduce as runs are polled (one batched query per poll, each
     state recorded in the store) until the reduce has ended; run id → final state."""
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     jobs = [*sub.map_runs, sub.reduce_run]
     shown = ""
@@ -359,8 +360,8 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
     """Each run's analysis (Metrics, or a RunSet where its folder held separate runs) read back,
     labelled by its run id, and every report's record copied into the artifact store; and
     notes (map tasks that did not complete)."""
-    from orchestrator import runs as R
     from orchestrator.analysis import Metrics, RunSet
+    from orchestrator.runs import lifecycle as R
 
     transport = R.transport_of_run(sub.runs[0])
     failed = [r.run_id for r in sub.map_runs if states.get(r.run_id) != "COMPLETED"]

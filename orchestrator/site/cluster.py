@@ -472,7 +472,7 @@ def find_cluster_file(name_or_path: str) -> Path:
 def load_cluster(name_or_path: str) -> Cluster:
     found = find_cluster(name_or_path)
     if found.origin == "builtin":
-        from orchestrator.builtin_cluster import local_cluster_data
+        from orchestrator.site.builtin_cluster import local_cluster_data
 
         cluster = Cluster.model_validate(local_cluster_data())
         cluster.origin = found

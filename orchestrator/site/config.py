@@ -116,7 +116,7 @@ BUILTIN_WHY = "this machine, the local executor; a local.yaml in the search repl
 
 def builtin(name: str) -> FoundCluster | None:
     """The built-in cluster a name means when no file of that name is found, or None."""
-    from orchestrator import builtin_cluster
+    from orchestrator.site import builtin_cluster
 
     if name != builtin_cluster.NAME:
         return None
@@ -314,7 +314,7 @@ def default_cluster(cwd: Path | None = None) -> tuple[str, str]:
     if len(visible) == 1:
         return visible[0].name, f"the only cluster file found ({visible[0].found.path})"
     if not visible:
-        from orchestrator import builtin_cluster
+        from orchestrator.site import builtin_cluster
 
         # Nothing installed: this machine, so that an installed gh-run works with nothing else.
         return builtin_cluster.NAME, (

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-from orchestrator.errors import RuntimeFailure
-from orchestrator.store import Store
+from orchestrator.core.errors import RuntimeFailure
+from orchestrator.store.db import Store
 from tests.integration import test_profiled
 from tests.integration.test_profiled import JOB, _at
 from tests.laptop import Laptop, cluster_file
@@ -221,7 +221,7 @@ def test_an_on_cluster_analysis_is_cancelled_as_any_run(  # type: ignore[no-unty
 ) -> None:
     """Issue 36: the map and reduce jobs of `analyze --on-cluster` were not runs (`cancel`
     could not see them). The reduce, waiting on the map array, is cancelled by its run id."""
-    from orchestrator import on_cluster
+    from orchestrator.runs import on_cluster
 
     _submit(cli, prefix, "artifacts.reports=leave")
     store = Store(gh_home)

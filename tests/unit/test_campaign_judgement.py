@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from orchestrator.campaign import load_campaign, plan, report
-from orchestrator.campaign import records as db
 from orchestrator.campaign.finish import exit_code, verdict
 from orchestrator.campaign.results import CampaignResult, evaluate
-from orchestrator.errors import UserError
-from orchestrator.store import Store
+from orchestrator.core.errors import UserError
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 from tests.conftest import REPO
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.campaign import report
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 from tests.browser import page_width
 from tests.unit.test_campaign_noise_history import CANARY, _nights, _replay
 

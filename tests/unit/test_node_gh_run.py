@@ -1,4 +1,4 @@
-"""Which gh-run runs on the nodes (orchestrator/node_gh_run.py): the cluster's
+"""Which gh-run runs on the nodes (orchestrator/render/node_gh_run.py): the cluster's
 `analysis.gh_run` alone when set; else the job's image's own gh-run first, then the default.
 The job script's choice among them runs for real in tests/integration/test_in_job_analysis.py."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from orchestrator.cluster import Cluster, load_cluster
-from orchestrator.node_gh_run import candidates
+from orchestrator.render.node_gh_run import candidates
+from orchestrator.site.cluster import Cluster, load_cluster
 
 
 def test_the_images_gh_run_comes_first_unless_the_cluster_names_one() -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import load_cluster
-from orchestrator.own_workloads import path_advice, runs_own, with_interpreter
-from orchestrator.spec import JobSpec
+from orchestrator.render.own_workloads import path_advice, runs_own, with_interpreter
+from orchestrator.site.cluster import load_cluster
+from orchestrator.spec.job import JobSpec
 from tests.conftest import REPO
 
 

@@ -19,8 +19,8 @@ import re
 import sys
 from pathlib import PurePosixPath
 
-from orchestrator.cluster import Cluster
-from orchestrator.spec import CommandWorkload, JobSpec
+from orchestrator.site.cluster import Cluster
+from orchestrator.spec.job import CommandWorkload, JobSpec
 
 PACKAGE = "workloads"
 _PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?$")

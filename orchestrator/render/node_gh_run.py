@@ -16,7 +16,7 @@ work would be thrown away), saying why each one before it was passed over.
 
 from __future__ import annotations
 
-from orchestrator.cluster import Cluster
+from orchestrator.site.cluster import Cluster
 
 # How the image's gh-run is called, after the container's exec prefix.
 IN_IMAGE = "gh-run"
