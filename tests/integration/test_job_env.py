@@ -21,7 +21,10 @@ from orchestrator.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "jobs" / "smoke.yaml")
-DUMP = "import json, os; json.dump(dict(os.environ), open(os.environ['GH_RUN_ARTIFACTS'] + '/env.txt', 'w'))"
+DUMP = (
+    "import json, os; "
+    "json.dump(dict(os.environ), open(os.environ['GH_RUN_ARTIFACTS'] + '/env.txt', 'w'))"
+)
 RENDEZVOUS = {"RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
               "MASTER_NODE"}  # fmt: skip
 # what bash itself sets in any script it runs, with or without gh-run
@@ -52,8 +55,14 @@ def test_a_single_process_job_sees_the_environment_it_would_see_without_gh_run( 
     env = _job_env(cli, gh_home, tmp_path)
     assert not RENDEZVOUS & set(env), sorted(RENDEZVOUS & set(env))
     # the submitting environment (as the cli fixture passes it) reaches the workload unchanged
-    submitted = {**os.environ, "GH_RUN_HOME": str(gh_home), "COLUMNS": "200", "NO_COLOR": "1",
-                 "PYTHONUNBUFFERED": "1", "SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}  # fmt: skip
+    submitted = {
+        **os.environ,
+        "GH_RUN_HOME": str(gh_home),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+        "PYTHONUNBUFFERED": "1",
+        "SLURM_CONF": str(tmp_path / "no-such-slurm.conf"),
+    }
     changed = {k for k in set(env) | set(submitted) if env.get(k) != submitted.get(k)}
     assert changed - SHELL_OWN - DOCUMENTED == set(), sorted(changed - SHELL_OWN - DOCUMENTED)
     assert env["GREETING"] == "hello, world" and env["GH_RUN_NAME"] == "smoke"
