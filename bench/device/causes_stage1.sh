@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Device call 1 of 2 for bench/gpu_causes.sh (issue 35 item 7): the checkout that travels is
+# already 48 MiB, so the 64 MiB a call carries cannot hold the trimmed nsys 2024.2 (~24 MiB) and
+# gh-run's wheels at once. This call leaves the first part of the nsys archive in /root/ghc (the
+# machine stays warm for the next call) and says what the machine has.
+#   carry: .gpu-cause (nsys.part-aa, this script); run: bash .gpu-cause/causes_stage1.sh
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p /root/ghc
+cp "$here"/nsys.part-aa /root/ghc/
+sha256sum /root/ghc/nsys.part-aa
+echo "== machine"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+df -h /root /tmp | tail -n 2
+python3 -c 'import sys, torch, numpy; print(sys.version.split()[0], torch.__version__, torch.version.cuda, numpy.__version__, torch.cuda.get_device_name(0))'
+python3 -c 'import transformers, typer, jinja2, yaml, rich, annotated_doc, cloudpickle; print("transformers", transformers.__version__, "typer", typer.__version__)' 2>&1 | tail -n 1
+command -v gcc xz || true

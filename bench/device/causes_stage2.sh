@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Device call 2 of 2 for bench/gpu_causes.sh (issue 35 item 7): the second part of the nsys
+# archive, gh-run's wheels and this branch's tree travel here; the first part waits in /root/ghc
+# (causes_stage1.sh). nsys unpacked, gh-run installed (its tree laid over the checkout that
+# travelled, which holds the example traces setup.py ships), then every variant recorded through
+# `gh-run submit --executor local`, its pair's archive rewritten in $OUT after each.
+#   carry: .gpu-cause (nsys.part-ab, wheels/, src.tar.xz, NSYS_SHA256, this script)
+#   run: bash .gpu-cause/causes_stage2.sh
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(pwd)
+t0=$(date +%s)
+cd /root/ghc || { echo "no /root/ghc: the machine is not the one call 1 left the first part on"; exit 3; }
+cat nsys.part-aa "$here"/nsys.part-ab >nsys.tar.xz
+sha256sum -c "$here"/NSYS_SHA256 || exit 3
+mkdir -p nsys && tar -C nsys -xJf nsys.tar.xz || exit 3
+export PATH=/root/ghc/nsys/target-linux-x64:$PATH
+nsys --version || exit 3
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /root/ghc/site "$here"/wheels/*.whl || exit 3
+mkdir -p src && (cd "$repo" && tar --exclude=./.gpu-cause -cf - .) | tar -C src -xf - &&
+  tar -C src -xJf "$here"/src.tar.xz || exit 3
+export PYTHONPATH=/root/ghc/site
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target /root/ghc/site ./src >pip.log 2>&1 || { tail pip.log; exit 3; }
+echo "setup: $(($(date +%s) - t0)) s"
+cd src && python3 -m orchestrator --version
+GH_RUN_COMMIT=$(cat "$here"/COMMIT) PACK_DIR=$OUT BUDGET_S=${BUDGET_S:-420} RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-110} \
+  bash bench/gpu_causes.sh /root/ghc/out 2>&1 | tee "$OUT/log.txt"
+echo "all: $(($(date +%s) - t0)) s"
