@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
-    p.add_argument("--tokenize-passes", type=int, default=20,
+    p.add_argument("--tokenize-passes", type=int, default=4,
                    help="times the Python tokenizer runs over each sample (its cost)")  # fmt: skip
     a = p.parse_args(argv)
     torch.manual_seed(a.seed)

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         num_workers=a.num_workers,
         pin_memory=a.pin_memory and cuda,
         persistent_workers=a.num_workers > 0,
-        prefetch_factor=4 if a.num_workers > 0 else None,
+        prefetch_factor=2 if a.num_workers > 0 else None,
         drop_last=True,
     )
     model = convnet(a.classes, a.width).to(dev).to(memory_format=torch.channels_last)
