@@ -22,8 +22,8 @@
 #   img_input_w6   pair of img_input_w0: 6 workers
 #   ml_graphs      pair of ml_eager: the step captured once as a CUDA graph, replayed
 #   dl_clean       pair of dl_host (host work removed) and of dl_fp32 (bf16 autocast)
-#   img_pinned     pair of img_pageable: pin_memory on
 #   hf_w4          pair of hf_w0: 4 workers
+#   img_pinned     pair of img_pageable: pin_memory on
 #   hf_fp32        pair of hf_w4: fp32
 # Writes OUTDIR/env.txt, OUTDIR/<variant>/ (report, metrics.json, submit output, job.sbatch,
 # spec.lock.yaml, the job's logs), OUTDIR/summary.txt. Knobs (environment): PYTHON (python3),
@@ -42,7 +42,7 @@ DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-0}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-150}
 CAPTURE=${CAPTURE:-cudaProfilerApi}
-VARIANTS=${VARIANTS:-img_input_w0 ml_eager dl_host dl_backward ml_sync dl_fp32 img_pageable hf_w0 img_input_w6 ml_graphs dl_clean img_pinned hf_w4 hf_fp32}
+VARIANTS=${VARIANTS:-img_input_w0 ml_eager dl_host dl_backward ml_sync dl_fp32 img_pageable hf_w0 img_input_w6 ml_graphs dl_clean hf_w4 img_pinned hf_fp32}
 read -ra variants <<<"$VARIANTS"
 export PYTHONUNBUFFERED=1 COLUMNS=160
 export GH_RUN_HOME="$OUTDIR/home" SCRATCH="$OUTDIR/scratch"

@@ -23,6 +23,6 @@ export PYTHONPATH=/root/ghc/site
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target /root/ghc/site ./src >pip.log 2>&1 || { tail pip.log; exit 3; }
 echo "setup: $(($(date +%s) - t0)) s"
 cd src && python3 -m orchestrator --version
-GH_RUN_COMMIT=$(cat "$here"/COMMIT) PACK_DIR=$OUT BUDGET_S=${BUDGET_S:-420} RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-110} \
+GH_RUN_COMMIT=$(cat "$here"/COMMIT) PACK_DIR=$OUT BUDGET_S=${BUDGET_S:-390} RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-110} \
   bash bench/gpu_causes.sh /root/ghc/out 2>&1 | tee "$OUT/log.txt"
 echo "all: $(($(date +%s) - t0)) s"
