@@ -16,3 +16,5 @@ df -h /root /tmp | tail -n 2
 python3 -c 'import sys, torch, numpy; print(sys.version.split()[0], torch.__version__, torch.version.cuda, numpy.__version__, torch.cuda.get_device_name(0))'
 python3 -c 'import transformers, typer, jinja2, yaml, rich, annotated_doc, cloudpickle; print("transformers", transformers.__version__, "typer", typer.__version__)' 2>&1 | tail -n 1
 command -v gcc xz || true
+# the trimmed nsys leaves OpenSSL to the system (libssh needs only OPENSSL_3.0.0 symbols)
+ldconfig -p | grep -E "libcrypto.so.3|libgssapi_krb5.so.2|libkrb5.so.3" || echo "MISSING system libs"

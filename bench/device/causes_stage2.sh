@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device call 2 of 2 for bench/gpu_causes.sh (issue 35 item 7): the second part of the nsys
-# archive, gh-run's wheels and this branch's tree travel here; the first part waits in /root/ghc
+# archive (nsys's own libcrypto left out: the system's OpenSSL 3 serves), gh-run's wheels (those
+# `gh-run submit --executor local` imports and the image lacks) and this branch's tree travel here; the first part waits in /root/ghc
 # (causes_stage1.sh). nsys unpacked, gh-run installed (its tree laid over the checkout that
 # travelled, which holds the example traces setup.py ships), then every variant recorded through
 # `gh-run submit --executor local`, its pair's archive rewritten in $OUT after each.
@@ -16,6 +17,7 @@ sha256sum -c "$here"/NSYS_SHA256 || exit 3
 mkdir -p nsys && tar -C nsys -xJf nsys.tar.xz || exit 3
 export PATH=/root/ghc/nsys/target-linux-x64:$PATH
 nsys --version || exit 3
+ldconfig -p | grep -q "libcrypto.so.3" || { echo "no system libcrypto.so.3: the trimmed nsys cannot import"; exit 3; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /root/ghc/site "$here"/wheels/*.whl || exit 3
 mkdir -p src && (cd "$repo" && tar --exclude=./.gpu-cause -cf - .) | tar -C src -xf - &&
   tar -C src -xJf "$here"/src.tar.xz || exit 3
