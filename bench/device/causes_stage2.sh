@@ -22,6 +22,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 mkdir -p src && (cd "$repo" && tar --exclude=./.gpu-cause -cf - .) | tar -C src -xf - &&
   tar -C src -xJf "$here"/src.tar.xz || exit 3
 export PYTHONPATH=/root/ghc/site
+# `python3 -m orchestrator` run inside the tree would import its source folder, which has no
+# orchestrator.templates (setup.py maps templates/ into the installed package): never the CWD
+export PYTHONSAFEPATH=1
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target /root/ghc/site ./src >pip.log 2>&1 || { tail pip.log; exit 3; }
 echo "setup: $(($(date +%s) - t0)) s"
 cd src && python3 -m orchestrator --version

@@ -263,9 +263,22 @@ class SyncStats(Strict):
     functions: list[FunctionStat] = []
 
 
+class IdleInterval(Strict):
+    """One examined GPU-idle interval as it was judged: where, how long, the part of it before
+    the next work's launch (the host window), each class's share of that window, the claims."""
+
+    start_ns: int
+    length_ns: int
+    window_ns: int
+    shares_pct: dict[str, float] = {}
+    claims: dict[str, int] = {}  # class -> ns of the interval claimed for it
+    evidence: str = ""
+
+
 class IdleCause(Strict):
     """One cause of GPU idle time (`idle_causes`): its class, the idle time its intervals hold
-    (per step where the rank has steps) and what the host did in them."""
+    (per step where the rank has steps) and what the host did in them. `ms_per_step` is the GPU
+    time the cause costs a step (what removing it would give back); `knob` what removes it."""
 
     cause: str
     label: str
@@ -274,11 +287,32 @@ class IdleCause(Strict):
     ms_per_step: float
     share_of_idle_pct: float
     evidence: str
+    knob: str = ""
+    # the longest intervals claimed for this cause, as judged (at most `idle_causes.EXAMPLES`)
+    examples: list[IdleInterval] = []
+
+
+class LaunchStats(Strict):
+    """How the host kept the GPU fed between short kernels (`idle_causes.launch_stats`): kernels
+    and launches per step, the median kernel and the median spacing of their launches, the GPU
+    idle in gaps shorter than the intervals examined whose next work was launched after the gap
+    began (the GPU waited for the launch), and in those launched before (back to back)."""
+
+    kernels_per_step: float = 0.0
+    median_kernel_us: float = 0.0
+    median_launch_interval_us: float = 0.0
+    launch_wait_ns: int = 0
+    launch_wait_gaps: int = 0
+    back_to_back_ns: int = 0
+    sync_drain_ns: int = 0
+    sync_drain_gaps: int = 0
 
 
 class IdleCauses(Strict):
     """Why the GPU waits: the idle intervals holding most idle time, by cause, largest first.
-    `steps`: what the per-step figures divide by (0: no steps, figures over the span)."""
+    `steps`: what the per-step figures divide by (0: no steps, figures over the span).
+    `baseline_ms`: the host work that recurs before each batch's copy (`idle_classes`), over
+    `preambles` batches; None with fewer than two."""
 
     steps: int = 0
     idle_ns: int = 0
@@ -286,6 +320,10 @@ class IdleCauses(Strict):
     examined_gaps: int = 0
     min_gap_ns: int = 0
     causes: list[IdleCause] = []
+    evidence_read: list[str] = []
+    baseline_ms: float | None = None
+    preambles: int = 0
+    launch: LaunchStats | None = None
 
 
 class Timeline(Strict):

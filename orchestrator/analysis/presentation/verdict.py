@@ -31,6 +31,9 @@ TITLES = {
     "sync-overhead": "The host blocks on CUDA synchronisation",
     "low-overlap": "Communication does not overlap computation",
     "straggler": "One rank holds the others back",
+    "host-compute": "The host computes while the GPU waits",
+    "launch-bound": "Launch-bound: the GPU waits between short kernels",
+    "idle-unclassified": "The GPU waits; no cause outweighs the others",
     **gpu_metric_findings.TITLES,
 }
 
@@ -216,9 +219,11 @@ def idle_figures(m: Metrics) -> IdleFigures | None:
 
 
 def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
-    best: dict[str, tuple[float, Advice, int]] = {}
+    """One finding per rule (its costliest entry), ranked as every view ranks them: by the GPU
+    time each costs a step (`Advice.cost_ms`), the findings without a cost after, by `_score`."""
+    best: dict[str, tuple[tuple[int, float], Advice, int]] = {}
     for a in advice:
-        sc = _score(a)
+        sc = (0, a.cost_ms) if a.cost_ms is not None else (-1, _score(a))
         seen = best.get(a.rule)
         n = (seen[2] if seen else 0) + 1
         if seen is None or sc > seen[0]:
@@ -226,7 +231,7 @@ def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
         else:
             best[a.rule] = (seen[0], seen[1], n)
     out = []
-    for _, a, n in sorted(best.values(), key=lambda x: -x[0]):
+    for _, a, n in sorted(best.values(), key=lambda x: (-x[0][0], -x[0][1])):
         ranks = f" ({n} of {len(m.ranks)} entries; the worst shown)" if n > 1 else ""
         out.append(
             Finding(title=TITLES.get(a.rule, a.rule), number=a.message + ranks, knob=a.knob,
@@ -265,7 +270,7 @@ def _idle_finding(m: Metrics) -> Finding:
             title="The GPU waits for the host",
             number=f"{who}GPU idle {r.idle_pct:.1f} % of the span; {per} of it {top.label}"
             f" ({top.evidence})",
-            knob=IDLE_KNOBS.get(top.cause, knobs_other()),
+            knob=top.knob or knobs_other(),
         )
     knobs = {
         "host_wait": "the host launches work too slowly: CUDA graphs"
@@ -286,17 +291,6 @@ def knobs_other() -> str:
     return "see what the GPU waits for in the step picture below (host work, data, synchronisation)"
 
 
-# the knob per idle cause (`idle_causes`) when the GPU waits in long intervals
-IDLE_KNOBS = {
-    "input": "more DataLoader workers (num_workers), pin_memory=True, prefetch_factor: load the"
-    " next batch while the GPU computes",
-    "queue-wait": "the loader's workers fall behind: more workers, prefetch_factor, cheaper items",
-    "host-compute": "move the host work out of the step (precompute, a background thread) or cut"
-    " Python overhead (torch.compile)",
-    "sync": "remove the sync that blocks while the GPU is idle (.item(), torch.cuda.synchronize())",
-    "communication": "overlap communication with computation (DDP buckets, overlap_grad_sync);"
-    " look for a straggler",
-}
 
 
 def _top_kernel(m: Metrics) -> Finding | None:
@@ -382,7 +376,9 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
     if not gpu:
         return Verdict(gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m))
     found = _from_advice(advice, m)
-    if "data-loader" not in {f.rule for f in found}:
+    idle_rules = {"data-loader", "host-compute", "launch-bound", "sync-overhead",
+                  "idle-unclassified"}  # fmt: skip
+    if not idle_rules & {f.rule for f in found}:
         found.append(_idle_finding(m))
     for extra in (_top_kernel(m), _step_finding(m)):
         if extra is not None:
