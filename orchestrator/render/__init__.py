@@ -1,0 +1,3 @@
+"""Render: a checked job becomes its script. The Jinja environment (StrictUndefined, the `q`
+shell-quoting filter), the template search, `RenderContext` and `render_job`/`render_array`
+(`scripts`); the shell itself lives in templates/. May import: core, nsys, spec, site."""
