@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Device call 2 of 2 for bench/gpu_causes.sh (issue 35 item 7): the second part of the nsys
 # archive (nsys's own libcrypto left out: the system's OpenSSL 3 serves), gh-run's wheels (those
-# `gh-run submit --executor local` imports and the image lacks) and this branch's tree travel here; the first part waits in /root/ghc
-# (causes_stage1.sh). nsys unpacked, gh-run installed (its tree laid over the checkout that
-# travelled, which holds the example traces setup.py ships), then every variant recorded through
-# `gh-run submit --executor local`, its pair's archive rewritten in $OUT after each.
+# `gh-run submit --executor local` imports and the image lacks) and this branch's tree travel
+# here; the first part waits in /root/ghc (causes_stage1.sh). nsys unpacked, gh-run installed
+# from this branch's tree, then every variant recorded through `gh-run submit --executor local`,
+# its pair's archive rewritten in $OUT after each.
 #   carry: .gpu-cause (nsys.part-ab, wheels/, src.tar.xz, NSYS_SHA256, this script)
 #   run: bash .gpu-cause/causes_stage2.sh
 set -u
@@ -19,8 +19,11 @@ export PATH=/root/ghc/nsys/target-linux-x64:$PATH
 nsys --version || exit 3
 ldconfig -p | grep -q "libcrypto.so.3" || { echo "no system libcrypto.so.3: the trimmed nsys cannot import"; exit 3; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /root/ghc/site "$here"/wheels/*.whl || exit 3
-mkdir -p src && (cd "$repo" && tar --exclude=./.gpu-cause -cf - .) | tar -C src -xf - &&
-  tar -C src -xJf "$here"/src.tar.xz || exit 3
+# this branch's tree on its own (the checkout that travels is main's: laid under it, a module
+# moved since would shadow its new folder), with the example traces setup.py ships from main's
+mkdir -p src && tar -C src -xJf "$here"/src.tar.xz &&
+  mkdir -p src/tests/data/traces && cp -a "$repo"/tests/data/traces/baseline \
+    "$repo"/tests/data/traces/offload src/tests/data/traces/ && cp "$repo"/README.md src/ || exit 3
 export PYTHONPATH=/root/ghc/site
 # `python3 -m orchestrator` run inside the tree would import its source folder, which has no
 # orchestrator.templates (setup.py maps templates/ into the installed package): never the CWD
