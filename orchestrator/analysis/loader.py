@@ -31,7 +31,7 @@ import orjson
 
 from orchestrator.analysis import captures, cross_rank, rank_metrics, records, settings
 from orchestrator.analysis.captures import spec_lock_file
-from orchestrator.analysis.families import gpu_metrics, step_view
+from orchestrator.analysis.families import gpu_metrics, profiler_overhead, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -252,9 +252,11 @@ def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
+def fold_workload(r: RankMetrics, folder: Path, whole_peak: bool = True) -> RankMetrics:
     """Add the workload's metrics.json numbers (peak GPU memory, step times, tokens/s) to a
-    rank; its peak GPU memory (whole run) replaces the trace's (trace window only)."""
+    rank; its peak GPU memory (whole run) replaces the trace's (trace window only) when `whole_peak`
+    (Kineto traces; an nsys export's memory-usage events keep their own peak). The step walls
+    inside and outside the capture window give the profiler's cost (`profiler_overhead`)."""
     found = workload_data(folder, r.rank)
     if found is None:
         return r
@@ -273,7 +275,16 @@ def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
         peak_gpu_memory_bytes=int(peak) if peak is not None else None,
     )
     update: dict[str, object] = {"workload": wl}
-    if wl.peak_gpu_memory_bytes is not None:
+    # the capture's cost as the workload measured it: its steps inside the window against out
+    over = profiler_overhead.measured(
+        r.profiler_overhead, wl.step_times_s, profiler_overhead.window_of(data)
+    )
+    if over is not None:
+        update["profiler_overhead"] = over
+        said = profiler_overhead.note(over)
+        kept = [n for n in r.notes if not n.startswith(profiler_overhead.NOTE_STARTS)]
+        update["notes"] = kept + ([said] if said is not None else [])
+    if whole_peak and wl.peak_gpu_memory_bytes is not None:
         update["peak_gpu_memory_bytes"] = wl.peak_gpu_memory_bytes
         update["peak_gpu_memory_source"] = (
             f"{f.name}: peak_gpu_memory_bytes (torch.cuda.max_memory_allocated, whole run)"
@@ -480,8 +491,7 @@ def _metrics(
             for r, c in zip(rms, crs, strict=True):
                 r = r.model_copy(update={"rank": a.rank})
                 c.rank = a.rank
-                if res.source.kind == "kineto-json":
-                    r = fold_workload(r, f.parent)
+                r = fold_workload(r, f.parent, whole_peak=res.source.kind == "kineto-json")
                 out.append(fold_offloading(r, f.parent))
                 cross.append(c)
                 samples.append(res.samples)

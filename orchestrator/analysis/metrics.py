@@ -210,9 +210,26 @@ class RangeStat(Strict):
     max_ns: int
 
 
+class StepPattern(Strict):
+    """Steps markedly slower than the median (`step_pattern`): which, of how many, at what period
+    (every Nth step; None: no period), how much longer on average, and the idle cause whose time
+    in them makes most of the difference (None: none does: the GPU's own work is longer)."""
+
+    slow_steps: list[str]
+    of: int
+    every: int | None = None
+    median_ms: float
+    extra_ms: float
+    cause: str | None = None
+    cause_ms: float = 0.0
+    evidence: str = ""
+
+
 class StepStats(Strict):
     """Training-step durations: of the workload's own step ranges, or of steps a rule found in
-    the trace (`step_rules`: `rule` says which, `evidence` what it read)."""
+    the trace (`step_rules`: `rule` says which, `evidence` what it read). `realigned`: boundaries
+    the idle attribution moved to where the workload's step ends (`step_rules.realign`);
+    `pattern`: the slow steps and their cause."""
 
     family: str
     rule: str = "ranges"
@@ -225,6 +242,8 @@ class StepStats(Strict):
     min_ns: int
     max_ns: int
     durations_ns: list[int]
+    realigned: int = 0
+    pattern: StepPattern | None = None
 
 
 class FunctionStat(Strict):
@@ -298,6 +317,7 @@ class LaunchStats(Strict):
     idle in gaps shorter than the intervals examined whose next work was launched after the gap
     began (the GPU waited for the launch), and in those launched before (back to back)."""
 
+    kernels: int = 0
     kernels_per_step: float = 0.0
     median_kernel_us: float = 0.0
     median_launch_interval_us: float = 0.0
@@ -361,6 +381,20 @@ class IdleBreakdown(Strict):
     kernel_wait_threshold_ns: int = 30_000
     clamped_gaps: int = 0
     streams: list[StreamIdle] = []
+
+
+class ProfilerOverhead(Strict):
+    """The profiler's own cost (`profiler_overhead`): what nsys recorded of its overhead inside
+    the GPU span (union, percent of the span, the largest by name), and, where the workload's
+    metrics.json gives each step's wall and the capture window, its median step inside the
+    capture against outside it. None fields: not measured."""
+
+    recorded_ns: int = 0
+    recorded_pct_of_span: float = 0.0
+    recorded_by_name: dict[str, int] = {}
+    window_step_ms: float | None = None
+    outside_step_ms: float | None = None
+    slowdown_pct: float | None = None
 
 
 class WorkloadReport(Strict):
@@ -437,6 +471,7 @@ class RankMetrics(Strict):
     idle_breakdown: IdleBreakdown | None = None
     # why the GPU waits (`idle_causes`), on the rank's first entry
     idle_causes: IdleCauses | None = None
+    profiler_overhead: ProfilerOverhead | None = None
     activity: Activity = Activity()
     copies: list[CopyDirection] = []
     unified_memory: UnifiedMemory = UnifiedMemory()
@@ -558,6 +593,20 @@ class CrossRank(Strict):
     notes: list[str] = []
 
 
+class RankedFinding(Strict):
+    """One finding as every view ranks it: the rule, the entry, what it costs (ms per step, or
+    in the whole capture where the run has no steps: `cost_basis`; None: no time can be put on
+    it), why and the knob."""
+
+    rule: str
+    rank: int
+    cost_ms: float | None = None
+    cost_basis: str | None = None
+    cause: str
+    message: str
+    knob: str
+
+
 class Metrics(Strict):
     """Top level: sources, per-rank metrics, the aggregate and the cross-rank view."""
 
@@ -575,6 +624,9 @@ class Metrics(Strict):
     ranks: list[RankMetrics]
     aggregate: Aggregate
     cross_rank: CrossRank = CrossRank()
+    # the findings (presentation.advise) ranked by what each costs a step, as analyze, the
+    # verdict and the report show them: filled where the metrics are shown (analyze --json)
+    findings: list[RankedFinding] = []
 
 
 def _mean(values: list[float]) -> float:

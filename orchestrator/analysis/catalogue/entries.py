@@ -334,6 +334,17 @@ CATALOGUE: list[Metric] = [
            "the workload's own median step time (its metrics.json), slowest rank",
            rank=lambda r: r.workload.median_step_time_s if r.workload else None, across="max",
            better="lower", sources=WORKLOAD_FILE),
+    Metric("capture_slowdown_pct", "Steps", "capture slowdown (workload)", "%",
+           "the workload's median step inside the capture window against its median step"
+           " outside it (its metrics.json: step walls and cuda_profiler_window): what the"
+           " profiler cost the steps it recorded",
+           rank=lambda r: r.profiler_overhead.slowdown_pct if r.profiler_overhead else None,
+           across="max", better="lower", sources=WORKLOAD_FILE),
+    Metric("profiler_overhead_pct", "Steps", "profiler overhead recorded", "%",
+           "nsys's own overhead records of the process (PROFILER_OVERHEAD,"
+           " CUPTI_ACTIVITY_KIND_OVERHEAD), their union inside the GPU span, percent of the span",
+           rank=lambda r: r.profiler_overhead.recorded_pct_of_span if r.profiler_overhead
+           else None, better="lower", sources=NSYS_GPU),
     Metric("tokens_per_s", "Steps", "throughput (workload)", "tok/s",
            "the workload's own training throughput (its metrics.json), summed over ranks",
            rank=lambda r: r.workload.tokens_per_s if r.workload and r.workload.tokens_per_s

@@ -189,6 +189,8 @@ ANALYZE: Layout = [
         _s("workload_step_median_s", "median step (workload)"),
         _s("tokens_per_s", "tokens/s (workload)",
            show=lambda r: L.num(r.workload.tokens_per_s if r.workload else None)),
+        _s("capture_slowdown_pct"),
+        _s("profiler_overhead_pct"),
     ]),
     ("Why the GPU waits (per step)", [
         _s("idle_input_ms_per_step", "input"),

@@ -20,6 +20,7 @@ cause's `ms_per_step` is the GPU time it takes from a step: what removing it wou
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,18 @@ KNOBS = {
 }
 
 
+@dataclass
+class Judged:
+    """The examined intervals as judged, for the steps' boundaries (`step_rules.realign`) and
+    their pattern (`step_pattern`): each interval's start, end and host-window end, and the ns
+    claimed for each class."""
+
+    a: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    b: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    h: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    claims: list[dict[str, int]] = field(default_factory=list)
+
+
 def attribute(
     tl: T.RankTimeline,
     rows: T.GpuTable,
@@ -81,8 +94,21 @@ def attribute(
     main: tuple[int, int] | None,
 ) -> IdleCauses | None:
     """The idle attribution of one entry (see the module docstring); None without idle time."""
+    return judge(tl, rows, gap_starts, gap_ends, idle_ns, step_starts, main)[0]
+
+
+def judge(
+    tl: T.RankTimeline,
+    rows: T.GpuTable,
+    gap_starts: Any,
+    gap_ends: Any,
+    idle_ns: int,
+    step_starts: list[int],
+    main: tuple[int, int] | None,
+) -> tuple[IdleCauses | None, Judged]:
+    """`attribute`, with the intervals as judged."""
     if idle_ns <= 0 or gap_starts.size == 0:
-        return None
+        return None, Judged()
     lens = gap_ends - gap_starts
     big = np.flatnonzero(lens >= MIN_GAP_NS)  # few: the µs launch gaps are most gaps
     order = big[np.argsort(-lens[big], kind="stable")]
@@ -92,6 +118,7 @@ def attribute(
     a, b = gap_starts[pick], gap_ends[pick]
     ev = E.collect(tl, rows, a, b, main)
     scored = C.score(ev)
+    judged = Judged(a, b, ev.h, [{c.cls: c.ns for c in cl} for cl in scored.claims])
     tallies: dict[str, _Tally] = {}
     for i, claims in enumerate(scored.claims):
         window = int(ev.h[i] - ev.a[i])
@@ -108,29 +135,27 @@ def attribute(
             evidence="; ".join(f"{c.cls}: {c.what}" for c in claims),
         )
         for c in claims:
-            tallies.setdefault(c.cls, _Tally()).add(c.ns, c.what, interval)
+            tallies.setdefault(c.cls, _Tally()).add(c.ns, c.parts, interval)
     short = np.ones(lens.size, dtype=bool)
     short[pick] = False
+    # kernels per step over every step (the first one's wait may lie before the span, its
+    # kernels do not)
     launch = launch_stats(tl, rows, gap_starts, gap_ends, short, main, len(step_starts))
     for cls, ns, gaps, what in (
         ("launch-bound", launch.launch_wait_ns, launch.launch_wait_gaps, _launch_what(launch)),
         ("sync", launch.sync_drain_ns, launch.sync_drain_gaps,
-         f"{launch.sync_drain_gaps:,} µs gaps that began while the main thread was in a CUDA"
-         " sync: the GPU drained and waited for the host to launch again"),
+         "µs gaps that began while the main thread was in a CUDA sync: the GPU drained and"
+         " waited for the host to launch again"),
         ("short-gaps", launch.back_to_back_ns, int(short.sum()) - launch.launch_wait_gaps
          - launch.sync_drain_gaps, "µs gaps before work launched in time (back to back)"),
     ):  # fmt: skip
         if ns > 0:
-            tallies.setdefault(cls, _Tally()).add(ns, what, None, gaps)
-    lo_span = int(rows.start[0]) if rows.size else 0
-    steps = sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
+            tallies.setdefault(cls, _Tally()).add(ns, [C.Part(what, ns)], None, gaps)
+    steps = steps_in_span(step_starts, rows)
     per = max(steps, 1)
     causes = []
     for kind, t in tallies.items():
-        whats = sorted(t.what.items(), key=lambda kv: -kv[1])
-        ev_text = "; ".join(
-            f"{w} ({100 * ns / t.ns:.0f} %)" if len(whats) > 1 else w for w, ns in whats[:3]
-        )
+        ev_text = C.text(list(t.parts.values()))
         t.examples.sort(key=lambda x: -x.claims.get(kind, 0))
         causes.append(
             IdleCause(
@@ -157,35 +182,48 @@ def attribute(
         baseline_ms=None if scored.baseline_ns is None else scored.baseline_ns / 1e6,
         preambles=scored.preambles,
         launch=launch,
-    )
+    ), judged
+
+
+def steps_in_span(step_starts: list[int], rows: T.GpuTable) -> int:
+    """The steps the per-step figures divide by: those that start inside the GPU span (all of
+    them where none does)."""
+    lo_span = int(rows.start[0]) if rows.size else 0
+    return sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
+
+
+def per_step(causes: IdleCauses, steps: int) -> None:
+    """The per-step figures again, over `steps` (the steps realigned: `step_rules.realign`)."""
+    causes.steps = steps
+    for c in causes.causes:
+        c.ms_per_step = c.total_ns / max(steps, 1) / 1e6
 
 
 class _Tally:
+    """One cause's intervals: their ns, count, evidence parts added up by what they are."""
+
     def __init__(self) -> None:
         self.ns = 0
         self.gaps = 0
-        self.what: dict[str, int] = {}
+        self.parts: dict[str, C.Part] = {}
         self.examples: list[IdleInterval] = []
 
-    def add(self, ns: int, what: str, interval: IdleInterval | None, gaps: int = 1) -> None:
+    def add(
+        self, ns: int, parts: list[C.Part], interval: IdleInterval | None, gaps: int = 1
+    ) -> None:
         self.ns += ns
         self.gaps += gaps
-        key = _generic(what)
-        self.what[key] = self.what.get(key, 0) + ns
+        for p in parts:
+            got = self.parts.setdefault(p.key, C.Part(p.key, 0))
+            got.ns += p.ns
+            got.names += p.names[:64]
         if interval is not None:
             self.examples.append(interval)
 
 
-def _generic(what: str) -> str:
-    """An interval's evidence without its own durations, so that alike intervals add up."""
-    import re
-
-    return re.sub(r" \(\d+(\.\d+)? ms\)", "", re.sub(r" \d+(\.\d+)? ms", "", what))
-
-
 def _launch_what(s: LaunchStats) -> str:
     return (
-        f"{s.launch_wait_gaps:,} µs gaps before work launched after the gap began: the GPU"
+        "µs gaps before work launched after the gap began: the GPU"
         f" waited for launches ({s.kernels_per_step:,.0f} kernels a step, median"
         f" {s.median_kernel_us:.1f} µs each, launched every {s.median_launch_interval_us:.1f} µs"
         " (median))"
@@ -206,7 +244,8 @@ def launch_stats(
     k = rows.kind == T.KERNEL
     if bool(k.any()):
         out.median_kernel_us = float(np.median(rows.end[k] - rows.start[k])) / 1e3
-        out.kernels_per_step = float(k.sum()) / max(steps, 1)
+        out.kernels = int(k.sum())
+        out.kernels_per_step = out.kernels / max(steps, 1)
         launches = np.sort(rows.launch[k & (rows.launch >= 0)])
         if launches.size > 1:
             out.median_launch_interval_us = float(np.median(np.diff(launches))) / 1e3

@@ -51,12 +51,36 @@ BLOCKED = ("wait-python", "wait-lock", "s-wait", "off-cpu")
 
 
 @dataclass
+class Part:
+    """One piece of evidence of a claim: what it is, the ns of the host window it covered, the
+    names it carries (frames, functions, ranges)."""
+
+    key: str
+    ns: int
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Claim:
     """Part of an interval claimed for a class (or `unclassified`), with what showed it."""
 
     cls: str
     ns: int
-    what: str
+    parts: list[Part] = field(default_factory=list)
+
+    @property
+    def what(self) -> str:
+        return text(self.parts)
+
+
+def text(parts: list[Part], n: int = 3) -> str:
+    """Evidence parts, largest first: `key (`name`, ...) 12.3 ms`."""
+    out = []
+    for p in sorted(parts, key=lambda x: -x.ns)[:n]:
+        top = cpu_samples.top(p.names, 3)
+        named = " (" + ", ".join(f"`{x}`" for x in top) + ")" if top else ""
+        out.append(f"{p.key}{named}" + (f" {_ms(p.ns)}" if p.ns else ""))
+    return "; ".join(out)
 
 
 @dataclass
@@ -142,7 +166,7 @@ def score(ev: E.Evidence) -> Scored:
 def _claims(ev: E.Evidence, s: Any, window: int, i: int, rec: int, extra: int) -> list[Claim]:
     length = int(ev.b[i] - ev.a[i])
     if window <= 0:
-        return [Claim("unclassified", length, _early(ev, i))]
+        return [Claim("unclassified", length, [Part(_early(ev, i), 0)])]
     order = np.argsort(-s[: len(CLASSES)], kind="stable")
     w = int(order[0])
     rival = max(int(s[int(order[1])]), int(s[-1]))
@@ -161,7 +185,7 @@ def _claims(ev: E.Evidence, s: Any, window: int, i: int, rec: int, extra: int) -
             Claim("input", part, describe(ev, i, "input", rec, 0)),
             Claim("host-compute", length - part, describe(ev, i, "host-compute", 0, extra)),
         ]
-    return [Claim("unclassified", length, _shares(s, window))]
+    return [Claim("unclassified", length, [Part(_shares(s, window), 0)])]
 
 
 def _early(ev: E.Evidence, i: int) -> str:
@@ -176,64 +200,69 @@ def _shares(s: Any, window: int) -> str:
     parts = [f"{c} {100 * int(v) / window:.0f} %" for c, v in zip(CLASSES, s, strict=False)
              if v > 0]  # fmt: skip
     if s[-1] > 0:
-        parts.append(f"waits with no target or ambiguous host work {100 * int(s[-1]) / window:.0f} %")
+        parts.append(
+            f"waits with no target or ambiguous host work {100 * int(s[-1]) / window:.0f} %"
+        )
     shown = ", ".join(parts) if parts else "nothing recorded"
     return f"no class outweighs the others by {MARGIN:g}x: {shown} of the host window"
 
 
-def _names(ev: E.Evidence, i: int, *labels: str, n: int = 3) -> str:
+def _names(ev: E.Evidence, i: int, *labels: str) -> list[str]:
     got: list[str] = []
     for lab in labels:
         got += ev.names.get((i, E.L[lab]) if lab != "autograd" else (i, -1), [])
-    top = cpu_samples.top(got, n)
-    return " (" + ", ".join(f"`{x}`" for x in top) + ")" if top else ""
+    return got
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms"
 
 
-def describe(ev: E.Evidence, i: int, cls: str, rec: int, extra: int) -> str:
-    """What showed `cls` in interval i, its strongest pieces first."""
+def describe(ev: E.Evidence, i: int, cls: str, rec: int, extra: int) -> list[Part]:
+    """What showed `cls` in interval i."""
     ns = ev.ns[i]
-    parts: list[tuple[int, str]] = []
+    parts: list[Part] = []
 
-    def add(v: float, text: str) -> None:
+    def add(v: float, key: str, names: list[str] | None = None) -> None:
         if v > 0:
-            parts.append((int(v), text))
+            parts.append(Part(key, int(v), names or []))
 
     if cls == "input":
-        add(ns[E.L["range-data"]], "ranges: data loading" + _names(ev, i, "range-data"))
-        add(ns[E.L["s-data"]], "samples: data-loading frames" + _names(ev, i, "s-data"))
+        add(ns[E.L["range-data"]], "ranges: data loading", _names(ev, i, "range-data"))
+        add(ns[E.L["s-data"]], "samples: data-loading frames", _names(ev, i, "s-data"))
         if ev.workers[i] >= WORKER_SAMPLES:
             add(sum(ns[E.L[x]] for x in BLOCKED),
-                f"the main thread waited while DataLoader worker threads ran ({int(ev.workers[i])}"
-                " samples)" + _names(ev, i, *BLOCKED))  # fmt: skip
+                "the main thread waited while DataLoader worker threads ran",
+                _names(ev, i, *BLOCKED))  # fmt: skip
         if rec:
-            add(rec, "host work that recurs before each batch's copy: " + _neutral(ev, i))
+            for key, v, names in _neutral(ev, i, rec):
+                add(v, f"recurs before each batch's copy: the main thread {key}", names)
     elif cls == "host-compute":
         if extra:
-            add(extra, "host work on the main thread beyond the steps' recurring part: "
-                + _neutral(ev, i))  # fmt: skip
+            for key, v, names in _neutral(ev, i, extra):
+                add(v, f"beyond the steps' recurring host work: the main thread {key}", names)
         add(ns[E.L["wait-autograd"]],
-            "the main thread waited in backward() while autograd's thread ran host code"
-            + _names(ev, i, "autograd"))  # fmt: skip
+            "the main thread waited in backward() while autograd's thread ran host code",
+            _names(ev, i, "autograd"))  # fmt: skip
     elif cls == "launch-bound":
-        add(ns[E.L["s-launch"]], "samples: the launch path" + _names(ev, i, "s-launch"))
-        add(ns[E.L["wait-autograd"]], "autograd's thread launching" + _names(ev, i, "autograd"))
+        add(ns[E.L["s-launch"]], "samples: the launch path", _names(ev, i, "s-launch"))
+        add(ns[E.L["wait-autograd"]], "autograd's thread launching", _names(ev, i, "autograd"))
     elif cls == "sync":
         add(ns[E.L["cuda-sync"]], "CUDA API: synchronisation calls of the main thread")
-        add(ns[E.L["wait-sync"]], "OS runtime: waits under a CUDA sync" + _names(ev, i, "wait-sync"))
-        add(ns[E.L["s-sync"]], "samples: CUDA synchronisation" + _names(ev, i, "s-sync"))
+        add(ns[E.L["wait-sync"]], "OS runtime: waits under a CUDA sync", _names(ev, i, "wait-sync"))
+        add(ns[E.L["s-sync"]], "samples: CUDA synchronisation", _names(ev, i, "s-sync"))
     elif cls == "communication":
-        add(ns[E.L["range-comm"]], "ranges: collectives" + _names(ev, i, "range-comm"))
-        add(ns[E.L["wait-comm"]] + ns[E.L["s-comm"]],
-            "waits and samples in communication libraries" + _names(ev, i, "wait-comm", "s-comm"))  # fmt: skip
-    parts.sort(key=lambda p: -p[0])
-    return "; ".join(f"{t} ({_ms(v)})" for v, t in parts[:3]) or cls
+        add(ns[E.L["range-comm"]], "ranges: collectives", _names(ev, i, "range-comm"))
+        add(
+            ns[E.L["wait-comm"]] + ns[E.L["s-comm"]],
+            "waits and samples in communication libraries",
+            _names(ev, i, "wait-comm", "s-comm"),
+        )
+    return parts or [Part(cls, 0)]
 
 
-def _neutral(ev: E.Evidence, i: int) -> str:
+def _neutral(ev: E.Evidence, i: int, share: int) -> list[tuple[str, int, list[str]]]:
+    """The neutral host work of interval i by kind, scaled to `share` of it."""
     ns = ev.ns[i]
     kinds = {
         "sleep": "slept",
@@ -242,6 +271,11 @@ def _neutral(ev: E.Evidence, i: int) -> str:
         "range-op": "ran operators",
         "running": "ran (on a CPU, not sampled)",
     }
-    got = [(int(ns[E.L[k]]), k) for k in kinds if ns[E.L[k]] > 0]
-    got.sort(key=lambda x: -x[0])
-    return ", ".join(f"{kinds[k]}{_names(ev, i, k)} {_ms(v)}" for v, k in got[:2]) or "host work"
+    tot = sum(int(ns[E.L[k]]) for k in kinds)
+    if tot <= 0:
+        return []
+    return [
+        (word, round(int(ns[E.L[k]]) * share / tot), _names(ev, i, k))
+        for k, word in kinds.items()
+        if ns[E.L[k]] > 0
+    ]

@@ -71,8 +71,15 @@ L = {name: i for i, name in enumerate(LABELS)}
 SAMPLE_LABEL = {"sync": "s-sync", "wait": "s-wait", "comm": "s-comm", "launch": "s-launch",
                 "data": "s-data", "interpreter": "s-host", "other": "s-host"}  # fmt: skip
 # osrt_stacks.TARGETS -> label
-CALL_LABEL = {"autograd": "wait-autograd", "sync": "wait-sync", "comm": "wait-comm",
-              "sleep": "sleep", "io": "io", "python": "wait-python", "lock": "wait-lock"}  # fmt: skip
+CALL_LABEL = {
+    "autograd": "wait-autograd",
+    "sync": "wait-sync",
+    "comm": "wait-comm",
+    "sleep": "sleep",
+    "io": "io",
+    "python": "wait-python",
+    "lock": "wait-lock",
+}
 DATA_OPS = re.compile(
     r"(?i)dataloader|_next_data|collate|__getitem__|pin_memory|get_batch|next_batch"
 )
@@ -163,8 +170,10 @@ def collect(
     # the batch copy: the first host-to-device copy launched from a to BATCH_AFTER after b
     batch, batch_bytes = _batch(rows, a, b)
     ns = np.zeros((n, len(LABELS)), dtype=np.int64)
-    ev = Evidence(a, b, h, early, ns, batch, batch_bytes, np.zeros(n, dtype=np.int64),
-                  np.zeros((n, len(AUTOGRAD_KINDS)), dtype=np.int64), next_kind=next_kind)  # fmt: skip
+    ev = Evidence(
+        a, b, h, early, ns, batch, batch_bytes, np.zeros(n, dtype=np.int64),
+        np.zeros((n, len(AUTOGRAD_KINDS)), dtype=np.int64), next_kind=next_kind,
+    )  # fmt: skip
     ev.samples = np.zeros(n, dtype=np.int64)
     if main is None or n == 0:
         return ev
@@ -322,9 +331,9 @@ def _samples(
         layers[lab].append((t - half, t + half))
     ev.samples = np.bincount(iv[is_main], minlength=a.size)
     for j in np.flatnonzero(is_main).tolist():
-        lab = L[SAMPLE_LABEL[cpu_samples.GROUPS[int(smp.group[j])]]]
+        li = L[SAMPLE_LABEL[cpu_samples.GROUPS[int(smp.group[j])]]]
         f = smp.marks[j] or smp.leaf[j]
-        got = ev.names.setdefault((int(iv[j]), lab), [])
+        got = ev.names.setdefault((int(iv[j]), li), [])
         if f and len(got) < 64:
             got.append(f)
     wanted = cpu_samples.workers(tl.threads)

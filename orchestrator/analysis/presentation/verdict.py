@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.metrics import Metrics, merged_top_kernels
+from orchestrator.analysis.metrics import Metrics, RankMetrics, merged_top_kernels
 from orchestrator.analysis.presentation import gpu_metric_findings
 from orchestrator.analysis.presentation.advice import Advice
 from orchestrator.analysis.timeline.kernel_names import short_kernel
@@ -292,6 +292,38 @@ def knobs_other() -> str:
     return "see what the GPU waits for in the step picture below (host work, data, synchronisation)"
 
 
+def pattern_sentence(r: RankMetrics) -> str | None:
+    """The slow steps of an entry and their cause, in one sentence (None: no step is slow)."""
+    p = r.steps.pattern if r.steps is not None else None
+    if p is None:
+        return None
+    every = f", every {p.every} steps" if p.every else ""
+    cause = (
+        f": {p.cause} ({p.cause_ms:.1f} ms more in them; {p.evidence})"
+        if p.cause
+        else ": no idle cause makes the difference (the GPU's own work is longer)"
+    )
+    return (
+        f"{', '.join(p.slow_steps)} of {p.of}{every} take {p.extra_ms:.1f} ms more than the"
+        f" median step ({p.median_ms:.1f} ms){cause}"
+    )
+
+
+def _pattern_finding(m: Metrics) -> Finding | None:
+    """Slow steps at a period or alone, with the cause that makes them slow."""
+    for r in m.ranks:
+        said = pattern_sentence(r)
+        p = r.steps.pattern if r.steps is not None else None
+        if said is None or p is None:
+            continue
+        who = f"rank {r.rank}: " if len(m.ranks) > 1 else ""
+        title = f"Every {p.every}th step is slower" if p.every else "Some steps are slower"
+        knob = next(
+            (c.knob for c in (r.idle_causes.causes if r.idle_causes else []) if c.cause == p.cause),
+            "see what the slow steps do differently in the step picture",
+        )
+        return Finding(title=title, number=who + said, knob=knob)
+    return None
 
 
 def _top_kernel(m: Metrics) -> Finding | None:
@@ -381,7 +413,7 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
                   "idle-unclassified"}  # fmt: skip
     if not idle_rules & {f.rule for f in found}:
         found.append(_idle_finding(m))
-    for extra in (_top_kernel(m), _step_finding(m)):
+    for extra in (_pattern_finding(m), _top_kernel(m), _step_finding(m)):
         if extra is not None:
             found.append(extra)
     sm = gpu_metric_findings.sentence(m)

@@ -129,7 +129,7 @@ def read(
             tids = sorted({t for _, t in threads})
             rows = db.execute(
                 f'SELECT start, "end", globalTid, nameId, {chain} FROM OSRT_API'
-                f' WHERE nameId IN ({",".join(str(i) for i in ids)})'
+                f" WHERE nameId IN ({','.join(str(i) for i in ids)})"
                 f' AND "end" > ? AND start < ? AND "end" - start >= ?'
                 f" AND (globalTid & 16777215) IN ({','.join(str(t) for t in tids)})"
                 " ORDER BY start",
@@ -167,9 +167,10 @@ def _chains(
     db: sqlite3.Connection, cols: dict[str, set[str]], ids: list[int], lens: Any
 ) -> dict[int, list[tuple[str, str]]]:
     """Frames (symbol, module file name) of the callchains `ids`, the longest calls' first."""
-    if "OSRT_CALLCHAINS" not in cols or not {"id", "symbol", "module", "stackDepth"} <= cols[
-        "OSRT_CALLCHAINS"
-    ]:
+    if (
+        "OSRT_CALLCHAINS" not in cols
+        or not {"id", "symbol", "module", "stackDepth"} <= cols["OSRT_CALLCHAINS"]
+    ):
         return {}
     picked: dict[int, None] = {}
     for i in np.argsort(-np.asarray(lens), kind="stable").tolist():
