@@ -117,7 +117,11 @@ def _entry(
     if causes is not None and realign:
         input_ns = np.array([c.get("input", 0) for c in judged.claims], dtype=np.int64)
         step_rows, moved = step_rules.realign(step_rows, judged.a, judged.h, input_ns)
-        idle_causes.per_step(causes, idle_causes.steps_in_span([s for _, s, _ in step_rows], rows))
+    if causes is not None and step_rows:
+        span_lo = int(rows.start[0]) if rows.size else 0
+        idle_causes.per_step(
+            causes, judged, step_rows, (span_lo, int(rows.end.max())) if rows.size else (0, 0)
+        )
     del gap_s, gap_e  # views of the gaps: let go with them below
     busy_timeline = gaps.busy_timeline(
         g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end
@@ -235,7 +239,9 @@ def _steps(
         return None
     st.realigned = moved
     evidence = {c.cause: c.evidence for c in causes.causes} if causes is not None else {}
-    st.pattern = step_pattern.find(rows, judged.a, judged.h, judged.claims, evidence)
+    st.pattern = p = step_pattern.find(rows, judged.a, judged.h, judged.claims, evidence)
+    if causes is not None and p is not None and p.every and p.cause:
+        idle_causes.periodic(causes, p.cause, p.cause_ms, p.every)
     return st
 
 

@@ -2,8 +2,8 @@
 per step and its knob (issues 28 item 2, 35 items 1-3).
 
 Two kinds of idle time:
-- the long intervals: the gaps of the GPU's busy union, longest first, until they hold `HELD`
-  of the idle time, none shorter than `MIN_GAP_NS`, at most `MAX_GAPS`. Each is judged from
+- the long intervals: the gaps of the GPU's busy union of `MIN_GAP_NS` or more, the longest
+  `MAX_GAPS` of them. Each is judged from
   every piece of evidence about the host in it (`idle_evidence`) and claimed for a cause only
   where that evidence outweighs the others (`idle_classes`), else `unclassified`;
 - the short gaps (every other gap: µs between kernels), judged in bulk by HTA's rule on what
@@ -13,8 +13,9 @@ Two kinds of idle time:
   causes (`sync`: the GPU idles until the host, released, launches again); the rest ran back to
   back, launched in time (`short-gaps`: launch latency on the GPU's side).
 
-Costs are per step over the steps that start inside the GPU span (`step_starts`): a capture that
-opens at a step's start has that step's wait before the first kernel, outside the span. Each
+Costs are per step over the steps that start after the GPU span does (`steps_in_span`): a
+capture that opens at a step's start has that step's wait before the first kernel, outside the
+span. Each
 cause's `ms_per_step` is the GPU time it takes from a step: what removing it would give back.
 """
 
@@ -40,7 +41,6 @@ from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals
 
 MIN_GAP_NS = 100_000
-HELD = 0.8
 MAX_GAPS = 10_000
 EXAMPLES = 3  # judged intervals kept per cause
 LABELS = {
@@ -82,6 +82,13 @@ class Judged:
     b: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     h: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     claims: list[dict[str, int]] = field(default_factory=list)
+    # the short gaps judged in bulk: start, length, class (SHORT_CLASSES)
+    short_a: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    short_len: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    short_cls: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+
+
+SHORT_CLASSES = ("launch-bound", "sync", "short-gaps")
 
 
 def attribute(
@@ -112,9 +119,7 @@ def judge(
     lens = gap_ends - gap_starts
     big = np.flatnonzero(lens >= MIN_GAP_NS)  # few: the µs launch gaps are most gaps
     order = big[np.argsort(-lens[big], kind="stable")]
-    held = np.cumsum(lens[order])
-    take = int(np.searchsorted(held, HELD * idle_ns)) + 1
-    pick = np.sort(order[: min(take, MAX_GAPS)])
+    pick = np.sort(order[:MAX_GAPS])
     a, b = gap_starts[pick], gap_ends[pick]
     ev = E.collect(tl, rows, a, b, main)
     scored = C.score(ev)
@@ -140,7 +145,11 @@ def judge(
     short[pick] = False
     # kernels per step over every step (the first one's wait may lie before the span, its
     # kernels do not)
-    launch = launch_stats(tl, rows, gap_starts, gap_ends, short, main, len(step_starts))
+    launch, short_cls = launch_stats(tl, rows, gap_starts, gap_ends, short, main, len(step_starts))
+    idx = np.flatnonzero(short)
+    judged.short_a, judged.short_len, judged.short_cls = (
+        gap_starts[idx], lens[idx], short_cls,
+    )  # fmt: skip
     for cls, ns, gaps, what in (
         ("launch-bound", launch.launch_wait_ns, launch.launch_wait_gaps, _launch_what(launch)),
         ("sync", launch.sync_drain_ns, launch.sync_drain_gaps,
@@ -151,7 +160,7 @@ def judge(
     ):  # fmt: skip
         if ns > 0:
             tallies.setdefault(cls, _Tally()).add(ns, [C.Part(what, ns)], None, gaps)
-    steps = steps_in_span(step_starts, rows)
+    steps = len(step_starts)
     per = max(steps, 1)
     causes = []
     for kind, t in tallies.items():
@@ -185,18 +194,68 @@ def judge(
     ), judged
 
 
-def steps_in_span(step_starts: list[int], rows: T.GpuTable) -> int:
-    """The steps the per-step figures divide by: those that start inside the GPU span (all of
-    them where none does)."""
-    lo_span = int(rows.start[0]) if rows.size else 0
-    return sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
+def per_step(
+    causes: IdleCauses,
+    judged: Judged,
+    steps: list[tuple[str, int, int]],
+    span: tuple[int, int],
+) -> None:
+    """Each cause's cost per step, from what the span shows of the steps: an interval that holds
+    a step boundary (the gap between one step's work and the next's) is one of the span's
+    boundaries, of which the span holds one fewer than steps (the first step's leading gap and
+    the last one's trailing gap lie outside it); any other idle (inside a step) is one of the
+    steps whose work lies inside the span. A cause costs its boundary idle over the boundaries
+    plus its in-step idle over those steps. Without two steps, the total over all steps (over
+    the whole capture without steps). `causes.steps`: the steps inside the span."""
+    lo, hi = span
+    inside_steps = [(s, s + d) for _, s, d in steps if s >= lo and s + d <= hi]
+    bounds = np.array(
+        [s for k, (_, s, _) in enumerate(steps) if k > 0 and lo <= s <= hi], dtype=np.int64
+    )
+    if len(steps) < 2 or not inside_steps:
+        causes.steps = len(steps)
+        for c in causes.causes:
+            c.ms_per_step = c.total_ns / max(len(steps), 1) / 1e6
+        return
+    ws = np.array([w[0] for w in inside_steps], dtype=np.int64)
+    we = np.array([w[1] for w in inside_steps], dtype=np.int64)
 
+    def within(t: Any) -> Any:
+        k = np.searchsorted(ws, t, side="right") - 1
+        return (k >= 0) & (t < we[np.maximum(k, 0)])
 
-def per_step(causes: IdleCauses, steps: int) -> None:
-    """The per-step figures again, over `steps` (the steps realigned: `step_rules.realign`)."""
-    causes.steps = steps
+    at_bound: dict[str, float] = {}
+    in_step: dict[str, float] = {}
+    if judged.a.size:
+        k = np.searchsorted(bounds, judged.a, side="left")
+        holds = (k < bounds.size) & (bounds[np.minimum(k, max(bounds.size - 1, 0))] <= judged.b)
+        holds &= bounds.size > 0
+        ok = within(judged.a)
+        for i, cl in enumerate(judged.claims):
+            for cls, ns in cl.items():
+                if holds[i]:
+                    at_bound[cls] = at_bound.get(cls, 0.0) + ns
+                elif ok[i]:
+                    in_step[cls] = in_step.get(cls, 0.0) + ns
+    if judged.short_a.size:
+        ok = within(judged.short_a)
+        for ci, cls in enumerate(SHORT_CLASSES):
+            sel = ok & (judged.short_cls == ci)
+            in_step[cls] = in_step.get(cls, 0.0) + float(judged.short_len[sel].sum())
+    causes.steps = len(inside_steps)
+    nb = max(int(bounds.size), 1)
     for c in causes.causes:
-        c.ms_per_step = c.total_ns / max(steps, 1) / 1e6
+        ns = at_bound.get(c.cause, 0.0) / nb + in_step.get(c.cause, 0.0) / len(inside_steps)
+        c.ms_per_step = ns / 1e6
+
+
+def periodic(causes: IdleCauses, cause: str, ms_every: float, every: int) -> None:
+    """A cause that makes every `every`-th step slower by `ms_every` costs that over `every`
+    steps in the long run, whichever steps the capture caught (a window of a few steps holds
+    one occurrence more or less than its share)."""
+    for c in causes.causes:
+        if c.cause == cause:
+            c.ms_per_step = ms_every / every
 
 
 class _Tally:
@@ -238,8 +297,9 @@ def launch_stats(
     short: Any,
     main: tuple[int, int] | None,
     steps: int,
-) -> LaunchStats:
-    """The short gaps by what ended them, and the launch rate (module docstring)."""
+) -> tuple[LaunchStats, Any]:
+    """The short gaps by what ended them (each's index into SHORT_CLASSES), and the launch rate
+    (module docstring)."""
     out = LaunchStats()
     k = rows.kind == T.KERNEL
     if bool(k.any()):
@@ -251,7 +311,7 @@ def launch_stats(
             out.median_launch_interval_us = float(np.median(np.diff(launches))) / 1e3
     idx = np.flatnonzero(short)
     if idx.size == 0:
-        return out
+        return out, np.zeros(0, dtype=np.int8)
     a, b = gs[idx], ge[idx]
     # the work that ends each gap: the first activity starting at its end (rows sorted by start)
     j = np.searchsorted(rows.start, b)
@@ -275,7 +335,10 @@ def launch_stats(
     out.launch_wait_ns = int(ln[waited].sum())
     out.launch_wait_gaps = int(waited.sum())
     out.back_to_back_ns = int(ln[~drain & ~waited].sum())
-    return out
+    cls = np.full(idx.size, SHORT_CLASSES.index("short-gaps"), dtype=np.int8)
+    cls[waited] = SHORT_CLASSES.index("launch-bound")
+    cls[drain] = SHORT_CLASSES.index("sync")
+    return out, cls
 
 
 def explain_short_gaps(causes: IdleCauses, idle: IdleBreakdown) -> None:

@@ -302,7 +302,7 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
             )
         # the idle claimed for input; data-wait ranges alone (no interval claimed) cost their
         # union inside the span, an upper bound
-        cost = input_ns if inputs else r.data_wait_ns
+        cost = costs.idle(r, "input") * n_per * 1e6 if inputs else r.data_wait_ns
         out.append(
             Advice(
                 rule="data-loader",
@@ -514,7 +514,7 @@ def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
         if c.cause not in IDLE_RULES or 100 * c.total_ns / span < IDLE_CAUSE_PCT:
             continue
         rule, cause = IDLE_RULES[c.cause]
-        cost = c.total_ns / n_per / 1e6
+        cost = c.ms_per_step
         out.append(
             Advice(
                 rule=rule,

@@ -32,12 +32,11 @@ def per(r: RankMetrics) -> tuple[int, str]:
 
 
 def idle(r: RankMetrics, *causes: str) -> float:
-    """GPU-idle ms per step claimed for `causes`."""
+    """GPU-idle ms per step claimed for `causes` (over the steps the span shows whole:
+    `idle_causes.per_step`)."""
     if r.idle_causes is None:
         return 0.0
-    n, _ = per(r)
-    ns = sum(c.total_ns for c in r.idle_causes.causes if c.cause in causes)
-    return ns / n / 1e6
+    return sum(c.ms_per_step for c in r.idle_causes.causes if c.cause in causes)
 
 
 def exposed_copies(r: RankMetrics) -> float:
