@@ -304,6 +304,7 @@ def test_waiting_on_the_loader_while_its_workers_run_is_input(tmp_path: Path) ->
     rule, cost = _first(m)
     assert rule == "data-loader"
     _near(cost, 20.0)
+    assert _ms(r, "unclassified") == 0
 
 
 # --- a wait nothing explains --------------------------------------------------------------------
