@@ -160,7 +160,10 @@ def judge(
     ):  # fmt: skip
         if ns > 0:
             tallies.setdefault(cls, _Tally()).add(ns, [C.Part(what, ns)], None, gaps)
-    steps = len(step_starts)
+    # provisional (rank_metrics then divides by what the span shows: `per_step`): the steps
+    # that start after the span does
+    lo_span = int(rows.start[0]) if rows.size else 0
+    steps = sum(1 for x in step_starts if x > lo_span) or len(step_starts)
     per = max(steps, 1)
     causes = []
     for kind, t in tallies.items():

@@ -115,9 +115,11 @@ def group(frames: list[tuple[str, str]]) -> tuple[int, str]:
     # data before launch: pinning a batch (`_pin_memory`) or a Dataset's GPU work calls the CUDA
     # libraries on the loader's behalf
     for gi, rx in ((0, SYNC), (1, WAIT), (2, COMM), (4, DATA), (3, LAUNCH)):
-        for (sym, _), text in zip(frames, texts, strict=True):
+        for k, ((sym, _), text) in enumerate(zip(frames, texts, strict=True)):
             if rx.search(sym) or (gi in (3, 4) and rx.search(text)):
-                return gi, sym
+                # a module matched an unnamed frame: name the group by the next named one
+                named = next((f for f, _ in frames[k:] if f and not ADDRESS.match(f)), sym)
+                return gi, named
     if frames and all(INTERPRETER.search(t) for t in texts):
         return 5, ""
     return 6, ""
