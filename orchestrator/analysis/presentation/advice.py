@@ -292,7 +292,7 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
             evidence["input_idle_ms_per_step"] = per_step
             top = max(inputs, key=lambda c: c.total_ns)
             message = (
-                f"rank {r.rank}: the GPU waits {per_step:.1f} ms per step for input"
+                f"rank {r.rank}: the GPU waits {per_step:.1f} ms {basis} for input"
                 f" ({top.label}; {input_pct:.1f}% of the span; {top.evidence})"
             )
         else:

@@ -298,11 +298,12 @@ def pattern_sentence(r: RankMetrics) -> str | None:
     if p is None:
         return None
     every = f", every {p.every} steps" if p.every else ""
-    cause = (
-        f": {p.cause} ({p.cause_ms:.1f} ms more in them; {p.evidence})"
-        if p.cause
-        else ": no idle cause makes the difference (the GPU's own work is longer)"
-    )
+    if p.cause:
+        cause = f": {p.cause} ({p.cause_ms:.1f} ms more in them; {p.evidence})"
+    elif r.idle_causes is None:
+        cause = " (no GPU idle was attributed in this trace to say why)"
+    else:
+        cause = ": no idle cause makes the difference (the GPU's own work is longer)"
     return (
         f"{', '.join(p.slow_steps)} of {p.of}{every} take {p.extra_ms:.1f} ms more than the"
         f" median step ({p.median_ms:.1f} ms){cause}"
