@@ -8,9 +8,11 @@ ids are drawn on the host (`torch.randint`, a few µs) and copied to the GPU: th
 after a host pause is that small copy whatever the pause was.
 
 Planted:
-- `--host-every N --host-ms X`: after the optimizer step of every N-th step (`step % N == N-1`)
-  the loop computes statistics of a host array in numpy (sort, percentiles) for X ms, as metric
-  logging does: a periodic slow step. Measured: that work's wall (`host`).
+- `--host-every N --host-ms X`: after the optimizer step of every N-th step (`step % N == 0`,
+  so that with the default window 6:12 steps 6 and 9 do it, both inside the GPU span: the last
+  window step's work would come after its last kernel) the loop computes statistics of a host
+  array in numpy (sort, percentiles) for X ms, as metric logging does: a periodic slow step.
+  Measured: that work's wall (`host`).
 - `--backward-host-ms Y`: a hook on the middle block's activation gradient runs Y ms of numpy
   work on autograd's thread while the main thread waits in `backward()`. Measured: the hook's
   wall (`backward_hook`).
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
-        if a.host_every and step % a.host_every == a.host_every - 1:
+        if a.host_every and step % a.host_every == 0:
             with clock.host("host", step):
                 harness.spend(a.host_ms, logging_work)
         if ev:
