@@ -4,9 +4,13 @@ Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
 phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's Hydra overrides
 (quoted below), the reference workload's flags, or generic PyTorch.
 
+Every piece of advice carries what its cause costs a step (`cost_ms`, `costs`), and `advise`
+ranks them by it (`ranked`): the order analyze, the verdict, the report and `analyze --json`
+show.
+
 - data-loader: GPU idle >= 10 % of the span and either the data-wait ranges (their union inside
-  the span) or the idle intervals `idle_causes` attributes to input (loading on the main
-  thread, waiting on the loader's queue) >= 5 % of it → `model.data.num_workers=4` (more
+  the span) or the idle `idle_causes` claims for input (loading on the main thread, waiting on
+  the loader while its workers run) >= 5 % of it → `model.data.num_workers=4` (more
   data-loader workers); the message gives the GPU time lost per step and its evidence. The
   main thread's blocking waits (condition variables, semaphores, ... inside the span) are cited
   when measured, but never fire the rule alone: a wait says the thread waited, not that it
@@ -23,8 +27,11 @@ phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's 
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time (with the
   migrated bytes by cause, nsys `migrationCause`, where the trace says)
   → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
-- sync-overhead: CUDA sync calls while the GPU is idle >= 10 % of the span → remove per-step
-  host syncs. A sync that waits for a busy GPU costs the GPU nothing and does not count.
+- host-compute, launch-bound, idle-unclassified: the idle claimed for that cause >= 5 % of the
+  span → the cause's knob (`idle_causes.KNOBS`), its evidence in the message.
+- sync-overhead: CUDA sync calls while the GPU is idle >= 10 % of the span, or the idle claimed
+  for sync (the calls and the drains after them) >= 5 % → remove per-step host syncs. A sync that
+  waits for a busy GPU costs the GPU nothing and does not count.
 - low-overlap: communication kernels >= 10 % of the kernel-type time and computation overlaps
   < 50 % of the communication time (HTA's comm/comp overlap) → overlap gradient reduction with
   backward (DDP buckets, NeMo `overlap_grad_sync`); on a rank that waits for a named straggler

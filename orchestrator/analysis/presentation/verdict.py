@@ -1,10 +1,11 @@
 """The verdict a report opens with: one idle figure with the window it covers, HTA's split
 explained once, and the three findings that matter, each with its number and the knob.
 
-Findings come from the advice first (one per rule, its worst rank, ordered by how much of the
-run each one concerns: `_score`), then, while fewer than three, from observations every run has
-(how idle the GPU is and why, the kernel that takes most time, the step time). A trace without
-GPU activity says so instead of showing zeros.
+Findings come from the advice first (one per rule, its costliest rank, ranked by what each costs
+a step: `Advice.cost_ms`, the order every view keeps; advice without a cost after, by `_score`),
+then, while fewer than three, from observations every run has (how idle the GPU is and why when
+no idle cause is advice of its own, slow steps and their cause, the kernel that takes most time,
+the step time). A trace without GPU activity says so instead of showing zeros.
 """
 
 from __future__ import annotations
