@@ -252,10 +252,10 @@ def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def fold_workload(r: RankMetrics, folder: Path, whole_peak: bool = True) -> RankMetrics:
+def fold_workload(r: RankMetrics, folder: Path, kineto: bool = True) -> RankMetrics:
     """Add the workload's metrics.json numbers (peak GPU memory, step times, tokens/s) to a
-    rank; its peak GPU memory (whole run) replaces the trace's (trace window only) when `whole_peak`
-    (Kineto traces; an nsys export's memory-usage events keep their own peak). The step walls
+    rank; its peak GPU memory (whole run) replaces the trace's (trace window only) for a Kineto
+    trace (an nsys export's memory-usage events keep their own peak). The step walls
     inside and outside the capture window give the profiler's cost (`profiler_overhead`)."""
     found = workload_data(folder, r.rank)
     if found is None:
@@ -277,14 +277,14 @@ def fold_workload(r: RankMetrics, folder: Path, whole_peak: bool = True) -> Rank
     update: dict[str, object] = {"workload": wl}
     # the capture's cost as the workload measured it: its steps inside the window against out
     over = profiler_overhead.measured(
-        r.profiler_overhead, wl.step_times_s, profiler_overhead.window_of(data)
+        r.profiler_overhead, wl.step_times_s, profiler_overhead.window_of(data, kineto)
     )
     if over is not None:
         update["profiler_overhead"] = over
         said = profiler_overhead.note(over)
         kept = [n for n in r.notes if not n.startswith(profiler_overhead.NOTE_STARTS)]
         update["notes"] = kept + ([said] if said is not None else [])
-    if whole_peak and wl.peak_gpu_memory_bytes is not None:
+    if kineto and wl.peak_gpu_memory_bytes is not None:
         update["peak_gpu_memory_bytes"] = wl.peak_gpu_memory_bytes
         update["peak_gpu_memory_source"] = (
             f"{f.name}: peak_gpu_memory_bytes (torch.cuda.max_memory_allocated, whole run)"
@@ -491,7 +491,7 @@ def _metrics(
             for r, c in zip(rms, crs, strict=True):
                 r = r.model_copy(update={"rank": a.rank})
                 c.rank = a.rank
-                r = fold_workload(r, f.parent, whole_peak=res.source.kind == "kineto-json")
+                r = fold_workload(r, f.parent, kineto=res.source.kind == "kineto-json")
                 out.append(fold_offloading(r, f.parent))
                 cross.append(c)
                 samples.append(res.samples)

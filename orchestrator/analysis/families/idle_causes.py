@@ -248,8 +248,8 @@ def per_step(
     causes.steps = len(inside_steps)
     nb = max(int(bounds.size), 1)
     for c in causes.causes:
-        ns = at_bound.get(c.cause, 0.0) / nb + in_step.get(c.cause, 0.0) / len(inside_steps)
-        c.ms_per_step = ns / 1e6
+        got = at_bound.get(c.cause, 0.0) / nb + in_step.get(c.cause, 0.0) / len(inside_steps)
+        c.ms_per_step = got / 1e6
 
 
 def periodic(causes: IdleCauses, cause: str, ms_every: float, every: int) -> None:

@@ -4,7 +4,8 @@
   `PROFILER_OVERHEAD`, `CUPTI_ACTIVITY_KIND_OVERHEAD`), their union inside the GPU span, in ns and
   percent of the span, by name;
 - measured: where the workload's metrics.json gives every step's wall and the capture window
-  (`cuda_profiler_window` S:E, top level or under `config`), the median step inside the window
+  (`cuda_profiler_window` S:E, or torch.profiler's `profile_steps` for a Kineto trace, top level
+  or under `config`), the median step inside the window
   against the median outside it (the first `WARMUP` steps left out): the slowdown the capture
   caused, which includes what no table records (CUPTI's callbacks on every launch, the
   OS-runtime interposers, sampling).
@@ -52,14 +53,18 @@ def recorded(tl: T.RankTimeline, lo: int, hi: int) -> ProfilerOverhead | None:
     )
 
 
-def window_of(data: dict[str, Any]) -> tuple[int, int] | None:
-    """The capture window S:E a workload's metrics.json names."""
-    for d in (data, data.get("config")):
-        w = d.get("cuda_profiler_window") if isinstance(d, dict) else None
-        if isinstance(w, list) and len(w) == 2 and all(isinstance(x, int) for x in w):
-            s, e = int(w[0]), int(w[1])
-            if e > s >= 0:
-                return s, e
+def window_of(data: dict[str, Any], kineto: bool = False) -> tuple[int, int] | None:
+    """The capture window S:E a workload's metrics.json names: `cuda_profiler_window` for an
+    nsys capture, torch.profiler's `profile_steps` for a Kineto trace (top level or under
+    `config`)."""
+    keys = ("profile_steps", "cuda_profiler_window") if kineto else ("cuda_profiler_window",)
+    for key in keys:
+        for d in (data, data.get("config")):
+            w = d.get(key) if isinstance(d, dict) else None
+            if isinstance(w, list) and len(w) == 2 and all(isinstance(x, int) for x in w):
+                s, e = int(w[0]), int(w[1])
+                if e > s >= 0:
+                    return s, e
     return None
 
 

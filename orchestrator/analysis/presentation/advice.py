@@ -532,13 +532,20 @@ def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
                     f"{c.cause}_ms_{basis.replace(' ', '_')}": cost,
                     f"{c.cause}_pct_of_span": 100 * c.total_ns / span,
                 },
-                message=f"rank {r.rank}: the GPU idles {cost:.1f} ms {basis} for {c.label}"
-                f" ({c.evidence})",
+                message=f"rank {r.rank}: the GPU idles {cost:.1f} ms {basis}{_of_step(r, cost)}"
+                f" for {c.label} ({c.evidence})",
                 cost_ms=cost,
                 cost_basis=basis,
             )
         )
     return out
+
+
+def _of_step(r: RankMetrics, ms: float) -> str:
+    """` (12 % of the median step)` where the rank has steps."""
+    if r.steps is None or not r.steps.p50_ns:
+        return ""
+    return f" ({100 * ms * 1e6 / r.steps.p50_ns:.0f} % of the median step)"
 
 
 def ranked(advice: list[Advice]) -> list[Advice]:
