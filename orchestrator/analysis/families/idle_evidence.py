@@ -89,6 +89,7 @@ COMM_OPS = re.compile(
 AUTOGRAD_THREAD = re.compile(r"(?i)^pt_autograd")
 BATCH_AFTER = 2_000_000  # ns after an interval in which its batch's copy is looked for
 MIN_CALL_NS = 20_000  # OS-runtime calls read with their stacks: those at least this long
+NAMED = 50  # intervals whose ranges, calls and frames are named in the evidence
 PERIOD_RANGE = (50_000, 20_000_000)  # a sampling period, ns, is taken inside this range
 
 
@@ -280,6 +281,14 @@ def _batch(rows: T.GpuTable, a: Any, b: Any) -> tuple[Any, Any]:
     return out, nb
 
 
+def _named(ev: Evidence) -> Any:
+    """The intervals whose names are looked up: the `NAMED` longest (names are evidence text;
+    a launch-bound trace has thousands of intervals with millions of rows in them)."""
+    out = np.zeros(ev.a.size, dtype=bool)
+    out[np.argsort(-(ev.b - ev.a), kind="stable")[:NAMED]] = True
+    return out
+
+
 def _name_rows(ev: Evidence, tl: T.RankTimeline, m: Any, label: str) -> None:
     """The names of the rows of mask `m` per interval they overlap (the first few)."""
     h = tl.host
@@ -290,6 +299,7 @@ def _name_rows(ev: Evidence, tl: T.RankTimeline, m: Any, label: str) -> None:
     sa = ev.a[order]
     k = np.searchsorted(sa, h.end[idx], side="left") - 1
     ok = (k >= 0) & (ev.h[order[np.maximum(k, 0)]] > h.start[idx])
+    ok &= _named(ev)[order[np.maximum(k, 0)]]
     for r, kk in zip(idx[ok].tolist(), k[ok].tolist(), strict=True):
         got = ev.names.setdefault((int(order[kk]), L[label]), [])
         if len(got) < 32:
@@ -301,6 +311,7 @@ def _name_calls(ev: Evidence, calls: osrt_stacks.Calls, mine: Any) -> None:
     sa = ev.a[order]
     k = np.searchsorted(sa, calls.end, side="left") - 1
     ok = mine & (k >= 0) & (ev.h[order[np.maximum(k, 0)]] > calls.start)
+    ok &= _named(ev)[order[np.maximum(k, 0)]]
     for c, kk in zip(np.flatnonzero(ok).tolist(), k[ok].tolist(), strict=True):
         lab = L[CALL_LABEL[osrt_stacks.TARGETS[int(calls.target[c])]]]
         got = ev.names.setdefault((int(order[kk]), lab), [])
@@ -330,7 +341,8 @@ def _samples(
         t = smp.start[sel]
         layers[lab].append((t - half, t + half))
     ev.samples = np.bincount(iv[is_main], minlength=a.size)
-    for j in np.flatnonzero(is_main).tolist():
+    named = _named(ev)
+    for j in np.flatnonzero(is_main & named[np.maximum(iv, 0)]).tolist():
         li = L[SAMPLE_LABEL[cpu_samples.GROUPS[int(smp.group[j])]]]
         f = smp.marks[j] or smp.leaf[j]
         got = ev.names.setdefault((int(iv[j]), li), [])
