@@ -120,8 +120,9 @@ def _entry(
     if causes is not None and step_rows:
         span_lo = int(rows.start[0]) if rows.size else 0
         idle_causes.per_step(
-            causes, judged, step_rows, (span_lo, int(rows.end.max())) if rows.size else (0, 0)
-        )
+            causes, judged, step_rows, (span_lo, int(rows.end.max())) if rows.size else (0, 0),
+            rows,
+        )  # fmt: skip
     del gap_s, gap_e  # views of the gaps: let go with them below
     busy_timeline = gaps.busy_timeline(
         g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end

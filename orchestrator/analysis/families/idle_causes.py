@@ -202,16 +202,19 @@ def per_step(
     judged: Judged,
     steps: list[tuple[str, int, int]],
     span: tuple[int, int],
+    rows: T.GpuTable | None = None,
 ) -> None:
     """Each cause's cost per step, from what the span shows of the steps: an interval that holds
     a step boundary (the gap between one step's work and the next's) is one of the span's
     boundaries, of which the span holds one fewer than steps (the first step's leading gap and
     the last one's trailing gap lie outside it); any other idle (inside a step) is one of the
-    steps whose work lies inside the span. A cause costs its boundary idle over the boundaries
+    steps that start inside the span. A cause costs its boundary idle over the boundaries
     plus its in-step idle over those steps. Without two steps, the total over all steps (over
     the whole capture without steps). `causes.steps`: the steps inside the span."""
     lo, hi = span
-    inside_steps = [(s, s + d) for _, s, d in steps if s >= lo and s + d <= hi]
+    # a step whose start the span shows: its GPU work is inside (a step's range may end after
+    # its last kernel, with host work the span does not hold)
+    inside_steps = [(s, s + d) for _, s, d in steps if lo <= s <= hi]
     bounds = np.array(
         [s for k, (_, s, _) in enumerate(steps) if k > 0 and lo <= s <= hi], dtype=np.int64
     )
@@ -230,9 +233,7 @@ def per_step(
     at_bound: dict[str, float] = {}
     in_step: dict[str, float] = {}
     if judged.a.size:
-        k = np.searchsorted(bounds, judged.a, side="left")
-        holds = (k < bounds.size) & (bounds[np.minimum(k, max(bounds.size - 1, 0))] <= judged.b)
-        holds &= bounds.size > 0
+        holds = _boundary_intervals(judged, bounds, rows)
         ok = within(judged.a)
         for i, cl in enumerate(judged.claims):
             for cls, ns in cl.items():
@@ -250,6 +251,37 @@ def per_step(
     for c in causes.causes:
         got = at_bound.get(c.cause, 0.0) / nb + in_step.get(c.cause, 0.0) / len(inside_steps)
         c.ms_per_step = got / 1e6
+
+
+def _boundary_intervals(judged: Judged, bounds: Any, rows: T.GpuTable | None) -> Any:
+    """Which judged intervals are a step boundary's gap: the gap that ends with the first GPU
+    work launched after the boundary (a step's ranges open on the host, ahead of the GPU, so
+    its first work's gap can open after the range does), else one that holds the boundary."""
+    n = judged.a.size
+    holds = np.zeros(n, dtype=bool)
+    if bounds.size == 0:
+        return holds
+    k = np.searchsorted(bounds, judged.a, side="left")
+    holds |= (k < bounds.size) & (bounds[np.minimum(k, bounds.size - 1)] <= judged.b)
+    if rows is None or rows.size == 0:
+        return holds
+    m = T.is_activity(rows.kind) & (rows.launch >= 0)
+    if not bool(m.any()):
+        return holds
+    idx = np.flatnonzero(m)
+    idx = idx[np.argsort(rows.launch[idx], kind="stable")]
+    j = np.searchsorted(rows.launch[idx], bounds, side="left")
+    have = j < idx.size
+    first = rows.start[idx[np.minimum(j, idx.size - 1)]][have]
+    # the interval ending there (judged intervals are sorted and disjoint)
+    q = np.searchsorted(judged.b, first, side="left")
+    hit = (
+        (q < n)
+        & (judged.a[np.minimum(q, n - 1)] < first)
+        & (first <= judged.b[np.minimum(q, n - 1)])
+    )
+    holds[q[hit]] = True
+    return holds
 
 
 def periodic(causes: IdleCauses, cause: str, ms_every: float, every: int) -> None:
