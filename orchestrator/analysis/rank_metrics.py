@@ -120,8 +120,8 @@ def _entry(
     if causes is not None and step_rows:
         span_lo = int(rows.start[0]) if rows.size else 0
         idle_causes.per_step(
-            causes, judged, step_rows, (span_lo, int(rows.end.max())) if rows.size else (0, 0),
-            rows,
+            causes, judged, host.family_rows(step_rows),
+            (span_lo, int(rows.end.max())) if rows.size else (0, 0), rows,
         )  # fmt: skip
     del gap_s, gap_e  # views of the gaps: let go with them below
     busy_timeline = gaps.busy_timeline(
@@ -240,7 +240,9 @@ def _steps(
         return None
     st.realigned = moved
     evidence = {c.cause: c.evidence for c in causes.causes} if causes is not None else {}
-    st.pattern = p = step_pattern.find(rows, judged.a, judged.h, judged.claims, evidence)
+    st.pattern = p = step_pattern.find(
+        host.family_rows(rows), judged.a, judged.h, judged.claims, evidence
+    )
     if causes is not None and p is not None and p.every and p.cause:
         idle_causes.periodic(causes, p.cause, p.cause_ms, p.every)
     return st

@@ -204,7 +204,7 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     for a in fold(advise(m), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         ex = a.example if isinstance(a, AdviceGroup) else a
-        cost = f" [{ex.cost_ms:.1f} ms {ex.cost_basis}]" if ex.cost_ms is not None else ""
+        cost = f" ({ex.cost_ms:.1f} ms {ex.cost_basis})" if ex.cost_ms is not None else ""
         console.print(
             f"[bold yellow]advice[/] {markup(a.rule)}{markup(cost)}: {markup(a.message)}; knob:"
             f" {markup(a.knob)}{checked}"

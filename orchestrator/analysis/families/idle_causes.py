@@ -82,6 +82,8 @@ class Judged:
     b: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     h: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     claims: list[dict[str, int]] = field(default_factory=list)
+    # the launch of each interval's batch copy (`idle_evidence`), -1 without one
+    batch_launch: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # the short gaps judged in bulk: start, length, class (SHORT_CLASSES)
     short_a: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     short_len: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -123,7 +125,10 @@ def judge(
     a, b = gap_starts[pick], gap_ends[pick]
     ev = E.collect(tl, rows, a, b, main)
     scored = C.score(ev)
-    judged = Judged(a, b, ev.h, [{c.cls: c.ns for c in cl} for cl in scored.claims])
+    judged = Judged(
+        a, b, ev.h, [{c.cls: c.ns for c in cl} for cl in scored.claims],
+        np.where(ev.batch >= 0, rows.launch[np.maximum(ev.batch, 0)], -1),
+    )  # fmt: skip
     tallies: dict[str, _Tally] = {}
     for i, claims in enumerate(scored.claims):
         window = int(ev.h[i] - ev.a[i])
@@ -254,33 +259,24 @@ def per_step(
 
 
 def _boundary_intervals(judged: Judged, bounds: Any, rows: T.GpuTable | None) -> Any:
-    """Which judged intervals are a step boundary's gap: the gap that ends with the first GPU
-    work launched after the boundary (a step's ranges open on the host, ahead of the GPU, so
-    its first work's gap can open after the range does), else one that holds the boundary."""
+    """Which judged intervals are a step boundary's gap: one that holds the boundary, else the
+    first that ends after it when it precedes a batch copy launched after the boundary (a step's
+    own ranges open on the host, ahead of the GPU still running the step before, so the gap
+    before its batch can open after its range does; a gap inside the step, a backward hook's,
+    precedes no batch copy)."""
+    del rows  # the boundary's gap is found by time and its batch copy
     n = judged.a.size
     holds = np.zeros(n, dtype=bool)
-    if bounds.size == 0:
+    if bounds.size == 0 or n == 0:
         return holds
     k = np.searchsorted(bounds, judged.a, side="left")
     holds |= (k < bounds.size) & (bounds[np.minimum(k, bounds.size - 1)] <= judged.b)
-    if rows is None or rows.size == 0:
-        return holds
-    m = T.is_activity(rows.kind) & (rows.launch >= 0)
-    if not bool(m.any()):
-        return holds
-    idx = np.flatnonzero(m)
-    idx = idx[np.argsort(rows.launch[idx], kind="stable")]
-    j = np.searchsorted(rows.launch[idx], bounds, side="left")
-    have = j < idx.size
-    first = rows.start[idx[np.minimum(j, idx.size - 1)]][have]
-    # the interval ending there (judged intervals are sorted and disjoint)
-    q = np.searchsorted(judged.b, first, side="left")
-    hit = (
-        (q < n)
-        & (judged.a[np.minimum(q, n - 1)] < first)
-        & (first <= judged.b[np.minimum(q, n - 1)])
-    )
-    holds[q[hit]] = True
+    q = np.searchsorted(judged.b, bounds, side="right")  # judged intervals: sorted, disjoint
+    ok = q < n
+    q, t = q[ok], bounds[ok]
+    if judged.batch_launch.size:
+        after = judged.batch_launch[q] >= t
+        holds[q[after]] = True
     return holds
 
 
