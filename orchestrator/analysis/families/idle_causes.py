@@ -213,13 +213,14 @@ def per_step(
     a step boundary (the gap between one step's work and the next's) is one of the span's
     boundaries, of which the span holds one fewer than steps (the first step's leading gap and
     the last one's trailing gap lie outside it); any other idle (inside a step) is one of the
-    steps that start inside the span. A cause costs its boundary idle over the boundaries
+    steps the span shows most of. A cause costs its boundary idle over the boundaries
     plus its in-step idle over those steps. Without two steps, the total over all steps (over
     the whole capture without steps). `causes.steps`: the steps inside the span."""
     lo, hi = span
-    # a step whose start the span shows: its GPU work is inside (a step's range may end after
-    # its last kernel, with host work the span does not hold)
-    inside_steps = [(s, s + d) for _, s, d in steps if lo <= s <= hi]
+    # a step the span shows most of: its range opens on the host a little before its first
+    # kernel and may close after its last one, so neither end need lie inside the span; a step
+    # a trimmed window cuts through is left out (its idle with it)
+    inside_steps = [(s, s + d) for _, s, d in steps if 2 * (min(s + d, hi) - max(s, lo)) >= d]
     bounds = np.array(
         [s for k, (_, s, _) in enumerate(steps) if k > 0 and lo <= s <= hi], dtype=np.int64
     )
