@@ -26,7 +26,8 @@ An interval is claimed for the class with most evidence when that evidence cover
 host window and `MARGIN` times the next class (or the waits with no target); an interval whose
 neutral host work splits into a recurring part and an extra one is claimed for both, in
 proportion; anything else is `unclassified`, its shares kept in the evidence. The launch latency
-after the window goes with the claim.
+after the window goes with the claim; a GPU that starts the launched work `LATE_NS` or more after
+its launch waited for something other than the host: that wait is `unclassified`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ MARGIN = 2.0
 SPLIT_MIN = 0.25  # each side of a recurring/extra split holds at least this share of the window
 EXTRA = 0.15  # a preamble this much over the baseline (and SLACK_NS) has extra host work
 SLACK_NS = 1_000_000
+LATE_NS = 1_000_000  # the GPU starting work this long after its launch waited for more than it
 WORKER_SAMPLES = 2  # DataLoader worker samples that make a wait the loader's
 CLASSES = ("input", "host-compute", "launch-bound", "sync", "communication")
 NEUTRAL = ("sleep", "io", "s-host", "range-op", "running")
@@ -164,7 +166,25 @@ def score(ev: E.Evidence) -> Scored:
 
 
 def _claims(ev: E.Evidence, s: Any, window: int, i: int, rec: int, extra: int) -> list[Claim]:
+    """The window's claims, and the launch latency after it; a late start (the GPU starting the
+    work LATE_NS or more after its launch) waited for something other than the host: no host
+    class is claimed for it."""
     length = int(ev.b[i] - ev.a[i])
+    late = int(ev.b[i] - ev.h[i]) if window > 0 else 0
+    if late < LATE_NS:
+        return _window_claims(ev, s, window, i, rec, extra, length)
+    got = _window_claims(ev, s, window, i, rec, extra, length - late)
+    what = (
+        f"the GPU started the work that ended the gap ({ev.next_kind[i]}) {_ms(late)}"
+        " after its launch: it waited for something other than the host (another stream's"
+        " event, a copy being staged, work the capture did not record)"
+    )
+    return [*got, Claim("unclassified", late, [Part(what, 0)])]
+
+
+def _window_claims(
+    ev: E.Evidence, s: Any, window: int, i: int, rec: int, extra: int, length: int
+) -> list[Claim]:
     if window <= 0:
         return [Claim("unclassified", length, [Part(_early(ev, i), 0)])]
     order = np.argsort(-s[: len(CLASSES)], kind="stable")

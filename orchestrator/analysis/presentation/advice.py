@@ -67,7 +67,7 @@ UM_TIME_PCT = 10.0
 SYNC_PCT = 10.0
 COMM_SHARE_PCT = 10.0
 LOW_OVERLAP_PCT = 50.0
-IDLE_CAUSE_PCT = 5.0  # an idle cause (host compute, launch-bound, sync, ...) of the span
+IDLE_CAUSE_PCT = 5.0  # an idle cause (host compute, ...) of the median step (the span)
 
 # The knob of each rule in the words of the workload that ran (`Metrics.workload_kind`): NeMo's
 # Hydra overrides, the reference workload's own flags (workloads/sft.py), or generic PyTorch.
@@ -511,14 +511,17 @@ IDLE_RULES = {
 
 
 def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
-    """An advice per idle cause that holds IDLE_CAUSE_PCT of the span (host compute,
-    launch-bound, unclassified), costed as the idle claimed for it, with its evidence."""
+    """An advice per idle cause (host compute, launch-bound, unclassified) that costs
+    IDLE_CAUSE_PCT of the median step (of the span where the rank has no steps), costed as the
+    idle claimed for it, with its evidence."""
     if r.idle_causes is None:
         return []
     span = r.span_ns or 1
+    step = r.steps.p50_ns if r.steps is not None and r.steps.p50_ns else None
     out = []
     for c in r.idle_causes.causes:
-        if c.cause not in IDLE_RULES or 100 * c.total_ns / span < IDLE_CAUSE_PCT:
+        share = 100 * c.ms_per_step * 1e6 / step if step else 100 * c.total_ns / span
+        if c.cause not in IDLE_RULES or share < IDLE_CAUSE_PCT:
             continue
         rule, cause = IDLE_RULES[c.cause]
         cost = c.ms_per_step
