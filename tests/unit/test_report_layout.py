@@ -83,7 +83,7 @@ def test_advice_is_said_once(reports: dict[str, Path]) -> None:
     # below it (no "More advice" is left). No sync-overhead: rank 0's syncs (67 % of its span)
     # wait for NCCL kernels that run, 0.1 % of the span with the GPU idle (issue 28)
     assert html.count("starts its collectives last in 100% of 86 matched") == 1
-    assert html.count("the GPU waits 50.6 ms per step for input") == 1
+    assert html.count("the GPU waits 101.3 ms per step for input") == 1
     assert "<h3>More advice" not in html and "sync-overhead" not in html
     assert 'id="straggler"' not in html
 
