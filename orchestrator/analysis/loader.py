@@ -36,7 +36,7 @@ from orchestrator.analysis import (
     settings,
 )
 from orchestrator.analysis.captures import spec_lock_file
-from orchestrator.analysis.families import gpu_metrics, step_view
+from orchestrator.analysis.families import gpu_metrics, profiler_overhead, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -267,9 +267,11 @@ def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
+def fold_workload(r: RankMetrics, folder: Path, kineto: bool = True) -> RankMetrics:
     """Add the workload's metrics.json numbers (peak GPU memory, step times, tokens/s) to a
-    rank; its peak GPU memory (whole run) replaces the trace's (trace window only)."""
+    rank; its peak GPU memory (whole run) replaces the trace's (trace window only) for a Kineto
+    trace (an nsys export's memory-usage events keep their own peak). The step walls
+    inside and outside the capture window give the profiler's cost (`profiler_overhead`)."""
     found = workload_data(folder, r.rank)
     if found is None:
         return r
@@ -288,7 +290,16 @@ def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
         peak_gpu_memory_bytes=int(peak) if peak is not None else None,
     )
     update: dict[str, object] = {"workload": wl}
-    if wl.peak_gpu_memory_bytes is not None:
+    # the capture's cost as the workload measured it: its steps inside the window against out
+    over = profiler_overhead.measured(
+        r.profiler_overhead, wl.step_times_s, profiler_overhead.window_of(data, kineto)
+    )
+    if over is not None:
+        update["profiler_overhead"] = over
+        said = profiler_overhead.note(over)
+        kept = [n for n in r.notes if not n.startswith(profiler_overhead.NOTE_STARTS)]
+        update["notes"] = kept + ([said] if said is not None else [])
+    if kineto and wl.peak_gpu_memory_bytes is not None:
         update["peak_gpu_memory_bytes"] = wl.peak_gpu_memory_bytes
         update["peak_gpu_memory_source"] = (
             f"{f.name}: peak_gpu_memory_bytes (torch.cuda.max_memory_allocated, whole run)"
@@ -598,8 +609,7 @@ def _metrics(
             for r, c in zip(rms, crs, strict=True):
                 r = r.model_copy(update={"rank": a.rank})
                 c.rank = a.rank
-                if res.source.kind == "kineto-json":
-                    r = fold_workload(r, f.parent)
+                r = fold_workload(r, f.parent, kineto=res.source.kind == "kineto-json")
                 out.append(fold_offloading(r, f.parent))
                 cross.append(c)
                 samples.append(res.samples)

@@ -138,6 +138,11 @@ class RenderContext(Strict):
         None, description="Only these ranks run `argv` (profiled); None: every rank does."
     )
     srun_options: list[str]
+    distributed_env: bool = Field(
+        True,
+        description="Export the rendezvous and rank variables (the workload's distributed_env; "
+        "default: the job runs more than one task).",
+    )
     nodes: int
     tasks_per_node: int
     post: list[list[str]] = Field(default_factory=list, description="Commands after launch.")
@@ -521,6 +526,7 @@ def build_context(
         post=post,
         files=files,
         srun_options=list(part.launcher.options),
+        distributed_env=world > 1 if workload.distributed_env is None else workload.distributed_env,
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,
         secret_env=list(workload.secret_env),
