@@ -21,7 +21,7 @@ import pytest
 from orchestrator.core import tools
 from orchestrator.store.db import Store
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.nsys_records]
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = str(REPO / "jobs" / "smoke_profiled.yaml")

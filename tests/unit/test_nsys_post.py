@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.render.scripts import render_job
 from orchestrator.site.cluster import load_cluster, validate_job
 from orchestrator.spec.job import JobSpec
 from tests.conftest import real_nsys
+
+pytestmark = pytest.mark.nsys_records
 
 
 def _run(
