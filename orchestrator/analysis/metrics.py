@@ -632,6 +632,12 @@ class RankedFinding(Strict):
     cause: str
     message: str
     knob: str
+    # the step its knob would leave (presentation.projections), with the range, and the one
+    # line every view shows (None: no projection; the line then says why where it can)
+    projected_ms: float | None = None
+    projected_low_ms: float | None = None
+    projected_high_ms: float | None = None
+    projection: str | None = None
 
 
 class Metrics(Strict):

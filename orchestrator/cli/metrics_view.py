@@ -205,9 +205,10 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         ex = a.example if isinstance(a, AdviceGroup) else a
         cost = f" ({ex.cost_ms:.1f} ms {ex.cost_basis})" if ex.cost_ms is not None else ""
+        proj = f"; {markup(ex.projection.sentence())}" if ex.projection is not None else ""
         console.print(
             f"[bold yellow]advice[/] {markup(a.rule)}{markup(cost)}: {markup(a.message)}; knob:"
-            f" {markup(a.knob)}{checked}"
+            f" {markup(a.knob)}{checked}{proj}"
         )
 
 

@@ -113,6 +113,23 @@ CREATE TABLE IF NOT EXISTS campaign_variants (
     regressed      INTEGER,
     PRIMARY KEY (campaign_id, variant)
 );
+-- a finding's projection checked by running its knob (`gh-run try`; store/scores.py, schema 5):
+-- the run it was made on, the run with the knob, what was predicted and what came
+CREATE TABLE IF NOT EXISTS projection_scores (
+    try_run_id    TEXT PRIMARY KEY REFERENCES runs(run_id),
+    base_run_id   TEXT NOT NULL REFERENCES runs(run_id),
+    rule          TEXT NOT NULL,
+    knob          TEXT NOT NULL,
+    base_ms       REAL,
+    predicted_ms  REAL,
+    low_ms        REAL,
+    high_ms       REAL,
+    measured_ms   REAL,
+    error_pct     REAL,
+    created_at    REAL NOT NULL,
+    scored_at     REAL,
+    note          TEXT
+);
 """
 
 
@@ -261,7 +278,8 @@ def iso(ts: float | None) -> str:
 # an older one is migrated forward when opened for writing.
 # 2: runs.transport (how the run's cluster is reached).
 # 4: runs.slurm_cluster and runs.clusters_option (which SLURM cluster the run went to).
-SCHEMA_VERSION = 4
+# 5: projection_scores (a finding's projection against the run of its knob).
+SCHEMA_VERSION = 5
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:
