@@ -133,6 +133,14 @@ def build(
     # an op launched after the GPU ran out of work was waited for: ready when it started (its
     # launch's own latency included); any other was ready a latency after its launch
     ready = np.where(hb, s, np.where(known, launch + np.minimum(lag, lat), _NEG))
+    # launched within 20 µs of a host-device copy's end: the host waited for the copy (a
+    # pageable copy blocks the launching thread; nsys keeps no row of that wait), so the work
+    # after it follows the copy, not the host's clock
+    idx = np.arange(s.size)
+    top = np.maximum.accumulate(np.where(e >= np.maximum.accumulate(e), idx, 0))
+    prev = np.r_[0, top[:-1]]
+    copied = (rows.kind[act] == T.MEMCPY) & np.isin(rows.copy[act], (1, 2))
+    blocked = hb & (launch - before <= LATENCY_NS[1]) & copied[prev] & (idx > 0)
     gpu_wait = np.where(gapped & ~hb, s - before, 0)
     n_gap = int(gap_s.size)
     removable = {c: np.zeros(n_gap, dtype=np.int64) for c in IDLE_LEVERS}
@@ -158,6 +166,12 @@ def build(
         for cls in removable:
             np.minimum(removable[cls], lens, out=removable[cls])
     ss, se = _syncs(tl, main)
+    if blocked.any():  # each such wait as a sync: from the copy's launch to the next launch
+        b = np.flatnonzero(blocked)
+        cs = np.where(known[prev[b]], launch[prev[b]], s[prev[b]])
+        order = np.argsort(np.r_[ss, cs], kind="stable")
+        ss, se = merge_intervals(np.r_[ss, cs][order], np.r_[se, launch[b]][order])
+        ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
     return StepGraph(
         s, excl, ready, gpu_wait, np.where(known, launch, _NEG), _gap_at(s, launch, known, gap_e),
         removable, launch_gaps, _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
@@ -294,10 +308,19 @@ def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
 
 def moved(g: StepGraph, ends: Any, cut: Any, t: Any) -> Any:
     """Times `t` of the original timeline on the replayed one (`ends` of each op, `cut` off
-    each): the offset from the start of the op that starts last at or before it."""
+    each): inside an op's exclusive time, the same offset from its new start (up to its new
+    end); inside a gap, the same distance before the next op's new start (not before the
+    previous op's new end)."""
+    n = g.start.size
+    new_start = ends - (g.excl - cut)
     k = np.maximum(np.searchsorted(g.start, t, side="right") - 1, 0)
-    new_start = ends[k] - (g.excl[k] - cut[k])
-    return new_start + (t - g.start[k])
+    orig_end = g.start[k] + g.excl[k]
+    inside = new_start[k] + np.minimum(t - g.start[k], ends[k] - new_start[k])
+    nxt = np.minimum(k + 1, n - 1)
+    in_gap = np.where(
+        k + 1 < n, np.maximum(ends[k], new_start[nxt] - (g.start[nxt] - t)), ends[k] + t - orig_end
+    )
+    return np.where(t <= orig_end, inside, in_gap)
 
 
 def project(g: StepGraph, base_ms: float | None, basis: str) -> StepProjections:
