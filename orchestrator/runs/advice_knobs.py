@@ -138,5 +138,5 @@ def _none(rule: str, where: str) -> NoKnob:
     return NoKnob(
         rule,
         f"{rule}: no field in {where} turns {knob}, so gh-run does not guess one; give the"
-        " change yourself with --set (e.g. --set workload.args.N=--your-flag)",
+        " change yourself with --set (such as --set workload.args.N=--your-flag)",
     )

@@ -113,9 +113,9 @@ CREATE TABLE IF NOT EXISTS campaign_variants (
     regressed      INTEGER,
     PRIMARY KEY (campaign_id, variant)
 );
--- a finding's projection checked by running its knob (`gh-run try`; store/scores.py, schema 5):
--- the run it was made on, the run with the knob, what was predicted and what came
 CREATE TABLE IF NOT EXISTS projection_scores (
+    -- a finding's projection checked by running its knob (`gh-run try`, store/scores.py,
+    -- schema 5): the run it was made on, the run with the knob, what was predicted and came
     try_run_id    TEXT PRIMARY KEY REFERENCES runs(run_id),
     base_run_id   TEXT NOT NULL REFERENCES runs(run_id),
     rule          TEXT NOT NULL,
