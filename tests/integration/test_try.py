@@ -1,0 +1,100 @@
+"""`gh-run try` end to end (issue 41 item 3), on the REAL dev SLURM cluster and the local
+executor (nothing mocked: sbatch, sacct, submitit, bash under the supervisor, the collection
+with its checksums, the state store). The job's workload is the STAND-IN loop
+(tests/fixtures/standin_loop.py: an nsys-schema export written by a script, since this
+machine has no GPU), run as a job with its knobs as flags: `--num-workers 0` with 30 ms of
+loading a step on the main thread. Its first finding is the data loader; `try` resubmits the
+run's spec.lock.yaml with `--num-workers 4`, tracks it, collects it, analyses it and keeps the
+score: predicted against measured within 10 % (the stand-in's workers behave as the
+projection assumes: this checks the plumbing and the replay, not the knob's constants, which
+the held-out GPU pairs of tests/unit/test_critical_path.py check). A finding whose knob is no
+spec field is refused in one sentence, exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.store import scores
+from orchestrator.store.db import Store
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.cluster
+
+
+def _spec(tmp_path: Path, *args: str) -> Path:
+    spec = {
+        "name": "standin-try",
+        "cluster": "dev",
+        "partition": "gh",
+        "resources": {"nodes": 1, "cpus_per_task": 1, "mem": "1G", "time": "00:03:00"},
+        "container": {"runtime": "none"},
+        "workload": {
+            "kind": "command",
+            "command": sys.executable,
+            "args": [str(REPO / "tests" / "fixtures" / "standin_loop.py"), *args],
+        },
+        "artifacts": {"include": ["*.sqlite", "metrics.json"]},
+    }
+    path = tmp_path / "standin.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("executor", ["slurm", "local"])
+def test_try_runs_the_knob_and_scores_the_projection(
+    dev_cluster, cli, gh_home: Path, tmp_path: Path, executor: str
+) -> None:  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path, "--num-workers", "0", "--load-ms", "30")
+    res = cli("submit", str(spec), "--executor", executor, "--wait", "--timeout", "240",
+              timeout=300)  # fmt: skip
+    assert res.rc == 0, res.text
+    base = Store(gh_home).find_run("last")
+    shown = cli("analyze", base.run_id)
+    assert shown.rc == 0, shown.text
+    assert "advice data-loader" in shown.out and "projected step" in shown.out
+
+    res = cli("try", base.run_id, "--executor", executor, "--timeout", "240", timeout=300)
+    assert res.rc == 0, res.text
+    assert "trying: --num-workers 4" in res.out, res.out
+    store = Store(gh_home)
+    kept = scores.all_scores(store)
+    assert len(kept) == 1
+    s = kept[0]
+    assert s.base_run_id == base.run_id and s.rule == "data-loader"
+    assert s.knob == "workload.args.2='4'"
+    tried = store.get_run(s.try_run_id)
+    assert tried.state == "COMPLETED" and tried.executor == executor
+    assert yaml.safe_load(tried.spec_json)["workload"]["args"][1:3] == ["--num-workers", "4"]
+    assert s.predicted_ms is not None and s.measured_ms is not None and s.error_pct is not None
+    assert abs(s.error_pct) <= 10.0, s
+    assert f"measured {s.measured_ms:.1f} ms" in res.out
+
+    listed = cli("scores")
+    assert listed.rc == 0, listed.text
+    assert "data-loader: 1 of 1 projections within 10 %" in listed.out
+
+
+def test_a_finding_without_a_spec_field_is_named_not_guessed(
+    dev_cluster, cli, gh_home: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Host work every third step: the finding is host compute, whose knob (move the work off
+    the step) no flag of this command holds. `try` says so in one sentence and submits
+    nothing."""
+    spec = _spec(tmp_path, "--load-ms", "0.5", "--host-ms", "40", "--host-every", "3",
+                 "--steps", "9")  # fmt: skip
+    res = cli("submit", str(spec), "--executor", "local", "--wait", "--timeout", "240",
+              timeout=300)  # fmt: skip
+    assert res.rc == 0, res.text
+    runs_before = len(Store(gh_home).list_runs())
+    res = cli("try", "last")
+    assert res.rc == 2, res.text
+    line = res.err.strip().splitlines()[-1]
+    assert "host-compute: no field in the command's arguments turns" in line
+    assert "does not guess" in line
+    assert len(Store(gh_home).list_runs()) == runs_before
+    assert scores.all_scores(Store(gh_home)) == []
