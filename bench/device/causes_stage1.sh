@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Device call 1 of 2 for bench/gpu_causes.sh (issue 35 item 7): the checkout that travels is
-# already 48 MiB, so the 64 MiB a call carries cannot hold the trimmed nsys 2024.2 (~24 MiB) and
-# gh-run's wheels at once. This call leaves the first part of the nsys archive in /root/ghc (the
-# machine stays warm for the next call) and says what the machine has.
-#   carry: .gpu-cause (nsys.part-aa, this script); run: bash .gpu-cause/causes_stage1.sh
+# Device calls before the last for bench/gpu_causes.sh (issue 35 item 7): the checkout that
+# travels leaves too little of the 64 MiB a call carries for the trimmed nsys 2024.2 (~24 MiB) and
+# gh-run's wheels at once (48 MiB of it in one session, 53 MiB in the next). Each such call leaves
+# its part(s) of the nsys archive in /root/ghc (the machine stays warm for the next call) and says
+# what the machine has.
+#   carry: .gpu-cause (nsys.part-a?, this script); run: bash .gpu-cause/causes_stage1.sh
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p /root/ghc
-cp "$here"/nsys.part-aa /root/ghc/
-sha256sum /root/ghc/nsys.part-aa
+cp "$here"/nsys.part-* /root/ghc/
+sha256sum /root/ghc/nsys.part-*
 echo "== machine"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Device call 2 of 2 for bench/gpu_causes.sh (issue 35 item 7): the second part of the nsys
+# The last device call for bench/gpu_causes.sh (issue 35 item 7): the last part of the nsys
 # archive (nsys's own libcrypto left out: the system's OpenSSL 3 serves), gh-run's wheels (those
 # `gh-run submit --executor local` imports and the image lacks) and this branch's tree travel
-# here; the first part waits in /root/ghc (causes_stage1.sh). nsys unpacked, gh-run installed
+# here; the parts before wait in /root/ghc (causes_stage1.sh). nsys unpacked, gh-run installed
 # from this branch's tree, then every variant recorded through `gh-run submit --executor local`,
 # its pair's archive rewritten in $OUT after each.
-#   carry: .gpu-cause (nsys.part-ab, wheels/, src.tar.xz, NSYS_SHA256, this script)
+#   carry: .gpu-cause (the last nsys.part-a?, wheels/, src.tar.xz, NSYS_SHA256, this script)
 #   run: bash .gpu-cause/causes_stage2.sh
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(pwd)
 t0=$(date +%s)
-cd /root/ghc || { echo "no /root/ghc: the machine is not the one call 1 left the first part on"; exit 3; }
-cat nsys.part-aa "$here"/nsys.part-ab >nsys.tar.xz
+cd /root/ghc || { echo "no /root/ghc: the machine is not the one the calls before left their parts on"; exit 3; }
+cp "$here"/nsys.part-* . && cat nsys.part-* >nsys.tar.xz # the parts sort by name
 sha256sum -c "$here"/NSYS_SHA256 || exit 3
 mkdir -p nsys && tar -C nsys -xJf nsys.tar.xz || exit 3
 export PATH=/root/ghc/nsys/target-linux-x64:$PATH

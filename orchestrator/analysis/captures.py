@@ -87,7 +87,8 @@ class Capture:
     ranks: list[int] = field(default_factory=list)  # ranks the trace claims
     rank_rule: str | None = None
     name_rank: int | None = None
-    spec: str | None = None  # the gh-run run folder's spec.lock.yaml
+    spec: str | None = None  # the gh-run run folder's spec.lock.yaml, resolved: which folder
+    spec_named: str | None = None  # the same file as the input's path names it: what is shown
 
     @property
     def ranked(self) -> bool:
@@ -127,6 +128,7 @@ def _nsys_facts(
 ) -> tuple[int | None, str | None, tuple[str, ...] | None, dict[str, str]]:
     """(session start in Unix ns, host, command, environment variables) of an export; what a
     table does not hold stays None (older nsys versions lack META_DATA_CAPTURE)."""
+    from orchestrator.analysis.readers.export_tables import read_schema
     from orchestrator.analysis.readers.nsys_db import DAMAGED, connect_ro
 
     start: int | None = None
@@ -135,7 +137,9 @@ def _nsys_facts(
     env: dict[str, str] = {}
     conn = connect_ro(path)
     try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = read_schema(
+            conn, ("TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV", "META_DATA_CAPTURE")
+        )
 
         def rows(sql: str) -> list[Any]:
             try:
@@ -144,11 +148,13 @@ def _nsys_facts(
                 return []
 
         if "TARGET_INFO_SESSION_START_TIME" in tables:
-            for (v,) in rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"):
+            for (v,) in rows(
+                f'SELECT utcEpochNs FROM "{tables.name("TARGET_INFO_SESSION_START_TIME")}" LIMIT 1'
+            ):
                 start = int(v) if isinstance(v, int) else None
         if "TARGET_INFO_SYSTEM_ENV" in tables:
             for name, v in rows(
-                "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV"
+                f'SELECT name, value FROM "{tables.name("TARGET_INFO_SYSTEM_ENV")}"'
                 " WHERE name IN ('Hostname', 'DeviceEnvironment')"
             ):
                 if name == "Hostname" and isinstance(v, str) and v:
@@ -158,7 +164,8 @@ def _nsys_facts(
         if "META_DATA_CAPTURE" in tables:
             parts: dict[int, str] = {}
             for name, v in rows(
-                "SELECT name, value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:COMMAND'"
+                f'SELECT name, value FROM "{tables.name("META_DATA_CAPTURE")}"'
+                " WHERE name = 'PROCESS_0:COMMAND'"
                 " OR name LIKE 'PROCESS_0:ARGUMENT_%'"
             ):
                 if name == "PROCESS_0:COMMAND":
@@ -274,7 +281,8 @@ def separated(a: Capture, b: Capture) -> list[tuple[str, str]]:
             out.append(("job", f"their {name} differ ({shown})"))
             break
     if a.spec and b.spec and a.spec != b.spec:
-        out.append(("spec", f"they lie in different gh-run run folders ({a.spec}, {b.spec})"))
+        shown = f"{a.spec_named or a.spec}, {b.spec_named or b.spec}"
+        out.append(("spec", f"they lie in different gh-run run folders ({shown})"))
     gap = _gap_ns(a, b)
     if gap is not None and gap > APART_NS:
         out.append(
@@ -299,7 +307,7 @@ def tied(a: Capture, b: Capture) -> str | None:
         if key in TIES and known and [a.job.get(k) for k in key] == [b.job.get(k) for k in key]:
             return f"the same {':'.join(key)} ({':'.join(a.job[k] for k in key)})"
     if a.spec and a.spec == b.spec:
-        return f"the same gh-run run folder ({a.spec})"
+        return f"the same gh-run run folder ({a.spec_named or a.spec})"
     gap = _gap_ns(a, b)
     if gap is not None and gap <= APART_NS and (not a.host or not b.host or a.host == b.host):
         return "captured at the same time on one host"
@@ -351,6 +359,15 @@ def _untied(a: Capture, b: Capture) -> str:
     if a.window is None or b.window is None:
         missing.append("no capture time that both record")
     return "nothing ties them (" + (", ".join(missing) or "no common job or capture time") + ")"
+
+
+def find_spec(capture: Capture, folder: Path) -> None:
+    """Sets the capture's run folder (`spec_lock_file` of the input's folder): resolved, to tell
+    run folders apart however the inputs were named, and as the input's path names it, so that
+    a message shows the path the user gave rather than where a link led."""
+    spec = spec_lock_file(folder)
+    capture.spec = str(spec.resolve()) if spec is not None else None
+    capture.spec_named = str(spec) if spec is not None else None
 
 
 def spec_lock_file(folder: Path) -> Path | None:

@@ -10,6 +10,7 @@ rank's first entry; the others carry the GPU side only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -26,12 +27,15 @@ from orchestrator.analysis.families import (
     idle_causes,
     kernels,
     memory,
+    memory_use,
+    operators,
     profiler_overhead,
     step_pattern,
     step_view,
 )
 from orchestrator.analysis.families.kernel_classes import hta_type_codes
 from orchestrator.analysis.families.stats import pct
+from orchestrator.analysis.memory_model import MemoryUse
 from orchestrator.analysis.metrics import IdleCauses, RankMetrics, StepStats, SyncStats
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline import step_rules
@@ -45,6 +49,9 @@ class CrossRankInput:
     devices: list[int]
     collectives: communication.Collectives
     steps: list[tuple[str, int, int]] = field(default_factory=list)
+    # NCCL operations with a shared id (`nsys_nccl.NcclOps`), on a rank's first entry; None:
+    # the source has none
+    nccl_ops: Any = None
 
 
 def compute(
@@ -208,6 +215,7 @@ def _entry(
         fp32_gemm_pct=ks.fp32_gemm_pct,
         tensor_core_gemm_pct=ks.tensor_core_gemm_pct,
         nvtx=host.ranges(tl, rows) if first else [],
+        operators=operators.operators(tl) if first else [],
         steps=_steps(step_rows, judged, causes, moved) if first else None,
         data_wait_ns=host.data_wait(tl, u.start, u.end) if first else 0,
         main_thread=(tl.threads.get(main[0]) or f"thread {main[0][1]}") if main else None,
@@ -225,6 +233,7 @@ def _entry(
         peak_managed_memory_bytes=managed,
         timeline=busy_timeline,
         notes=notes,
+        memory=_memory(tl, devices, first, step_rows),
     )
     if graph is not None:
         st = rm.steps
@@ -240,6 +249,7 @@ def _entry(
         devices=devices,
         collectives=communication.collectives(rows, tl.names, names_cls),
         steps=step_rows,
+        nccl_ops=tl.nccl_ops if first else None,
     )
     return rm, c
 
@@ -262,6 +272,30 @@ def _steps(
     if causes is not None and p is not None and p.every and p.cause:
         idle_causes.periodic(causes, p.cause, p.cause_ms, p.every)
     return st
+
+
+def _memory(
+    tl: T.RankTimeline, devices: list[int], first: bool, steps: list[tuple[str, int, int]]
+) -> MemoryUse | None:
+    """The entry's memory history (`memory_use`): the device's own (nsys: one per device),
+    else on the rank's first entry the one with most events (Kineto numbers devices its
+    own way). A history without marks of its own takes the trace's steps (`step_rules`)."""
+    if not tl.memory:
+        return None
+    own = [m for m in tl.memory if m.device in devices] if tl.split_devices else []
+    if not own and not first:
+        return None
+    pick = max(own or tl.memory, key=lambda m: m.events.size_n)
+    if not pick.marks and steps:
+        from dataclasses import replace as copy_with
+
+        from orchestrator.analysis.timeline import memory as M
+
+        marks = sorted(
+            [(s, M.STEP_START) for _, s, _ in steps] + [(e, M.STEP_END) for _, _, e in steps]
+        )
+        pick = copy_with(pick, marks=marks, marks_source="the trace's step ranges")
+    return memory_use.analyze(pick)
 
 
 def _device_name(tl: T.RankTimeline, devices: list[int]) -> str | None:

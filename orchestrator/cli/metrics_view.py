@@ -17,7 +17,12 @@ from typing import TextIO, cast
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.views import Row, count, pct
 from orchestrator.analysis.loader import RunSet
-from orchestrator.analysis.metrics import Metrics, RankMetrics, merged_top_kernels
+from orchestrator.analysis.metrics import (
+    Metrics,
+    RankMetrics,
+    merged_operators,
+    merged_top_kernels,
+)
 from orchestrator.analysis.presentation.advice import FOLD_OVER, AdviceGroup, fold
 from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.verdict import (
@@ -30,6 +35,7 @@ from orchestrator.analysis.presentation.verdict import (
 )
 from orchestrator.analysis.timeline.kernel_names import distinct_kernels
 from orchestrator.cli.piped import Out
+from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.escape import markup, plain, term
 from orchestrator.core.human import dur
 
@@ -108,6 +114,12 @@ def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
 
 
 def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
+    from orchestrator.cli import memory_view
+
+    memory_view.print_oom(m, console)  # an out of memory leads
+    if memory_view.memory_only(m):  # snapshots alone: memory, and nothing of GPU time
+        memory_view.print_memory(m, console)
+        return
     if not has_gpu(m):
         console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
     elif not has_kernels(m):
@@ -173,6 +185,7 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     for peak in sorted({r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}):
         console.print(f"peak GPU memory: {markup(peak)}")
     _print_top_kernels(m, console, wide)
+    _print_top_operators(m, console, wide)
     _print_cross_rank(m, console)
     rank_notes = [(_rank_header(r, m), n) for r in m.ranks for n in r.notes]
     src_notes = [
@@ -200,6 +213,9 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
         if said is not None:
             who = f"{_rank_header(r, m)}: " if len(m.ranks) > 1 else ""
             print_wrapped(console, f"slow steps: {who}{said}")
+    from orchestrator.cli import memory_view
+
+    memory_view.print_memory(m, console)
     # ranked by what each costs a step, as the verdict and the report rank them
     for a in fold(advise(m), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
@@ -265,6 +281,41 @@ def _print_top_kernels(m: Metrics, console: Out, per_rank: bool) -> None:
         console.print(table)
 
 
+def _print_top_operators(m: Metrics, console: Out, per_rank: bool) -> None:
+    """The CPU operators with most time (Kineto cpu_op, PyTorch's NVTX operator ranges): count,
+    total, self time (`-` where the operators of a thread do not nest)."""
+    tables: list[tuple[str, list[tuple[str, int, int, int | None]]]] = []
+    if per_rank:
+        for r in m.ranks:
+            if r.operators:
+                rows = [(o.name, o.count, o.total_ns, o.self_ns) for o in r.operators[:8]]
+                tables.append((f"top CPU operators, {_rank_header(r, m)}", rows))
+    else:
+        merged = merged_operators(m.ranks)
+        if merged:
+            tables.append((f"top CPU operators, all {len(m.ranks)} entries", merged))
+    header = ["count", "total", "self", "operator"]
+    for title, op_rows in tables:
+        body = [
+            [count(c), dur(t), dur(o) if o is not None else "-", plain(n)] for n, c, t, o in op_rows
+        ]
+        if not console.is_terminal:
+            _plain(console, title, header, body, {0, 1, 2})
+            continue
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column(
+            "operator", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
+        )
+        for col in ("count", "total", "self"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for (n, *_), cells in zip(op_rows, body, strict=True):
+            table.add_row(term(n), *cells[:3])
+        console.print(table)
+
+
 def _print_cross_rank(m: Metrics, console: Out) -> None:
     c = m.cross_rank
     if c.entries < 2:
@@ -314,14 +365,3 @@ def print_split(console: Out, found: RunSet, args: list[str]) -> str:
     offer = f"side by side: gh-run compare {quoted}   (or gh-run report {quoted} --out DIR)"
     console.print(offer, markup=False)
     return offer
-
-
-def print_wrapped(console: Out, text: str, indent: str = "") -> None:
-    """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
-    import textwrap
-
-    width = min(console.width, 100)
-    wrapped = textwrap.fill(
-        plain(text), width, initial_indent=indent, subsequent_indent=indent + "    "
-    )
-    console.print(wrapped, markup=False, highlight=False, soft_wrap=True)

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from orchestrator.analysis.catalogue.memory_entries import MEMORY
 from orchestrator.analysis.catalogue.model import (
     ACTIVITY,
     KERNELS,
-    KINETO_ONLY,
     NSYS_ONLY,
+    OPERATORS,
     OSRT,
     RUNTIME,
     WORKLOAD,
@@ -36,7 +37,7 @@ GPU = Sources(need=KERNELS)
 GPU_ACTIVITY = Sources(need=ACTIVITY)
 NSYS_GPU = Sources(NSYS_ONLY, ACTIVITY)  # Unified Memory, pinned and managed memory
 NSYS_OSRT = Sources(NSYS_ONLY, OSRT)
-KINETO = Sources(KINETO_ONLY)
+OPERATOR_SOURCES = Sources(need=OPERATORS)
 SYNC = Sources(need=RUNTIME)
 WORKLOAD_FILE = Sources(need=WORKLOAD)
 
@@ -315,10 +316,11 @@ CATALOGUE: list[Metric] = [
            rank=lambda r: r.unified_memory.migrated_dtoh_bytes, across="sum", better="lower",
            sources=NSYS_GPU),
     # ---- CPU activity (host)
-    Metric("cpu_op_s", "CPU activity", "cpu_op time (Kineto)", "s",
-           "union of each thread's CPU operators (Kineto cpu_op), summed over threads",
+    Metric("cpu_op_s", "CPU activity", "CPU operator time", "s",
+           "union of each thread's CPU operators (Kineto cpu_op; nsys: PyTorch's NVTX operator"
+           " ranges), summed over threads",
            rank=lambda r: sum(t.cpu_op_ns for t in r.threads), rank_unit="ns", across="sum",
-           better="lower", sources=KINETO),
+           better="lower", sources=OPERATOR_SOURCES),
     Metric("osrt_s", "CPU activity", "OS-runtime time (nsys)", "s",
            "time threads spent in OS-runtime calls (nsys OSRT_API), summed over threads",
            rank=lambda r: sum(t.osrt_ns for t in r.threads), rank_unit="ns", across="sum",
@@ -557,6 +559,9 @@ def _thread(name: str) -> Metric:
         rank=ns, rank_unit="ns", across="sum",
     )  # fmt: skip
 
+
+# the memory family's (catalogue/memory_entries.py), after the others
+CATALOGUE += MEMORY
 
 FAMILIES: list[Family] = [
     Family("kernel_type_pct[TYPE]", "Kernel types (HTA)", "TYPE", "%",

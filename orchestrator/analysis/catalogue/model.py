@@ -25,7 +25,9 @@ Better = Literal["lower", "higher"]
 Across = Literal["mean", "sum", "max"]
 RankGet = Callable[["RankMetrics"], float | None]
 RunGet = Callable[["Metrics"], float | None]
-KIND_NAMES = {"nsys-sqlite": "nsys", "kineto-json": "Kineto"}
+KIND_NAMES = {"nsys-sqlite": "nsys", "kineto-json": "Kineto", "torch-snapshot": "PyTorch snapshot"}
+# the traces: what a metric is measured by unless it says otherwise
+TRACE_KINDS = frozenset({"nsys-sqlite", "kineto-json"})
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ def _runtime(m: Metrics) -> bool:
     return _kernels(m) and not any("CUPTI_ACTIVITY_KIND_RUNTIME" in s.missing for s in m.sources)
 
 
+def _operators(m: Metrics) -> bool:
+    return any(s.kind == "kineto-json" for s in m.sources) or any(r.operators for r in m.ranks)
+
+
 def _workload(m: Metrics) -> bool:
     return any(r.workload is not None for r in m.ranks)
 
@@ -64,6 +70,9 @@ ACTIVITY = Need("GPU activity: kernels, copies or memsets", _activity)
 OSRT = Need("OS-runtime calls traced: nsys --trace osrt", _osrt)
 RUNTIME = Need("kernels and their CUDA runtime calls", _runtime)
 WORKLOAD = Need("the workload's metrics.json beside the trace", _workload)
+OPERATORS = Need(
+    "CPU operators: Kineto cpu_op, or PyTorch's NVTX operator ranges (nsys --pytorch)", _operators
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class Sources:
     """Which inputs measure a metric: these kinds of source, holding what `need` says. What a
     run's sources cannot measure is "not measured" (JSON null), never a real 0."""
 
-    kinds: frozenset[str] = frozenset(KIND_NAMES)
+    kinds: frozenset[str] = TRACE_KINDS
     need: Need | None = None
 
     def measured(self, m: Metrics) -> bool:
