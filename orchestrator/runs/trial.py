@@ -109,12 +109,23 @@ def record(store: Store, p: Plan, try_run: Run) -> scores.Score:
     return s
 
 
+SLOWED_PCT = 10.0  # a capture that slowed the run more than this is no measure of its step
+
+
 def measured_step_ms(metrics: Metrics, rank: int) -> float | None:
-    """The mean step of entry `rank` (the first entry where no entry has that rank)."""
+    """The step of entry `rank` (the first entry where no entry has that rank): its mean
+    traced step, or, where gh-run finds that the capture slowed the run by more than
+    SLOWED_PCT (`profiler_overhead`: the workload's own steps inside the capture against
+    outside it), the workload's own step outside the capture."""
     r = next((x for x in metrics.ranks if x.rank == rank), None) or (
         metrics.ranks[0] if metrics.ranks else None
     )
-    if r is None or r.steps is None or not r.steps.count:
+    if r is None:
+        return None
+    po = r.profiler_overhead
+    if po is not None and po.outside_step_ms and (po.slowdown_pct or 0.0) > SLOWED_PCT:
+        return po.outside_step_ms
+    if r.steps is None or not r.steps.count:
         return None
     return r.steps.mean_ns / 1e6
 

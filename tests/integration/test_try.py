@@ -2,8 +2,8 @@
 executor (nothing mocked: sbatch, sacct, submitit, bash under the supervisor, the collection
 with its checksums, the state store). The job's workload is the STAND-IN loop
 (tests/fixtures/standin_loop.py: an nsys-schema export written by a script, since this
-machine has no GPU), run as a job with its knobs as flags: `--num-workers 0` with 30 ms of
-loading a step on the main thread. Its first finding is the data loader; `try` resubmits the
+machine has no GPU), run as a job with its knobs as flags: `--num-workers 0` with 12 ms of
+loading a step on the main thread (4 workers then keep up with the step). Its first finding is the data loader; `try` resubmits the
 run's spec.lock.yaml with `--num-workers 4`, tracks it, collects it, analyses it and keeps the
 score: predicted against measured within 10 % (the stand-in's workers behave as the
 projection assumes: this checks the plumbing and the replay, not the knob's constants, which
@@ -49,7 +49,7 @@ def _spec(tmp_path: Path, *args: str) -> Path:
 def test_try_runs_the_knob_and_scores_the_projection(
     dev_cluster, cli, gh_home: Path, tmp_path: Path, executor: str
 ) -> None:  # type: ignore[no-untyped-def]
-    spec = _spec(tmp_path, "--num-workers", "0", "--load-ms", "30")
+    spec = _spec(tmp_path, "--num-workers", "0", "--load-ms", "12")
     res = cli("submit", str(spec), "--executor", executor, "--wait", "--timeout", "240",
               timeout=300)  # fmt: skip
     assert res.rc == 0, res.text

@@ -13,8 +13,8 @@ from orchestrator.store.db import Run, Store
 
 def _run(store: Store, rid: str) -> None:
     store.add_run(
-        Run(run_id=rid, name="t", job_name=f"gh-run-{rid}", spec_path=None, spec_json="{}", cluster="dev",
-            partition="gh", executor="local", run_dir=f"/tmp/{rid}")
+        Run(run_id=rid, name="t", job_name=f"gh-run-{rid}", spec_path=None, spec_json="{}",
+            cluster="dev", partition="gh", executor="local", run_dir=f"/tmp/{rid}")
     )  # fmt: skip
 
 

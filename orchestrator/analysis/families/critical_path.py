@@ -43,6 +43,15 @@ from orchestrator.analysis.timeline.intervals import merge_intervals
 
 # the idle classes whose host time a knob removes (idle_classes.CLASSES)
 IDLE_LEVERS = ("input", "host-compute", "launch-bound", "sync", "communication")
+# the claims no lever of their own removes, which a composite lever does (a CUDA graph runs the
+# step's µs gaps too; pinned memory takes the host's staging after a pageable copy, whatever
+# class its time was given)
+OTHER_CLAIMS = ("short-gaps", "unclassified")
+# what a CUDA graph of the whole step removes: the host's gaps between its launches, wherever
+# they lie (the loop's own Python between steps is replayed by the graph too), and the waits
+# no cause explains (in a launch-heavy step they are the host's: the graph leaves the host out
+# of the step altogether); the input wait and communication stay
+GRAPH_CLASSES = ("launch-bound", "host-compute", "sync", "short-gaps", "unclassified")
 # the knob's effect: (typical, best, worst). For idle levers the share of the claimed host time
 # removed; for launch-bound the ns left of each launch gap (one CUDA graph's node-to-node gap);
 # for GPU levers how many times faster the work runs (copies, fp32 GEMMs: `OTHER_X` for the
@@ -50,7 +59,7 @@ IDLE_LEVERS = ("input", "host-compute", "launch-bound", "sync", "communication")
 EFFECTS: dict[str, tuple[float, float, float]] = {
     "input": (1.0, 1.0, 1.0),  # the loader's own floor: presentation.projections
     "host-compute": (1.0, 1.0, 0.5),
-    "launch-bound": (1_000.0, 500.0, 3_000.0),
+    "launch-bound": (500.0, 200.0, 2_000.0),
     "sync": (1.0, 1.0, 0.5),
     "communication": (1.0, 1.0, 0.5),
     "fp32-gemms": (12.0, 16.0, 6.0),
@@ -62,8 +71,9 @@ ASSUMPTIONS = {
     " work and the rest of the host's stays",
     "host-compute": "the host work the GPU waited for leaves the step (asynchronous or every N"
     " steps); half of it stays at worst",
-    "launch-bound": "launches replayed as one CUDA graph: each launch gap shrinks to 1 µs (0.5-3"
-    " µs); kernels keep their time",
+    "launch-bound": "the step replayed as one CUDA graph: every host gap in it (launches,"
+    " dispatch, syncs, waits no cause explains) shrinks to 0.5 µs (0.2-2 µs: a graph's"
+    " node-to-node gap); the input wait and the kernels stay",
     "sync": "the syncs inside the step go (the host no longer waits for the GPU in them); half"
     " the drain stays at worst",
     "communication": "the waits for communication leave the step",
@@ -97,6 +107,8 @@ class StepGraph:
     gap_at: Any  # per gap of the union: when the host ended it (the launch of the work after)
     removable: dict[str, Any]  # idle class -> ns per gap
     launch_gaps: Any  # per gap: 1 where launch-bound claimed it
+    at_bound: Any  # per gap: a step boundary lies in it
+    after_copy: Any  # per gap: it follows a host-device copy
     gpu_time: dict[str, Any]  # GPU lever -> exclusive ns per op
     sync_s: Any  # main-thread syncs: call start
     sync_e: Any  # release
@@ -143,7 +155,7 @@ def build(
     blocked = hb & (launch - before <= LATENCY_NS[1]) & copied[prev] & (idx > 0)
     gpu_wait = np.where(gapped & ~hb, s - before, 0)
     n_gap = int(gap_s.size)
-    removable = {c: np.zeros(n_gap, dtype=np.int64) for c in IDLE_LEVERS}
+    removable = {c: np.zeros(n_gap, dtype=np.int64) for c in (*IDLE_LEVERS, *OTHER_CLAIMS)}
     launch_gaps = np.zeros(n_gap, dtype=np.int64)
     if judged.a.size:
         gi = np.searchsorted(gap_s, judged.a)
@@ -165,6 +177,15 @@ def build(
         lens = gap_e - gap_s
         for cls in removable:
             np.minimum(removable[cls], lens, out=removable[cls])
+    # per gap: a step boundary inside it (the wait between steps, which no graph of one step
+    # removes), and a host-device copy right before it (the host staging a pageable batch)
+    starts = np.array(sorted(x for _, x, _ in steps), dtype=np.int64)
+    at_bound = np.zeros(n_gap, dtype=bool)
+    if starts.size:
+        k = np.searchsorted(starts, gap_s, side="left")
+        at_bound = (k < starts.size) & (starts[np.minimum(k, starts.size - 1)] <= gap_e)
+    ending = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
+    after_copy = copied[prev[ending]] if n_gap else np.zeros(0, dtype=bool)
     ss, se = _syncs(tl, main)
     if blocked.any():  # each such wait as a sync: from the copy's launch to the next launch
         b = np.flatnonzero(blocked)
@@ -174,7 +195,8 @@ def build(
         ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
     return StepGraph(
         s, excl, ready, gpu_wait, np.where(known, launch, _NEG), _gap_at(s, launch, known, gap_e),
-        removable, launch_gaps, _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
+        removable, launch_gaps, at_bound, after_copy,
+        _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
         _window(int(s[0]), int(e.max()), steps),
     )  # fmt: skip
 
@@ -323,29 +345,47 @@ def moved(g: StepGraph, ends: Any, cut: Any, t: Any) -> Any:
     return np.where(t <= orig_end, inside, in_gap)
 
 
-def project(g: StepGraph, base_ms: float | None, basis: str) -> StepProjections:
-    """Each lever replayed at its knob's typical effect and the ends of its range."""
+def _removal(g: StepGraph, lever: str, f: float) -> Any:
+    """Host ns per gap that `lever` removes at effect `f`."""
+    if lever == "launch-bound":  # the step as one CUDA graph: its host gaps, `f` ns left
+        inner = sum(g.removable[c] for c in GRAPH_CLASSES)
+        left = (f * (inner > 0)).astype(np.int64)
+        return np.maximum(inner - left, 0)
+    return (g.removable[lever] * f).astype(np.int64)
+
+
+def project(
+    g: StepGraph, base_ms: float | None, basis: str, per_step: dict[str, float] | None = None
+) -> StepProjections:
+    """Each lever replayed at its knob's typical effect and the ends of its range.
+    `per_step`: each idle class's cost per step (`idle_causes.per_step`): a lever of one class
+    gives back its replay's share of that (the window's whole periods need not hold a periodic
+    cause in its proportion)."""
     t = g.window
     w0 = int(t[-1] - t[0])
     base = base_ms if base_ms is not None else w0 / 1e6
     # whole periods between the boundaries; the span's ends hold span / step of them
     whole = t.size - 1 if t.size > 2 else 0
     periods = whole or (max(w0 / 1e6 / base, 1e-9) if base_ms is not None else 1)
+    inside = (g.gap_at >= t[0]) & (g.gap_at <= t[-1])
     out: list[LeverProjection] = []
     zero_gap = np.zeros(g.gap_at.size, dtype=np.int64)
     zero_op = np.zeros(g.start.size, dtype=np.int64)
     for lever, effect in EFFECTS.items():
         runs: list[tuple[Any, Any, bool]] = []
+        scale = 1.0
         if lever in IDLE_LEVERS:
-            rem = g.removable[lever]
-            if not rem.any():
+            first = _removal(g, lever, effect[0])
+            if not first.any():
                 continue
+            claimed = float(first[inside].sum()) / periods / 1e6
+            want = (per_step or {}).get(lever)
+            # a periodic cause the window's periods over-represent gives back its own share;
+            # never more than the replay (a window of partial steps under-represents nothing)
+            if lever != "launch-bound" and want is not None and claimed > 0 and base_ms:
+                scale = min(want / claimed, 1.0)
             for f in effect:
-                if lever == "launch-bound":
-                    left = (g.launch_gaps * f).astype(np.int64)
-                    runs.append((np.maximum(rem - left, 0), zero_op, True))
-                else:
-                    runs.append(((rem * f).astype(np.int64), zero_op, lever != "sync" or f < 1))
+                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1))
         else:
             busy = g.gpu_time[lever]
             if not busy.any():
@@ -355,11 +395,16 @@ def project(g: StepGraph, base_ms: float | None, basis: str) -> StepProjections:
                 cut = busy * share
                 if lever == "fp32-gemms":
                     cut = cut + g.gpu_time["fp32-others"] * (1.0 - 1.0 / o)
-                runs.append((zero_gap, cut.astype(np.int64), True))
+                staging = zero_gap
+                if lever == "copies":  # the host's work after a pageable copy goes with it
+                    staging = (
+                        (g.removable["host-compute"] + g.removable["unclassified"]) * g.after_copy
+                    ).astype(np.int64)
+                runs.append((staging, cut.astype(np.int64), True))
         ms = []
         for rg, cs, anchored in runs:
             t2 = moved(g, replay(g, rg, cs, anchored), cs, t)
-            ms.append(base - (w0 - int(t2[-1] - t2[0])) / periods / 1e6)
+            ms.append(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6)
         out.append(
             LeverProjection(
                 lever=lever,

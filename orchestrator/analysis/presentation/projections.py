@@ -144,16 +144,18 @@ def project(
 def _loader_floor(
     r: RankMetrics, st: RunSettings, lever: LeverProjection, base_ms: float
 ) -> tuple[float, float, str]:
-    """(projected, high, assumption) of the data loader's knob: the replay's step, held up
-    by what N workers deliver. Loading one batch takes at least the wait claimed for input
-    at workers 0; with workers already, at least the step they keep (they are behind)."""
+    """(projected, high, assumption) of the data loader's knob. From no workers: the replay's
+    step, the loader's steady state the range's high end (N workers deliver a batch every
+    load / N ms once their prefetched batches are used up, loading one taking what the main
+    thread's did); from some workers (they are behind): that steady state."""
     now, want = loader_workers(st)
     load = base_ms * now if now else lever.removed_ms
     floor = load / want
-    mid = max(lever.step_ms, floor)
+    mid = max(lever.step_ms, floor) if now else lever.step_ms
     return (
         mid,
-        max(lever.high_ms, 1.25 * floor, mid),
-        f"{want} DataLoader workers each load a batch in {load:.1f} ms (a batch every"
-        f" {floor:.1f} ms); the GPU work and the rest of the host's stays",
+        max(lever.high_ms, floor, mid),
+        f"{want} DataLoader workers keep up (at worst a batch every {floor:.1f} ms once their"
+        " prefetched batches are used: the range's high end); the GPU work and the rest of the"
+        " host's stays",
     )
