@@ -1,14 +1,15 @@
-"""`gh-run try` end to end (issue 41 item 3), on the REAL dev SLURM cluster and the local
-executor (nothing mocked: sbatch, sacct, submitit, bash under the supervisor, the collection
-with its checksums, the state store). The job's workload is the STAND-IN loop
-(tests/fixtures/standin_loop.py: an nsys-schema export written by a script, since this
-machine has no GPU), run as a job with its knobs as flags: `--num-workers 0` with 12 ms of
-loading a step on the main thread (4 workers then keep up with the step). Its first finding is
-the data loader; `try` resubmits the run's spec.lock.yaml with `--num-workers 4`, tracks it,
-collects it, analyses it and keeps the score: predicted against measured within 10 % (the
-stand-in's workers behave as the projection assumes: this checks the plumbing and the replay, not the knob's constants, which
-the held-out GPU pairs of tests/unit/test_critical_path.py check). A finding whose knob is no
-spec field is refused in one sentence, exit 2.
+"""`gh-run try` end to end (issue 41 item 3), on the REAL dev SLURM cluster and the local executor
+(nothing mocked: sbatch, sacct, submitit, bash under the supervisor, the collection with its
+checksums, the state store). The job's workload is the STAND-IN loop
+(tests/fixtures/standin_loop.py: an nsys-schema export written by a script, since this machine
+has no GPU), run as a job with its knobs as flags: `--num-workers 0` with 12 ms of loading a
+step on the main thread (4 workers then keep up with the step). Its first finding is the data
+loader; `try` resubmits the run's spec.lock.yaml with `--num-workers 4`, tracks it, collects it,
+analyses it and keeps the score: predicted against measured within 10 % (the stand-in's workers
+behave as the projection assumes: this checks the plumbing and the replay, not the knob's
+constants, which the held-out GPU pairs of tests/unit/test_critical_path.py and
+test_projection_pairs_h200.py check). A finding whose knob is no spec field is refused in one
+sentence, exit 2.
 """
 
 from __future__ import annotations
