@@ -99,13 +99,13 @@ def _lever_ms(lever: str) -> Callable[[RankMetrics], float | None]:
 
 # the replay's levers (critical_path.EFFECTS) shown as metrics, with their labels
 PROJECTED = (
-    ("input", "step without the input wait"),
-    ("host-compute", "step without the host compute"),
-    ("launch-bound", "step as one CUDA graph"),
-    ("sync", "step without the syncs"),
-    ("fp32-gemms", "step in bf16"),
-    ("copies", "step with pinned copies"),
-    ("comm-overlap", "step with communication overlapped"),
+    ("input", "without the input wait"),
+    ("host-compute", "without the host compute"),
+    ("launch-bound", "as one CUDA graph"),
+    ("sync", "without the syncs"),
+    ("fp32-gemms", "in bf16"),
+    ("copies", "with pinned copies"),
+    ("comm-overlap", "comm. overlapped"),
 )
 
 
@@ -116,7 +116,7 @@ def _projected(lever: str, label: str) -> Metric:
         " replayed on the step's dependency structure (critical_path; the data-loader advice"
         " adds the loader's own floor); none where the entry has none of that cost",
         rank=_lever_ms(lever), better="lower", sources=GPU,
-        views=frozenset({"analyze", "ranks"}),
+        views=frozenset({"analyze"}),
     )  # fmt: skip
 
 
