@@ -99,3 +99,30 @@ def test_a_finding_without_a_spec_field_is_named_not_guessed(
     assert "does not guess" in line
     assert len(Store(gh_home).list_runs()) == runs_before
     assert scores.all_scores(Store(gh_home)) == []
+
+
+def test_a_campaign_tries_its_advice_and_scores_it_the_next_night(
+    dev_cluster, cli, gh_home: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """`try_advice: true`: the night ends by submitting the variant's data-loader knob as a try
+    of its own; the next night scores it first (collected, analysed, predicted against
+    measured) and tries again."""
+    job = _spec(tmp_path, "--num-workers", "0", "--load-ms", "12")
+    camp = tmp_path / "camp.yaml"
+    camp.write_text(yaml.safe_dump({
+        "name": "tries", "job": str(job), "executor": "local", "try_advice": True,
+        "matrix": {"loader": {"w0": []}},
+    }, sort_keys=False))  # fmt: skip
+    first = cli("campaign", "run", str(camp), "--wait", "--timeout", "240", timeout=300)
+    assert first.rc == 0, first.text
+    assert "advice: w0: trying --num-workers 4 as " in first.out, first.out
+    assert "projected step" in first.out
+    kept = scores.all_scores(Store(gh_home))
+    assert len(kept) == 1 and kept[0].scored_at is None
+    # the try runs on its own; the next night scores it once it has ended
+    assert cli("wait", kept[0].try_run_id, "--timeout", "240", timeout=300).rc == 0
+    second = cli("campaign", "run", str(camp), "--wait", "--timeout", "240", timeout=300)
+    assert second.rc == 0, second.text
+    assert "advice: data-loader: step" in second.out and "the projection held" in second.out
+    kept = scores.all_scores(Store(gh_home))
+    assert len(kept) == 2 and kept[0].error_pct is not None and abs(kept[0].error_pct) <= 10
