@@ -240,7 +240,7 @@ def _entry(
         base = st.mean_ns / 1e6 if st is not None and st.count >= 2 else None
         per = {c.cause: c.ms_per_step for c in causes.causes} if causes is not None else {}
         rm.projections = critical_path.project(
-            graph, base, "per step" if base is not None else "in the capture", per
+            graph, base, "per step" if base is not None else "in the capture", per, u.span / 1e6
         )
         del graph
     entry = Entry(timeline=tl, rows=rows, devices=devices, first=first, span=(u.start, u.end))

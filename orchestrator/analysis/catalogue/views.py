@@ -153,6 +153,7 @@ MEMORY_ROWS = [
     _s("mem_growth_per_step_bytes", when=_memory),
 ]
 
+
 def _has_lever(lever: str) -> Callable[[Ranks], bool]:
     """A projection row only where some entry's replay has that lever."""
 

@@ -105,6 +105,7 @@ class StepGraph:
     gpu_wait: Any  # the wait on the GPU's side before it (ns)
     launch: Any  # the launch (ns; _NEG where unknown)
     gap_at: Any  # per gap of the union: when the host ended it (the launch of the work after)
+    gap_order: Any  # the gaps in the order of gap_at
     removable: dict[str, Any]  # idle class -> ns per gap
     launch_gaps: Any  # per gap: 1 where launch-bound claimed it
     at_bound: Any  # per gap: a step boundary lies in it
@@ -128,6 +129,12 @@ def build(
     """The step graph of one entry (rows sorted by start); None without GPU work."""
     if rows.size == 0:
         return None
+    window = _window(int(rows.start[0]), int(rows.end.max()), steps)
+    window, part = _bounded(rows.start, window)
+    if part is not None:  # the replay's stretch only: its gaps and claims with it
+        keep = (gap_e > rows.start[part.start]) & (gap_s < rows.start[part.stop - 1])
+        gap_s, gap_e = gap_s[keep], gap_e[keep]
+        rows = rows.take(part)
     act = np.flatnonzero(np.isin(rows.kind, T.ACTIVITY_KINDS))
     if act.size == 0:
         return None
@@ -157,22 +164,27 @@ def build(
     n_gap = int(gap_s.size)
     removable = {c: np.zeros(n_gap, dtype=np.int64) for c in (*IDLE_LEVERS, *OTHER_CLAIMS)}
     launch_gaps = np.zeros(n_gap, dtype=np.int64)
-    if judged.a.size:
+    if judged.a.size and n_gap:
         gi = np.searchsorted(gap_s, judged.a)
-        for i, claims in enumerate(judged.claims):
+        ok = (gi < n_gap) & (gap_s[np.minimum(gi, n_gap - 1)] == judged.a)
+        for i in np.flatnonzero(ok).tolist():
+            claims = judged.claims[i]
             for cls, ns in claims.items():
                 if cls in removable:
                     removable[cls][gi[i]] += ns
             if "launch-bound" in claims:
                 launch_gaps[gi[i]] += 1
-    if judged.short_a.size:
+    if judged.short_a.size and n_gap:
         gi = np.searchsorted(gap_s, judged.short_a)
+        ok = (gi < n_gap) & (gap_s[np.minimum(gi, n_gap - 1)] == judged.short_a)
         for ci, cls in enumerate(SHORT_CLASSES):
             if cls in removable:
-                sel = judged.short_cls == ci
-                np.add.at(removable[cls], gi[sel], judged.short_len[sel])
+                sel = ok & (judged.short_cls == ci)
+                removable[cls] += np.bincount(
+                    gi[sel], weights=judged.short_len[sel], minlength=n_gap
+                ).astype(np.int64)
                 if cls == "launch-bound":
-                    np.add.at(launch_gaps, gi[sel], 1)
+                    launch_gaps += np.bincount(gi[sel], minlength=n_gap)
     if n_gap:
         lens = gap_e - gap_s
         for cls in removable:
@@ -186,6 +198,7 @@ def build(
         at_bound = (k < starts.size) & (starts[np.minimum(k, starts.size - 1)] <= gap_e)
     ending = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
     after_copy = copied[prev[ending]] if n_gap else np.zeros(0, dtype=bool)
+    at = _gap_at(s, launch, known, gap_e)
     ss, se = _syncs(tl, main)
     if blocked.any():  # each such wait as a sync: from the copy's launch to the next launch
         b = np.flatnonzero(blocked)
@@ -194,10 +207,10 @@ def build(
         ss, se = merge_intervals(np.r_[ss, cs][order], np.r_[se, launch[b]][order])
         ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
     return StepGraph(
-        s, excl, ready, gpu_wait, np.where(known, launch, _NEG), _gap_at(s, launch, known, gap_e),
+        s, excl, ready, gpu_wait, np.where(known, launch, _NEG), at, np.argsort(at, kind="stable"),
         removable, launch_gaps, at_bound, after_copy,
         _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
-        _window(int(s[0]), int(e.max()), steps),
+        window,
     )  # fmt: skip
 
 
@@ -272,60 +285,113 @@ def _window(lo: int, hi: int, steps: list[tuple[str, int, int]]) -> Any:
     return np.array(cuts, dtype=np.int64)
 
 
+MAX_PERIODS = 64  # whole steps the replay runs over (from the middle of the span)
+MAX_OPS = 250_000  # and GPU operations
+
+
+def _bounded(starts: Any, window: Any) -> tuple[Any, slice | None]:
+    """The window cut to what the replay needs (a cost per step is a mean over steps): at most
+    MAX_PERIODS whole steps, and MAX_OPS operations (at least two steps), from the middle of
+    the span; and the rows it needs (from the op before its start to the op after its end).
+    Without steps, the middle MAX_OPS operations' stretch. None: every row."""
+    n = int(starts.size)
+    t = window
+    if t.size > 2:
+        if t.size - 1 > MAX_PERIODS:
+            mid = (t.size - 1 - MAX_PERIODS) // 2
+            t = t[mid : mid + MAX_PERIODS + 1]
+        while t.size > 3:
+            ops = int(np.searchsorted(starts, t[-1]) - np.searchsorted(starts, t[0]))
+            if ops <= MAX_OPS:
+                break
+            keep = max((t.size - 1) // 2, 2)
+            mid = (t.size - 1 - keep) // 2
+            t = t[mid : mid + keep + 1]
+    elif n > MAX_OPS:
+        mid = (n - MAX_OPS) // 2
+        t = np.array([starts[mid], starts[mid + MAX_OPS - 1]], dtype=np.int64)
+    a = max(int(np.searchsorted(starts, t[0], side="right")) - 2, 0)
+    b = min(int(np.searchsorted(starts, t[-1], side="right")) + 2, n)
+    if a == 0 and b == n:
+        return t, None
+    return t, slice(a, b)
+
+
 def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
     """Each op's new end once `removed` host ns per gap (before the launches after it) and
     `cut` exclusive ns per op are gone: op k starts at the later of its host-side ready time
     (less the host time removed since the last sync) and the previous op's end plus its own
     GPU-side wait. At each main-thread sync the host is re-anchored: it leaves the sync at the
     later of its own (shifted) time and the new end of the work launched before the sync
-    (the release's own latency kept). `anchored=False`: the syncs no longer wait."""
+    (the release's own latency kept). `anchored=False`: the syncs no longer wait.
+
+    Between two syncs the recurrence is a max-plus scan, computed for all ops at once (a
+    cumulative maximum per chunk); only the chain from one sync to the next is a loop, over
+    plain numbers."""
     d = g.excl - np.asarray(cut, dtype=np.int64)
-    order = np.argsort(g.gap_at, kind="stable")
-    at = g.gap_at[order]
-    cum = np.r_[np.int64(0), np.cumsum(np.asarray(removed, dtype=np.int64)[order])]
+    cum = np.r_[np.int64(0), np.cumsum(np.asarray(removed, dtype=np.int64)[g.gap_order])]
+    at = g.gap_at[g.gap_order]
 
     def removed_before(t: Any) -> Any:  # host ns removed in gaps the host ended by t
         return cum[np.searchsorted(at, t, side="right")]
 
-    rem_at_launch = np.where(g.launch > _NEG, removed_before(g.launch), 0)
     n = g.start.size
     sync_s, sync_e = (g.sync_s, g.sync_e) if anchored else (g.sync_s[:0], g.sync_e[:0])
+    n_chunks = sync_e.size + 1
     # the chunk of each op: the syncs released before its launch (kept in GPU order)
     chunk = np.searchsorted(sync_e, g.launch, side="right")
     chunk = np.maximum.accumulate(np.where(g.launch > _NEG, chunk, 0))
-    bounds = np.searchsorted(chunk, np.arange(sync_e.size + 2), side="left")
-    out = np.empty(n, dtype=np.int64)
-    prev_end = int(g.start[0])  # the GPU's new end so far
-    orig_end = int(g.start[0])  # and its original end
-    shift = 0  # host time gained at the last sync (original - new)
-    rem_base = 0  # removed before the last sync
-    ends = g.start + g.excl  # exclusive ends (the original running end, op by op)
-    run_end = np.maximum.accumulate(np.maximum(ends, g.start))
+    bounds = np.searchsorted(chunk, np.arange(n_chunks + 1), side="left")
+    # within a chunk, relative to its start: cb the GPU's own time (waits and work), v what the
+    # host's readiness asks beyond it (before the chunk's shift)
+    cb = np.cumsum(g.gpu_wait + d)
+    cb -= np.r_[np.int64(0), cb][bounds[:-1]][chunk]
+    real = g.ready > _NEG
+    v = np.where(real, g.ready - removed_before(g.launch) + d - cb, 0)
+    vmin = int(v[real].min()) if real.any() else 0
+    span = int(v[real].max()) - vmin + 2 if real.any() else 2
+    lifted = np.where(real, v - vmin + 1, 0)  # 0: no readiness binds (yet)
+    if n_chunks * span < 2**62:  # one cumulative maximum, each chunk lifted above the last
+        cm = np.maximum.accumulate(lifted + chunk * span) - chunk * span
+    else:
+        cm = np.empty(n, dtype=np.int64)
+        for c in range(n_chunks):
+            sl = slice(int(bounds[c]), int(bounds[c + 1]))
+            if sl.stop > sl.start:
+                cm[sl] = np.maximum.accumulate(lifted[sl])
+    has = cm > 0
+    cm_val = np.where(has, cm - 1 + vmin, 0)
+    run_end = np.maximum.accumulate(g.start + g.excl)
+    last = bounds[1:] - 1
+    nonempty = (bounds[1:] > bounds[:-1]).tolist()
+    li = np.maximum(last, 0)
+    m_c = np.where(has[li], cm_val[li], _NEG).tolist()
+    cb_c, orig_c = cb[li].tolist(), run_end[li].tolist()
     rem_at_sync = removed_before(sync_e).tolist()
-    sync_s_l, sync_e_l = sync_s.tolist(), sync_e.tolist()
-    for c in range(sync_e.size + 1):
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        if hi > lo:
-            r = g.ready[lo:hi]
-            a = np.where(r > _NEG, r - shift - (rem_at_launch[lo:hi] - rem_base), _NEG) + d[lo:hi]
-            b = g.gpu_wait[lo:hi] + d[lo:hi]
-            cb = np.cumsum(b)
-            x = cb + np.maximum(prev_end, np.maximum.accumulate(a - cb))
-            out[lo:hi] = x
-            prev_end = int(x[-1])
-            orig_end = int(run_end[hi - 1])
-        if c == sync_e.size:
+    ss, se = sync_s.tolist(), sync_e.tolist()
+    pe_in, shift_in, base_in = [0] * n_chunks, [0] * n_chunks, [0] * n_chunks
+    prev_end = orig_end = int(g.start[0])
+    shift = rem_base = 0
+    for c in range(n_chunks):
+        pe_in[c], shift_in[c], base_in[c] = prev_end, shift, rem_base
+        if nonempty[c]:
+            m = m_c[c]
+            prev_end = cb_c[c] + (max(prev_end, m - shift + rem_base) if m > _NEG else prev_end)
+            orig_end = orig_c[c]
+        if c == n_chunks - 1:
             break
-        # leaving sync c: the host's own (shifted) time, or the awaited work's new end
-        sigma, rho, rem_c = sync_s_l[c], sync_e_l[c], rem_at_sync[c]
+        # leaving sync c: a call that waited leaves once the work ends (the host got there at
+        # its start); one that did not, in its own time
+        sigma, rho, rem_c = ss[c], se[c], rem_at_sync[c]
         gained = shift + (rem_c - rem_base)
-        # a call that waited leaves once the work ends (the host got there at its start);
-        # one that did not, in its own time
-        waited = sigma < orig_end <= rho
-        lag = rho - orig_end
-        new_rho = max(sigma - gained, prev_end + lag) if waited else rho - gained
+        if sigma < orig_end <= rho:
+            new_rho = max(sigma - gained, prev_end + (rho - orig_end))
+        else:
+            new_rho = rho - gained
         shift, rem_base = rho - new_rho, rem_c
-    return out
+    pe = np.asarray(pe_in, dtype=np.int64)[chunk]
+    adj = (np.asarray(base_in, dtype=np.int64) - np.asarray(shift_in, dtype=np.int64))[chunk]
+    return cb + np.where(has, np.maximum(pe, cm_val + adj), pe)
 
 
 def moved(g: StepGraph, ends: Any, cut: Any, t: Any) -> Any:
@@ -355,18 +421,23 @@ def _removal(g: StepGraph, lever: str, f: float) -> Any:
 
 
 def project(
-    g: StepGraph, base_ms: float | None, basis: str, per_step: dict[str, float] | None = None
+    g: StepGraph,
+    base_ms: float | None,
+    basis: str,
+    per_step: dict[str, float] | None = None,
+    span_ms: float | None = None,
 ) -> StepProjections:
     """Each lever replayed at its knob's typical effect and the ends of its range.
     `per_step`: each idle class's cost per step (`idle_causes.per_step`): a lever of one class
     gives back its replay's share of that (the window's whole periods need not hold a periodic
-    cause in its proportion)."""
+    cause in its proportion). `span_ms`: the capture, what a run without steps projects."""
     t = g.window
     w0 = int(t[-1] - t[0])
-    base = base_ms if base_ms is not None else w0 / 1e6
-    # whole periods between the boundaries; the span's ends hold span / step of them
+    base = base_ms if base_ms is not None else (span_ms or w0 / 1e6)
+    # whole periods between the boundaries; without them the stretch stands for the step (or
+    # the capture) in proportion
     whole = t.size - 1 if t.size > 2 else 0
-    periods = whole or (max(w0 / 1e6 / base, 1e-9) if base_ms is not None else 1)
+    periods = whole or max(w0 / 1e6 / base, 1e-9)
     inside = (g.gap_at >= t[0]) & (g.gap_at <= t[-1])
     out: list[LeverProjection] = []
     zero_gap = np.zeros(g.gap_at.size, dtype=np.int64)
