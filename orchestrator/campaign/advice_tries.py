@@ -18,38 +18,18 @@ from orchestrator.core.errors import GhRunError
 from orchestrator.executors.base import Warn
 from orchestrator.store import campaigns as db
 from orchestrator.store import scores
-from orchestrator.store.db import Run, Store
-
-
-def _analyse(store: Store, home: Path, run: Run) -> Metrics:
-    from orchestrator.analysis.loader import analyze_paths
-    from orchestrator.runs.inputs import analysis_input
-
-    inp = analysis_input(store, home, run.run_id)
-    return analyze_paths(inp.paths, inp.label)
+from orchestrator.store.db import Store
 
 
 def score_ended(store: Store, home: Path, warn: Warn | None = None) -> list[str]:
     """The tries not scored yet whose runs have ended: collected, analysed and scored; a line
     each."""
-    from orchestrator.runs import lifecycle as R
     from orchestrator.runs import trial
 
     pending = [store.get_run(s.try_run_id) for s in scores.all_scores(store) if s.scored_at is None]
     if not pending:
         return []
-    now = R.wait(store, pending, warn=warn, timeout=0)
-    ended = [r for r in now if r.terminal and r.state != "SUBMIT_FAILED"]
-    got = R.collect_many(store, ended, home, warn)
-    out = []
-    for r in now:
-        if not r.terminal:
-            continue
-        m = None
-        if r.state == "COMPLETED" and not isinstance(got.get(r.run_id), GhRunError):
-            m = _analyse(store, home, r)
-        out.append(trial.sentence(trial.score(store, r, m, 0)))
-    return out
+    return [trial.sentence(s) for _, s in trial.finish(store, home, pending, 0, warn) if s]
 
 
 def submit_tries(
@@ -74,7 +54,7 @@ def submit_tries(
     for name, run in db.runs_of(store, campaign_id).items():
         if run.state != "COMPLETED":
             continue
-        m = analyses.get(run.run_id) or _analyse(store, home, run)
+        m = analyses.get(run.run_id) or trial.analysed(store, home, run.run_id)
         found = advise(m, records)
         plan = None
         for a in found:

@@ -3,27 +3,16 @@ held): the CLI side of runs/trial.py and store/scores.py."""
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator.cli.state import STATE, warn
 from orchestrator.cli.table import paint
-from orchestrator.core.errors import GhRunError
 from orchestrator.executors.choose import ExecutorKind
 
 if TYPE_CHECKING:
-    from orchestrator.analysis.metrics import Metrics
     from orchestrator.store.db import Run, Store
-
-
-def _metrics(store: Store, ref: str) -> Metrics:
-    from orchestrator.analysis.loader import analyze_paths
-    from orchestrator.runs.inputs import analysis_input
-
-    inp = analysis_input(store, STATE.home, ref)
-    return analyze_paths(inp.paths, inp.label)
 
 
 def try_cmd(
@@ -78,7 +67,7 @@ def try_cmd(
 
     store = STATE.store()
     base = store.find_run(run)
-    metrics = _metrics(store, base.run_id)
+    metrics = trial.analysed(store, STATE.home, base.run_id)
     advice = advise(metrics, scores.often_wrong(store))
     plan = trial.plan(base, metrics, advice, finding, list(set_ or []))
     a = plan.finding
@@ -100,27 +89,16 @@ def try_cmd(
 
 
 def _finish(store: Store, runs: list[Run], timeout: float | None) -> bool:
-    """Wait for the tries, collect and score them; False where one did not complete."""
-    from orchestrator.runs import lifecycle as R
+    """Wait for the tries, collect and score them (runs/trial.finish); False where one did
+    not complete or measured nothing."""
     from orchestrator.runs import trial
-    from orchestrator.store import scores
 
-    final = R.wait(store, runs, warn=warn, timeout=timeout)
-    ended = [r for r in final if r.terminal and r.state != "SUBMIT_FAILED"]
-    collected = R.collect_many(store, ended, STATE.home, warn)
     ok = True
-    for r in final:
-        if not r.terminal:
+    for r, s in trial.finish(store, STATE.home, runs, timeout, warn):
+        if s is None:
             print(f"{r.run_id}: still {r.state}; `gh-run scores --refresh` scores it later")
             ok = False
             continue
-        got = collected.get(r.run_id)
-        if isinstance(got, GhRunError):
-            print(f"{paint('error:', 'bold red', sys.stderr)} {got}", file=sys.stderr)
-        s = scores.get(store, r.run_id)
-        m = _metrics(store, r.run_id) if r.state == "COMPLETED" and got is not None else None
-        # the first entry: the runs a try resubmits are the finding's own job, rank 0 first
-        s = trial.score(store, r, m, 0)
         print(trial.sentence(s))
         ok &= r.state == "COMPLETED" and s.measured_ms is not None
     return ok

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.advice import Advice
-from orchestrator.core.errors import UserError
+from orchestrator.core.errors import GhRunError, UserError
+from orchestrator.executors.base import Warn
 from orchestrator.runs.advice_knobs import KnobChange, NoKnob, knob_change
 from orchestrator.spec.job import JobSpec
 from orchestrator.store import scores
@@ -160,3 +161,37 @@ def sentence(s: scores.Score) -> str:
         f"{s.rule}: {was}predicted {s.predicted_ms:.1f} ms{rng}, measured {s.measured_ms:.1f} ms"
         f" with {s.knob} ({s.try_run_id}): error {err:+.1f} %, the projection {held}"
     )
+
+
+def analysed(store: Store, home: Path, run_id: str) -> Metrics:
+    """A run's analysis (its collected artifacts, else its run folder)."""
+    from orchestrator.analysis.loader import analyze_paths
+    from orchestrator.runs.inputs import analysis_input
+
+    inp = analysis_input(store, home, run_id)
+    return analyze_paths(inp.paths, inp.label)
+
+
+def finish(
+    store: Store, home: Path, runs: list[Run], timeout: float | None, warn: Warn | None = None
+) -> list[tuple[Run, scores.Score | None]]:
+    """Track tries to their end (`timeout` 0: one look), collect, analyse and score those
+    that ended; (run, its score, None where it has not ended)."""
+    from orchestrator.runs import lifecycle as R
+
+    final = R.wait(store, runs, warn=warn, timeout=timeout)
+    ended = [r for r in final if r.terminal and r.state != "SUBMIT_FAILED"]
+    got = R.collect_many(store, ended, home, warn)
+    out: list[tuple[Run, scores.Score | None]] = []
+    for r in final:
+        if not r.terminal:
+            out.append((r, None))
+            continue
+        came = got.get(r.run_id)
+        if isinstance(came, GhRunError) and warn is not None:
+            warn(str(came))
+        ok = r.state == "COMPLETED" and came is not None and not isinstance(came, GhRunError)
+        m = analysed(store, home, r.run_id) if ok else None
+        # the first entry: a try is the finding's own job resubmitted, rank 0 first
+        out.append((r, score(store, r, m, 0)))
+    return out
