@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,23 @@ def test_input_goes_when_workers_load_it() -> None:
         cost0 = next(a.cost_ms for a in before if a.rule == "data-loader")
         assert cost0 is not None
         assert all((a.cost_ms or 0.0) < 0.1 * cost0 for a in after if a.rule == "data-loader")
+
+
+def test_cuda_graph_launches_are_gpu_time() -> None:
+    """ml_graphs replays the step as one CUDA graph, which nsys traces whole by default
+    (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, no kernel rows of its own): gh-run counts each graph
+    launch as GPU work (kernel time equals plain SQL over both tables), so the GPU is busy, not
+    idle all along for a cause nobody could name."""
+    m, found = _run("ml_graphs")
+    r = m.ranks[0]
+    db = sqlite3.connect(unpacked(DATA / "ml_graphs") / "ml_graphs.sqlite")
+    try:
+        (k,) = db.execute("SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        (g, n) = db.execute(
+            "SELECT sum(end - start), count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        ).fetchone()
+    finally:
+        db.close()
+    assert n > 0 and r.activity.kernel_ns == k + g
+    assert r.busy_pct > 90
+    assert "idle-unclassified" not in {a.rule for a in found}
