@@ -157,7 +157,7 @@ def _setup(s: setup_report.SetupReport) -> None:
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
     from orchestrator.checks import doctor, preflight
     from orchestrator.checks import prepare as P
-    from orchestrator.cli.state import STATE
+    from orchestrator.cli.state import STATE, note
     from orchestrator.core.errors import GhRunError
     from orchestrator.core.paths import display_path
     from orchestrator.executors.choose import transport_for
@@ -173,7 +173,14 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
     # run folder (an unset $SCRATCH), and a controller of another cluster.
     needs = [
         *map(need, preflight.partition(prep, limits)),
-        *doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec)),
+        *doctor.job_needs(
+            prep.spec,
+            prep.partition,
+            prep.partition_name,
+            display_path(spec),
+            doctor.configured_nsys(prep.cluster, prep.partition),
+            note,
+        ),
         need(preflight.run_folder(prep, STATE.home, transport)),
         need(preflight.cluster(prep, transport)),
     ]

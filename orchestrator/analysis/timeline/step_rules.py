@@ -291,6 +291,11 @@ def _period(
     )
 
 
+# The profiler-window rule builds one row per step the workload says the window holds.
+MAX_WINDOW_STEPS = 1_000_000
+MIN_STEP_NS = 1_000
+
+
 def _profiler_window(
     opened: tuple[int | None, int | None], known: tuple[int, str] | None
 ) -> tuple[FoundSteps | None, str]:
@@ -302,6 +307,15 @@ def _profiler_window(
             "a cudaProfilerStart/Stop window, but the run does not say how many steps it holds"
         )
     count, where = known
+    # the workload's word is a side input: a count past one step per microsecond of the
+    # window, or past MAX_WINDOW_STEPS, says nothing real and would build that many rows
+    most = min(MAX_WINDOW_STEPS, (hi - lo) // MIN_STEP_NS)
+    if count > most:
+        return None, (
+            f"{where} says {count} steps in a {(hi - lo) / 1e6:.3f} ms cudaProfilerStart/Stop"
+            f" window: more than {most} (one per {MIN_STEP_NS // 1000} us, at most"
+            f" {MAX_WINDOW_STEPS}), not used"
+        )
     width = (hi - lo) / count
     bounds = [(lo + round(i * width), lo + round((i + 1) * width)) for i in range(count)]
     return FoundSteps(
