@@ -20,6 +20,7 @@ import numpy as np
 from orchestrator.analysis.families.host import thread_groups
 from orchestrator.analysis.metrics import OperatorStat
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline import sort_keys
 
 TOP_OPERATORS = 40
 
@@ -75,7 +76,7 @@ def _self_times(s: Any, e: Any) -> Any | None:
     sp = s[pos]
     # already in start order without ties (the readers' order): kept, else sorted
     in_order = bool((sp[1:] > sp[:-1]).all())
-    order = pos if in_order else pos[np.lexsort((-e[pos], sp))]
+    order = pos if in_order else pos[sort_keys.lexsort((-e[pos], sp))]
     ss, ee = s[order], e[order]
     # open intervals when each starts: those started before it (the order) minus those ended
     ends = np.sort(ee)

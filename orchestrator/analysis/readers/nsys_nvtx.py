@@ -36,7 +36,7 @@ from orchestrator.analysis.readers.sqlite_columns import (
     fetch_into,
     table_shape,
 )
-from orchestrator.analysis.timeline import library_ranges, torch_ranges
+from orchestrator.analysis.timeline import library_ranges, sort_keys, torch_ranges
 from orchestrator.analysis.timeline import model as T
 
 RANGE_TYPES = (59, 60, 70)
@@ -193,7 +193,7 @@ def _table(
     if start.size < 2 or bool((start[1:] > start[:-1]).all()):
         order = np.arange(start.size)  # stored in start order, no ties: that order (exports met)
     else:
-        order = np.lexsort((by_name, gtid, end, start))
+        order = sort_keys.lexsort((by_name, gtid, end, start))
     ids = np.array([ex.names.id(n) for n in ordered], dtype=np.int32)
     pid, tid = pid_tid(gtid[order])
     return T.HostTable(
