@@ -152,8 +152,13 @@ def _text_keys(ex: Export, table: str, rowid: Any, text: Text) -> list[str]:
     separator or the mark the rows miscount or mislead: read again row by row, by rowid."""
     joined = text.joined()
     text.parts.clear()
-    if _MARK not in joined and joined.count(TEXT_SEP) + 1 == rowid.size:
-        return torch_ranges.strip_joined(joined, TEXT_SEP, _MARK).split(TEXT_SEP)
+    if _MARK not in joined:
+        # stripping keeps every separator: the names split from it count the rows as the
+        # joined text would (no pass of its own to count them)
+        keys = torch_ranges.strip_joined(joined, TEXT_SEP, _MARK).split(TEXT_SEP)
+        if len(keys) == rowid.size:
+            return keys
+        del keys
     del joined
     col = text.col
     pairs = ex.db.q(
