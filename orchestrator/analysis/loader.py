@@ -44,7 +44,7 @@ from orchestrator.analysis.metrics import (
     WorkloadReport,
     aggregate,
 )
-from orchestrator.analysis.readers import kineto, tracetext
+from orchestrator.analysis.readers import tracetext
 from orchestrator.analysis.records import FileResult
 from orchestrator.analysis.timeline import ranks, step_rules
 from orchestrator.analysis.timeline.ranks import rank_from_name
@@ -318,12 +318,17 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
 
         tls = nsys_sqlite.read_timelines(path)
     else:
+        # an nsys export does not need it (nor its compiled scan): imported here
+        from orchestrator.analysis.readers import kineto
+
         tls = [kineto.read_timeline(path, max_trace_bytes)]
     first = tls[0]
     claims = []
     for tl in tls:
         by_trace: tuple[int, str] | None = None
         if first.source.kind == "kineto-json":
+            from orchestrator.analysis.readers import kineto
+
             r = kineto.trace_rank_of(tl.meta)
             by_trace = (r, "distributedInfo.rank") if r is not None else None
         elif tl.rank_rule:
