@@ -39,7 +39,11 @@ class Launcher(Strict):
 class PartitionContainer(Strict):
     """The container platform a partition offers, and binds every job gets."""
 
-    runtime: Literal["none", "singularity", "apptainer"] = "none"
+    runtime: Literal["none", "singularity", "apptainer"] | None = Field(
+        None,
+        description="The runtime its nodes have (none: no container); jobs asking for another "
+        "are refused. Unset: not checked.",
+    )
     binds: list[str] = Field(default_factory=list)
 
 
@@ -554,7 +558,9 @@ def validate_job(
             "qos",
             f"{res.qos!r} is not allowed on partition {name!r}; use one of {', '.join(part.qos)}",
         )
-    for check in (_check_arch, _check_profile):
+    from orchestrator import node_fit
+
+    for check in (_check_arch, _check_profile, node_fit.check):
         try:
             check(spec, name, part, spec_src)
         except UserError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,27 +23,29 @@ from typing import Literal
 import jinja2
 from pydantic import Field
 
-from orchestrator import __version__
+from orchestrator import __version__, node_wide
 from orchestrator.base import Strict
 from orchestrator.cluster import Cluster, Partition
 from orchestrator.container import exec_prefix, forwarded_env
 from orchestrator.errors import UserError
 from orchestrator.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
+from orchestrator.node_post import NodePost, node_post, rank_ranges
 from orchestrator.paths import user_cache_dir
 from orchestrator.profile import (
-    PostReport,
     nsys_output,
     nsys_setup,
     post_reports,
     profiler_prefix,
     report_files,
-    sampler_ranks,
 )
 from orchestrator.shipped import templates_dir
 from orchestrator.spec import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
+from orchestrator.units import parse_time
 from orchestrator.yamlio import display_path
 
 LauncherKind = Literal["srun", "direct"]
+# A setup line that calls environment modules (`module load x`, `ml x`, possibly after `&&`)
+_MODULE_RE = re.compile(r"(^|.*[;&|]\s*)\s*(module|ml)(\s|$)")
 # The post-processing script of nsys jobs (templates/sbatch/nsys_post.sh.j2), in the run folder.
 NSYS_POST_NAME = "nsys_post.sh"
 # A job with secrets: the file the batch script moves their values into (base.sbatch.j2 names it
@@ -109,6 +112,9 @@ class RenderContext(Strict):
     directives: list[str]
     env: dict[str, str] = Field(description="Exported in the batch script (all tasks see it).")
     setup: list[str] = Field(description="Admin shell lines from the partition, verbatim.")
+    setup_modules: bool = Field(
+        False, description="A setup line runs `module`/`ml`: the script defines it if missing."
+    )
     task_env: dict[str, str] = Field(description="The workload's own environment.")
     workdir: str | None
     argv: list[str] = Field(
@@ -121,12 +127,17 @@ class RenderContext(Strict):
     )
     sampler_argv: list[str] | None = Field(
         None,
-        description="The profiled command of the rank of each node that samples GPU metrics "
-        "(local rank `sampler_local_rank`); None: `argv` samples, or nothing does.",
+        description="The profiled command of the rank of each node that runs the node-wide "
+        "collectors (local rank `sampler_local_rank`); None: `argv` runs them, or none is asked.",
     )
     sampler_local_rank: int = Field(0, description="The local rank that runs `sampler_argv`.")
-    profile_ranks: list[int] | None = Field(
-        None, description="Only these ranks run `argv` (profiled); None: every rank does."
+    node_wide: list[str] = Field(
+        default_factory=list,
+        description="The node-wide collectors `sampler_argv` runs (field=value).",
+    )
+    profile_ranks: str | None = Field(
+        None,
+        description="Only these ranks (ranges: 0-3,8) run `argv` (profiled); None: every rank.",
     )
     srun_options: list[str]
     nodes: int
@@ -160,13 +171,9 @@ class RenderContext(Strict):
     nsys_placement: str | None = Field(
         None, description="profile tool nsys: container (inside the image) or host (around it)."
     )
-    nsys_post: list[PostReport] = Field(
-        default_factory=list,
-        description="profile tool nsys: per report, the export and stats that nsys_post.sh runs.",
-    )
-    analysis_reports: list[str] = Field(
-        default_factory=list,
-        description="The exports analysis_post.sh analyses on the nodes (in-job analysis).",
+    node_post: NodePost | None = Field(
+        None,
+        description="profile tool nsys: what nsys_post.sh runs for each report, on each node.",
     )
     analysis_gh_run: list[str] = Field(
         default_factory=list,
@@ -378,9 +385,11 @@ def build_context(
     report_base = prof.report_base(spec.name)
     setup = nsys_setup(prof, part.nsys, part_name)
     output = nsys_output(artifacts_dir, report_base, world > 1)
-    # one GPU-metric sampler per node: the others' nsys run without the flags (a multi-rank job)
-    profiler = profiler_prefix(prof, output, setup, sampler=world == 1)
-    sampling = profiler_prefix(prof, output, setup) if world > 1 and prof.gpu_metrics else None
+    # node-wide collectors (GPU metrics, system-wide sampling): one rank per node runs them; the
+    # others' nsys keep what is their own (node_wide.py). A node of one task runs them itself.
+    split = world > 1 and res.tasks_per_node > 1 and bool(node_wide.collectors(prof))
+    profiler = profiler_prefix(node_wide.others(prof) if split else prof, output, setup)
+    sampling = profiler_prefix(prof, output, setup) if split else None
     # nsys inside the image (`runtime exec IMAGE nsys profile APP`) or on the host around the
     # runtime (`nsys profile runtime exec IMAGE APP`); the same without a container.
     on_host = setup.placement == "host"
@@ -393,22 +402,32 @@ def build_context(
         sampler_argv = [*sampling, *container, *app] if on_host else [*container, *sampling, *app]
     # Rank filtering: when only some ranks are profiled, task.sh picks by SLURM_PROCID.
     profiled = prof.ranks if prof.ranks is not None else list(range(world))
-    profile_ranks = profiled if prof.tool == "nsys" and set(profiled) != set(range(world)) else None
-    reports = report_files(artifacts_dir, report_base, profiled if world > 1 else None)
-    samplers = None
-    if world > 1:
-        samplers = report_files(
-            artifacts_dir, report_base, sampler_ranks(prof, profiled, res.tasks_per_node)
+    filtered = prof.tool == "nsys" and set(profiled) != set(range(world))
+    profile_ranks = rank_ranges(profiled) if filtered else None
+    post_plan = None
+    if prof.tool == "nsys":
+        stem = f"{artifacts_dir}/{report_base}"
+        one_base = report_files(artifacts_dir, report_base, profiled[:1] if world > 1 else None)[0]
+        one = post_reports(prof, [one_base], setup, [] if on_host else container)[0]
+        gpu_checked = prof.gpu_metrics is not None and prof.export_sqlite
+        post_plan = node_post(
+            one,
+            one_base,
+            stem,
+            profiled,
+            per_rank=world > 1,
+            nodes=res.nodes,
+            tasks_per_node=res.tasks_per_node,
+            time_limit_s=parse_time(res.time or part.default_time),
+            sampler_local_rank=node_wide.sampler_local_rank(prof) if gpu_checked else None,
+            # each export analysed on its node, before the secrets check reads the run folder
+            analysis=cluster.analysis.in_job and prof.export_sqlite,
         )
-    nsys_post = post_reports(prof, reports, setup, [] if on_host else container, samplers)
-    post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
-    # each export analysed on the nodes, before the secrets check reads the run folder
-    analysis_reports = [r.sqlite for r in nsys_post if r.sqlite] if cluster.analysis.in_job else []
-    if analysis_reports:
-        post.append(["bash", f"{run_dir}/{ANALYSIS_POST_NAME}"])
+    post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if post_plan else []
     if secrets_file is not None:  # last: after the reports are exported and summarised
         post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
+    setup_lines = [*cluster.defaults.setup, *part.setup]
     env = {
         "GH_RUN_ID": run_id,
         "GH_RUN_NAME": spec.name,
@@ -434,13 +453,15 @@ def build_context(
         launcher=launcher,
         directives=directives_for(spec, part_name, part, job_name, run_dir),
         env=env,
-        setup=[*cluster.defaults.setup, *part.setup],
+        setup=setup_lines,
+        setup_modules=any(_MODULE_RE.match(line) for line in setup_lines),
         task_env=dict(workload.env),
         workdir=workload.workdir,
         argv=argv,
         plain_argv=[*container, *app],
         sampler_argv=sampler_argv,
-        sampler_local_rank=prof.gpu_metrics.sampler_local_rank if prof.gpu_metrics else 0,
+        sampler_local_rank=node_wide.sampler_local_rank(prof),
+        node_wide=node_wide.collectors(prof) if split else [],
         profile_ranks=profile_ranks,
         post=post,
         files=files,
@@ -454,9 +475,8 @@ def build_context(
         container_env=forwarded_env(spec.container, [*env, *workload.env]),
         nsys_version=str(setup.version) if prof.tool == "nsys" else None,
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
-        nsys_post=nsys_post,
-        analysis_reports=analysis_reports,
-        analysis_gh_run=cluster.gh_run_on_nodes() if analysis_reports else [],
+        node_post=post_plan,
+        analysis_gh_run=cluster.gh_run_on_nodes() if post_plan and post_plan.analysis else [],
     )
 
 
@@ -466,7 +486,6 @@ def render_context(ctx: RenderContext, template: str, search_path: list[Path]) -
         values = ctx.model_dump()
         values["files"] = ctx.files  # objects, so templates can use f.delimiter
         values["array"] = ctx.array
-        values["nsys_post"] = ctx.nsys_post
         return env.get_template(template).render(**values)
     except jinja2.TemplateNotFound as exc:
         raise UserError(
@@ -504,13 +523,13 @@ def render_job(
     ctx.files.insert(
         0, EmbeddedFile(name="task.sh", content=task if task.endswith("\n") else task + "\n")
     )
-    if ctx.nsys_post:
+    if ctx.node_post:
         post = render_context(ctx, "sbatch/nsys_post.sh.j2", templates)
         ctx.files.insert(
             1,
             EmbeddedFile(name=NSYS_POST_NAME, content=post if post.endswith("\n") else post + "\n"),
         )
-    if ctx.analysis_reports:
+    if ctx.node_post and ctx.node_post.analysis:
         step = render_context(ctx, "sbatch/analysis_post.sh.j2", templates)
         ctx.files.insert(2, EmbeddedFile(name=ANALYSIS_POST_NAME, content=step.rstrip("\n") + "\n"))
     if ctx.secrets_file:

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# gh-run on aarch64 (a GH200 node's Grace CPU), proven on this x86-64 machine under qemu-user
+# emulation: an arm64 Debian root, gh-run's dependencies as PyPI's arm64 wheels, the C readers
+# compiled inside the root by its own gcc, then, all under emulation:
+#   - the wheel built twice: with the root's compiler (the two C readers inside) and with none on
+#     PATH (pure Python: the readers step aside), each installed and asked `gh-run doctor`;
+#   - the unit tests of the readers (each fast path against its reference, the ctypes signatures
+#     against the C prototypes) and the golden analyses (tests/golden/analysis, byte for byte the
+#     files x86-64 wrote);
+#   - the in-job analysis script (templates/sbatch/analysis_post.sh.j2, rendered by gh-run here)
+#     on real exports, its records byte-identical to those x86-64 writes of the same files.
+#
+#   bash scripts/test-arm64.sh              # make test-arm64
+#   GH_RUN_ARM64_KEEP=DIR bash scripts/test-arm64.sh   # keep the root in DIR (for a look inside)
+#   PYTEST_ARGS='-k sqlite' bash scripts/test-arm64.sh
+#
+# How the emulation is started, and what it never touches: nothing is registered with the kernel
+# (no binfmt_misc entry: the machine is shared). Every arm64 process is started by name through
+# qemu-aarch64-static, Debian's qemu-user-static, unpacked here and never installed. A process
+# that execs another (gcc -> cc1 -> as -> ld, bash -> python3) would need the kernel to know
+# arm64 binaries, so the whole tree runs under PRoot's `-q` (Debian's proot), which puts qemu in
+# front of every execve; PRoot itself runs inside a real chroot of the root (so the paths its
+# translation does not cover, statx and faccessat2 of a newer glibc, still resolve in the root),
+# and the root's /proc and /dev are bind mounts in a private mount namespace (unshare -m) that
+# end with the command. Needs root (debootstrap, chroot, unshare), debootstrap, the Debian archive
+# of this system's apt sources (scripts/lib/private-apt.sh) and PyPI (pip download).
+#
+# The root: `debootstrap --foreign --arch=arm64` (the first stage, native), then the packages it
+# downloaded for the second stage unpacked with dpkg-deb, without their maintainer scripts: the
+# second stage under emulation takes tens of minutes, and python3, bash and gcc need none of what
+# those scripts configure. Nothing is kept across runs (CI starts from nothing); the versions of
+# the Python packages are those of the repo's .venv (pip freeze), so architecture is the only
+# difference from the x86-64 run.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PAPT_WHO="test-arm64"
+# shellcheck source=scripts/lib/private-apt.sh
+source "$REPO/scripts/lib/private-apt.sh"
+
+SUITE=bookworm
+PY_TAG=3.11 # bookworm's python3
+PLATFORMS=(manylinux2014_aarch64 manylinux_2_17_aarch64 manylinux_2_28_aarch64)
+# The packages of the root: python3 (gh-run), gcc and libc6-dev (the C readers, and the headers
+# test_native_boundary.py parses).
+INCLUDE=python3,gcc,libc6-dev
+# What the tests under emulation need beyond gh-run's own dependencies.
+TEST_DEPS=(pytest pytest-timeout hypothesis pycparser setuptools wheel pip)
+# The tests run under emulation: each C reader against its reference, the ctypes signatures,
+# the golden analyses.
+TESTS=(tests/unit/test_sqlite_pages.py tests/unit/test_kineto_scan.py
+    tests/unit/test_native_boundary.py tests/unit/test_golden_outputs.py)
+
+PY="$REPO/.venv/bin/python"
+[[ -x $PY ]] || papt_die "no $PY: run make install first (its package versions are the ones tested)"
+for tool in debootstrap unshare chroot dpkg-deb; do
+    command -v "$tool" >/dev/null || papt_die "$tool is missing; run scripts/system-deps.sh"
+done
+[[ $(id -u) == 0 ]] || papt_die "needs root (debootstrap, chroot, unshare)"
+
+t_start=$SECONDS
+if [[ -n ${GH_RUN_ARM64_KEEP:-} ]]; then
+    WORK="$GH_RUN_ARM64_KEEP"
+    mkdir -p "$WORK"
+else
+    WORK="$(mktemp -d "${TMPDIR:-/var/tmp}/gh-run-arm64.XXXXXX")"
+    trap 'papt_remove_tree "$WORK"; papt_cleanup' EXIT
+fi
+ROOT="$WORK/root"
+X86=/opt/x86 # inside the root: PRoot, qemu and the x86-64 loader and libraries PRoot needs
+step() { papt_log "[$((SECONDS - t_start)) s] $*"; }
+
+# arm64 ROOT... : run a command inside the root under emulation, cwd /src.
+arm64() {
+    unshare --mount --propagation private -- bash -c '
+        root="$1"; shift
+        mount --bind /proc "$root/proc" && mount --bind /dev "$root/dev" || exit 1
+        exec chroot "$root" /opt/x86/ld-linux-x86-64.so.2 --library-path /opt/x86/lib \
+            /opt/x86/proot -q /opt/x86/qemu-aarch64-static -w /src \
+            /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
+            TMPDIR=/tmp "$@"
+    ' bash "$ROOT" "$@"
+}
+
+# 1. qemu-user-static, PRoot and its libtalloc: Debian's amd64 packages, unpacked.
+step "qemu-user-static and proot from Debian ($SUITE), unpacked (never installed)"
+papt_update
+pkgs=()
+for p in qemu-user-static proot libtalloc2; do
+    v="$(papt_version "$p" "$SUITE")"
+    [[ -n $v ]] || papt_die "Debian $SUITE offers no $p"
+    pkgs+=("$p=$v")
+done
+papt_download "${pkgs[@]}"
+mkdir -p "$WORK/x86"
+for p in "${pkgs[@]}"; do
+    dpkg-deb -x "$(papt_deb "${p%%=*}" "${p#*=}")" "$WORK/x86"
+done
+
+# 2. The arm64 root: debootstrap's first stage, then its packages unpacked.
+papt_system_source # PAPT_URI: the Debian archive this system uses
+[[ -e $ROOT/usr/bin/python3 ]] && papt_die "$ROOT exists: remove it or name another GH_RUN_ARM64_KEEP"
+step "debootstrap --foreign --arch=arm64 --variant=minbase --include=$INCLUDE $SUITE"
+debootstrap --foreign --arch=arm64 --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOT" \
+    "$PAPT_URI" >"$WORK/debootstrap.log" 2>&1 ||
+    { tail -n 20 "$WORK/debootstrap.log" >&2; papt_die "debootstrap failed"; }
+step "unpacking the root's $(find "$ROOT/var/cache/apt/archives" -name '*.deb' | wc -l) packages"
+for deb in "$ROOT"/var/cache/apt/archives/*.deb; do
+    # merged /usr: the root's /bin, /lib, /sbin stay links into /usr
+    dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$ROOT"
+done
+rm -rf "$ROOT"/var/cache/apt/archives/*.deb
+# what base-passwd's script would have written: users for pwd lookups (pytest's tmp_path)
+for f in passwd group; do
+    [[ -s $ROOT/etc/$f ]] || cp "$ROOT/usr/share/base-passwd/$f.master" "$ROOT/etc/$f"
+done
+# debootstrap leaves /proc a link to the host's: a folder, for the bind mount
+rm -f "$ROOT/proc" && mkdir -p "$ROOT/proc" "$ROOT/src" "$ROOT/out" "$ROOT$X86/lib"
+cp "$WORK/x86/usr/bin/proot" "$WORK/x86/usr/bin/qemu-aarch64-static" "$ROOT$X86/"
+cp -L "$WORK/x86/usr/lib/x86_64-linux-gnu/libtalloc.so.2" "$ROOT$X86/lib/"
+cp -L /lib/x86_64-linux-gnu/libc.so.6 "$ROOT$X86/lib/"
+cp -L /lib64/ld-linux-x86-64.so.2 "$ROOT$X86/"
+step "the root answers: $(arm64 /usr/bin/uname -m), $(arm64 /usr/bin/python3 --version)"
+
+# 3. gh-run's dependencies and the tests' as PyPI's arm64 wheels, at the .venv's versions.
+step "arm64 wheels from PyPI (the versions of $REPO/.venv)"
+"$PY" -m pip freeze --exclude-editable | grep -v ' @ ' >"$WORK/constraints.txt"
+mapfile -t deps < <("$PY" -c '
+import sys, tomllib
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+    "$REPO/pyproject.toml")
+plat=()
+for p in "${PLATFORMS[@]}"; do plat+=(--platform "$p"); done
+site="$ROOT/usr/local/lib/python$PY_TAG/dist-packages"
+"$PY" -m pip install -q --no-warn-script-location --target "$site" --only-binary=:all: \
+    --python-version "$PY_TAG" --implementation cp "${plat[@]}" -c "$WORK/constraints.txt" \
+    "${deps[@]}" "${TEST_DEPS[@]}" 2>"$WORK/pip.log" ||
+    { grep -v '^WARNING: Location' "$WORK/pip.log" | tail -n 20 >&2; papt_die "pip could not fetch the arm64 wheels"; }
+
+# 4. The checkout (its tracked and new files, as `git status` sees them) into the root.
+step "the checkout into the root"
+(cd "$REPO" && git ls-files -z --cached --others --exclude-standard |
+    xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar -c --null -T - -f -) |
+    tar -x -C "$ROOT/src"
+
+# 5. The wheel, under emulation, with the root's compiler and with none on PATH, each from its own
+# copy of the checkout (setuptools builds in the source folder: a second build would reuse the
+# first one's compiled parts).
+cp -a "$ROOT/src" "$ROOT/build-cc"
+cp -a "$ROOT/src" "$ROOT/build-nocc"
+step "gh-run's wheel built on aarch64 with gcc"
+arm64 python3 -m pip wheel -q --no-deps --no-build-isolation -w /out/cc /build-cc >"$WORK/wheel-cc.log" 2>&1 ||
+    { tail -n 30 "$WORK/wheel-cc.log" >&2; papt_die "the wheel did not build with a compiler"; }
+mkdir -p "$ROOT/opt/nocc"
+ln -s /usr/bin/python3 "$ROOT/opt/nocc/python3"
+step "gh-run's wheel built on aarch64 with no compiler on PATH"
+# PATH without /usr/bin: no cc, gcc or aarch64-linux-gnu-gcc to find, as on a node without one
+arm64 /usr/bin/env PATH=/opt/nocc /opt/nocc/python3 -m pip wheel -q --no-deps \
+    --no-build-isolation -w /out/nocc /build-nocc >"$WORK/wheel-nocc.log" 2>&1 ||
+    { tail -n 30 "$WORK/wheel-nocc.log" >&2; papt_die "the wheel did not build without a compiler"; }
+rm -rf "$ROOT/build-cc" "$ROOT/build-nocc"
+wheel_cc="$(ls "$ROOT"/out/cc/gh_run-*.whl)"
+wheel_nocc="$(ls "$ROOT"/out/nocc/gh_run-*.whl)"
+native_cc="$(python3 -m zipfile -l "$wheel_cc" | grep -c '_\(kineto_scan\|sqlite_pages\)\..*aarch64.*\.so ' || true)"
+native_nocc="$(python3 -m zipfile -l "$wheel_nocc" | grep -c '\.so ' || true)"
+# setuptools tags both for this Python and machine (the project declares extensions); what
+# differs is what is inside
+[[ $wheel_cc == *linux_aarch64.whl && $native_cc == 2 ]] ||
+    papt_die "the wheel built with gcc is $(basename "$wheel_cc") with $native_cc aarch64 readers, not 2"
+[[ $native_nocc == 0 ]] ||
+    papt_die "the wheel built without a compiler holds $native_nocc compiled parts"
+step "wheels: $(basename "$wheel_cc") with the 2 C readers; without a compiler, $(basename "$wheel_nocc") with none"
+for kind in cc nocc; do
+    whl="$(basename "$(ls "$ROOT/out/$kind"/gh_run-*.whl)")"
+    arm64 python3 -m pip install -q --no-deps --no-index --target "/opt/gh-run-$kind" \
+        "/out/$kind/$whl" >"$WORK/install-$kind.log" 2>&1 ||
+        { tail -n 20 "$WORK/install-$kind.log" >&2; papt_die "the $kind wheel did not install"; }
+    doctor="$(arm64 /usr/bin/env PYTHONPATH="/opt/gh-run-$kind" python3 -m orchestrator doctor 2>&1 |
+        grep -i 'native\|reader' | head -n 3 || true)"
+    step "installed $kind wheel, gh-run doctor: ${doctor//$'\n'/ | }"
+done
+
+# 6. The tests: the C readers built in place (as `make install`'s editable install does).
+step "the C readers compiled in place by the root's gcc"
+arm64 python3 /src/setup.py -q build_ext --inplace >"$WORK/build_ext.log" 2>&1 ||
+    { tail -n 30 "$WORK/build_ext.log" >&2; papt_die "the C readers did not compile on aarch64"; }
+step "the readers' unit tests and the golden analyses, under emulation"
+t0=$SECONDS
+# shellcheck disable=SC2086  # PYTEST_ARGS: words on purpose
+if ! arm64 /usr/bin/env GH_RUN_NO_SKIPS=1 python3 -m pytest -q -p no:cacheprovider \
+    "${TESTS[@]}" ${PYTEST_ARGS:-}; then
+    papt_die "the tests failed on aarch64 ($((SECONDS - t0)) s)"
+fi
+step "tests passed on aarch64 in $((SECONDS - t0)) s"
+
+# 7. The in-job analysis script, rendered here, run there: records equal to x86-64's.
+step "the in-job analysis script on aarch64 against x86-64"
+"$PY" "$REPO/scripts/lib/in_job_arm64.py" prepare "$ROOT/src" "$WORK/x86-records"
+arm64 bash /src/.arm64-in-job/run.sh
+"$PY" "$REPO/scripts/lib/in_job_arm64.py" compare "$ROOT/src" "$WORK/x86-records"
+step "gh-run on aarch64: all passed in $((SECONDS - t_start)) s"
