@@ -99,9 +99,11 @@ golden: install
 	GH_RUN_UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/test_golden.py \
 	  tests/unit/test_golden_outputs.py tests/unit/test_catalogue.py
 
+# lint-imports: the rooms' layering (pyproject.toml's [tool.importlinter] contracts).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy orchestrator workloads
 
 # Mutation testing of the pure core (units, quoting, escaping, interval unions, thresholds,

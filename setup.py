@@ -7,7 +7,7 @@
   orchestrator/analysis/readers/_sqlite_pages.c (sqlite_pages.py): the nsys export's big tables,
   read from the file's pages;
 - the package data kept at the repository's top level, mapped into the package (read through
-  importlib.resources, orchestrator/shipped.py): the code's packages are found, the data
+  importlib.resources, orchestrator/core/shipped.py): the code's packages are found, the data
   packages are named, since find_packages sees only folders under orchestrator/.
 """
 

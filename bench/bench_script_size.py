@@ -20,10 +20,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.cluster import load_cluster  # noqa: E402
-from orchestrator.render import render_job  # noqa: E402
-from orchestrator.spec import JobSpec  # noqa: E402
-from orchestrator.yamlio import load_model  # noqa: E402
+from orchestrator.render.scripts import render_job  # noqa: E402
+from orchestrator.site.cluster import load_cluster  # noqa: E402
+from orchestrator.spec.job import JobSpec  # noqa: E402
+from orchestrator.spec.yamlio import load_model  # noqa: E402
 
 NODES = (1, 8, 32, 128, 512)
 SCALE = [

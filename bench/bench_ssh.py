@@ -156,7 +156,7 @@ def measure() -> None:
     # shell's start-up included, as for every remote command).
     os.environ["GH_RUN_DEVCLUSTER_DIR"] = str(STATE)
     sys.path.insert(0, str(REPO))
-    from orchestrator.cluster import load_cluster
+    from orchestrator.site.cluster import load_cluster
     from orchestrator.transport import registry
 
     transport = registry.for_cluster(load_cluster(str(REPO / "clusters" / "dev-ssh.yaml")))

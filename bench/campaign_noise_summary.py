@@ -17,9 +17,9 @@ from typing import Any
 
 import bursty_load  # bench/, beside this file
 
-from orchestrator.campaign import records as db
 from orchestrator.campaign.results import by_variant, night_values
-from orchestrator.store import Store
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 
 WATCH = "step_cpu_relative"  # what every canary variant is judged on (campaigns/canary.yaml)
 PLANTED = "data-bound"

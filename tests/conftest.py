@@ -111,7 +111,7 @@ def cli(gh_home: Path):  # type: ignore[no-untyped-def]
 def real_nsys(family: str) -> Path:
     """The real nsys of a version family here (`make deps` installs 2023.4 and 2022.4 in the
     tools prefix); skips with the reason, a failure under `make test`, when there is none."""
-    from orchestrator import tools
+    from orchestrator.core import tools
 
     for p in tools.nsys_programs():
         rc, text = tools.output_of([str(p), "--version"])

@@ -1,6 +1,7 @@
 """Analysis: nsys SQLite exports and PyTorch-profiler (Kineto) traces → one timeline per rank
 (`timeline.RankTimeline`) → Metrics (per rank, aggregate, across ranks) → comparisons, advice
-and reports (docs/metrics.md).
+and reports (docs/metrics.md). May import: core, nsys (a report exported here); its own
+folders are layers (pyproject.toml's import-linter contracts).
 
 Public API:
 - `analyze_paths(paths, label=None, *, max_trace_bytes=None, jobs=None) -> Metrics` (one run)
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 # (bench/bench_cli.py's `analyze` row; tests/unit/test_cli_imports.py).
 _HOME = {
     "Advice": "presentation.advice",
-    "advise": "presentation.advice",
+    "advise": "presentation.advise",
     "Comparison": "presentation.compare",
     "ComparisonRow": "presentation.compare",
     "compare": "presentation.compare",
@@ -34,7 +35,7 @@ _HOME = {
     "Metrics": "metrics",
     "RankMetrics": "metrics",
     "Temporal": "metrics",
-    "headline": "metrics",
+    "headline": "catalogue.views",
     "write_report": "presentation.report",
 }
 
@@ -55,9 +56,11 @@ __all__ = [  # _HOME's names
 ]
 
 if TYPE_CHECKING:
+    from orchestrator.analysis.catalogue.views import headline
     from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
-    from orchestrator.analysis.metrics import Metrics, RankMetrics, Temporal, headline
-    from orchestrator.analysis.presentation.advice import Advice, advise
+    from orchestrator.analysis.metrics import Metrics, RankMetrics, Temporal
+    from orchestrator.analysis.presentation.advice import Advice
+    from orchestrator.analysis.presentation.advise import advise
     from orchestrator.analysis.presentation.compare import Comparison, ComparisonRow, compare
     from orchestrator.analysis.presentation.report import write_report
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from orchestrator.errors import GhRunError
+from orchestrator.core.errors import GhRunError
 
 
 def main() -> int:

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.presentation.labels import elapsed, short_labels
+from orchestrator.analysis.run_labels import short_labels
 from orchestrator.analysis.timeline import model as T
+from orchestrator.core.human import elapsed
 
 APART_NS = 2 * 10**9
 # Unix microseconds from 2001 on: a Kineto trace whose times are absolute (older PyTorch)
@@ -350,3 +351,20 @@ def _untied(a: Capture, b: Capture) -> str:
     if a.window is None or b.window is None:
         missing.append("no capture time that both record")
     return "nothing ties them (" + (", ".join(missing) or "no common job or capture time") + ")"
+
+
+def spec_lock_file(folder: Path) -> Path | None:
+    """The spec.lock.yaml of the run the trace belongs to, from two places only: the trace's own
+    folder, and the run folder gh-run made around it (the parent of the nearest `artifacts`
+    folder above the trace, holding `spec.lock.yaml`, or `run/spec.lock.yaml` where
+    `gh-run fetch` stored it). Never a folder further up: a spec there belongs to something
+    else."""
+    candidates = [folder / "spec.lock.yaml"]
+    for d in [folder, *folder.parents]:
+        if d.name == "artifacts":
+            candidates += [d.parent / "spec.lock.yaml", d.parent / "run" / "spec.lock.yaml"]
+            break
+    for f in candidates:
+        if f.is_file():
+            return f
+    return None

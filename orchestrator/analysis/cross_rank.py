@@ -30,9 +30,9 @@ import numpy as np
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.families.stats import quantile
 from orchestrator.analysis.metrics import CrossRank, RankMetrics, RankSpread, SkewStats, Straggler
-from orchestrator.analysis.presentation.labels import dur as human_dur
 from orchestrator.analysis.rank_metrics import CrossRankInput
 from orchestrator.analysis.timeline.step_names import step_family
+from orchestrator.core.human import dur as human_dur
 
 LATE_SHARE = 0.6
 LATE_MIN_NS = 20_000

@@ -3,7 +3,7 @@ cross-rank view.
 
 - `.sqlite` → nsys reader (one timeline per process with GPU work); `.json` / `.json.gz` →
   Kineto reader; `.nsys-rep` → exported to SQLite with the local nsys first
-  (`orchestrator.nsys_export`: once, reused); a directory → every such file under it (JSON files
+  (`orchestrator.nsys.export`: once, reused); a directory → every such file under it (JSON files
   only when they hold `traceEvents`, so manifests are skipped; a `.nsys-rep` only when no export
   of it sits beside it).
 - Ranks: `ranks.assign` (the trace first, then an explicit file-name pattern, else input order).
@@ -24,15 +24,14 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from orchestrator import nsys_export
-from orchestrator.analysis import captures, cross_rank, rank_metrics, records
-from orchestrator.analysis.families import gpu_metrics, settings, step_view
+from orchestrator.analysis import captures, cross_rank, rank_metrics, records, settings
+from orchestrator.analysis.captures import spec_lock_file
+from orchestrator.analysis.families import gpu_metrics, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -41,10 +40,12 @@ from orchestrator.analysis.metrics import (
     aggregate,
 )
 from orchestrator.analysis.readers import kineto, tracetext
+from orchestrator.analysis.records import FileResult
 from orchestrator.analysis.timeline import ranks, step_rules
 from orchestrator.analysis.timeline.ranks import rank_from_name
-from orchestrator.base import Strict
-from orchestrator.errors import UserError
+from orchestrator.core.base import Strict
+from orchestrator.core.errors import UserError
+from orchestrator.nsys import export as nsys_export
 
 SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX)
 
@@ -146,23 +147,6 @@ def _read_json(f: Path) -> Any:
         raise UserError(
             f"{f}: not readable JSON ({exc}); fix or remove the workload metrics file"
         ) from exc
-
-
-def spec_lock_file(folder: Path) -> Path | None:
-    """The spec.lock.yaml of the run the trace belongs to, from two places only: the trace's own
-    folder, and the run folder gh-run made around it (the parent of the nearest `artifacts`
-    folder above the trace, holding `spec.lock.yaml`, or `run/spec.lock.yaml` where
-    `gh-run fetch` stored it). Never a folder further up: a spec there belongs to something
-    else."""
-    candidates = [folder / "spec.lock.yaml"]
-    for d in [folder, *folder.parents]:
-        if d.name == "artifacts":
-            candidates += [d.parent / "spec.lock.yaml", d.parent / "run" / "spec.lock.yaml"]
-            break
-    for f in candidates:
-        if f.is_file():
-            return f
-    return None
 
 
 def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
@@ -299,20 +283,6 @@ def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
 
 MAX_JOBS = 8
 PARALLEL_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
-
-
-@dataclass
-class FileResult:
-    """What one input gives: its source record (rank fields set later), the claims of its
-    ranks, per rank the metrics of its entries and the cross-rank inputs, and what it records
-    about its capture (`captures.Capture`: which run it belongs to)."""
-
-    source: Source
-    claims: list[ranks.Claim]
-    entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
-    capture: captures.Capture
-    # nsys GPU-metric samples and GPU UUIDs (for ranks whose node's sampler is another report)
-    samples: gpu_metrics.Samples | None = None
 
 
 def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:

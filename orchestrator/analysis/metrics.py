@@ -71,9 +71,9 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
 # (bench/bench_cli.py); every name a field uses is defined above it.
 from typing import Literal
 
-from orchestrator.analysis.families.gpu_metric_model import GpuMetrics
-from orchestrator.analysis.families.settings import RunSettings
-from orchestrator.base import Strict
+from orchestrator.analysis.gpu_metric_model import GpuMetrics
+from orchestrator.analysis.settings import RunSettings
+from orchestrator.core.base import Strict
 
 SCHEMA = "gh-run.metrics/1"
 
@@ -624,12 +624,3 @@ def merged_top_kernels(ranks: list[RankMetrics], n: int = 8) -> list[tuple[str, 
     whole = sum(r.activity.kernel_ns for r in ranks) or 1
     ranked = sorted(tot.items(), key=lambda kv: -kv[1][1])[:n]
     return [(name, c, t, 100.0 * t / whole) for name, (c, t) in ranked]
-
-
-def headline(m: Metrics) -> dict[str, float | None]:
-    """The flat headline numbers of one run, for the state store's metrics table (campaigns read
-    them for regressions): the metric catalogue's `HEADLINE` view, keys as there (docs/metrics.md
-    defines each). Means over ranks unless the catalogue says otherwise; None = no value."""
-    from orchestrator.analysis.catalogue import views
-
-    return views.headline(m) if m.ranks else {}

@@ -1,4 +1,4 @@
-"""A report analysed where it lies: one input's analysis (`loader.FileResult`: its source, the
+"""A report analysed where it lies: one input's analysis (`FileResult`: its source, the
 ranks it claims, the metrics of each entry with what the cross-rank view needs, and what it
 records about its capture) written beside it as `<report>.gh-run.json`, and read back in its
 place.
@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,38 +30,36 @@ import orjson
 
 from orchestrator import __version__
 from orchestrator.analysis import captures, rank_metrics
+from orchestrator.analysis.captures import spec_lock_file
 from orchestrator.analysis.families import communication
 from orchestrator.analysis.metrics import RankMetrics, Source
+from orchestrator.analysis.readers.nsys_gpu_metrics import Samples
+from orchestrator.analysis.record_files import REPORT_SUFFIXES as REPORT_SUFFIXES
+from orchestrator.analysis.record_files import SUFFIX as SUFFIX
+from orchestrator.analysis.record_files import is_record as is_record
+from orchestrator.analysis.record_files import record_path as record_path
+from orchestrator.analysis.record_files import report_of as report_of
+from orchestrator.analysis.record_files import reports_in as reports_in
 from orchestrator.analysis.timeline import ranks
 from orchestrator.analysis.timeline.ranks import rank_from_name
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
-SUFFIX = ".gh-run.json"
 FORMAT = "gh-run.report-analysis/2"
-# Reports a record can stand for: nsys exports and PyTorch-profiler traces (a .nsys-rep is
-# read through its export, whose record stands for both).
-REPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
 
 
-def record_path(report: Path) -> Path:
-    return report.with_name(report.name + SUFFIX)
+@dataclass
+class FileResult:
+    """What one input gives: its source record (rank fields set later), the claims of its
+    ranks, per rank the metrics of its entries and the cross-rank inputs, and what it records
+    about its capture (`captures.Capture`: which run it belongs to). A record is one of these,
+    written down."""
 
-
-def is_record(path: Path) -> bool:
-    return path.name.endswith(SUFFIX)
-
-
-def report_of(record: Path) -> Path:
-    return record.with_name(record.name[: -len(SUFFIX)])
-
-
-def reports_in(folder: Path) -> list[Path]:
-    """The reports a folder's records stand for (whether or not the reports are here)."""
-    return sorted(
-        report_of(r)
-        for r in folder.rglob("*" + SUFFIX)
-        if r.is_file() and report_of(r).name.endswith(REPORT_SUFFIXES)
-    )
+    source: Source
+    claims: list[ranks.Claim]
+    entries: list[tuple[list[RankMetrics], list[rank_metrics.CrossRankInput]]]
+    capture: captures.Capture
+    # nsys GPU-metric samples and GPU UUIDs (for ranks whose node's sampler is another report)
+    samples: Samples | None = None
 
 
 def sha256_file(path: Path) -> tuple[int, str]:
@@ -76,7 +73,7 @@ def sha256_file(path: Path) -> tuple[int, str]:
 
 
 def encode(result: Any, report: Path, digest: tuple[int, str]) -> bytes:
-    """A `loader.FileResult` of `report` as a record."""
+    """A `FileResult` of `report` as a record."""
     cap: captures.Capture = result.capture
     entries = []
     for rms, crs in result.entries:
@@ -152,24 +149,6 @@ def _collectives_of(d: dict[str, Any]) -> communication.Collectives:
     return communication.Collectives(start, end, [names[int(i)] for i in d["name"]])
 
 
-def write(report: Path, max_trace_bytes: int | None = None) -> Path:
-    """Analyse one report and write its record beside it (atomically)."""
-    from orchestrator.analysis import loader
-
-    result = loader.analyze_file(report, max_trace_bytes)
-    data = encode(result, report, sha256_file(report))
-    dest = record_path(report)
-    fd, tmp = tempfile.mkstemp(dir=report.parent, prefix=f".{dest.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, dest)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return dest
-
-
 class Unusable(Exception):
     """A record that cannot stand for its report here (the reason is the message)."""
 
@@ -216,11 +195,8 @@ def _moved(text: bytes, old: str, new: str) -> bytes:
     return text.replace(o, n)
 
 
-def decode(data: dict[str, Any], report: Path) -> Any:
-    """A record read back as the `loader.FileResult` a read of `report` gives here."""
-    from orchestrator.analysis import loader
-    from orchestrator.analysis.loader import spec_lock_file
-
+def decode(data: dict[str, Any], report: Path) -> FileResult:
+    """A record read back as the `FileResult` a read of `report` gives here."""
     old = str(data["folder"])
     here = str(report.parent)
     raw = orjson.loads(_moved(orjson.dumps(data), old, here)) if old != here else data
@@ -262,42 +238,4 @@ def decode(data: dict[str, Any], report: Path) -> Any:
     capture.name_rank = rank_from_name(report)
     spec = spec_lock_file(report.parent)
     capture.spec = str(spec.resolve()) if spec is not None else None
-    return loader.FileResult(source, claims, entries, capture)
-
-
-def reports_to_record(paths: list[Path]) -> list[Path]:
-    """The reports here among files and folders: nsys exports and PyTorch-profiler traces (a
-    .nsys-rep through the export beside it, when there is one)."""
-    from orchestrator.analysis import loader
-
-    out = []
-    for f in loader.expand(paths):
-        if not f.is_file():
-            continue  # a report elsewhere, known here only by its record
-        if loader._kind(f) == "nsys-rep":
-            export = loader._export_of(f)
-            if not export.is_file():
-                raise UserError(
-                    f"{f}: no SQLite export beside it; export it first (`nsys export --type"
-                    f" sqlite --output={export} {f}`)"
-                )
-            f = export
-        out.append(f)
-    return out
-
-
-def write_many(paths: list[Path], max_trace_bytes: int | None = None) -> int:
-    """Write the record of every report among `paths` (`--write-records`); a report that cannot
-    be analysed is named with why, and the others are still written. Returns the exit code."""
-    import sys
-
-    from orchestrator.errors import GhRunError
-
-    failed = 0
-    for f in reports_to_record(paths):
-        try:
-            print(write(f, max_trace_bytes), flush=True)
-        except (GhRunError, OSError, ValueError) as exc:
-            print(f"gh-run: {f}: not analysed: {exc}", file=sys.stderr, flush=True)
-            failed = 1
-    return failed
+    return FileResult(source, claims, entries, capture)

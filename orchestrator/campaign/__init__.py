@@ -2,10 +2,11 @@
 batched query per poll, resumable after a kill, scheduled by cron or SLURM, compared with the
 last good night. See docs/campaigns.md.
 
-Modules: model (the file and its expansion), cron (expressions), records (store tables),
-submission (plan + arrays), resume, results (metrics, baseline, regressions), bands (noise
-bands and the warm-up's rule), explain (run reports, what changed), cpu_changes (what changed
-in CPU time, for a night judged on it), report, finish, schedule.
+Modules: model (the file and its expansion), cron (expressions), submission (plan +
+arrays), resume, results (metrics, baseline, regressions), bands (noise bands and the
+warm-up's rule), explain (run reports, what changed), cpu_changes (what changed in CPU time,
+for a night judged on it), report, finish, schedule; the campaign tables are the store's
+(`store.campaigns`). May import every room but the CLI.
 """
 
 from __future__ import annotations

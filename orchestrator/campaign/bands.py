@@ -15,8 +15,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from orchestrator.base import Strict
 from orchestrator.campaign.model import Band, Threshold
+from orchestrator.core.base import Strict
 
 # MAD x 1.4826 estimates the standard deviation of normally distributed noise.
 MAD_TO_SIGMA = 1.4826

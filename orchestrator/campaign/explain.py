@@ -9,9 +9,9 @@ from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.changes import what_changed
 from orchestrator.campaign.cpu_changes import JUDGED, cpu_changes
 from orchestrator.campaign.results import Analyses, CampaignResult, run_files, trace_files
-from orchestrator.errors import GhRunError, UserError
+from orchestrator.core.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 
 # Metrics whose regression is a slower step: the traced steps should show it.
 SLOWER_IS_UP = {"step_time_s", "step_cpu_time_s", "step_cpu_relative", "data_time_s", "elapsed_s"}

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.campaign import explain, report
-from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Campaign, Notify
 from orchestrator.campaign.results import (
     Analyses,
@@ -18,7 +17,8 @@ from orchestrator.campaign.results import (
 )
 from orchestrator.campaign.submission import campaign_dir
 from orchestrator.executors.base import Warn
-from orchestrator.store import Store
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 
 # Exit codes of `campaign run --wait` / `resume`: 0 passed, 1 a variant failed (or gh-run
 # itself), 2 bad input, 3 a threshold was crossed. A regression outranks a failed variant:

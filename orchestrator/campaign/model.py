@@ -20,13 +20,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
-from orchestrator import yamlio
 from orchestrator.analysis.catalogue.views import campaign_descriptions
-from orchestrator.base import Strict
 from orchestrator.campaign.cron import CronExpr
-from orchestrator.errors import UserError
-from orchestrator.spec import NAME_RE
-from orchestrator.units import format_time, parse_time
+from orchestrator.core.base import Strict
+from orchestrator.core.errors import UserError
+from orchestrator.core.units import format_time, parse_time
+from orchestrator.spec import yamlio
+from orchestrator.spec.job import NAME_RE
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,30}$")
 # What submission.new_campaign_id makes: NAME-YYYYMMDD-HHMMSS-xxxx.

@@ -21,16 +21,16 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
-from orchestrator import runs as R
 from orchestrator.campaign import schedule as S
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.campaign.model import Campaign, job_path
-from orchestrator.cluster import Cluster
-from orchestrator.cluster_identity import clusters_option
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.core.errors import RuntimeFailure, UserError
+from orchestrator.core.paths import mirror_root
+from orchestrator.executors.cluster_identity import clusters_option
 from orchestrator.executors.slurm import SlurmExecutor
-from orchestrator.paths import mirror_root
-from orchestrator.spec import load_spec
+from orchestrator.runs import lifecycle as R
+from orchestrator.site.cluster import Cluster
+from orchestrator.spec.job import load_spec
 from orchestrator.transport import registry
 from orchestrator.transport.ssh import SshTransport, script
 
@@ -163,6 +163,6 @@ def install(
 
 def cluster_of(campaign: Campaign, file: Path) -> Cluster:
     """The cluster the campaign's base job names (where its schedule is installed)."""
-    from orchestrator.cluster import load_cluster
+    from orchestrator.site.cluster import load_cluster
 
     return load_cluster(load_spec(job_path(file, campaign)).cluster)

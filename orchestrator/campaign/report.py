@@ -11,12 +11,13 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from orchestrator.analysis.presentation.labels import human, num, short_kernel
+from orchestrator.analysis.timeline.kernel_names import short_kernel
 from orchestrator.campaign.model import METRICS
 from orchestrator.campaign.results import CampaignResult, NightPoint, trend
-from orchestrator.escape import markdown
-from orchestrator.shipped import templates_dir
-from orchestrator.store import Store
+from orchestrator.core.escape import markdown
+from orchestrator.core.human import human, num
+from orchestrator.core.shipped import templates_dir
+from orchestrator.store.db import Store
 
 
 def fmt(value: float | None, metric: str = "") -> str:

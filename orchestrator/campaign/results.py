@@ -11,20 +11,20 @@ from typing import TypeGuard
 
 from pydantic import Field
 
-from orchestrator import artifacts
-from orchestrator import runs as R
 from orchestrator.analysis.catalogue.views import campaign_values
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.changes import WhatChanged
 from orchestrator.analysis.presentation.compare import change_text
-from orchestrator.base import Strict
+from orchestrator.artifacts import collect as artifacts
 from orchestrator.campaign import bands
-from orchestrator.campaign import records as db
 from orchestrator.campaign.bands import NoiseBand
 from orchestrator.campaign.model import Band, Campaign, Threshold, repeat_of
-from orchestrator.errors import GhRunError, UserError
+from orchestrator.core.base import Strict
+from orchestrator.core.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
-from orchestrator.store import SUBMIT_FAILED, Run, Store, record
+from orchestrator.runs import lifecycle as R
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import SUBMIT_FAILED, Run, Store, record
 
 # Trace analyses of a campaign's runs, by run id: made once, read by the report.
 Analyses = dict[str, Metrics]
@@ -106,7 +106,7 @@ def _is_number(value: object) -> TypeGuard[int | float]:
 def trace_files(folder: Path) -> list[Path]:
     """The run's traces: those here, and those the job analysed and left on the cluster (their
     records, `REPORT.gh-run.json`, stand for them: analysis reads the record)."""
-    from orchestrator.left_reports import RECORD_SUFFIX
+    from orchestrator.artifacts.left_reports import RECORD_SUFFIX
 
     suffixes = (".sqlite", ".pt.trace.json", ".pt.trace.json.gz")
     here = {p for p in folder.glob("*") if p.name.endswith(suffixes)}

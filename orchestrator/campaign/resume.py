@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.campaign import records as db
 from orchestrator.campaign.submission import group_lock, send
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
 from orchestrator.executors.base import Warn
-from orchestrator.store import Store
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 
 UNSENT = {db.G_PLANNED, db.G_SENDING, db.G_FAILED}
 
@@ -41,7 +41,7 @@ def _find(
     store: Store, executor: str, g: db.GroupRecord, first_run: str, warn: Warn | None
 ) -> str | None:
     if executor == "slurm":
-        from orchestrator.runs import slurm_executor_for
+        from orchestrator.runs.lifecycle import slurm_executor_for
 
         return slurm_executor_for(store.get_run(first_run), warn).find_array_by_name(g.job_name)
     pid_file = Path(store.get_run(first_run).run_dir) / "local_pid"

@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from orchestrator.base import Strict
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.campaign.model import Campaign
-from orchestrator.cluster import load_cluster
-from orchestrator.errors import RuntimeFailure, UserError
-from orchestrator.executors.slurm import SlurmExecutor, run_slurm
-from orchestrator.render import make_environment
-from orchestrator.shipped import templates_dir
-from orchestrator.spec import SBATCH_VALUE_RE
+from orchestrator.core.base import Strict
+from orchestrator.core.errors import RuntimeFailure, UserError
+from orchestrator.core.shipped import templates_dir
+from orchestrator.executors.slurm import SlurmExecutor
+from orchestrator.executors.slurm_cli import run_slurm
+from orchestrator.render.scripts import make_environment
+from orchestrator.site.cluster import load_cluster
+from orchestrator.spec.job import SBATCH_VALUE_RE
 from orchestrator.transport import registry
 from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LOCAL
@@ -171,7 +172,7 @@ def render_launcher(campaign: Campaign, file: Path, home: Path, script: Path) ->
     partition = sched.partition
     if partition is None:
         from orchestrator.campaign.model import job_path
-        from orchestrator.spec import load_spec
+        from orchestrator.spec.job import load_spec
 
         spec = load_spec(job_path(file, campaign))
         cl = load_cluster(spec.cluster)

@@ -27,9 +27,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from orchestrator import cluster_identity, preflight, yamlio
-from orchestrator import runs as R
-from orchestrator.campaign import records as db
 from orchestrator.campaign.model import (
     Campaign,
     apply_overrides,
@@ -38,16 +35,20 @@ from orchestrator.campaign.model import (
     job_path,
 )
 from orchestrator.campaign.results import check_pinned_baseline
-from orchestrator.cluster import Cluster, find_cluster_file, load_cluster
-from orchestrator.errors import GhRunError, UserError
-from orchestrator.executors import choose
+from orchestrator.checks import preflight
+from orchestrator.core.errors import GhRunError, UserError
+from orchestrator.core.paths import mirror_root
+from orchestrator.executors import choose, cluster_identity
 from orchestrator.executors.base import Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import secrets_of
-from orchestrator.paths import mirror_root
-from orchestrator.render import RenderedJob, array_key, render_array
-from orchestrator.spec import JobSpec
-from orchestrator.store import Run, Store
+from orchestrator.render.scripts import RenderedJob, array_key, render_array
+from orchestrator.runs import lifecycle as R
+from orchestrator.site.cluster import Cluster, find_cluster_file, load_cluster
+from orchestrator.spec import yamlio
+from orchestrator.spec.job import JobSpec
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Run, Store
 from orchestrator.transport import registry
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
@@ -98,7 +99,7 @@ def group_lock(store: Store, campaign_id: str, group_index: int) -> Iterator[boo
 def max_array_size(transport: Transport | None = None, clusters: str | None = None) -> int:
     """The controller's MaxArraySize, the largest index + 1: from the `scontrol show config`
     that confirmed the cluster's identity (one per process)."""
-    from orchestrator.cluster_identity import controller_facts
+    from orchestrator.executors.cluster_identity import controller_facts
 
     size = controller_facts(transport or LOCAL, clusters).max_array_size
     return size if size is not None else DEFAULT_MAX_ARRAY_SIZE
@@ -309,7 +310,7 @@ def plan(
         state=db.PLANNED,
         created_at=time.time(),
     )
-    from orchestrator.site_config import origin_note
+    from orchestrator.site.config import origin_note
 
     notes = {
         p.run.run_id: text

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from orchestrator import runs as R
-from orchestrator.campaign import records as db
 from orchestrator.executors.base import Warn
-from orchestrator.store import Run, Store
+from orchestrator.runs import lifecycle as R
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Run, Store
 
 BUCKETS = ("pending", "running", "done", "failed")
 

@@ -1,4 +1,5 @@
-"""The gh-run command line. Thin: parse, call the rooms, print.
+"""The gh-run command line. Thin: parse, call the rooms, print. May import every room; none
+imports it (but `python -m orchestrator.analysis`, a front end of its own).
 
 Exit codes: 0 success; 1 runtime failure (cluster, job, disk); 2 bad input (spec, cluster
 file, override, argument). No tracebacks unless --debug.
@@ -29,7 +30,7 @@ from typer.core import TyperGroup
 
 from orchestrator import __version__
 from orchestrator.cli.state import STATE
-from orchestrator.errors import GhRunError
+from orchestrator.core.errors import GhRunError
 
 
 class Entry(NamedTuple):
@@ -230,7 +231,7 @@ def _run(argv: list[str] | None) -> int:
             return int(exc.exit_code)  # type: ignore[attr-defined]
         if STATE.debug:
             raise
-        from orchestrator.escape import plain
+        from orchestrator.core.escape import plain
 
         print(
             f"internal error: {type(exc).__name__}: {plain(str(exc))} "

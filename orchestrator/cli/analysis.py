@@ -1,7 +1,7 @@
 """`gh-run analyze`, `gh-run compare`, `gh-run report`: thin wrappers over orchestrator.analysis.
 
 Arguments are trace files, folders, or run references of the state store, resolved as every
-command resolves them (`orchestrator.run_inputs.analysis_input`: id, unique prefix, job id, `last`)
+command resolves them (`orchestrator.runs.inputs.analysis_input`: id, unique prefix, job id, `last`)
 and headed by the run's id; `register(app, resolve)` takes another resolver for tests or other
 front ends. `analyze` of a run id also stores the run's headline numbers
 (`orchestrator.analysis.headline`) with `store.put_metrics`.
@@ -22,15 +22,16 @@ import typer
 # (Jinja among them) and the nsys reader are imported by what uses them (bench/bench_cli.py).
 # numpy first, with one BLAS thread (numpy_import's docstring).
 from orchestrator.analysis import numpy_import  # noqa: F401
+from orchestrator.analysis.catalogue.views import headline
 from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
-from orchestrator.analysis.metrics import Metrics, headline
-from orchestrator.analysis.presentation.labels import column_labels, short_labels
+from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.readers import tracetext
+from orchestrator.analysis.run_labels import column_labels, short_labels
 from orchestrator.cli.metrics_view import RANK_COLUMNS, print_metrics, print_split, print_wrapped
 from orchestrator.cli.piped import console_for_stdout
-from orchestrator.errors import UserError
-from orchestrator.escape import markup, plain
-from orchestrator.run_inputs import AnalysisInput
+from orchestrator.core.errors import UserError
+from orchestrator.core.escape import markup, plain
+from orchestrator.runs.inputs import AnalysisInput
 
 Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
@@ -53,13 +54,13 @@ def _default_resolve(arg: str) -> AnalysisInput:
     if path.exists():
         return AnalysisInput(arg, [path])
     if arg.startswith("example:"):
-        from orchestrator.shipped import example_trace
+        from orchestrator.core.shipped import example_trace
 
         return AnalysisInput(arg, [example_trace(arg)])
     if "/" in arg or path.suffix in {".sqlite", ".json", ".gz", ".nsys-rep"}:
         raise UserError(f"{arg}: no such file or folder; check the path")
     from orchestrator.cli.state import STATE
-    from orchestrator.run_inputs import analysis_input
+    from orchestrator.runs.inputs import analysis_input
 
     return analysis_input(STATE.store(), STATE.home, arg)
 
@@ -136,7 +137,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             return
         inputs = [res(a) for a in paths]
         if write_records:
-            from orchestrator.analysis.records import write_many as write
+            from orchestrator.analysis.write_records import write_many as write
 
             raise typer.Exit(write([p for i in inputs for p in i.paths], limit))
         found = analyze_runs(
@@ -262,7 +263,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     ) -> None:
         """Write report.html (self-contained), report.md and report.json."""
         from orchestrator.analysis.presentation.report import write_report
-        from orchestrator.errors import UserError
+        from orchestrator.core.errors import UserError
 
         if not runs and not campaign:
             raise UserError("report: name runs, files or folders, or --campaign ID")
@@ -280,10 +281,10 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
 
 
 def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
-    """`analyze --on-cluster`: the map array and the reduce job (orchestrator.on_cluster),
+    """`analyze --on-cluster`: the map array and the reduce job (orchestrator.runs.on_cluster),
     waited for with a progress line, the results printed as `analyze` prints them."""
-    from orchestrator import on_cluster
     from orchestrator.cli.state import STATE, note, warn
+    from orchestrator.runs import on_cluster
 
     store = STATE.store()
     runs = on_cluster.runs_named(store, refs)
@@ -342,10 +343,10 @@ def runs_of(
 
 def _campaign_inputs(ref: str) -> list[tuple[str, list[Path]]]:
     """(variant name, trace folder) for every variant of a campaign that left traces."""
-    from orchestrator.campaign import records
     from orchestrator.cli.state import STATE, warn
-    from orchestrator.errors import UserError
-    from orchestrator.run_inputs import analysis_inputs
+    from orchestrator.core.errors import UserError
+    from orchestrator.runs.inputs import analysis_inputs
+    from orchestrator.store import campaigns as records
 
     store = STATE.store()
     rec = records.get_campaign(store, ref)

@@ -12,7 +12,6 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from orchestrator import campaign as C
-from orchestrator.campaign import records as db
 from orchestrator.campaign import schedule as S
 from orchestrator.campaign import tracking
 from orchestrator.campaign.finish import verdict
@@ -27,12 +26,13 @@ from orchestrator.campaign.submission import (
 from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, note, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
-from orchestrator.cluster import Cluster
-from orchestrator.cluster_identity import clusters_option
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
+from orchestrator.executors.cluster_identity import clusters_option
 from orchestrator.executors.slurm import slurm_reachable
-from orchestrator.store import Run, iso
-from orchestrator.yamlio import display_path
+from orchestrator.site.cluster import Cluster
+from orchestrator.spec.yamlio import display_path
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Run, iso
 
 campaign_app = typer.Typer(
     help="Nightly profiling campaigns: a matrix of one job, as job arrays, compared with the "
@@ -105,7 +105,7 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
 
 def _origin_notes(prepared: PreparedVariants) -> None:
     """Once per cluster file that is not the site's: say so (its runs' records say it too)."""
-    from orchestrator.site_config import origin_note
+    from orchestrator.site.config import origin_note
 
     seen: set[str] = set()
     for _, _, prep in prepared:
@@ -309,7 +309,7 @@ def _confirm_cluster(executor: str, mode: str, cluster: Cluster) -> None:
     """Before a schedule is installed: the controller it will send to is the cluster its file
     names (a launcher job always goes through SLURM; a crontab line's nights do unless the
     campaign runs locally, or `auto` finds no controller here and may run them locally)."""
-    from orchestrator import cluster_identity
+    from orchestrator.executors import cluster_identity
     from orchestrator.executors.choose import transport_for
 
     transport = transport_for(cluster, warn)

@@ -10,14 +10,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.analysis.presentation.labels import (
-    NOT_MEASURED,
-    in_unit,
-    num,
-    row_unit,
-    short_kernel,
-)
-from orchestrator.escape import plain, term
+from orchestrator.analysis.timeline.kernel_names import short_kernel
+from orchestrator.core.escape import plain, term
+from orchestrator.core.human import NOT_MEASURED, in_unit, num, row_unit
 
 if TYPE_CHECKING:
     from orchestrator.analysis.presentation.changes import WhatChanged

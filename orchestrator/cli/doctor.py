@@ -1,6 +1,6 @@
 """`gh-run doctor [SPEC]`: what this machine has for gh-run, or what one job needs that it lacks.
 
-Thin: the checks live in orchestrator/doctor.py (imported when the command runs).
+Thin: the checks live in orchestrator/checks/doctor.py (imported when the command runs).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typer
 from orchestrator.cli.table import Cell, Column, paint, print_table
 
 if TYPE_CHECKING:
-    from orchestrator import setup_report
+    from orchestrator.checks import setup_report
 
 
 def doctor_cmd(
@@ -54,7 +54,7 @@ def _mark(ok: bool) -> tuple[str, str]:
 
 
 def _machine(as_json: bool) -> None:
-    from orchestrator import doctor, setup_report
+    from orchestrator.checks import doctor, setup_report
     from orchestrator.cli.state import STATE
 
     report = doctor.machine()
@@ -153,12 +153,12 @@ def _setup(s: setup_report.SetupReport) -> None:
 
 
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
-    from orchestrator import doctor, preflight
-    from orchestrator import prepare as P
+    from orchestrator.checks import doctor, preflight
+    from orchestrator.checks import prepare as P
     from orchestrator.cli.state import STATE
-    from orchestrator.errors import GhRunError
+    from orchestrator.core.errors import GhRunError
+    from orchestrator.core.paths import display_path
     from orchestrator.executors.choose import transport_for
-    from orchestrator.paths import display_path
 
     limits: list[GhRunError] = []
     prep = P.prepare(spec, overrides, cluster, problems=limits)

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli.state import note, warn
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
 if TYPE_CHECKING:
     from orchestrator.cli.schema import Kind
-    from orchestrator.cluster import Cluster
+    from orchestrator.site.cluster import Cluster
 
 SCHEMA_KINDS: tuple[Kind, ...] = (
     "job",
@@ -71,8 +71,8 @@ def init_cmd(
       .gh-run/config.yaml     the project's settings (default cluster, its own folders)
       .gh-run/.gitignore      keeps runs and state out of git
     Every gh-run command then finds this project's home from this folder and below it."""
-    from orchestrator.cluster import load_cluster
-    from orchestrator.site_config import default_cluster, is_path
+    from orchestrator.site.cluster import load_cluster
+    from orchestrator.site.config import default_cluster, is_path
 
     target = folder.expanduser().absolute()
     name = cluster
@@ -99,7 +99,7 @@ def init_cmd(
             with p.path.open("x") as f:
                 f.write(p.text)
     except OSError as exc:
-        from orchestrator.errors import RuntimeFailure
+        from orchestrator.core.errors import RuntimeFailure
 
         raise RuntimeFailure(
             f"cannot write in {target}: {exc.strerror}; pick a folder you own"
@@ -123,8 +123,8 @@ def _plan(target: Path, cl: Cluster, ref: str, part_name: str) -> list[Planned]:
     import jinja2
 
     from orchestrator.cli.schema import schema_text
-    from orchestrator.shipped import templates_dir
-    from orchestrator.units import format_time, parse_time
+    from orchestrator.core.shipped import templates_dir
+    from orchestrator.core.units import format_time, parse_time
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir() / "init")),
@@ -147,7 +147,9 @@ def _plan(target: Path, cl: Cluster, ref: str, part_name: str) -> list[Planned]:
         if cpus == part.cpus_per_node
         else "",
         "time": format_time(min(parse_time(SFT_TIME), part.max_time_seconds)),
-        "runtime": part.container.runtime if part.container.runtime != "none" else "singularity",
+        "runtime": part.container.runtime
+        if part.container.runtime not in (None, "none")
+        else "singularity",
         "arch": part.arch,
     }
     home = target / ".gh-run"
@@ -170,7 +172,7 @@ def _plan(target: Path, cl: Cluster, ref: str, part_name: str) -> list[Planned]:
 def _check_jobs(target: Path, jobs: list[Path]) -> None:
     """Each starter job checked against its partition, as `gh-run check` would before asking
     the controller: one that does not fit says why (the site's limits are the admin's)."""
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     for job in jobs:
         try:

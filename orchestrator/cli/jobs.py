@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator import prepare as P
+from orchestrator.checks import prepare as P
 from orchestrator.cli.state import STATE, err_console, note, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
-from orchestrator.errors import GhRunError, RuntimeFailure, UserError
+from orchestrator.core.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.choose import ExecutorKind, choose_executor, transport_for, transport_of
 
 if TYPE_CHECKING:  # Rich, the store and the transports are imported when a command needs them
     from rich.table import Table
 
-    from orchestrator.artifacts import Manifest, SizeLimits
-    from orchestrator.store import Run, Store
+    from orchestrator.artifacts.collect import Manifest, SizeLimits
+    from orchestrator.store.db import Run, Store
     from orchestrator.transport.base import Transport
 
 SpecArg = Annotated[
@@ -85,7 +85,7 @@ def _prepare(
 ) -> P.Prepared:
     """The checked job (`prepare.prepare`), and a note on stderr when its cluster file is not
     the site's."""
-    from orchestrator.site_config import origin_note
+    from orchestrator.site.config import origin_note
 
     prep = P.prepare(
         spec, overrides or [], cluster, problems=problems, ask_controller=ask_controller
@@ -132,7 +132,7 @@ def check_cmd(spec: SpecArg, set_: SetOpt = None, cluster: ClusterOpt = None) ->
 
 
 def _check(prep: P.Prepared, limits: list[GhRunError] | None = None) -> None:
-    from orchestrator import preflight
+    from orchestrator.checks import preflight
 
     transport = transport_for(prep.cluster, warn)
     found = preflight.check_job(prep, STATE.home, transport, limits or [])
@@ -166,7 +166,7 @@ def submit_cmd(
     once SLURM (or the local executor) has the job; with it, gh-run shows the job's state
     until it ends, then collects its artifacts. Ctrl-C stops waiting, not the job:
     `gh-run wait RUN` picks it up again."""
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     limits: list[GhRunError] = []
     prep = _prepare(
@@ -199,8 +199,8 @@ def _wait_and_collect(runs: list[Run], timeout: float | None) -> None:
     from rich.live import Live
     from rich.table import Table
 
-    from orchestrator import runs as R
     from orchestrator.cli import run_view
+    from orchestrator.runs import lifecycle as R
 
     store = STATE.store()
     start = time.time()
@@ -278,9 +278,9 @@ def status_cmd(
     Runs that have not ended are asked about in one batched query per executor (sacct for
     SLURM). Piped output is plain aligned text with every value in full; a narrow terminal
     leaves out the less important columns first, never the run id or the state."""
-    from orchestrator import runs as R
     from orchestrator.cli import run_view
-    from orchestrator.store import iso
+    from orchestrator.runs import lifecycle as R
+    from orchestrator.store.db import iso
     from orchestrator.transport.base import TransportError
 
     if verbose:
@@ -338,8 +338,8 @@ def status_cmd(
 def _print_run(store: Store, r: Run) -> None:
     """One run: its fields, its events, and how it ended."""
     from orchestrator.cli import run_view
-    from orchestrator.escape import plain
-    from orchestrator.store import iso
+    from orchestrator.core.escape import plain
+    from orchestrator.store.db import iso
 
     print_fields(
         [
@@ -396,7 +396,7 @@ def logs_cmd(
     multi-task job writes its own pair of logs in the run folder; --rank N shows task N's.
     A progress bar (nsys, pip) that redraws its line with carriage returns is printed as the
     terminal showed it at the end, one line, not every state of the bar."""
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
     from orchestrator.transport.base import TransportError
 
     store = STATE.store()
@@ -444,13 +444,13 @@ def logs_cmd(
 
 
 class _LogPrinter:
-    """A log printed as a terminal shows it (orchestrator/logtext.py: progress bars in their
+    """A log printed as a terminal shows it (orchestrator/core/logtext.py: progress bars in their
     final state); with --follow, whole lines as they complete."""
 
     def __init__(self, transport: Transport, path: Path, follow: bool) -> None:
         import codecs
 
-        from orchestrator.logtext import LineFollower
+        from orchestrator.core.logtext import LineFollower
 
         self.transport, self.path, self.pos = transport, path, 0
         # A read can end inside a UTF-8 character: the decoder keeps it for the next one.
@@ -458,7 +458,7 @@ class _LogPrinter:
         self.follower = LineFollower() if follow else None
 
     def show(self, data: bytes, tail: int = 0) -> None:
-        from orchestrator.logtext import final_state
+        from orchestrator.core.logtext import final_state
 
         self.pos += len(data)
         text = self.decoder.decode(data, final=self.follower is None)
@@ -480,7 +480,7 @@ class _LogPrinter:
 
 def cancel_cmd(run: RunArg) -> None:
     """Cancel a run (scancel, or a signal to the local job)."""
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     store = STATE.store()
     r = store.find_run(run)
@@ -530,8 +530,8 @@ MaxRunOpt = Annotated[
 
 
 def _limits(run: Run, max_file: str | None, max_run: str | None) -> SizeLimits:
-    from orchestrator import runs as R
-    from orchestrator.artifacts import SizeLimits
+    from orchestrator.artifacts.collect import SizeLimits
+    from orchestrator.runs import lifecycle as R
 
     site = R.site_limits(run, warn)
     given = {"max_file_size": max_file, "max_run_size": max_run}
@@ -569,7 +569,7 @@ def fetch_cmd(
     listed and left where they are. With artifacts.reports: leave, the reports the job
     analysed stay on the cluster (listed in manifest.json, with size and sha256) unless
     --reports is given."""
-    from orchestrator import runs as R
+    from orchestrator.runs import lifecycle as R
 
     store = STATE.store()
     found = store.find_run(run)

@@ -18,8 +18,8 @@ from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.views import Row, count, pct
 from orchestrator.analysis.loader import RunSet
 from orchestrator.analysis.metrics import Metrics, RankMetrics, merged_top_kernels
-from orchestrator.analysis.presentation.advice import FOLD_OVER, advise, fold
-from orchestrator.analysis.presentation.labels import distinct_kernels, dur
+from orchestrator.analysis.presentation.advice import FOLD_OVER, fold
+from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.verdict import (
     NO_GPU,
     has_gpu,
@@ -27,8 +27,10 @@ from orchestrator.analysis.presentation.verdict import (
     holdings,
     idle_figures,
 )
+from orchestrator.analysis.timeline.kernel_names import distinct_kernels
 from orchestrator.cli.piped import Out
-from orchestrator.escape import markup, plain, term
+from orchestrator.core.escape import markup, plain, term
+from orchestrator.core.human import dur
 
 RANK_COLUMNS = 3  # entries shown side by side; more get the min / median / max summary
 

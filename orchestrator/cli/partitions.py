@@ -11,9 +11,9 @@ from rich.table import Table
 
 from orchestrator.cli.state import out
 from orchestrator.cli.table import Column, print_table
-from orchestrator.cluster import Cluster, Partition, load_cluster
-from orchestrator.errors import RuntimeFailure, UserError
-from orchestrator.yamlio import display_path
+from orchestrator.core.errors import RuntimeFailure, UserError
+from orchestrator.site.cluster import Cluster, Partition, load_cluster
+from orchestrator.spec.yamlio import display_path
 
 app = typer.Typer(
     name="partitions",
@@ -34,7 +34,7 @@ ClusterOpt = Annotated[
 
 def _load(cluster: str | None) -> Cluster:
     if cluster is None:
-        from orchestrator.site_config import default_cluster
+        from orchestrator.site.config import default_cluster
 
         cluster, _ = default_cluster()
     return load_cluster(cluster)
@@ -105,7 +105,7 @@ def list_cmd(
             p.max_time,
             p.default_time,
             _or_dash(p.features),
-            p.container.runtime,
+            p.container.runtime or "any",
         ]
         for name, p in cl.partitions.items()
     ]
@@ -149,7 +149,7 @@ def partition_table(cl: Cluster, name: str) -> Table:
         ("QoS", _or_dash(p.qos) if p.qos else "any"),
         ("features (--constraint)", _or_dash(p.features)),
         ("sbatch options every job gets", _or_dash(p.sbatch_options)),
-        ("container runtime", p.container.runtime),
+        ("container runtime", p.container.runtime or "not declared (any the job asks for)"),
         ("container binds", _or_dash(p.container.binds)),
         ("launcher", " ".join([p.launcher.kind, *p.launcher.options])),
         ("setup lines", "\n".join(p.setup) or "-"),
@@ -195,7 +195,7 @@ def import_cmd(
     ] = False,
 ) -> None:
     """Read the live cluster (scontrol) and write a draft cluster file for the admin to finish."""
-    from orchestrator import slurm_import
+    from orchestrator.executors import slurm_import
 
     if install and output is not None:
         raise UserError("--install and --output name two places; give one of them")
@@ -232,7 +232,7 @@ def import_cmd(
 
 def _site_file(name: str, force: bool) -> Path:
     """Where `--install` writes cluster NAME: the site's folder of cluster files."""
-    from orchestrator.paths import site_dir
+    from orchestrator.core.paths import site_dir
 
     path = site_dir() / "clusters" / f"{name}.yaml"
     if path.exists() and not force:

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from orchestrator.cli.table import paint
-from orchestrator.errors import GhRunError
-from orchestrator.escape import plain
-from orchestrator.store import Run, exit_code_worth_showing
+from orchestrator.core.errors import GhRunError
+from orchestrator.core.escape import plain
+from orchestrator.store.db import Run, exit_code_worth_showing
 
 STATE_STYLE = {
     "COMPLETED": "green",
@@ -46,7 +46,7 @@ def exit_text(run: Run) -> str:
 def tail(run: Run, path: Path, lines: int) -> list[str]:
     """The last `lines` lines of one of the run's text files (read from its last 64 KiB),
     on this machine or on the cluster's login node; [] if absent."""
-    from orchestrator.runs import transport_of_run
+    from orchestrator.runs.lifecycle import transport_of_run
 
     data = transport_of_run(run).read_tail(str(path), 64 * 1024)
     return data.decode("utf-8", "replace").splitlines()[-lines:] if data else []
@@ -63,7 +63,7 @@ def end_line(run: Run) -> str:
 
 def print_stderr_tail(run: Run, lines: int = 10, indent: str = "  ") -> None:
     """The last lines of a run's stderr (rank 0 / the batch step), if it wrote any."""
-    from orchestrator.runs import executor_for
+    from orchestrator.runs.lifecycle import executor_for
 
     _, err_path = executor_for(run).log_paths(run)
     try:

@@ -23,8 +23,8 @@ import typer
 from pydantic import BaseModel
 
 from orchestrator.cli.state import out
-from orchestrator.errors import UserError
-from orchestrator.paths import nearest_project_home
+from orchestrator.core.errors import UserError
+from orchestrator.core.paths import nearest_project_home
 
 # Where --write puts the files, under the project's root (or the current folder).
 SCHEMA_SUBDIR = Path("docs") / "schema"
@@ -53,15 +53,15 @@ def model_for(kind: Kind) -> type[BaseModel] | None:
     """The model behind a file kind; None when that part of gh-run is not installed."""
     kind = OVERLAY_OF.get(kind, kind)
     if kind == "job":
-        from orchestrator.spec import JobSpec
+        from orchestrator.spec.job import JobSpec
 
         return JobSpec
     if kind == "cluster":
-        from orchestrator.cluster import Cluster
+        from orchestrator.site.cluster import Cluster
 
         return Cluster
     if kind == "settings":
-        from orchestrator.site_config import ProjectSettings
+        from orchestrator.site.config import ProjectSettings
 
         return ProjectSettings
     try:

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.paths import Home, locate_home
+from orchestrator.core.paths import Home, locate_home
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
 
 @dataclass
@@ -35,7 +35,7 @@ class CliState:
         return locate_home(self.home_override)
 
     def store(self) -> Store:
-        from orchestrator.store import Store  # render and check never open it
+        from orchestrator.store.db import Store  # render and check never open it
 
         home = self.home
         if self._store is None or self._store.home != home:
@@ -83,7 +83,7 @@ def note(message: str) -> None:
 
 def warn(message: str) -> None:
     from orchestrator.cli.table import paint
-    from orchestrator.escape import plain
+    from orchestrator.core.escape import plain
 
     # Messages carry file names, job output and trace text: control characters are shown as
     # escapes, never sent to the terminal.

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
-    from orchestrator.cluster import Cluster
-    from orchestrator.store import Run
+    from orchestrator.site.cluster import Cluster
+    from orchestrator.store.db import Run
 
 
 Warn = Callable[[str], None]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from orchestrator.executors.base import Executor, Warn
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor
@@ -21,7 +21,7 @@ from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
-    from orchestrator.cluster import Cluster
+    from orchestrator.site.cluster import Cluster
 
 ExecutorKind = Literal["auto", "local", "slurm"]
 
@@ -67,7 +67,7 @@ def choose_executor(
     transport = transport_for(cluster, warn) if cluster is not None else LOCAL
     if transport.remote:
         if kind == "local":
-            from orchestrator.paths import display_path
+            from orchestrator.core.paths import display_path
 
             src = display_path(Path(cluster.source)) if cluster and cluster.source else "cluster"
             raise UserError(
@@ -84,6 +84,6 @@ def choose_executor(
 
 
 def _clusters_of(cluster: Cluster | None) -> str | None:
-    from orchestrator.cluster_identity import clusters_option
+    from orchestrator.executors.cluster_identity import clusters_option
 
     return clusters_option(cluster) if cluster is not None else None

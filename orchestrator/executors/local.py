@@ -36,13 +36,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
+from orchestrator.core.units import parse_time
 from orchestrator.executors.base import Executor, JobStatus, NotHere
-from orchestrator.units import parse_time
 
 if TYPE_CHECKING:  # the store is imported by what reads it, not by every executor user
-    from orchestrator.cluster import Cluster
-    from orchestrator.store import Run
+    from orchestrator.site.cluster import Cluster
+    from orchestrator.store.db import Run
 
 # Seconds between SIGTERM and SIGKILL (the `-k 10` of the former `timeout` supervisor).
 GRACE_SECONDS = 10.0
@@ -75,7 +75,7 @@ class LocalExecutor(Executor):
         barred = [c for c in clusters if not c.local_fallback]
         if not barred:
             return None
-        from orchestrator.paths import display_path
+        from orchestrator.core.paths import display_path
 
         c = barred[0]
         src = display_path(Path(c.source)) if c.source else f"cluster {c.name}"

@@ -17,24 +17,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.core.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, NotHere, Warn
+from orchestrator.executors.slurm_cli import SLURM_TIMEOUT_S as SLURM_TIMEOUT_S
+from orchestrator.executors.slurm_cli import TAKES_CLUSTERS as TAKES_CLUSTERS
+from orchestrator.executors.slurm_cli import UNREACHABLE as UNREACHABLE
+from orchestrator.executors.slurm_cli import run_slurm as run_slurm
+from orchestrator.executors.slurm_cli import with_clusters as with_clusters
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
-    from orchestrator.cluster import Cluster
     from orchestrator.executors.slurm_watch import GhRunWatcher, TrackedJob
-    from orchestrator.store import Run
-
-SLURM_TIMEOUT_S = 30.0
-# sbatch's words for "the controller is not there", as opposed to "the controller said no".
-UNREACHABLE = re.compile(
-    r"Unable to contact slurm controller|Socket timed out|Connection refused|"
-    r"Zero Bytes were transmitted|Communication connection failure",
-    re.IGNORECASE,
-)
-
+    from orchestrator.site.cluster import Cluster
+    from orchestrator.store.db import Run
 
 # slurmstepd's own words when it kills a step over its --mem: jobacct_gather's OverMemoryKill
 # ("Exceeded job memory limit"; SLURM then reports the job FAILED, not OUT_OF_MEMORY) or the
@@ -74,40 +70,12 @@ def parsable_job_id(stdout: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-# The SLURM clients that take --clusters (-M): every one gh-run runs but sacctmgr.
-TAKES_CLUSTERS = frozenset({"sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo"})
-
-
-def with_clusters(argv: Sequence[str], clusters: str | None) -> list[str]:
-    """argv with `--clusters=NAME` right after the program (where options go for all of them:
-    `scontrol --clusters=x show config`, `sbatch --clusters=x ... script`)."""
-    if not clusters or not argv or argv[0] not in TAKES_CLUSTERS:
-        return list(argv)
-    return [argv[0], f"--clusters={clusters}", *argv[1:]]
-
-
-def run_slurm(
-    argv: Sequence[str],
-    timeout: float = SLURM_TIMEOUT_S,
-    stdin: str | None = None,
-    transport: Transport | None = None,
-    env: Mapping[str, str] | None = None,
-    clusters: str | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a SLURM client command where the clients are (this machine unless a transport is
-    given), addressed to `clusters` (--clusters) when the cluster file asks for it; a missing
-    client, or a cluster that cannot be reached, is a clear runtime failure."""
-    return (transport or LOCAL).run(
-        with_clusters(argv, clusters), timeout=timeout, stdin=stdin, env=env
-    )
-
-
 def slurm_reachable(
     timeout: float = 5.0, transport: Transport | None = None, clusters: str | None = None
 ) -> bool:
     """Whether a controller answers: the same one query (cached) that tells its cluster name
     (cluster_identity.controller_facts), so `--executor auto` and the identity check cost one."""
-    from orchestrator import cluster_identity
+    from orchestrator.executors import cluster_identity
 
     try:
         cluster_identity.controller_facts(transport or LOCAL, clusters, timeout=timeout)
@@ -150,7 +118,7 @@ class SlurmExecutor(Executor):
         """Where a controller answers (one cached query: the same that tells its cluster name).
         A script only printed for a cluster that bars the local executor is an srun script
         whether a controller answers or not: nothing to ask."""
-        from orchestrator.cluster_identity import clusters_option
+        from orchestrator.executors.cluster_identity import clusters_option
 
         if render_only and any(not c.local_fallback for c in clusters):
             return None
@@ -307,7 +275,7 @@ class SlurmExecutor(Executor):
     def cancel(self, run: Run) -> None:
         if not run.job_id:
             return
-        from orchestrator import cluster_identity
+        from orchestrator.executors import cluster_identity
 
         # The same job id on another cluster is another job: never scancel it there.
         cluster_identity.check_run(run, self.transport, "nothing was cancelled")
@@ -397,7 +365,7 @@ class SlurmExecutor(Executor):
 
 def secrets_of(run: Run) -> dict[str, str]:
     """The secrets the run's spec names (workload.secret_env), from this environment."""
-    from orchestrator.spec import JobSpec
+    from orchestrator.spec.job import JobSpec
 
     names = JobSpec.model_validate_json(run.spec_json).workload.secret_env
     return {n: os.environ[n] for n in names if n in os.environ}

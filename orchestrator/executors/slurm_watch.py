@@ -16,9 +16,9 @@ import time
 import submitit
 from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
 
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
 from orchestrator.executors.base import Warn
-from orchestrator.executors.slurm import UNREACHABLE, run_slurm
+from orchestrator.executors.slurm_cli import UNREACHABLE, run_slurm
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.local import LOCAL
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
 
 Warn = Callable[[str], None]
 

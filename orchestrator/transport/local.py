@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
 from orchestrator.transport.base import Transport
 
 

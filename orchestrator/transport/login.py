@@ -10,10 +10,10 @@ from pathlib import Path
 
 from pydantic import Field
 
-from orchestrator.base import Strict
-from orchestrator.cluster import LOGIN_RE, Cluster
-from orchestrator.errors import UserError
-from orchestrator.yamlio import display_path
+from orchestrator.core.base import Strict
+from orchestrator.core.errors import UserError
+from orchestrator.site.cluster import LOGIN_RE, Cluster
+from orchestrator.spec.yamlio import display_path
 
 # ${VAR:-default} (what os.path.expandvars lacks), then $VAR / ${VAR}.
 _DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}")

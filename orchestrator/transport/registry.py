@@ -14,8 +14,8 @@ from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LOCAL
 
 if TYPE_CHECKING:
-    from orchestrator.cluster import Cluster
-    from orchestrator.store import Run
+    from orchestrator.site.cluster import Cluster
+    from orchestrator.store.db import Run
     from orchestrator.transport.login import SshLogin
     from orchestrator.transport.ssh import SshTransport
 

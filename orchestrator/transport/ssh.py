@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import GhRunError, RuntimeFailure, UserError
-from orchestrator.shipped import templates_dir
+from orchestrator.core.errors import GhRunError, RuntimeFailure, UserError
+from orchestrator.core.shipped import templates_dir
 from orchestrator.transport.base import Transport, TransportError
 from orchestrator.transport.login import SshLogin
 

@@ -39,8 +39,8 @@ RECORD = ".gh-run.json"
 
 
 def prepare(root_src: Path, x86: Path) -> None:
-    from orchestrator.render import make_environment
-    from orchestrator.shipped import templates_dir
+    from orchestrator.core.shipped import templates_dir
+    from orchestrator.render.scripts import make_environment
 
     step = root_src / STEP
     (step / "reports").mkdir(parents=True)

@@ -411,7 +411,7 @@ def test_two_concurrent_resumes_send_each_group_once(
     """Two `resume` processes on one planned campaign, each sbatch slowed by a pass-through
     wrapper so they overlap: every group is claimed by one of them and sent exactly once."""
     from orchestrator.campaign import load_campaign, plan
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
     ledger = tmp_path / "ledger.txt"
     camp = _write(
@@ -429,7 +429,7 @@ def test_two_concurrent_resumes_send_each_group_once(
     cid = plan(Store(gh_home), load_campaign(camp), camp, gh_home, "slurm")
     env = {**os.environ, **_sbatch_wrapper(tmp_path, 'sleep 1\nexec "$REAL" "$@"\n')}
     code = (
-        "import sys; from pathlib import Path; from orchestrator.store import Store; "
+        "import sys; from pathlib import Path; from orchestrator.store.db import Store; "
         "from orchestrator.campaign import resume; "
         "r = resume(Store(Path(sys.argv[1])), sys.argv[2]); print(r)"
     )
@@ -513,7 +513,7 @@ def test_arrays_are_chunked_at_the_array_limit_on_the_real_controller(
     controller: an array of 2 and a single job."""
     from orchestrator.campaign import load_campaign, plan, send
     from orchestrator.campaign.submission import max_array_size
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
     assert max_array_size() == 1001  # asked of the controller (`scontrol show config`)
     camp = _write(

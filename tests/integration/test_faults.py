@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import artifacts, runs
-from orchestrator.errors import RuntimeFailure
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.core.errors import RuntimeFailure
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.store import Run, Store
+from orchestrator.runs import lifecycle as runs
+from orchestrator.store.db import Run, Store
 from tests import devcluster
 from tests.conftest import REPO
 
@@ -384,9 +385,9 @@ def test_sigkill_between_intent_and_job_id_is_repaired(
 DRIVER = """
 import sys
 from pathlib import Path
-from orchestrator import runs as R
+from orchestrator.runs import lifecycle as R
 from orchestrator.executors.slurm import SlurmExecutor
-from orchestrator.store import Run, Store
+from orchestrator.store.db import Run, Store
 home = Path(sys.argv[1]); spec = Path(sys.argv[2])
 store = Store(home); prep = R.prepare(spec)
 for _ in range(100):

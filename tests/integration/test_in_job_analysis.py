@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 from tests.integration import test_profiled
 from tests.integration.test_profiled import JOB, _at
 from tests.laptop import Laptop, cluster_file

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from orchestrator import runs
-from orchestrator.artifacts import sha256_of
-from orchestrator.store import Store
+from orchestrator.artifacts.collect import sha256_of
+from orchestrator.runs import lifecycle as runs
+from orchestrator.store.db import Store
 from tests import devcluster
 from tests.unit.test_properties import check_echoed, echo_specs, submit_generated
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 from tests import devcluster
 
 pytestmark = pytest.mark.cluster

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.cluster import load_cluster
-from orchestrator.slurm_import import draft_cluster, parse_gres, parse_records, to_yaml
+from orchestrator.executors.slurm_import import draft_cluster, parse_gres, parse_records, to_yaml
+from orchestrator.site.cluster import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = REPO / "tests" / "data" / "expected_dev_import.yaml"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import tools
-from orchestrator.store import Store
+from orchestrator.core import tools
+from orchestrator.store.db import Store
 
 pytestmark = pytest.mark.cluster
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 from tests import devcluster
 
 pytestmark = pytest.mark.cluster

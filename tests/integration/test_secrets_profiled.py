@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator import tools
-from orchestrator.store import Store
+from orchestrator.core import tools
+from orchestrator.store.db import Store
 
 pytestmark = pytest.mark.cluster
 

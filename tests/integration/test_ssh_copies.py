@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import load_cluster
+from orchestrator.site.cluster import load_cluster
 from orchestrator.transport.login import resolve_login
 from orchestrator.transport.ssh import SshTransport
 from tests import devcluster

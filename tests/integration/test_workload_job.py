@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 
 pytest.importorskip("torch", reason="the reference workload needs torch (make install adds it)")
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from orchestrator.analysis import advise, analyze_paths, compare
-from orchestrator.analysis.families.settings import RunSettings, from_args, from_spec
 from orchestrator.analysis.presentation.verdict import verdict
+from orchestrator.analysis.settings import RunSettings, from_args, from_spec
 from tests.fixtures.nsys_builder import NsysBuilder
 from tests.unit.test_analysis_report import cli
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from orchestrator.analysis import analyze_paths
 from orchestrator.analysis.readers import kineto, tracetext
 from orchestrator.analysis.timeline import ranks
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from tests.fixtures.kineto_builder import KinetoBuilder, training_trace, write_kineto_stream
 from tests.fixtures.nsys_builder import NsysBuilder
 
@@ -214,7 +214,7 @@ def test_a_run_whose_trace_is_not_an_export_stores_no_metrics(
     gh_home: Path, tmp_path: Path
 ) -> None:
     from orchestrator.cli.analysis import register
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
     from tests.unit.test_store_artifacts import make_run
 
     run_dir = tmp_path / "run"

@@ -16,7 +16,7 @@ from orchestrator.analysis.families import kernel_classes
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.readers import kineto
 from orchestrator.analysis.timeline import step_names
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from tests.fixtures.kineto_builder import BWD_TID, MAIN_TID, KinetoBuilder, training_trace
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")  # pandas deprecations inside HTA

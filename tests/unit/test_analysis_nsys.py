@@ -15,7 +15,7 @@ from orchestrator.analysis.families import gaps
 from orchestrator.analysis.metrics import RankMetrics
 from orchestrator.analysis.readers import sqlite_pages
 from orchestrator.analysis.timeline import intervals, ranks, step_names
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from tests.fixtures.nsys_builder import NVTX_MARK, NVTX_STARTEND, NsysBuilder
 
 REAL = Path(__file__).resolve().parents[1] / "data/nsys"  # copies of ../shared/data/nsys

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from orchestrator.analysis import Metrics, advise, analyze_paths, compare, write_report
 from orchestrator.cli.analysis import register
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from tests.fixtures.kineto_builder import KinetoBuilder, training_trace
 from tests.fixtures.nsys_builder import NsysBuilder
 
@@ -280,7 +280,7 @@ def test_analyze_piped_prints_plain_full_values(tmp_path: Path) -> None:
 
 
 def test_analyze_of_a_run_id_stores_headline(gh_home: Path, tmp_path: Path) -> None:
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
     from tests.unit.test_store_artifacts import make_run
 
     src = TRACES / "baseline"

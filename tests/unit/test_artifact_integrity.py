@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import artifacts
-from orchestrator.errors import RuntimeFailure
-from orchestrator.spec import JobSpec
-from orchestrator.store import Run, Store
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.core.errors import RuntimeFailure
+from orchestrator.spec.job import JobSpec
+from orchestrator.store.db import Run, Store
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator import yamlio
-from orchestrator.cluster import Cluster
+from orchestrator.site.cluster import Cluster
+from orchestrator.spec import yamlio
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,8 +83,8 @@ def test_each_executor_answers_for_itself(tmp_path: Path, dead_controller: Path)
     """submitit's AutoExecutor shape (executors/choose.py): each executor says whether it takes
     the jobs here; `auto` asks them in order and, when none does, joins their reasons into the
     one refusal the CLI test above reads. With a real SLURM client and no controller."""
-    from orchestrator import cluster_identity
-    from orchestrator.errors import UserError
+    from orchestrator.core.errors import UserError
+    from orchestrator.executors import cluster_identity
     from orchestrator.executors.choose import AUTO_ORDER, auto_executor
     from orchestrator.executors.local import LocalExecutor
     from orchestrator.executors.slurm import SlurmExecutor

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import yamlio
 from orchestrator.campaign.model import (
     DEFAULT_MAX_VARIANTS,
     Campaign,
@@ -23,7 +22,8 @@ from orchestrator.campaign.model import (
     load_campaign,
     variant_count,
 )
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
+from orchestrator.spec import yamlio
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

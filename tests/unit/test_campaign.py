@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator import runs as R
 from orchestrator.campaign import expand, finish, load_campaign, plan, repair, report, send
-from orchestrator.campaign import records as db
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.campaign.finish import exit_code, notify_argv, run_notify, verdict
 from orchestrator.campaign.model import Notify, Threshold, apply_overrides
@@ -23,11 +21,13 @@ from orchestrator.campaign.results import CampaignResult, Finding, VariantResult
 from orchestrator.campaign.schedule import cron_line
 from orchestrator.campaign.submission import chunk_groups, prepare_variants
 from orchestrator.campaign.tracking import track
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.core.errors import RuntimeFailure, UserError
 from orchestrator.executors.slurm import SlurmExecutor
-from orchestrator.render import render_array
-from orchestrator.store import Store
-from orchestrator.yamlio import parse_text
+from orchestrator.render.scripts import render_array
+from orchestrator.runs import lifecycle as R
+from orchestrator.spec.yamlio import parse_text
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 from tests.conftest import REPO, have_shellcheck, run_cli
 
 

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from orchestrator.campaign import bands, load_campaign, plan
-from orchestrator.campaign import records as db
 from orchestrator.campaign.model import Band, Threshold, expand, repeat_of
 from orchestrator.campaign.report import band_svg
 from orchestrator.campaign.results import Finding, NightPoint, evaluate
-from orchestrator.errors import UserError
-from orchestrator.store import Store
+from orchestrator.core.errors import UserError
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 from tests.conftest import REPO
 
 BAND = Band(nights=10, min_nights=3, width=4.0, floor_pct=2.0)

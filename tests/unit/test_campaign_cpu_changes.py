@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from orchestrator.campaign import explain, load_campaign, plan
-from orchestrator.campaign import records as db
 from orchestrator.campaign.cpu_changes import FIGURES, cpu_changes
 from orchestrator.campaign.results import PHASE_SOURCES, evaluate, extract_metrics
-from orchestrator.store import Run, Store
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Run, Store
 from tests.conftest import REPO
 
 REF_S = 0.0007  # the reference work's CPU seconds in the good run

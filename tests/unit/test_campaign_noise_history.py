@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from orchestrator.campaign import explain, load_campaign, plan
-from orchestrator.campaign import records as db
 from orchestrator.campaign.results import CampaignResult, evaluate
-from orchestrator.store import Store
+from orchestrator.store import campaigns as db
+from orchestrator.store.db import Store
 from tests.conftest import REPO
 
 RECORDED = REPO / "tests" / "data" / "campaign_noise" / "bursty.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.analysis.readers import nsys_sqlite
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
 from tests.fixtures.nsys_builder import NsysBuilder
 
 MAIN = 4242

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from orchestrator.analysis import analyze_paths, headline
 from orchestrator.analysis.catalogue import CATALOGUE, FAMILIES, Entry, Metric, views
 from orchestrator.analysis.metrics import Metrics
-from orchestrator.analysis.presentation.labels import dur
 from orchestrator.cli.analysis import register
+from orchestrator.core.human import dur
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # what a key's ending says of its unit (the state store and campaigns read it so)

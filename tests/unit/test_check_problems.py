@@ -93,9 +93,9 @@ def test_check_names_an_unset_secret_with_the_other_problems(
 def test_the_submit_host_checks_return_every_problem(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """preflight.submit_host: each check returns its problem; submit raises them together, one
     alone as its own sentence; a cluster over SSH has its image there, not here."""
-    from orchestrator import preflight
-    from orchestrator.errors import UserError
-    from orchestrator.spec import JobSpec
+    from orchestrator.checks import preflight
+    from orchestrator.core.errors import UserError
+    from orchestrator.spec.job import JobSpec
 
     monkeypatch.delenv("GH_RUN_TEST_A", raising=False)
     spec = JobSpec.model_validate(
@@ -123,10 +123,10 @@ def test_the_submit_host_checks_return_every_problem(tmp_path: Path, monkeypatch
 
 
 def test_fit_partition_collects_or_raises_every_limit() -> None:
-    from orchestrator import preflight
-    from orchestrator.cluster import load_cluster
-    from orchestrator.errors import GhRunError, UserError
-    from orchestrator.spec import JobSpec
+    from orchestrator.checks import preflight
+    from orchestrator.core.errors import GhRunError, UserError
+    from orchestrator.site.cluster import load_cluster
+    from orchestrator.spec.job import JobSpec
 
     cluster = load_cluster("dev")
     spec = JobSpec.model_validate(

@@ -91,7 +91,7 @@ def test_status_and_logs_read_the_store_without_heavy_libraries(
 ) -> None:
     home, rid = home_with_a_run
     mods = modules_after([rid if a == "RUN" else a for a in args], home, tmp_path)
-    assert "orchestrator.cli.jobs" in mods and "orchestrator.store" in mods
+    assert "orchestrator.cli.jobs" in mods and "orchestrator.store.db" in mods
     assert not top(mods) & HEAVY, sorted(top(mods) & HEAVY)
 
 
@@ -116,8 +116,8 @@ def test_render_and_check_leave_out_numpy_and_submitit(
     # search (importlib.metadata: email, zipfile, csv).
     unused = {
         "sqlite3",
-        "orchestrator.store",
-        "orchestrator.artifacts",
+        "orchestrator.store.db",
+        "orchestrator.artifacts.collect",
         "orchestrator.cli.run_view",
     }
     assert not mods & (unused | {"importlib.metadata"}), sorted(
@@ -150,9 +150,9 @@ def test_analyze_of_a_trace_imports_only_what_it_uses(tmp_path: Path) -> None:
         "orchestrator.analysis.readers.nsys_sqlite",
         "orchestrator.analysis.readers.sqlite_columns",
         "orchestrator.analysis.readers.sqlite_pages",
-        "orchestrator.nsys_versions",
-        "orchestrator.store",
-        "orchestrator.runs",
+        "orchestrator.nsys.versions",
+        "orchestrator.store.db",
+        "orchestrator.runs.lifecycle",
         "orchestrator.executors",
         "concurrent.futures",
     }
@@ -186,13 +186,13 @@ def test_the_analysis_package_imports_its_public_names_on_first_use() -> None:
 
 
 def test_pydantic_plugin_stand_in_steps_aside_for_other_names() -> None:
-    """The stand-in for pydantic's plugin loader (orchestrator/base.py) answers "no plugins";
+    """The stand-in for pydantic's plugin loader (orchestrator/core/base.py) answers "no plugins";
     asked for anything else, the real module is loaded and answers."""
     res = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import sys, orchestrator.base; from pydantic.plugin import _loader as l; "
+            "import sys, orchestrator.core.base; from pydantic.plugin import _loader as l; "
             "assert tuple(l.get_plugins()) == (); "
             "assert 'importlib.metadata' not in sys.modules; "
             "print(l.PYDANTIC_ENTRY_POINT_GROUP, 'importlib.metadata' in sys.modules)",
@@ -271,7 +271,7 @@ try:
 except SystemExit:
     pass
 with open(sys.argv[1], "w") as f:
-    json.dump({"calls": len(calls), "ran": "orchestrator.render" in sys.modules}, f)
+    json.dump({"calls": len(calls), "ran": "orchestrator.render.scripts" in sys.modules}, f)
 """
 
 

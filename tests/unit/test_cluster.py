@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cluster import (
+from orchestrator.checks.controller_answer import explain_controller
+from orchestrator.core.errors import UserError
+from orchestrator.site.cluster import (
     Cluster,
     Partition,
     image_arch,
     load_cluster,
     validate_job,
 )
-from orchestrator.controller_answer import explain_controller
-from orchestrator.errors import UserError
-from orchestrator.spec import JobSpec
+from orchestrator.spec.job import JobSpec
 
 
 def job(**over: Any) -> JobSpec:
@@ -257,7 +257,7 @@ def _site_with_defaults(tmp_path: Path, accounts: str = "[]") -> Cluster:
 
 
 def test_cluster_defaults_reach_the_script(tmp_path: Path) -> None:
-    from orchestrator.render import render_job
+    from orchestrator.render.scripts import render_job
 
     site = _site_with_defaults(tmp_path)
     spec = job()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import Cluster, load_cluster, validate_job
-from orchestrator.cluster_identity import clusters_option, parse_config
-from orchestrator.errors import GhRunError, RuntimeFailure, UserError, combine
-from orchestrator.executors.slurm import with_clusters
-from orchestrator.spec import load_spec_located
+from orchestrator.core.errors import GhRunError, RuntimeFailure, UserError, combine
+from orchestrator.executors.cluster_identity import clusters_option, parse_config
+from orchestrator.executors.slurm_cli import with_clusters
+from orchestrator.site.cluster import Cluster, load_cluster, validate_job
+from orchestrator.spec.job import load_spec_located
 
 # The head of `scontrol show config` on the dev cluster (SLURM 22.05), two lines cut out.
 CONFIG = """Configuration data as of 2026-11-26T06:44:09

@@ -12,14 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.analysis import analyze_paths, compare
-from orchestrator.analysis.presentation.labels import (
-    NOT_MEASURED,
-    change_text,
-    distinct_kernels,
-    in_unit,
-    row_unit,
-    short_kernel,
-)
+from orchestrator.analysis.timeline.kernel_names import distinct_kernels, short_kernel
+from orchestrator.core.human import NOT_MEASURED, change_text, in_unit, row_unit
 from tests.unit.test_analysis_report import cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.container import ContainerSpec, check_image, exec_prefix, forwarded_env
-from orchestrator.errors import UserError
-from orchestrator.spec import JobSpec
+from orchestrator.core.errors import UserError
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.container import ContainerSpec, check_image, exec_prefix, forwarded_env
+from orchestrator.spec.job import JobSpec
 
 
 def spec(**fields: object) -> ContainerSpec:
@@ -125,7 +125,7 @@ def test_render_works_without_the_image() -> None:
         }
     )
     cluster = load_cluster("dev")
-    from orchestrator.render import render_job
+    from orchestrator.render.scripts import render_job
 
     pn, part = validate_job(job, cluster)
     script = render_job(job, cluster, pn, part, "r", "/runs/r").script
@@ -199,8 +199,8 @@ def test_sft_cleanenv_two_nodes_forwards_the_rank_environment(
     """jobs/sft.yaml --set container.cleanenv=true --set resources.nodes=2: nsys expands
     %q{SLURM_PROCID} and NeMo reads ${oc.env:GH_RUN_ARTIFACTS} inside the container, so both
     (and the rank/rendezvous variables) must reach it through SINGULARITYENV_."""
-    from orchestrator.render import render_job
-    from orchestrator.spec import load_spec
+    from orchestrator.render.scripts import render_job
+    from orchestrator.spec.job import load_spec
     from tests.unit.test_render import extract_files
 
     monkeypatch.setenv("SCRATCH", "/scratch/test")
@@ -249,7 +249,7 @@ def test_forwarding_prefix_and_what_is_not_forwarded() -> None:
 
 
 def test_a_secret_reaches_the_container_through_the_launcher_only(tmp_path: Path) -> None:
-    from orchestrator.render import render_job
+    from orchestrator.render.scripts import render_job
     from tests.unit.test_render import extract_files
 
     job = JobSpec.model_validate(

@@ -210,7 +210,7 @@ def test_legal_nasty_values_arrive_intact(file: str, gh_home: Path) -> None:
     spec = yaml.safe_load((CORPUS / "legal" / file).read_text())
     res = run_cli(["submit", f"tests/corpus/legal/{file}", "-x", "local", "--wait"], gh_home)
     assert res.rc == 0, res.text
-    from orchestrator.store import Store
+    from orchestrator.store.db import Store
 
     run = Store(gh_home).find_run("last")
     art = gh_home / "artifacts" / run.run_id / "artifacts"

@@ -11,8 +11,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from orchestrator.analysis import analyze_paths, write_report
-from orchestrator.escape import markdown, markup, plain
-from orchestrator.store import Store
+from orchestrator.core.escape import markdown, markup, plain
+from orchestrator.store.db import Store
 from tests.conftest import run_cli
 from tests.fixtures.kineto_builder import KinetoBuilder
 from tests.fixtures.store_rows import ended_run

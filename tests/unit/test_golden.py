@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.render import render_job
-from orchestrator.spec import load_spec
+from orchestrator.render.scripts import render_job
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import load_spec
 from tests.unit.test_render import extract_files
 
 REPO = Path(__file__).resolve().parents[2]

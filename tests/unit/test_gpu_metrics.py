@@ -15,9 +15,9 @@ import pytest
 
 from orchestrator.analysis import analyze_paths
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.families import gpu_metric_names as N
 from orchestrator.analysis.families import gpu_metrics
 from orchestrator.analysis.presentation.compare import compare
+from orchestrator.analysis.readers import gpu_metric_names as N
 from tests.fixtures.recordings import export, unpacked
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.errors import UserError
-from orchestrator.profile import (
+from orchestrator.core.errors import UserError
+from orchestrator.nsys.profile import (
     NsysSite,
     ProfileSpec,
     check_for_version,
     nsys_setup,
     profiler_prefix,
 )
-from orchestrator.render import render_job
-from orchestrator.spec import JobSpec
+from orchestrator.render.scripts import render_job
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import JobSpec
 from tests.fixtures.recordings import export
 from tests.unit.test_render import extract_files
 
@@ -189,7 +189,7 @@ def _spec(**profile: Any) -> JobSpec:
 
 
 def test_counter_warnings_say_what_closes_them(tmp_path: Path) -> None:
-    from orchestrator import gpu_counters
+    from orchestrator.checks import gpu_counters
 
     params = tmp_path / "params"
     proc = tmp_path / "proc"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.paths import locate_home, user_home
+from orchestrator.core.paths import locate_home, user_home
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "jobs" / "smoke.yaml")

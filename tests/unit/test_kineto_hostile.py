@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis.readers import kineto, kineto_scan, tracetext
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from tests.fixtures.kineto_builder import kineto_event_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -207,7 +207,7 @@ PROBE = """
 import sys
 from pathlib import Path
 from orchestrator.analysis.readers import kineto
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 try:
     kineto.load_trace(Path(sys.argv[1]))
     code = 0

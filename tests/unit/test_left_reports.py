@@ -1,5 +1,6 @@
 """Which files a run leaves on the cluster with `artifacts.reports: leave`
-(orchestrator/left_reports.py), and which reports `analyze --on-cluster` finds in a manifest."""
+(orchestrator/artifacts/left_reports.py), and which reports `analyze --on-cluster` finds in a
+manifest."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import left_reports, on_cluster
-from orchestrator.errors import UserError
-from orchestrator.store import Run
+from orchestrator.artifacts import left_reports
+from orchestrator.core.errors import UserError
+from orchestrator.runs import on_cluster
+from orchestrator.store.db import Run
 
 FILES = {
     "artifacts/r.0.sqlite": 1,

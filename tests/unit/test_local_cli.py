@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import runs
-from orchestrator.artifacts import sha256_of
+from orchestrator.artifacts.collect import sha256_of
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.store import Store
+from orchestrator.runs import lifecycle as runs
+from orchestrator.store.db import Store
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "jobs" / "smoke.yaml")

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator import runs
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.store import INTENT, Run, Store
+from orchestrator.runs import lifecycle as runs
+from orchestrator.store.db import INTENT, Run, Store
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

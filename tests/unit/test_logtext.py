@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.logtext import LineFollower, final_line, final_state
-from orchestrator.store import Store
+from orchestrator.core.logtext import LineFollower, final_line, final_state
+from orchestrator.store.db import Store
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "jobs" / "smoke.yaml")

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.errors import UserError
-from orchestrator.nemo import UM_BOOTSTRAP, NemoWorkload, hydra_quote, hydra_value
-from orchestrator.render import render_job
-from orchestrator.spec import JobSpec, load_spec
+from orchestrator.core.errors import UserError
+from orchestrator.render.scripts import render_job
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import JobSpec, load_spec
+from orchestrator.spec.nemo import UM_BOOTSTRAP, NemoWorkload, hydra_quote, hydra_value
 from tests.unit.test_render import extract_files
 
 REPO = Path(__file__).resolve().parents[2]

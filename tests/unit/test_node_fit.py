@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import node_wide
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.errors import UserError
-from orchestrator.node_post import rank_ranges
-from orchestrator.profile import ProfileSpec
-from orchestrator.render import render_job
-from orchestrator.sif_arch import sif_arch
-from orchestrator.spec import JobSpec
+from orchestrator.checks.fit import fit_partition
+from orchestrator.checks.sif_arch import sif_arch
+from orchestrator.core.errors import UserError
+from orchestrator.nsys import node_wide
+from orchestrator.nsys.profile import ProfileSpec
+from orchestrator.render.node_post import rank_ranges
+from orchestrator.render.scripts import render_job
+from orchestrator.site.cluster import load_cluster
+from orchestrator.spec.job import JobSpec
 from tests.unit.test_golden import extract_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def _job(**over: object) -> JobSpec:
 
 def _refusal(job: JobSpec) -> str:
     with pytest.raises(UserError) as exc:
-        validate_job(job, load_cluster(str(QUAD)))
+        fit_partition(job, load_cluster(str(QUAD)), "job")
     return exc.value.message
 
 
@@ -49,7 +50,7 @@ def test_every_profile_field_is_classified() -> None:
 def test_one_rank_per_node_runs_the_node_wide_collectors() -> None:
     cluster = load_cluster(str(QUAD))
     job = _job()
-    pn, part = validate_job(job, cluster)
+    pn, part = fit_partition(job, cluster, "job")
     r = render_job(job, cluster, pn, part, "r", "/runs/r")
     assert r.context.node_wide == ["sample=system-wide", "event_sample=system-wide"]
     sampler, other = r.context.sampler_argv, r.context.argv
@@ -71,7 +72,7 @@ def test_two_samplers_per_node_are_refused() -> None:
             "exclusive": True,
         }
     )  # fmt: skip
-    validate_job(job, load_cluster(str(QUAD)))
+    fit_partition(job, load_cluster(str(QUAD)), "job")
     # the sampler's rank not profiled on a node
     job = _job(profile={"tool": "nsys", "sample": "system-wide", "ranks": [1, 2]})
     assert "profile.ranks: node 0 has profiled ranks but not rank 0" in _refusal(job)
@@ -111,7 +112,7 @@ def test_the_script_does_not_grow_with_the_job(nodes: int) -> None:
     for n in (1, nodes):
         job = _job(resources={"nodes": n, "ntasks_per_node": 4, "gpus_per_node": 4,
                               "cpus_per_task": 72})  # fmt: skip
-        pn, part = validate_job(job, cluster)
+        pn, part = fit_partition(job, cluster, "job")
         sizes.append(len(render_job(job, cluster, pn, part, "r", "/runs/r").script))
     # only the digits of the node and rank counts differ (a few numbers, a few bytes each)
     assert sizes[1] - sizes[0] < 64

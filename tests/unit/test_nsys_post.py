@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.render import render_job
-from orchestrator.spec import JobSpec
+from orchestrator.render.scripts import render_job
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import JobSpec
 from tests.conftest import real_nsys
 
 

@@ -1,4 +1,4 @@
-"""nsys version knowledge (orchestrator/nsys_versions.py) and rendering for a version, checked
+"""nsys version knowledge (orchestrator/nsys/versions.py) and rendering for a version, checked
 against the real Nsight Systems CLIs that `make deps` installs (2023.4.4, 2022.4.2 and 2024.2.3
 in the tools prefix): what each answers about itself (the probe), its report lists, and that the
 flag spelling gh-run renders for each version is the one that version takes (the other spelling
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import doctor, nsys_probe
-from orchestrator import nsys_versions as nv
-from orchestrator.profile import (
+from orchestrator.checks import doctor
+from orchestrator.nsys import probe as nsys_probe
+from orchestrator.nsys import versions as nv
+from orchestrator.nsys.profile import (
     NsysSetup,
     NsysSite,
     ProfileSpec,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.spec import load_spec
-from orchestrator.store import Run, Store
+from orchestrator.spec.job import load_spec
+from orchestrator.store.db import Run, Store
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "jobs" / "smoke.yaml"

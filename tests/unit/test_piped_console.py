@@ -17,7 +17,7 @@ from rich.errors import MarkupError
 from rich.markup import escape as rich_escape
 
 from orchestrator.cli import piped
-from orchestrator.escape import markup, plain
+from orchestrator.core.escape import markup, plain
 
 # Pieces that exercise every branch of Rich's markup and text handling: tags opened and
 # closed (implicitly, explicitly, with nothing to close), escaped brackets and backslashes,

@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.nsys_command import from_nsys_command
-from orchestrator.nsys_versions import NsysVersion
-from orchestrator.profile import (
+from orchestrator.nsys.command import from_nsys_command
+from orchestrator.nsys.profile import (
     NsysSetup,
     ProfileSpec,
     nsys_output,
@@ -22,8 +20,10 @@ from orchestrator.profile import (
     profiler_prefix,
     report_files,
 )
-from orchestrator.render import RenderedJob, render_job
-from orchestrator.spec import JobSpec
+from orchestrator.nsys.versions import NsysVersion
+from orchestrator.render.scripts import RenderedJob, render_job
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import JobSpec
 from tests.unit.test_render import extract_files
 
 SEED = (
@@ -64,7 +64,7 @@ def test_the_seed_command_renders_to_its_long_flag_equivalent() -> None:
 
 
 def test_jobs_sft_profiles_exactly_as_the_seed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.spec import load_spec
+    from orchestrator.spec.job import load_spec
 
     monkeypatch.setenv("SCRATCH", "/scratch/test")
     repo = Path(__file__).resolve().parents[2]
@@ -307,8 +307,8 @@ def test_torch_tool_sets_the_contract_and_optional_flag() -> None:
 def test_bad_sample_and_cpuctxsw_refused_naming_file_field_and_choices(
     tmp_path: Path, field: str, value: str
 ) -> None:
-    from orchestrator.errors import UserError
-    from orchestrator.spec import load_spec
+    from orchestrator.core.errors import UserError
+    from orchestrator.spec.job import load_spec
 
     job = tmp_path / "p.yaml"
     job.write_text(

@@ -18,14 +18,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import runs, yamlio
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 from orchestrator.executors.choose import choose_executor
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.render import render_job
-from orchestrator.spec import JobSpec
-from orchestrator.store import Store
+from orchestrator.render.scripts import render_job
+from orchestrator.runs import lifecycle as runs
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec import yamlio
+from orchestrator.spec.job import JobSpec
+from orchestrator.store.db import Store
 
 # Any unicode a YAML file can carry, minus NUL (refused with a clear error) and surrogates.
 TEXT = st.text(
@@ -229,8 +230,8 @@ def test_user_only_modes(tmp_path: Path) -> None:
 
 
 def test_retry_policy_decisions() -> None:
-    from orchestrator.retry import decide
-    from orchestrator.spec import Retries
+    from orchestrator.runs.retry import decide
+    from orchestrator.spec.job import Retries
 
     pol = Retries.model_validate({"max": 2, True: ["NODE_FAIL", "TIMEOUT"]})  # YAML's `on`
     assert pol.on == ["NODE_FAIL", "TIMEOUT"]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis import loader, records
-from orchestrator.errors import UserError
+from orchestrator.analysis import loader, records, write_records
+from orchestrator.core.errors import UserError
 from tests.fixtures.recordings import unpacked
 from tests.unit import test_golden_outputs as golden
 
@@ -61,7 +61,7 @@ def only_records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 if f.name.endswith(TRACES) and loader._kind(f) is not None:
                     if f.name.endswith(".json") and not loader._looks_like_trace(f):
                         continue
-                    rec = records.write(f)
+                    rec = write_records.write(f)
                     dest = here / f.relative_to(there)
                     shutil.copyfile(rec, records.record_path(dest))
                     dest.unlink()
@@ -87,7 +87,7 @@ def test_a_record_of_another_size_is_not_taken_for_the_report_here(tmp_path: Pat
     src = golden.DATA / "nsys" / "saxpy-mpi-cuda_perlmutter0.sqlite"
     f = tmp_path / src.name
     shutil.copyfile(src, f)
-    rec = records.write(f)
+    rec = write_records.write(f)
     assert records.usable(f) is not None
     data = json.loads(rec.read_text())
     data["report"]["size"] += 1
@@ -99,7 +99,7 @@ def test_a_record_of_another_version_without_its_report_names_the_fix(tmp_path: 
     src = golden.DATA / "nsys" / "saxpy-mpi-cuda_perlmutter0.sqlite"
     f = tmp_path / src.name
     shutil.copyfile(src, f)
-    rec = records.write(f)
+    rec = write_records.write(f)
     data = json.loads(rec.read_text())
     data["gh_run"] = "0.0.1"
     rec.write_text(json.dumps(data))
@@ -113,7 +113,7 @@ def test_reread_without_the_report_says_where_it_is(tmp_path: Path) -> None:
     src = golden.DATA / "nsys" / "saxpy-mpi-cuda_perlmutter0.sqlite"
     f = tmp_path / src.name
     shutil.copyfile(src, f)
-    records.write(f)
+    write_records.write(f)
     f.unlink()
     assert loader.analyze_paths([tmp_path]).ranks  # from the record
     with pytest.raises(UserError, match="left on the cluster"):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import load_cluster, validate_job
-from orchestrator.errors import UserError
-from orchestrator.render import EmbeddedFile, render_job, shell_quote
-from orchestrator.spec import JobSpec, load_spec
+from orchestrator.core.errors import UserError
+from orchestrator.render.scripts import EmbeddedFile, render_job, shell_quote
+from orchestrator.site.cluster import load_cluster, validate_job
+from orchestrator.spec.job import JobSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = [

@@ -18,9 +18,9 @@ from orchestrator.analysis import analyze_paths, write_report
 from orchestrator.analysis.families import host, step_view
 from orchestrator.analysis.metrics import Metrics, StepView
 from orchestrator.analysis.presentation.compare import compare
-from orchestrator.analysis.presentation.labels import short_kernel
 from orchestrator.analysis.presentation.report import NCCL_COLOR
 from orchestrator.analysis.readers import nsys_sqlite
+from orchestrator.analysis.timeline.kernel_names import short_kernel
 from tests.unit.test_analysis_report import cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"

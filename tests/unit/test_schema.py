@@ -17,10 +17,10 @@ from pathlib import Path
 import jsonschema  # test-only dependency
 import pytest
 
-from orchestrator import yamlio
 from orchestrator.cli.schema import KINDS, available_kinds, schema_text
-from orchestrator.cluster import load_cluster
-from orchestrator.spec import load_spec
+from orchestrator.site.cluster import load_cluster
+from orchestrator.spec import yamlio
+from orchestrator.spec.job import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_LINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")

@@ -1,5 +1,5 @@
-"""The last step of a job with secrets (`orchestrator/secret_scrub.py`): every file of a run
-folder cleaned of the values, whatever holds them (an export's text with NUL-separated
+"""The last step of a job with secrets (`orchestrator/artifacts/secret_scrub.py`): every file of a
+run folder cleaned of the values, whatever holds them (an export's text with NUL-separated
 environment blocks as nsys writes them, free pages, a report, gzip, a log across read chunks),
 by name on stderr, never by value. The real profiled job: tests/integration/
 test_secrets_profiled.py."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import secret_scrub as S
+from orchestrator.artifacts import secret_scrub as S
 
 VALUE = "hf_s3cr3t 'q' \"d\"\\end\n2nd line"
 

@@ -1,4 +1,4 @@
-"""Package data (orchestrator/shipped.py): read through importlib.resources, here from the
+"""Package data (orchestrator/core/shipped.py): read through importlib.resources, here from the
 editable install's mapping of the top-level folders (the installed wheel: test_installed_wheel).
 """
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator import shipped
+from orchestrator.core import shipped
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import site_config
-from orchestrator.cluster import load_cluster
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
+from orchestrator.site import config as site_config
+from orchestrator.site.cluster import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = (REPO / "clusters" / "dev.yaml").read_text()

@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.analysis.readers import tracetext
-from orchestrator.errors import UserError
-from orchestrator.limits import SizeLimits
-from orchestrator.units import format_size, parse_size
+from orchestrator.core.errors import UserError
+from orchestrator.core.units import format_size, parse_size
+from orchestrator.site.limits import SizeLimits
 
 # (text, bytes): binary units in any case, with or without B / iB, spaces around and between
 SIZES = [

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import yamlio
 from orchestrator.campaign.model import Schedule
-from orchestrator.cluster import Cluster
-from orchestrator.spec import load_spec
-from orchestrator.units import format_time, parse_time
+from orchestrator.core.units import format_time, parse_time
+from orchestrator.site.cluster import Cluster
+from orchestrator.spec import yamlio
+from orchestrator.spec.job import load_spec
 
 # SLURM's formats (sbatch(1), --time): M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 TABLE = [
@@ -114,7 +114,7 @@ def test_unquoted_times_in_a_schedule(written: str, canonical: str) -> None:
 
 
 def test_rendered_directive_is_the_slurm_meaning(tmp_path: Path) -> None:
-    from orchestrator import runs
+    from orchestrator.runs import lifecycle as runs
 
     prep = runs.prepare(_spec(tmp_path, "1:00:00"))
     script = runs.render(prep, "t-1", tmp_path / "t-1").script

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import runs
-from orchestrator.errors import RuntimeFailure
+from orchestrator.core.errors import RuntimeFailure
 from orchestrator.executors.local import LocalExecutor
-from orchestrator.store import Run, Store, sql_limit
+from orchestrator.runs import lifecycle as runs
+from orchestrator.store.db import Run, Store, sql_limit
 from tests.conftest import run_cli
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import UserError
-from orchestrator.spec import JobSpec, load_spec
+from orchestrator.core.errors import UserError
+from orchestrator.spec.job import JobSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,8 +122,8 @@ def test_a_field_named_like_a_union_tag_keeps_its_name() -> None:
 
     from pydantic import Field
 
-    from orchestrator import yamlio
-    from orchestrator.base import Strict
+    from orchestrator.core.base import Strict
+    from orchestrator.spec import yamlio
 
     class Cmd(Strict):
         kind: Literal["command"] = "command"

@@ -463,7 +463,7 @@ def test_a_damaged_kernel_tree_gives_every_kernel_or_one_sentence(tmp_path: Path
     meets a child twice) exit 2 in one sentence naming the file, the table and the fix; on both
     paths alike."""
     from orchestrator.analysis.timeline import model as T
-    from orchestrator.errors import UserError
+    from orchestrator.core.errors import UserError
 
     src = DATA / "nsys_h100" / "baseline" / "baseline.sqlite"
     lib = sqlite_pages._LIB
@@ -588,7 +588,7 @@ def test_a_hot_rollback_journal_is_named_with_its_fix(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from orchestrator.errors import UserError
+    from orchestrator.core.errors import UserError
 
     path = tmp_path / "x.sqlite"
     shutil.copy(DATA / "nsys_h100" / "baseline" / "baseline.sqlite", path)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store import SCHEMA_VERSION, Run, Store
+from orchestrator.store.db import SCHEMA_VERSION, Run, Store
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.analysis.families import idle_causes, library_ranges
+from orchestrator.analysis.families import idle_causes
 from orchestrator.analysis.loader import analyze_paths
-from orchestrator.analysis.presentation.advice import advise
+from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.verdict import verdict
+from orchestrator.analysis.timeline import library_ranges, step_rules
 from orchestrator.analysis.timeline import model as T
-from orchestrator.analysis.timeline import step_rules
 from tests.fixtures.recordings import unpacked
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "unannotated"

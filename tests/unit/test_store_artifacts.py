@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import artifacts
-from orchestrator.errors import UserError
-from orchestrator.spec import JobSpec
-from orchestrator.store import INTENT, Run, Store
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.core.errors import UserError
+from orchestrator.spec.job import JobSpec
+from orchestrator.store.db import INTENT, Run, Store
 
 
 def make_run(run_dir: Path, run_id: str = "r-1", executor: str = "local", **kw: object) -> Run:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster import Cluster, load_cluster, validate_job
-from orchestrator.errors import UserError
-from orchestrator.render import RenderContext, render_job
-from orchestrator.spec import load_spec
+from orchestrator.core.errors import UserError
+from orchestrator.render.scripts import RenderContext, render_job
+from orchestrator.site.cluster import Cluster, load_cluster, validate_job
+from orchestrator.spec.job import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "admin-templates" / "cluster.yaml"

@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator import artifacts, remote_collect
-from orchestrator.cluster import Cluster
-from orchestrator.errors import UserError
-from orchestrator.runs import cluster_runs_root
-from orchestrator.spec import JobSpec
-from orchestrator.store import SCHEMA, Run, Store
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.artifacts import remote_collect
+from orchestrator.core.errors import UserError
+from orchestrator.runs.lifecycle import cluster_runs_root
+from orchestrator.site.cluster import Cluster
+from orchestrator.spec.job import JobSpec
+from orchestrator.store.db import SCHEMA, Run, Store
 from orchestrator.transport import registry
 from orchestrator.transport.local import LOCAL
 from orchestrator.transport.login import expand_local, resolve_login

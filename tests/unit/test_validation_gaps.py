@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from orchestrator import yamlio
 from orchestrator.campaign import cron
 from orchestrator.campaign.model import Campaign, Schedule, Threshold
-from orchestrator.cluster import ClusterDefaults, Partition
-from orchestrator.envvars import check_env_name
-from orchestrator.errors import UserError
-from orchestrator.profile import ProfileSpec
-from orchestrator.spec import JobSpec, Resources
-from orchestrator.units import parse_mem_mib
+from orchestrator.core.errors import UserError
+from orchestrator.core.units import parse_mem_mib
+from orchestrator.nsys.profile import ProfileSpec
+from orchestrator.site.cluster import ClusterDefaults, Partition
+from orchestrator.spec import yamlio
+from orchestrator.spec.envvars import check_env_name
+from orchestrator.spec.job import JobSpec, Resources
 
 SPEC: dict[str, Any] = {"name": "ok", "workload": {"command": "true"}}
 
@@ -146,9 +146,9 @@ def test_threshold_boundaries(
 
 
 def test_nan_metric_is_a_reported_regression(tmp_path: Path) -> None:
-    from orchestrator.campaign import records as db
     from orchestrator.campaign.results import evaluate
-    from orchestrator.store import Run, Store
+    from orchestrator.store import campaigns as db
+    from orchestrator.store.db import Run, Store
 
     store = Store(tmp_path / "home")
     campaign = Campaign.model_validate(
@@ -210,7 +210,7 @@ def test_nan_metric_is_a_reported_regression(tmp_path: Path) -> None:
 
 
 def _record(cid: str, campaign: Campaign, created: float) -> Any:
-    from orchestrator.campaign import records as db
+    from orchestrator.store import campaigns as db
 
     return db.CampaignRecord(
         campaign_id=cid,
@@ -232,6 +232,6 @@ def test_threshold_messages_and_small_bases() -> None:
 
 
 def test_booleans_are_quoted_as_words() -> None:
-    from orchestrator.render import shell_quote
+    from orchestrator.render.scripts import shell_quote
 
     assert (shell_quote(True), shell_quote(False)) == ("true", "false")

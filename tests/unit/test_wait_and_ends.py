@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.store import Store
+from orchestrator.store.db import Store
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.analysis.presentation import labels as L
+from orchestrator.core import human as L
 
 if TYPE_CHECKING:
     from orchestrator.analysis.metrics import Metrics, RankMetrics

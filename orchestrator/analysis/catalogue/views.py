@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.analysis.catalogue.entries import CATALOGUE, FAMILIES, WAIT_FUNCS
 from orchestrator.analysis.catalogue.model import Family, Metric
-from orchestrator.analysis.presentation import labels as L
+from orchestrator.core import human as L
 
 if TYPE_CHECKING:
     from orchestrator.analysis.metrics import Metrics, RankMetrics
@@ -299,7 +299,7 @@ RANKS: Layout = [
     ]),
 ]  # fmt: skip
 
-# the state store's headline numbers of a run (`metrics.headline`), in this order
+# the state store's headline numbers of a run (`headline`), in this order
 HEADLINE = [
     "gpu_busy_pct", "gpu_idle_pct", "hta_idle_pct", "hta_compute_pct", "hta_non_compute_pct",
     "gpu_compute_pct", "kernel_pct", "memcpy_share_pct", "um_share_pct", "idle_gaps",
@@ -529,8 +529,13 @@ def recorded(key: str, m: Metrics) -> float | None:
 
 
 def headline(m: Metrics) -> dict[str, float | None]:
-    """The headline numbers (`HEADLINE`), unchecked: GPU figures of a trace without kernels
-    read 0, as they always have in the state store."""
+    """The flat headline numbers of one run, for the state store's metrics table (campaigns read
+    them for regressions): the `HEADLINE` view, keys as there (docs/metrics.md defines each).
+    Means over ranks unless the catalogue says otherwise; None = no value; none at all for a
+    run without ranks. Unchecked: GPU figures of a trace without kernels read 0, as they
+    always have in the state store."""
+    if not m.ranks:
+        return {}
     return {k: metric(k).run_value(m, check=False) for k in _keys(HEADLINE, "headline")}
 
 

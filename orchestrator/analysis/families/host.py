@@ -21,6 +21,7 @@ from orchestrator.analysis.metrics import (
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals, union_in_span, union_of_sorted
 from orchestrator.analysis.timeline.step_names import is_data_wait, step_family, step_pattern
+from orchestrator.analysis.timeline.step_names import step_rows as step_rows
 
 TOP_RANGES = 50
 TOP_THREADS = 40
@@ -124,19 +125,6 @@ def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
     ]
     out.sort(key=lambda r: -r.total_ns)
     return group_step_ranges(out)[:TOP_RANGES]
-
-
-def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
-    """(name, start, duration) of the host annotations named like training steps."""
-    h = tl.host
-    is_step = tl.name_mask(lambda n: step_family(n) is not None)
-    m = (h.kind == T.ANNOTATION) & is_step[h.name] & (h.end >= h.start) if h.size else None
-    if m is None or not bool(m.any()):
-        return []
-    return [
-        (tl.names[i], s, e - s)
-        for i, s, e in zip(h.name[m].tolist(), h.start[m].tolist(), h.end[m].tolist(), strict=True)
-    ]
 
 
 def steps(rows: Iterable[tuple[str, int, int]]) -> StepStats | None:

@@ -46,9 +46,9 @@ autocast), no "offload fewer layers" without offloading on.
 
 from __future__ import annotations
 
-from orchestrator.analysis.families.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.analysis.metrics import IdleCause, Metrics, RankMetrics
-from orchestrator.base import Strict
+from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
+from orchestrator.core.base import Strict
 
 IDLE_PCT = 10.0
 DATA_WAIT_PCT = 5.0
@@ -497,16 +497,3 @@ def _waiting(a: Advice, metrics: Metrics) -> Advice:
             "message": f"{a.message}; much of it is waiting for {s.entry}, the straggler",
         }
     )
-
-
-def advise(metrics: Metrics) -> list[Advice]:
-    """Every rule that fires on any rank, then the cross-rank rules. Low overlap on a rank that
-    waits for a straggler is said to be waiting (`_waiting`)."""
-    kind = metrics.workload_kind
-    st = metrics.settings
-    per_rank = [_waiting(a, metrics) for r in metrics.ranks for a in _rules(r, kind, st)]
-    # imported here: its rules import this module
-    from orchestrator.analysis.presentation import gpu_metric_findings
-
-    per_rank += [a for r in metrics.ranks for a in gpu_metric_findings.rules(r, kind, st)]
-    return per_rank + _straggler(metrics)

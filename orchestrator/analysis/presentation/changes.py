@@ -12,10 +12,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.families import library_ranges
 from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.timeline import library_ranges
 from orchestrator.analysis.timeline.step_names import step_family
-from orchestrator.base import Strict
+from orchestrator.core.base import Strict
 
 # The reference workload's phases (workloads/train.py), shown in this order; other
 # user ranges follow. What a slower phase most likely means, for the one-sentence finding.

@@ -26,8 +26,8 @@ from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.entries import WAIT_FUNCS
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.changes import WhatChanged, what_changed
-from orchestrator.analysis.presentation.labels import NEAR_ZERO, change_text
-from orchestrator.base import Strict
+from orchestrator.core.base import Strict
+from orchestrator.core.human import NEAR_ZERO, change_text
 
 __all__ = ["NEAR_ZERO", "WAIT_FUNCS", "Comparison", "ComparisonRow", "change_text", "compare"]
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.analysis.families.gpu_metric_model import GpuMetrics
+from orchestrator.analysis.gpu_metric_model import GpuMetrics
 
 if TYPE_CHECKING:
-    from orchestrator.analysis.families.settings import RunSettings
     from orchestrator.analysis.metrics import Metrics, RankMetrics
     from orchestrator.analysis.presentation.advice import Advice
+    from orchestrator.analysis.settings import RunSettings
 
 GEMM_PCT = 30.0
 TENSOR_LOW_PCT = 10.0
@@ -80,8 +80,8 @@ def _gemm_pct(r: RankMetrics) -> float:
 
 
 def _tensor_rule(r: RankMetrics, g: GpuMetrics, kind: str, st: RunSettings) -> Advice | None:
-    from orchestrator.analysis.families.settings import is_low_precision
     from orchestrator.analysis.presentation.advice import Advice, fp32_knob
+    from orchestrator.analysis.settings import is_low_precision
 
     tensor, sm = g.value("tensor_active_pct"), g.value("sm_active_pct")
     gemm = _gemm_pct(r)

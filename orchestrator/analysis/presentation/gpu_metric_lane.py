@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape as xml_escape
 
-from orchestrator.analysis.families.gpu_metric_model import MetricLane
+from orchestrator.analysis.gpu_metric_model import MetricLane
 from orchestrator.analysis.presentation import labels as L
 
 LABELS = {

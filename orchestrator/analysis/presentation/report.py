@@ -21,15 +21,16 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.families.gpu_metric_model import MetricLane
+from orchestrator.analysis.gpu_metric_model import MetricLane
 from orchestrator.analysis.metrics import Metrics, RankMetrics, StepView
 from orchestrator.analysis.presentation import gpu_metric_lane
 from orchestrator.analysis.presentation import labels as L
-from orchestrator.analysis.presentation.advice import Advice, advise, fold
+from orchestrator.analysis.presentation.advice import Advice, fold
+from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.compare import Comparison, compare, key_rows
 from orchestrator.analysis.presentation.verdict import verdict
-from orchestrator.escape import markdown, plain
-from orchestrator.shipped import templates_dir
+from orchestrator.core.escape import markdown, plain
+from orchestrator.core.shipped import templates_dir
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 FOLD_RANKS = 8  # beyond this many entries the per-rank parts of a report are folded

@@ -15,8 +15,9 @@ from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.metrics import Metrics, merged_top_kernels
 from orchestrator.analysis.presentation import gpu_metric_findings
 from orchestrator.analysis.presentation.advice import Advice
-from orchestrator.analysis.presentation.labels import dur, short_kernel, size
-from orchestrator.base import Strict
+from orchestrator.analysis.timeline.kernel_names import short_kernel
+from orchestrator.core.base import Strict
+from orchestrator.core.human import dur, size
 
 FINDINGS = 3
 BUSY_PCT = 95.0  # idle below 100 - this: the GPU is the bottleneck, not what feeds it

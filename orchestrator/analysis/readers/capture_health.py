@@ -109,7 +109,7 @@ def main(argv: list[str]) -> int:
     import sys
 
     from orchestrator.analysis.readers.nsys_db import connect_ro
-    from orchestrator.errors import UserError
+    from orchestrator.core.errors import UserError
 
     status = 0
     for name in argv:

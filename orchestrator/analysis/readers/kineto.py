@@ -46,7 +46,7 @@ import orjson
 
 from orchestrator.analysis.readers import kineto_scan, tracetext
 from orchestrator.analysis.timeline import model as T
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
 _COPY_RE = re.compile(r"(?i)memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)")
 _BLANK = re.compile(rb"[ \t\r\n]*")  # JSON white space (a comma is a separator: checked)

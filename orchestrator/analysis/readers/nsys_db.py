@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.timeline import model as T
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

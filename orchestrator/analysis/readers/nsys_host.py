@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.families import library_ranges
 from orchestrator.analysis.readers.nsys_db import (
     KERNEL,
     MEMCPY,
@@ -30,7 +29,7 @@ from orchestrator.analysis.readers.nsys_db import (
     pid_tid,
 )
 from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns, integral
-from orchestrator.analysis.timeline import columns
+from orchestrator.analysis.timeline import columns, library_ranges
 from orchestrator.analysis.timeline import model as T
 
 NVTX_RANGE_TYPES = (59, 60, 70)

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.analysis.families import gpu_metrics
 from orchestrator.analysis.readers import (
     capture_health,
     export_schema,
     nsys_gpu,
+    nsys_gpu_metrics,
     nsys_host,
     nsys_memory,
     nsys_ranks,
@@ -49,7 +49,7 @@ from orchestrator.analysis.readers.nsys_db import (
 )
 from orchestrator.analysis.readers.sqlite_columns import READ_THREADS, PartsRead
 from orchestrator.analysis.timeline import model as T
-from orchestrator.errors import RuntimeFailure, UserError
+from orchestrator.core.errors import RuntimeFailure, UserError
 
 
 class _Reader:
@@ -167,7 +167,7 @@ class _Reader:
                 }
             version = self._version()
             rank_env = nsys_ranks.env_rank(db)
-            samples = gpu_metrics.read(ex.path, db.conn)
+            samples = nsys_gpu_metrics.read(ex.path, db.conn)
         finally:
             db.conn.close()
         source = T.SourceInfo(

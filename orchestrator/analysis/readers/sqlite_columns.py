@@ -28,7 +28,7 @@ import numpy as np
 from orchestrator.analysis.readers import sqlite_pages
 from orchestrator.analysis.readers import table_parts as TP
 from orchestrator.analysis.readers.nsys_db import connect_ro
-from orchestrator.errors import UserError
+from orchestrator.core.errors import UserError
 
 FETCH_CHUNK_ROWS = 250_000
 END = '"end"'  # a keyword of SQL: quoted wherever the column is named

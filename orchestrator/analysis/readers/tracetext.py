@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator import units
-from orchestrator.errors import UserError
+from orchestrator.core import units
+from orchestrator.core.errors import UserError
 
 CHUNK_BYTES = 8 << 20
 # one event (or the white space between two) larger than this is refused: the splitter holds it

@@ -284,7 +284,7 @@ class RankTimeline:
     processes: int = 1
     # what the reader left out or noticed (rows with non-integer times, ...)
     notes: list[str] = field(default_factory=list)
-    # nsys GPU-metric samples of the export and its GPUs' UUIDs (`gpu_metrics.Samples`)
+    # nsys GPU-metric samples of the export and its GPUs' UUIDs (`nsys_gpu_metrics.Samples`)
     gpu_samples: Any = None
 
     def devices(self) -> list[int]:

@@ -1,11 +1,14 @@
 """What a range's name says about the training loop: a training step (`step_family`: its
 family, `step_pattern`: its name with the step number as `*`) or a wait for input data
 (`is_data_wait`). The names workloads give their NVTX / profiler ranges (`ProfilerStep#3`,
-`train_step 12`, `iteration-4`, `get_batch`); `step_rules.py` finds steps that carry no name."""
+`train_step 12`, `iteration-4`, `get_batch`), and the host annotations so named (`step_rows`);
+`step_rules.py` finds steps that carry no name."""
 
 from __future__ import annotations
 
 import re
+
+from orchestrator.analysis.timeline import model as T
 
 _STEP_RE = re.compile(
     r"(?i)^\s*(?P<fam>profilerstep|train(?:ing)?[ _-]?step|step|iteration|iter)"
@@ -36,3 +39,16 @@ def step_pattern(name: str) -> str | None:
 def is_data_wait(name: str) -> bool:
     """True for ranges that say the step waits for input data."""
     return bool(_DATA_WAIT_RE.search(name))
+
+
+def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
+    """(name, start, duration) of the host annotations named like training steps."""
+    h = tl.host
+    is_step = tl.name_mask(lambda n: step_family(n) is not None)
+    m = (h.kind == T.ANNOTATION) & is_step[h.name] & (h.end >= h.start) if h.size else None
+    if m is None or not bool(m.any()):
+        return []
+    return [
+        (tl.names[i], s, e - s)
+        for i, s, e in zip(h.name[m].tolist(), h.start[m].tolist(), h.end[m].tolist(), strict=True)
+    ]

@@ -7,7 +7,7 @@ so that the statistics, the step picture and the cross-rank skew treat them as t
 workload's own ranges.
 
 1. `ranges`: the workload's own step ranges (NVTX in the default domain, Kineto's
-   `ProfilerStep#N`): `host.step_rows`. Library ranges never count (`library_ranges`).
+   `ProfilerStep#N`): `step_names.step_rows`. Library ranges never count (`library_ranges`).
 2. `optimizer`: the optimizer's kernels close each step. Kernels whose names belong to an
    optimizer family (`SPECIFIC`: Adam/AdamW/SGD/LAMB/Lion/Adagrad/RMSprop/Adafactor...; else
    `GENERIC`: PyTorch's and apex's multi-tensor `foreach` kernels, which training scripts run in
@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.families import host
-from orchestrator.analysis.presentation.labels import short_kernel
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.kernel_names import short_kernel
+from orchestrator.analysis.timeline.step_names import step_rows
 
 SPECIFIC = re.compile(
     r"(?i)adam|sgd|(?<![a-z])lamb(?!da)|lion(?![a-z])|adagrad|rmsprop|adafactor|novograd"
@@ -88,7 +88,7 @@ def known_step_count(data: dict[str, Any]) -> tuple[int, str] | None:
 
 def find(tl: T.RankTimeline, known: tuple[int, str] | None = None) -> FoundSteps:
     """The first rule of the cascade that answers (see the module docstring)."""
-    own = host.step_rows(tl)
+    own = step_rows(tl)
     if own:
         return FoundSteps("ranges", f"the workload's own step ranges ({len(own)} ranges)", own)
     asides: list[str] = ["no step ranges of the workload's own"]

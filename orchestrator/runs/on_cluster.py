@@ -1,0 +1,284 @@
+"""`gh-run analyze --on-cluster RUN|CAMPAIGN`: the runs' reports analysed again where they lie,
+with SLURM as the engine (no worker pool, no service):
+
+- the map: one job array, one task per report (templates/sbatch/analysis_map.sbatch.j2:
+  `analyze --write-records REPORT`, the record written beside the report);
+- the reduce: one job after the whole array (`--dependency=afterany`: a report whose task
+  failed is read by the reduce itself), each run's `analyze --json` over its folder, which reads
+  the records in the reports' place: ranks put together, the cross-rank view
+  (templates/sbatch/analysis_reduce.sbatch.j2);
+- tracking: every task and the reduce through the executor's watcher, one batched sacct per
+  poll, as runs are tracked;
+- results: each run's JSON read back through the run's transport (this machine, or the login
+  node over SSH), and each report's record copied into the artifact store beside the run's
+  other files, where later `analyze`, `compare`, `report` and campaign judgement read it.
+
+The reports a run has are those its manifest lists (left on the cluster, or brought back: they
+are in the run folder there too). The analysis folder is `.gh-run-analysis/<id>` beside the run
+folders; its scripts and logs stay there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from orchestrator import __version__
+from orchestrator.artifacts import collect as artifacts
+from orchestrator.artifacts.left_reports import RECORD_SUFFIX
+from orchestrator.core.errors import RuntimeFailure, UserError
+from orchestrator.executors.base import Warn
+from orchestrator.store.db import Run, Store, is_terminal
+
+REPORT_SUFFIXES = (".sqlite", ".pt.trace.json", ".pt.trace.json.gz")
+FOLDER = ".gh-run-analysis"
+
+
+@dataclass(frozen=True)
+class Report:
+    run: Run
+    relpath: str  # artifacts/... in the run folder and in the artifact store
+
+    @property
+    def there(self) -> str:
+        return f"{self.run.run_dir}/{self.relpath}"
+
+
+def runs_named(store: Store, refs: Sequence[str]) -> list[Run]:
+    """Runs by reference (id, prefix, job id, `last`), or every run of a campaign."""
+    from orchestrator.store import campaigns as records
+    from orchestrator.store.db import NoSuchRun
+
+    out: list[Run] = []
+    for ref in refs:
+        try:
+            out.append(store.find_run(ref))
+            continue
+        except NoSuchRun as exc:
+            why = exc.message
+        try:
+            rec = records.get_campaign(store, ref)
+        except UserError:
+            raise UserError(
+                f"{ref}: neither a run nor a campaign ({why}); name a run id or a campaign id"
+            ) from None
+        out += list(records.runs_of(store, rec.campaign_id).values())
+    return out
+
+
+def reports_of(home: Path, run: Run) -> list[Report]:
+    """The reports of a run its manifest lists: left on the cluster or brought back (either
+    way they are in its run folder there)."""
+    if run.executor == "local":
+        raise UserError(
+            f"run {run.run_id} ran on this machine (executor local): analyse it here with"
+            f" `gh-run analyze {run.run_id}`"
+        )
+    manifest = artifacts.store_dir(home, run.run_id) / "manifest.json"
+    try:
+        data = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        raise UserError(
+            f"run {run.run_id} has no manifest yet ({run.state}); `gh-run fetch {run.run_id}`"
+            " lists its files first"
+        ) from None
+    rels = [f["relpath"] for f in data.get("files", [])] + [
+        x["relpath"] for x in data.get("left", [])
+    ]
+    return [
+        Report(run, rel)
+        for rel in sorted(set(rels))
+        if rel.startswith("artifacts/") and rel.endswith(REPORT_SUFFIXES)
+    ]
+
+
+def directives(name: str, partition: str, time_limit: str, extra: list[str]) -> list[str]:
+    return [
+        f"--job-name={name}",
+        f"--partition={partition}",
+        "--ntasks=1",
+        "--cpus-per-task=1",
+        f"--time={time_limit}",
+        *extra,
+    ]
+
+
+@dataclass
+class Submitted:
+    folder: str
+    array: str
+    reduce: str
+    reports: list[Report]
+    runs: list[Run]
+
+
+def submit(home: Path, runs: list[Run], warn: Warn | None = None) -> tuple[Submitted, object]:
+    """Write the map and reduce scripts into a new analysis folder on the cluster, submit the
+    array and the reduce after it; returns what was submitted and the executor tracking it."""
+    from orchestrator.render.scripts import make_environment, search_path
+    from orchestrator.runs import lifecycle as R
+    from orchestrator.site.cluster import load_cluster
+
+    if not runs:
+        raise UserError("--on-cluster: no runs named")
+    clusters = {r.cluster for r in runs}
+    if len(clusters) > 1:
+        raise UserError(
+            f"--on-cluster: the runs are on {len(clusters)} clusters"
+            f" ({', '.join(sorted(clusters))}); analyse each cluster's runs apart"
+        )
+    reports = [rep for r in runs for rep in reports_of(home, r)]
+    if not reports:
+        raise UserError("--on-cluster: the runs list no reports (nsys exports, Kineto traces)")
+    first = runs[0]
+    cluster = load_cluster(R.spec_of(first).cluster)
+    part = cluster.partitions.get(first.partition)
+    time_limit = (part.default_time if part is not None else None) or "00:30:00"
+    gh_run = cluster.gh_run_on_nodes()
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
+    root = str(PurePosixPath(first.run_dir).parent / FOLDER)
+    folder = f"{root}/{stamp}"
+    name = f"ghr-analysis-{stamp}"
+    env = make_environment(search_path(cluster))
+    map_text = env.get_template("sbatch/analysis_map.sbatch.j2").render(
+        version=__version__,
+        directives=directives(
+            f"{name}-map",
+            first.partition,
+            time_limit,
+            [f"--array=0-{len(reports) - 1}", f"--output={folder}/map_%a.out"],
+        ),
+        gh_run=gh_run,
+        reports=[r.there for r in reports],
+    )
+    reduce_runs = [
+        {"run_id": r.run_id, "folder": f"{r.run_dir}/artifacts", "out": f"{folder}/{r.run_id}.json"}
+        for r in runs
+    ]
+    transport = R.transport_of_run(first)
+    executor = R.slurm_executor_for(first, warn)
+    with tempfile.TemporaryDirectory(prefix="gh-run-analysis.") as tmp:
+        local = Path(tmp) / stamp
+        local.mkdir()
+        (local / "map.sbatch").write_text(map_text)
+        if transport.remote:
+            transport.push(Path(tmp), [stamp], root)
+        else:
+            Path(root).mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.replace(local, folder)
+        array = executor.sbatch(f"{folder}/map.sbatch", job_name=f"{name}-map")
+        reduce_text = env.get_template("sbatch/analysis_reduce.sbatch.j2").render(
+            version=__version__,
+            directives=directives(
+                f"{name}-reduce",
+                first.partition,
+                time_limit,
+                [f"--dependency=afterany:{array}", f"--output={folder}/reduce.out"],
+            ),
+            gh_run=gh_run,
+            runs=reduce_runs,
+        )
+        if transport.remote:
+            (local / "reduce.sbatch").write_text(reduce_text)
+            transport.push(Path(tmp), [stamp], root)
+        else:
+            Path(folder, "reduce.sbatch").write_text(reduce_text)
+    reduce = executor.sbatch(f"{folder}/reduce.sbatch", job_name=f"{name}-reduce")
+    return Submitted(folder, array, reduce, reports, runs), executor
+
+
+def _tracked(sub: Submitted, first: Run) -> list[Run]:
+    """The array's tasks and the reduce as the executor tracks jobs (not stored as runs)."""
+    import dataclasses
+
+    base = dataclasses.replace(first, run_dir=sub.folder, state="PENDING")
+    tasks = [
+        dataclasses.replace(base, run_id=f"map {i}", job_id=f"{sub.array}_{i}")
+        for i in range(len(sub.reports))
+    ]
+    return [*tasks, dataclasses.replace(base, run_id="reduce", job_id=sub.reduce)]
+
+
+def wait(
+    sub: Submitted,
+    executor: object,
+    progress: Callable[[str], None] | None = None,
+    interval: float = 2.0,
+) -> dict[str, str]:
+    """Poll the tasks and the reduce (one batched query per poll) until the reduce has ended;
+    job → final state."""
+    from orchestrator.executors.slurm import SlurmExecutor
+
+    assert isinstance(executor, SlurmExecutor)
+    jobs = _tracked(sub, sub.runs[0])
+    states = {j.run_id: "PENDING" for j in jobs}
+    shown = ""
+    while True:
+        got = executor.poll([j for j in jobs if not is_terminal(states[j.run_id])])
+        for run_id, st in got.items():
+            states[run_id] = st.state
+        done = sum(1 for k, s in states.items() if k != "reduce" and is_terminal(s))
+        line = f"map {done}/{len(jobs) - 1} tasks ended; reduce {states['reduce']}"
+        if progress is not None and line != shown:
+            progress(line)
+            shown = line
+        if is_terminal(states["reduce"]):
+            return states
+        time.sleep(interval)
+
+
+def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[object], list[str]]:
+    """Each run's analysis (Metrics, or a RunSet where its folder held separate runs) read back,
+    labelled by its run id, and every report's record copied into the artifact store; and
+    notes (map tasks that did not complete)."""
+    from orchestrator.analysis import Metrics, RunSet
+    from orchestrator.runs import lifecycle as R
+
+    transport = R.transport_of_run(sub.runs[0])
+    failed = [k for k, s in states.items() if k != "reduce" and s != "COMPLETED"]
+    out: list[object] = []
+    for run in sub.runs:
+        data = transport.read_from(f"{sub.folder}/{run.run_id}.json", 0)
+        if data is None:
+            tail = (transport.read_tail(f"{sub.folder}/reduce.out", 2000) or b"").decode(
+                "utf-8", "replace"
+            )
+            end = " ".join(tail.split())[-600:]
+            raise RuntimeFailure(
+                f"the reduce job {sub.reduce} ({states['reduce']}) wrote no analysis of run"
+                f" {run.run_id}; its log {sub.folder}/reduce.out ends: {end}"
+            )
+        doc = json.loads(data)
+        if doc.get("format") == "gh-run.runs/1":
+            out.append(RunSet.model_validate(doc))
+        else:
+            m = Metrics.model_validate(doc)
+            m.label = run.run_id
+            out.append(m)
+    for rep in sub.reports:
+        rec = transport.read_from(rep.there + RECORD_SUFFIX, 0)
+        if rec is None:
+            continue  # its task failed: the reduce read the report itself
+        dest = artifacts.store_dir(home, rep.run.run_id) / (rep.relpath + RECORD_SUFFIX)
+        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".partial")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(rec)
+            os.replace(tmp, dest)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    notes = []
+    if failed:
+        notes.append(
+            f"{len(failed)} map task(s) did not complete ({', '.join(failed[:5])}): the reduce read"
+            f" those reports itself; their logs: {sub.folder}/map_N.out"
+        )
+    return out, notes
