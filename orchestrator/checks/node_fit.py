@@ -8,7 +8,11 @@ alike, each problem one sentence at its line):
 - the container runtime: the one the partition declares (`container.runtime`), none where it
   declares none;
 - the image's architecture, from the SIF file's own header where the image is a SIF file on
-  this machine (sif_arch.py), against the partition's nodes and the job's own `container.arch`.
+  this machine (sif_arch.py), against the partition's nodes and the job's own `container.arch`;
+- the partition's GPU binding against the workload: `binding.gpu: single` shows each task one
+  GPU, and NeMo's PyTorch Lightning refuses trainer.devices=N where it sees fewer
+  (Lightning-AI/pytorch-lightning#16828: "You requested gpu: [0, 1, 2, 3] But your machine
+  only has: [0]").
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 from orchestrator.checks.sif_arch import sif_arch
 from orchestrator.core.errors import GhRunError, UserError
 from orchestrator.nsys import node_wide
+from orchestrator.render import binding
 from orchestrator.site.cluster import located
 
 if TYPE_CHECKING:
@@ -33,7 +38,7 @@ def problems(
     """Each problem as one sentence (fit.fit_partition reports them with the partition's
     limits)."""
     found: list[GhRunError] = []
-    for problem in (_collectors, _runtime, _image_arch):
+    for problem in (_collectors, _runtime, _image_arch, _gpu_binding):
         why = problem(spec, name, part, src)
         if why:
             found.append(UserError(why))
@@ -126,3 +131,23 @@ def _image_arch(spec: JobSpec, name: str, part: Partition, src: str | yamlio.Loc
             f"built for {built} (its SIF header says so); set container.arch: {built}"
         )
     return None
+
+
+def _gpu_binding(
+    spec: JobSpec, name: str, part: Partition, src: str | yamlio.Located
+) -> str | None:
+    res = spec.resources
+    if (
+        part.binding is None
+        or part.binding.gpu != "single"
+        or not binding.applies(spec, part)
+        or res.tasks_per_node < 2
+        or spec.workload.kind != "nemo"
+    ):
+        return None
+    return (
+        f"{_where(src, 'workload', 'kind')}: workload.kind: partition {name!r} shows each task "
+        f"only its own GPU (binding.gpu: single), and NeMo's PyTorch Lightning refuses "
+        f"trainer.devices={res.tasks_per_node} on a task that sees one; run it on a partition "
+        "whose binding.gpu is local_rank (ask the admins, whose cluster file sets it)"
+    )

@@ -37,6 +37,7 @@ from orchestrator.nsys.profile import (
     profiler_prefix,
     report_files,
 )
+from orchestrator.render.binding import Binding, bind
 from orchestrator.render.node_post import NodePost, node_post, rank_ranges
 from orchestrator.site.cluster import Cluster, Partition
 from orchestrator.spec.container import exec_prefix, forwarded_env
@@ -140,7 +141,14 @@ class RenderContext(Strict):
         None,
         description="Only these ranks (ranges: 0-3,8) run `argv` (profiled); None: every rank.",
     )
-    srun_options: list[str]
+    srun_options: list[str] = Field(
+        description="Flags of the tasks' srun: the partition's launcher.options, then its "
+        "binding's (render/binding.py)."
+    )
+    binding: list[str] = Field(
+        default_factory=list,
+        description="Why the tasks are bound as they are (or not): comment lines of the script.",
+    )
     nodes: int
     tasks_per_node: int
     post: list[list[str]] = Field(default_factory=list, description="Commands after launch.")
@@ -277,9 +285,15 @@ def _directive(option: str, value: object | None = None) -> str:
 
 
 def directives_for(
-    spec: JobSpec, part_name: str, part: Partition, job_name: str, run_dir: str
+    spec: JobSpec,
+    part_name: str,
+    part: Partition,
+    job_name: str,
+    run_dir: str,
+    binding: Binding | None = None,
 ) -> list[str]:
     res = spec.resources
+    binding = binding or bind(spec, part)
     out = [
         _directive("--job-name", job_name),
         _directive("--partition", part_name),
@@ -288,7 +302,9 @@ def directives_for(
         _directive("--cpus-per-task", res.cpus_per_task),
     ]
     if res.gpus_per_node:
-        if part.gpu_directive == "gres":
+        if binding.gpu_request:  # as many GPUs, one to each task (render/binding.py)
+            out.append(binding.gpu_request)
+        elif part.gpu_directive == "gres":
             gres = (
                 f"gpu:{part.gpu_type}:{res.gpus_per_node}"
                 if part.gpu_type
@@ -297,6 +313,7 @@ def directives_for(
             out.append(_directive("--gres", gres))
         else:
             out.append(_directive("--gpus-per-node", res.gpus_per_node))
+    out += binding.directives
     out.append(_directive("--time", res.time or part.default_time))
     if res.mem:
         out.append(_directive("--mem", res.mem))
@@ -369,6 +386,7 @@ def build_context(
     job_name = f"ghr-{run_id}"
     workload = spec.workload
     res, prof = spec.resources, spec.profile
+    binding = bind(spec, part)
     world = res.nodes * res.tasks_per_node
     artifacts_dir = f"{run_dir}/artifacts"
     container = exec_prefix(spec.container, part.container.binds, run_dir)
@@ -452,7 +470,7 @@ def build_context(
         partition=part_name,
         run_dir=run_dir,
         launcher=launcher,
-        directives=directives_for(spec, part_name, part, job_name, run_dir),
+        directives=directives_for(spec, part_name, part, job_name, run_dir, binding),
         env=env,
         setup=setup_lines,
         setup_modules=any(_MODULE_RE.match(line) for line in setup_lines),
@@ -466,7 +484,8 @@ def build_context(
         profile_ranks=profile_ranks,
         post=post,
         files=files,
-        srun_options=list(part.launcher.options),
+        srun_options=[*part.launcher.options, *binding.srun],
+        binding=binding.why,
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,
         secret_env=list(workload.secret_env),

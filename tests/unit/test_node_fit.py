@@ -19,7 +19,7 @@ from orchestrator.spec.job import JobSpec
 from tests.unit.test_golden import extract_files
 
 REPO = Path(__file__).resolve().parents[2]
-QUAD = REPO / "bench" / "clusters" / "gh200-quad.yaml"
+QUAD = REPO / "examples" / "gh200-site" / "cluster.yaml"  # fictional: partition quad
 X86_SIF = Path("/opt/gh-run/images/gh-run-test.sif")  # the real test image (build-test-image.sh)
 
 
