@@ -273,11 +273,31 @@ def rendered_but_absent(spec: JobSpec, setup: NsysSetup, caps: nv.Capabilities) 
     return out
 
 
-def nsys_check(spec: JobSpec, part: Partition, part_name: str) -> Need | None:
+def nsys_check(
+    spec: JobSpec, part: Partition, part_name: str, setup_lines: list[str] | None = None
+) -> Need | None:
     """Is the nsys this job is rendered for the one this machine runs, and does it take what
-    the job is rendered with? (None: not an nsys job.)"""
+    the job is rendered with? (None: not an nsys job.) Where the nodes load nsys as an
+    environment module (`setup_lines`: the cluster's and the partition's), this machine's
+    nsys is not theirs and is not asked (nsys_where.py)."""
+    from orchestrator.checks.nsys_where import nodes_nsys
+    from orchestrator.nsys.profile import nsys_setup
+
     if spec.profile.tool != "nsys":
         return None
+    lines = part.setup if setup_lines is None else setup_lines
+    where = nodes_nsys(spec, nsys_setup(spec.profile, part.nsys, part_name), lines)
+    if where.kind == "module":
+        setup = nsys_setup(spec.profile, part.nsys, part_name)
+        rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
+        m = where.module_version
+        ok = m is None or m.family == setup.version.family
+        return Need(
+            what="nsys",
+            ok=ok,
+            detail=f"{rendered}; {where.stated()} ({where.judged})",
+            fix=None if ok or m is None else mismatch_fix(m),
+        )
     setup, caps, how = nsys_probe_caps(spec, part, part_name)
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
     if caps is None:
@@ -312,8 +332,15 @@ def mismatch_fix(found: nv.NsysVersion) -> str:
     )
 
 
-def job_needs(spec: JobSpec, part: Partition, part_name: str, image_where: str) -> list[Need]:
-    """What running this job from this machine needs, each found or not, with the fix."""
+def job_needs(
+    spec: JobSpec,
+    part: Partition,
+    part_name: str,
+    image_where: str,
+    setup_lines: list[str] | None = None,
+) -> list[Need]:
+    """What running this job from this machine needs, each found or not, with the fix
+    (`setup_lines`: the cluster's and the partition's, which say where the nodes' nsys is)."""
     from orchestrator.core.errors import UserError
     from orchestrator.spec.container import REMOTE_IMAGE_RE, check_image
 
@@ -352,7 +379,7 @@ def job_needs(spec: JobSpec, part: Partition, part_name: str, image_where: str) 
                 needs.append(
                     Need(what="image", ok=False, detail=exc.message, fix="build or copy it there")
                 )
-    found = nsys_check(spec, part, part_name)
+    found = nsys_check(spec, part, part_name, setup_lines)
     if found is not None:
         needs.append(found)
     from orchestrator.checks import gpu_counters

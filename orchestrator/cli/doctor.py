@@ -171,7 +171,13 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
     # run folder (an unset $SCRATCH), and a controller of another cluster.
     needs = [
         *map(need, preflight.partition(prep, limits)),
-        *doctor.job_needs(prep.spec, prep.partition, prep.partition_name, display_path(spec)),
+        *doctor.job_needs(
+            prep.spec,
+            prep.partition,
+            prep.partition_name,
+            display_path(spec),
+            [*prep.cluster.defaults.setup, *prep.partition.setup],
+        ),
         need(preflight.run_folder(prep, STATE.home, transport)),
         need(preflight.cluster(prep, transport)),
     ]
