@@ -161,3 +161,58 @@ def test_gh_run_refuses_before_asking_the_controller(  # type: ignore[no-untyped
     assert sentence in _problems(res.err)
     assert "the SLURM controller accepts" not in res.out  # never asked
     assert "Traceback" not in res.err
+
+
+PROFILED = "jobs/smoke_profiled.yaml"
+X86_SIF = "/opt/gh-run/images/gh-run-test.sif"  # the real test image, built here for x86-64
+
+
+@pytest.mark.parametrize(
+    ("job", "args", "sentence"),
+    [
+        # issue 40: a system-wide sampler on a node another job may share
+        (
+            PROFILED,
+            ["--set", "profile.sample=system-wide"],
+            "jobs/smoke_profiled.yaml:4: resources.exclusive: the node-wide collectors "
+            "(sample=system-wide) record the whole node, and another job on a node of partition "
+            "'gh' would run its own (two samplers per node); set resources.exclusive: true, or "
+            "ask for every GPU and core of the node",
+        ),
+        # the runtime the partition declares, not another
+        (
+            PROFILED,
+            ["--set", "container.runtime=singularity"],
+            "jobs/smoke_profiled.yaml (--set container.runtime): container.runtime: partition "
+            "'gh' runs containers with apptainer, not singularity; set container.runtime: "
+            "apptainer",
+        ),
+        # the real x86-64 SIF, read from its header, against an aarch64 partition
+        (
+            PROFILED,
+            [
+                "--cluster",
+                "gh200",
+                "--set",
+                "container.runtime=singularity",
+                "--set",
+                "resources.nodes=1",
+                "--set",
+                "profile.nsys_placement=container",
+            ],
+            f"jobs/smoke_profiled.yaml:11: container.image: {X86_SIF} was built for x86_64 (its "
+            "SIF header says so), but partition 'gh' runs aarch64 nodes; use an aarch64 build "
+            "of the image",
+        ),
+    ],
+)
+def test_gh200_node_checks_refuse_before_asking_the_controller(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, job: str, args: list[str], sentence: str
+) -> None:
+    if not Path(X86_SIF).is_file():
+        pytest.fail(f"no test image {X86_SIF}: `make deps` builds it")
+    res = cli("check", job, *args)
+    assert res.rc == 2, res.text
+    assert sentence in _problems(res.err), res.err
+    assert "the SLURM controller accepts" not in res.out  # never asked
+    assert "Traceback" not in res.err
