@@ -221,9 +221,17 @@ wheels() {
         arm64 python3 -m pip install -q --no-deps --no-index --target "/opt/gh-run-$kind" \
             "/out/$kind/$whl" >"$WORK/install-$kind.log" 2>&1 ||
             { tail -n 20 "$WORK/install-$kind.log" >&2; papt_die "the $kind wheel did not install"; }
-        doctor="$(arm64 /usr/bin/env PYTHONPATH="/opt/gh-run-$kind" python3 -m orchestrator doctor 2>&1 |
-            grep -i 'native\|reader' | head -n 3 || true)"
+        # -P: the installed wheel, not the checkout in the working folder
+        doctor="$(arm64 /usr/bin/env PYTHONPATH="/opt/gh-run-$kind" python3 -P -m orchestrator \
+            doctor 2>&1 | grep '(_kineto_scan)\|(_sqlite_pages)' || true)"
         step "installed $kind wheel, gh-run doctor: ${doctor//$'\n'/ | }"
+        if [[ $kind == cc ]]; then
+            [[ $(grep -c "^built .*: /opt/gh-run-cc/orchestrator/.*aarch64-linux-gnu\.so$" <<<"$doctor") == 2 ]] ||
+                papt_die "gh-run doctor of the wheel built with gcc does not use its 2 C readers"
+        else
+            [[ $(grep -c "^not used " <<<"$doctor") == 2 ]] ||
+                papt_die "gh-run doctor of the wheel built without a compiler does not say it does without the C readers"
+        fi
     done
 }
 timed "wheels (gcc, none)" wheels

@@ -34,7 +34,8 @@ EXPORTS = [
 ]
 STEP = ".arm64-in-job"
 INSIDE = Path("/src") / STEP  # the root's checkout is /src under emulation
-GH_RUN_ON_NODE = ["env", "PYTHONPATH=/opt/gh-run-cc", "python3", "-m", "orchestrator"]
+# -P: not the checkout in the working folder (/src), the wheel
+GH_RUN_ON_NODE = ["env", "PYTHONPATH=/opt/gh-run-cc", "python3", "-P", "-m", "orchestrator"]
 RECORD = ".gh-run.json"
 
 
@@ -55,7 +56,12 @@ def prepare(root_src: Path, x86: Path) -> None:
     (step / "analysis_post.sh").write_text(script)
     # as nsys_post.sh's task on a node calls it: the budget's deadline, then that node's exports
     reports = " ".join(shlex.quote(str(INSIDE / "reports" / Path(e).name)) for e in EXPORTS)
+    # the gh-run that analyses is the wheel's, with its aarch64 C readers (not the checkout's)
+    which = "import orchestrator as o; print(o.__file__)"
     (step / "run.sh").write_text(
+        f"set -e\nwhich=\"$({shlex.join(GH_RUN_ON_NODE[:4])} -c '{which}')\"\n"
+        'case "$which" in /opt/gh-run-cc/*) ;; *) echo "gh-run is $which, not the wheel" >&2; '
+        "exit 1;; esac\n"
         f'exec bash {INSIDE}/analysis_post.sh "$(($(date +%s) + 3600))" {reports}\n'
     )
 
