@@ -30,11 +30,11 @@
 # Needs root (debootstrap, chroot, unshare), debootstrap, the Debian archive of this system's
 # apt sources (scripts/lib/private-apt.sh) and PyPI (pip download).
 #
-# Measured on the 2-core development machine, shared and loaded (load ~8): the root and the
-# wheels ~4 min, the two wheel builds ~2 min, gh-run installed ~1 min, the readers' tests ~MM,
-# the golden analyses ~10 min (114 outputs), the in-job analysis ~1 min: about NN min in all,
-# one core busy (docs: DEVELOPERS.md, "gh-run on aarch64"). Too long for CI's 90-minute budget
-# beside the rest, so `make test-arm64` runs it, not `make test`.
+# Measured from nothing on the shared 2-core development machine (load ~6): 881 s in all, one
+# core busy: the root and the wheels 145 s, the two wheel builds and their installs 145 s,
+# gh-run installed from the checkout 56 s, the readers' tests 267 s, the golden analyses 235 s
+# (114 outputs), the in-job analysis 28 s; under a load of ~12 the two test runs took 9-10 min
+# each. Too long for CI beside the rest (DEVELOPERS.md), so `make test-arm64` runs it.
 #
 # The root: `debootstrap --foreign --arch=arm64` (the first stage, native), then the packages it
 # downloaded for the second stage unpacked with dpkg-deb, without their maintainer scripts: the
@@ -274,4 +274,4 @@ in_job() {
     "$PY" "$REPO/scripts/lib/in_job_arm64.py" compare "$ROOT/src" "$WORK/x86-records"
 }
 timed "in-job analysis" in_job
-step "gh-run on aarch64: all passed in $((SECONDS - t_start)) s ($(IFS=';' && echo "${timed[*]}"))"
+step "gh-run on aarch64: all passed in $((SECONDS - t_start)) s ($(printf '%s; ' "${timed[@]}"))"

@@ -174,7 +174,7 @@ X86_SIF = "/opt/gh-run/images/gh-run-test.sif"  # the real test image, built her
         (
             PROFILED,
             ["--set", "profile.sample=system-wide"],
-            "jobs/smoke_profiled.yaml:4: resources.exclusive: the node-wide collectors "
+            "jobs/smoke_profiled.yaml:18: resources.exclusive: the node-wide collectors "
             "(sample=system-wide) record the whole node, and another job on a node of partition "
             "'gh' would run its own (two samplers per node); set resources.exclusive: true, or "
             "ask for every GPU and core of the node",
@@ -200,7 +200,7 @@ X86_SIF = "/opt/gh-run/images/gh-run-test.sif"  # the real test image, built her
                 "--set",
                 "profile.nsys_placement=container",
             ],
-            f"jobs/smoke_profiled.yaml:11: container.image: {X86_SIF} was built for x86_64 (its "
+            f"jobs/smoke_profiled.yaml:24: container.image: {X86_SIF} was built for x86_64 (its "
             "SIF header says so), but partition 'gh' runs aarch64 nodes; use an aarch64 build "
             "of the image",
         ),
