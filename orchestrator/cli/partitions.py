@@ -152,6 +152,12 @@ def partition_table(cl: Cluster, name: str) -> Table:
         ("container runtime", p.container.runtime or "not declared (any the job asks for)"),
         ("container binds", _or_dash(p.container.binds)),
         ("launcher", " ".join([p.launcher.kind, *p.launcher.options])),
+        (
+            "task binding (one task per GPU)",
+            f"gpu {p.binding.gpu}, cpu {p.binding.cpu}, memory {p.binding.memory}"
+            if p.binding
+            else "-",
+        ),
         ("setup lines", "\n".join(p.setup) or "-"),
         ("environment", "\n".join(f"{k}={v}" for k, v in p.env.items()) or "-"),
         ("template", f"partitions/{p.template or name}.sbatch.j2 (if present)"),
