@@ -18,7 +18,7 @@ WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
 .PHONY: install install-runtime workload deps demo test test-unit test-pythons test-arm64 cluster-up \
-	cluster-down cluster-status lint schema bench mutate dist clean golden
+	cluster-down cluster-status lint check schema bench mutate dist clean golden
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
 $(BIN)/python:
@@ -70,19 +70,32 @@ cluster-down:
 cluster-status:
 	bash scripts/devcluster.sh status
 
+# pytest-xdist workers. The whole suite: the integration tests mostly wait for SLURM (their jobs,
+# its polls), so the unit tests fill the cores meanwhile; tests share the dev cluster test by test
+# (tests/conftest.py, cluster_hold; docs/devcluster.md). worksteal: an idle worker takes tests
+# from a busy one, so a long test does not leave one core alone at the end.
+TEST_WORKERS ?= 4
+UNIT_WORKERS ?= 2
+XDIST = --dist worksteal
+
 # GH_RUN_NO_SKIPS=1: everything the suite needs is here, so a skipped test counts as a failure.
 # Then the unit tests under each extra interpreter (3.13, 3.14), warnings as errors (test-pythons).
 test: install deps cluster-up
-	GH_RUN_NO_SKIPS=1 $(BIN)/pytest -q
-	bash scripts/test-pythons.sh
+	GH_RUN_NO_SKIPS=1 $(BIN)/pytest -q -n $(TEST_WORKERS) $(XDIST)
+	PYTEST_WORKERS=$(UNIT_WORKERS) bash scripts/test-pythons.sh
 
 test-unit: install
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -n $(UNIT_WORKERS) $(XDIST) tests/unit
+
+# The edit loop: lint, then the unit tests on both cores (no cluster to bring up, no extra
+# Pythons: `make test` has those).
+check: lint
+	$(BIN)/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) $(XDIST) tests/unit
 
 # The unit tests under each extra interpreter `make deps` installs ($GH_RUN_TOOLS/python/X.Y:
 # 3.13, 3.14), each in its own venv (.venvs/X.Y), with every warning an error.
 test-pythons: install deps cluster-up
-	bash scripts/test-pythons.sh
+	PYTEST_WORKERS=$(UNIT_WORKERS) bash scripts/test-pythons.sh
 
 # gh-run on aarch64 (GH200's Grace) under qemu-user emulation, one process at a time, nothing
 # registered with the kernel: an arm64 Debian root, PyPI's arm64 wheels, the C readers compiled

@@ -10,6 +10,38 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
+
+# ctld_runs STATE: the slurmctld this script started for state folder STATE runs (its pid file
+# names a live process whose command line names STATE's slurm.conf).
+ctld_runs() {
+    local pid cmd
+    pid="$(cat "$1/pids/slurmctld.pid" 2>/dev/null)" || return 1
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+    [[ "$cmd" == *slurmctld* && "$cmd" == *"$1/etc/slurm.conf"* ]]
+}
+
+# The ports are fixed, so a machine runs one dev cluster. A checkout that names none
+# (GH_RUN_DEVCLUSTER_DIR unset) and whose own cluster is not running reuses the running one
+# that /etc/slurm/slurm.conf links to (another checkout's `up` linked it), as if
+# GH_RUN_DEVCLUSTER_DIR named it. Only `up`, `status` and `env` look: `down`, `stop` and `start`
+# act on the cluster named, or on this checkout's own (tests/devcluster.py names it).
+discover_state() {
+    local target other
+    [[ -z "${GH_RUN_DEVCLUSTER_DIR:-}" ]] || return 0
+    ctld_runs "$REPO/.devcluster" && return 0
+    [[ -L /etc/slurm/slurm.conf ]] || return 0
+    target="$(readlink /etc/slurm/slurm.conf)"
+    [[ "$target" == */etc/slurm.conf ]] || return 0
+    other="${target%/etc/slurm.conf}"
+    [[ "$other" != "$REPO/.devcluster" && -f "$other/root" ]] || return 0
+    ctld_runs "$other" || return 0
+    GH_RUN_DEVCLUSTER_DIR="$other"
+    printf '[devcluster] reusing the dev cluster running in %s (found through /etc/slurm/slurm.conf; export GH_RUN_DEVCLUSTER_DIR=%s to name it)\n' \
+        "$other" "$other" >&2
+}
+case "${1:-}" in up | status | env) discover_state ;; esac
+
 # GH_RUN_DEVCLUSTER_DIR: use that state folder (one cluster shared by several checkouts of the
 # repo, e.g. git worktrees; the ports are fixed, so there can be only one). It is then nobody's
 # own: `up` reuses it and `down` stops it whichever checkout started it.
@@ -609,7 +641,11 @@ check_ports() {
         if [[ -n "$port" ]] && port_open "$port"; then busy+=("$port ($d)"); fi
     done
     if [[ ${#busy[@]} -gt 0 ]]; then
-        die "port(s) ${busy[*]} already in use by processes this cluster ($STATE) did not start; another clone's dev cluster? run its 'scripts/devcluster.sh down' (or stop whatever listens there) and retry"
+        local share=""
+        if [[ -L "$ETC_LINK" ]]; then
+            share=", or share it: export GH_RUN_DEVCLUSTER_DIR=$(dirname "$(dirname "$(readlink "$ETC_LINK")")") (the cluster $ETC_LINK links to)"
+        fi
+        die "port(s) ${busy[*]} already in use by processes this cluster ($STATE) did not start; another clone's dev cluster? run its 'scripts/devcluster.sh down' (or stop whatever listens there) and retry$share"
     fi
 }
 

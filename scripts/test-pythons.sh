@@ -12,6 +12,7 @@
 #
 #   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
 #   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
+#   PYTEST_WORKERS=2 bash scripts/test-pythons.sh   # pytest-xdist workers (default 2: both cores)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,7 +53,8 @@ for v in "${versions[@]}"; do
     t0=$SECONDS
     # shellcheck disable=SC2086  # PYTEST_ARGS: words on purpose
     if GH_RUN_NO_SKIPS=1 "$venv/bin/python" -W error -W default::ResourceWarning -m pytest -q \
-        -p no:cacheprovider tests/unit "${no_torch[@]}" ${PYTEST_ARGS:-}; then
+        -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist worksteal tests/unit "${no_torch[@]}" \
+        ${PYTEST_ARGS:-}; then
         log "Python $v: unit tests passed in $((SECONDS - t0)) s"
     else
         log "Python $v: unit tests FAILED ($((SECONDS - t0)) s)"

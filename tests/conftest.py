@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -120,34 +121,69 @@ def real_nsys(family: str) -> Path:
     pytest.skip(f"no real nsys {family} here: `make deps` installs it")
 
 
+@contextlib.contextmanager
+def cluster_hold(exclusive: bool, what: str) -> Iterator[None]:
+    """Hold the dev cluster, shared or alone, across pytest sessions and xdist workers.
+
+    A test that only submits jobs shares it (`pytest.lock`, LOCK_SH): its SLURM job names and
+    run folders are its own (each test has its own gh-run home; job names carry the run id),
+    so tests of several sessions run side by side. A test that stops a daemon, takes a node
+    down or needs the cluster idle (marker `cluster_exclusive`) holds it alone (LOCK_EX), and
+    so does the start or repair of the cluster. `pytest.gate`, taken first and briefly, keeps
+    new shared holders out while an exclusive one waits, so it is never starved."""
+    from tests import devcluster
+
+    devcluster.STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with (
+        (devcluster.STATE_DIR / "pytest.gate").open("a") as gate,
+        (devcluster.STATE_DIR / "pytest.lock").open("a") as lock,
+    ):
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"\n{what}: waiting for the dev cluster ({lock.name})", file=sys.stderr)
+            fcntl.flock(lock, mode)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
-def dev_cluster() -> Iterator[None]:
-    """The real local SLURM cluster (scripts/devcluster.sh): started, or reused if healthy.
+def dev_cluster_up() -> None:
+    """The real local SLURM cluster (scripts/devcluster.sh), started or reused if healthy,
+    once per session (xdist: per worker), while no test of any session uses it.
 
     In CI it must come up; elsewhere a machine that cannot run it skips with the reason.
     """
     from tests import devcluster
 
-    # Two pytest sessions on one machine (two checkouts sharing the cluster) must not stop
-    # daemons under each other's jobs: a session holds the cluster until it ends.
-    devcluster.STATE_DIR.mkdir(parents=True, exist_ok=True)
-    lock = (devcluster.STATE_DIR / "pytest.lock").open("a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"\nwaiting for another pytest session to release {lock.name}", file=sys.stderr)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-        devcluster.ensure_up()
-    except Exception as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the dev SLURM cluster did not come up: {exc}")
-        pytest.skip(f"the dev SLURM cluster cannot run on this machine: {exc}")
+    with cluster_hold(True, "starting or checking the dev cluster"):
+        try:
+            devcluster.ensure_up()
+        except Exception as exc:
+            if os.environ.get("CI"):
+                pytest.fail(f"the dev SLURM cluster did not come up: {exc}")
+            pytest.skip(
+                f"the dev SLURM cluster cannot run on this machine: {exc} (another checkout's "
+                "cluster is shared with GH_RUN_DEVCLUSTER_DIR=<its .devcluster>; "
+                "docs/devcluster.md)"
+            )
     for key, value in devcluster.slurm_env().items():
-        if key.startswith("SLURM"):
+        if key.startswith("SLURM") or key == "GH_RUN_DEVCLUSTER_DIR":
             os.environ[key] = value
-    yield
-    lock.close()
+
+
+@pytest.fixture
+def dev_cluster(dev_cluster_up: None, request: pytest.FixtureRequest) -> Iterator[None]:
+    """The dev cluster for one test: shared with the tests of other workers and sessions, or
+    alone for a test marked `cluster_exclusive` (cluster_hold)."""
+    exclusive = request.node.get_closest_marker("cluster_exclusive") is not None
+    with cluster_hold(exclusive, request.node.nodeid):
+        yield
 
 
 @pytest.fixture

@@ -18,8 +18,47 @@ from typing import Final, Literal, get_args
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 SCRIPT: Final = REPO_ROOT / "scripts" / "devcluster.sh"
-# GH_RUN_DEVCLUSTER_DIR: one cluster shared by several checkouts (see scripts/devcluster.sh).
-STATE_DIR: Final = Path(os.environ.get("GH_RUN_DEVCLUSTER_DIR") or REPO_ROOT / ".devcluster")
+# Where `up` links /etc/slurm/slurm.conf (scripts/devcluster.sh, docs/devcluster.md).
+ETC_LINK: Final = Path("/etc/slurm/slurm.conf")
+
+
+def _controller_runs(state: Path) -> bool:
+    """Whether the slurmctld that `devcluster.sh` started for state folder `state` runs (its
+    pid file names a live process whose command line names that folder's slurm.conf)."""
+    try:
+        pid = int((state / "pids" / "slurmctld.pid").read_text().strip())
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, ValueError):
+        return False
+    return "slurmctld" in cmd and str(state / "etc" / "slurm.conf") in cmd
+
+
+def find_state_dir(environ: dict[str, str] | os._Environ[str] = os.environ) -> tuple[Path, str]:
+    """The dev cluster's state folder, and why it is that one. The ports are fixed, so a machine
+    runs one dev cluster; a checkout uses, in order: the folder GH_RUN_DEVCLUSTER_DIR names;
+    its own `.devcluster` when that cluster runs; the running cluster that
+    /etc/slurm/slurm.conf links to (another checkout's, which `up` linked there), shared as if
+    GH_RUN_DEVCLUSTER_DIR named it; else its own `.devcluster`, which `up` then starts."""
+    named = environ.get("GH_RUN_DEVCLUSTER_DIR")
+    if named:
+        return Path(named), "GH_RUN_DEVCLUSTER_DIR"
+    own = REPO_ROOT / ".devcluster"
+    if _controller_runs(own):
+        return own, "this checkout's"
+    if ETC_LINK.is_symlink():
+        target = Path(os.readlink(ETC_LINK))
+        if target.name == "slurm.conf" and target.parent.name == "etc":
+            other = target.parent.parent
+            if other != own and (other / "root").is_file() and _controller_runs(other):
+                return other, f"found running through {ETC_LINK} -> {target}"
+    return own, "this checkout's"
+
+
+# One cluster shared by several checkouts (find_state_dir; docs/devcluster.md).
+STATE_DIR, STATE_FROM = find_state_dir()
+# A folder not this checkout's own is shared: the script is told so (it then never discards
+# it as another checkout's, and `down`/`stop` act on that cluster).
+SHARED: Final = STATE_DIR != REPO_ROOT / ".devcluster"
 SLURM_CONF: Final = STATE_DIR / "etc" / "slurm.conf"
 LOG_DIR: Final = STATE_DIR / "log"
 
@@ -89,9 +128,12 @@ def _tail_logs(lines: int = 15) -> str:
 
 
 def slurm_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """``os.environ`` (or ``base``) plus ``SLURM_CONF`` pointing at the dev cluster."""
+    """``os.environ`` (or ``base``) plus ``SLURM_CONF`` pointing at the dev cluster (and, for a
+    shared one, ``GH_RUN_DEVCLUSTER_DIR`` naming it, for scripts/devcluster.sh)."""
     env = dict(os.environ if base is None else base)
     env["SLURM_CONF"] = str(SLURM_CONF)
+    if SHARED:
+        env["GH_RUN_DEVCLUSTER_DIR"] = str(STATE_DIR)
     return env
 
 

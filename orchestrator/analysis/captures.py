@@ -87,7 +87,8 @@ class Capture:
     ranks: list[int] = field(default_factory=list)  # ranks the trace claims
     rank_rule: str | None = None
     name_rank: int | None = None
-    spec: str | None = None  # the gh-run run folder's spec.lock.yaml
+    spec: str | None = None  # the gh-run run folder's spec.lock.yaml, resolved: which folder
+    spec_named: str | None = None  # the same file as the input's path names it: what is shown
 
     @property
     def ranked(self) -> bool:
@@ -274,7 +275,8 @@ def separated(a: Capture, b: Capture) -> list[tuple[str, str]]:
             out.append(("job", f"their {name} differ ({shown})"))
             break
     if a.spec and b.spec and a.spec != b.spec:
-        out.append(("spec", f"they lie in different gh-run run folders ({a.spec}, {b.spec})"))
+        shown = f"{a.spec_named or a.spec}, {b.spec_named or b.spec}"
+        out.append(("spec", f"they lie in different gh-run run folders ({shown})"))
     gap = _gap_ns(a, b)
     if gap is not None and gap > APART_NS:
         out.append(
@@ -299,7 +301,7 @@ def tied(a: Capture, b: Capture) -> str | None:
         if key in TIES and known and [a.job.get(k) for k in key] == [b.job.get(k) for k in key]:
             return f"the same {':'.join(key)} ({':'.join(a.job[k] for k in key)})"
     if a.spec and a.spec == b.spec:
-        return f"the same gh-run run folder ({a.spec})"
+        return f"the same gh-run run folder ({a.spec_named or a.spec})"
     gap = _gap_ns(a, b)
     if gap is not None and gap <= APART_NS and (not a.host or not b.host or a.host == b.host):
         return "captured at the same time on one host"
@@ -351,6 +353,15 @@ def _untied(a: Capture, b: Capture) -> str:
     if a.window is None or b.window is None:
         missing.append("no capture time that both record")
     return "nothing ties them (" + (", ".join(missing) or "no common job or capture time") + ")"
+
+
+def find_spec(capture: Capture, folder: Path) -> None:
+    """Sets the capture's run folder (`spec_lock_file` of the input's folder): resolved, to tell
+    run folders apart however the inputs were named, and as the input's path names it, so that
+    a message shows the path the user gave rather than where a link led."""
+    spec = spec_lock_file(folder)
+    capture.spec = str(spec.resolve()) if spec is not None else None
+    capture.spec_named = str(spec) if spec is not None else None
 
 
 def spec_lock_file(folder: Path) -> Path | None:

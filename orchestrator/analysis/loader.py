@@ -29,7 +29,14 @@ from typing import Any
 
 import orjson
 
-from orchestrator.analysis import captures, cross_rank, rank_metrics, records, settings
+from orchestrator.analysis import (
+    captures,
+    cross_rank,
+    memory_inputs,
+    rank_metrics,
+    records,
+    settings,
+)
 from orchestrator.analysis.captures import spec_lock_file
 from orchestrator.analysis.families import gpu_metrics, step_view
 from orchestrator.analysis.metrics import (
@@ -47,13 +54,15 @@ from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
 from orchestrator.nsys import export as nsys_export
 
-SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX)
+SUFFIXES = (".sqlite", ".json", ".json.gz", nsys_export.SUFFIX, *memory_inputs.SUFFIXES)
 
 
 def _kind(path: Path) -> str | None:
     name = path.name.lower()
     if name.endswith(records.SUFFIX):
         return None  # a report's in-job analysis, read in the report's place
+    if memory_inputs.is_snapshot(path):
+        return "torch-snapshot"
     if name.endswith(".sqlite"):
         return "nsys"
     if name.endswith(nsys_export.SUFFIX):
@@ -87,21 +96,27 @@ def expand(paths: list[Path]) -> list[Path]:
                     for f in p.rglob("*")
                     if f.is_file()
                     and _kind(f) is not None
-                    and (_kind(f) == "nsys" or _looks_like_trace(f) or _unexported_report(f))
+                    and (
+                        _kind(f) == "nsys"
+                        or _looks_like_trace(f)
+                        or _unexported_report(f)
+                        or memory_inputs.hook_dump(f)
+                    )
                     and _export_of(f) not in recorded
                 }
             )
             if not found:
                 raise UserError(
-                    f"{p}: no .nsys-rep, .sqlite or PyTorch-profiler .json/.json.gz files in it;"
-                    " pass a run folder or trace files"
+                    f"{p}: no .nsys-rep, .sqlite, PyTorch-profiler .json/.json.gz files or"
+                    " memory snapshots (memory/*.pickle) in it; pass a run folder or trace files"
                 )
             out.extend(found)
         elif p.is_file():
             if _kind(p) is None:
                 raise UserError(
                     f"{p}: unknown file type; pass an nsys report (.nsys-rep) or export"
-                    " (.sqlite), or a PyTorch-profiler trace (.json or .json.gz)"
+                    " (.sqlite), a PyTorch-profiler trace (.json or .json.gz), or a PyTorch"
+                    " memory snapshot (.pickle)"
                 )
             out.append(p)
         elif records.record_path(p).is_file():
@@ -310,8 +325,7 @@ def analyze_file(path: Path, max_trace_bytes: int | None = None) -> FileResult:
     else:
         capture = captures.of_nsys(path, tls, claimed, rule)
     capture.name_rank = rank_from_name(path)
-    spec = spec_lock_file(path.parent)
-    capture.spec = str(spec.resolve()) if spec is not None else None
+    captures.find_spec(capture, path.parent)
     entries = []
     for tl in tls:
         wl = workload_data(path.parent, tl.rank)
@@ -390,6 +404,37 @@ def _inputs(paths: list[Path]) -> list[Path]:
     ]
 
 
+def _snapshots(
+    files: list[Path], ceiling: int | None
+) -> tuple[list[Path], list[memory_inputs.Snapshot]]:
+    """The traces among the inputs, and the memory snapshots read (one per rank and run)."""
+    snaps = [f for f in files if _kind(f) == "torch-snapshot"]
+    if not snaps:
+        return files, []
+    chosen, notes = memory_inputs.choose(snaps)
+    read = [memory_inputs.read(f, ceiling) for f in chosen]
+    if read and notes:
+        read[0].notes.extend(notes)
+    return [f for f in files if _kind(f) != "torch-snapshot"], read
+
+
+def _memory_only(snaps: list[memory_inputs.Snapshot], label: str | None) -> Metrics:
+    """A run of snapshots alone: an entry per rank, memory and nothing else."""
+    ranks = memory_inputs.fold([], snaps)
+    return Metrics(
+        label=label,
+        sources=[memory_inputs.source(s) for s in snaps],
+        ranks=ranks,
+        aggregate=aggregate(ranks),
+        cross_rank=cross_rank.view(ranks, []),
+    )
+
+
+def _of_run(snaps: list[memory_inputs.Snapshot], files: list[Path]) -> list[memory_inputs.Snapshot]:
+    homes = {memory_inputs.home(f) for f in files}
+    return [s for s in snaps if s.home in homes]
+
+
 def analyze_paths(
     paths: list[Path],
     label: str | None = None,
@@ -407,8 +452,11 @@ def analyze_paths(
     stand for it."""
     files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
+    files, snaps = _snapshots(files, max_trace_bytes)
+    if not files:
+        return _memory_only(snaps, label)
     results = _read_all(files, ceiling, _jobs(files, jobs), use_records)
-    return _metrics(files, results, label)
+    return _metrics(files, results, label, snaps=snaps)
 
 
 class RunSet(Strict):
@@ -433,15 +481,45 @@ def analyze_runs(
     apart (`captures`). One run is labelled `label`; several each by their folder (or file)."""
     files = _inputs(paths)
     ceiling = tracetext.max_trace_bytes(max_trace_bytes)
+    files, snaps = _snapshots(files, max_trace_bytes)
+    if not files:
+        return _memory_runs(snaps, label)
     results = _read_all(files, ceiling, _jobs(files, jobs), use_records)
     groups, why = captures.split([r.capture for r in results])
     if len(groups) == 1:
-        m = _metrics(files, results, label, groups[0].ties)
-        return RunSet(label=label, runs=[m])
+        own_snaps = _of_run(snaps, files)
+        m = _metrics(files, results, label, groups[0].ties, snaps=own_snaps)
+        rest = [s for s in snaps if s not in own_snaps]
+        if not rest:
+            return RunSet(label=label, runs=[m])
+        others = _memory_runs(rest, None)
+        return RunSet(label=label, why=[*why, *others.why], runs=[m, *others.runs])
     runs = []
+    used: list[memory_inputs.Snapshot] = []
     for g in groups:
         own = [files[i] for i in g.members]
-        runs.append(_metrics(own, [results[i] for i in g.members], run_label(own, files), g.ties))
+        mine = [s for s in _of_run(snaps, own) if s not in used]
+        used += mine
+        runs.append(
+            _metrics(own, [results[i] for i in g.members], run_label(own, files), g.ties, mine)
+        )
+    rest = [s for s in snaps if s not in used]
+    if rest:
+        others = _memory_runs(rest, None)
+        why += others.why
+        runs += others.runs
+    return RunSet(label=label, why=why, runs=runs)
+
+
+def _memory_runs(snaps: list[memory_inputs.Snapshot], label: str | None) -> RunSet:
+    """Snapshots without traces: one run per run folder (or folder)."""
+    by_home: dict[Path, list[memory_inputs.Snapshot]] = {}
+    for s in snaps:
+        by_home.setdefault(s.home, []).append(s)
+    if len(by_home) <= 1:
+        return RunSet(label=label, runs=[_memory_only(snaps, label)])
+    runs = [_memory_only(group, str(h)) for h, group in by_home.items()]
+    why = [f"memory snapshots of {len(by_home)} runs (folders): {', '.join(map(str, by_home))}"]
     return RunSet(label=label, why=why, runs=runs)
 
 
@@ -458,7 +536,11 @@ def run_label(own: list[Path], every: list[Path]) -> str:
 
 
 def _metrics(
-    files: list[Path], results: list[FileResult], label: str | None, ties: list[str] | None = None
+    files: list[Path],
+    results: list[FileResult],
+    label: str | None,
+    ties: list[str] | None = None,
+    snaps: list[memory_inputs.Snapshot] | None = None,
 ) -> Metrics:
     """One run's Metrics from its inputs' results."""
     claims = [c for res in results for c in res.claims]
@@ -504,6 +586,11 @@ def _metrics(
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, out[i].devices))
     out = [out[i] for i in order]
     cross = [cross[i] for i in order]
+    # the spread across the traces' entries (a snapshot alone makes no cross-rank input)
+    spread = cross_rank.view(out, cross)
+    if snaps:
+        out = memory_inputs.fold(out, snaps)
+        sources += [memory_inputs.source(s) for s in snaps]
     return Metrics(
         label=label,
         workload_kind=kind,
@@ -513,5 +600,5 @@ def _metrics(
         sources=sources,
         ranks=out,
         aggregate=aggregate(out),
-        cross_rank=cross_rank.view(out, cross),
+        cross_rank=spread,
     )

@@ -72,6 +72,7 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
 from typing import Literal
 
 from orchestrator.analysis.gpu_metric_model import GpuMetrics
+from orchestrator.analysis.memory_model import MemoryUse
 from orchestrator.analysis.settings import RunSettings
 from orchestrator.core.base import Strict
 
@@ -83,7 +84,7 @@ class Source(Strict):
     GPU work) was found."""
 
     path: str
-    kind: Literal["nsys-sqlite", "kineto-json"]
+    kind: Literal["nsys-sqlite", "kineto-json", "torch-snapshot"]
     tool_version: str | None = None
     rank: int
     rank_rule: str
@@ -429,6 +430,9 @@ class RankMetrics(Strict):
     step_view: StepView | None = None
     # nsys GPU metrics of the entry's GPU (None: not sampled)
     gpu_metrics: GpuMetrics | None = None
+    # memory over the history a source recorded (families/memory_use.py): a PyTorch snapshot
+    # of this rank, else the trace's own memory events; None: no source recorded it
+    memory: MemoryUse | None = None
     notes: list[str] = []
     # figures of the metric catalogue that a family computes from the entry's timeline
     # (`catalogue.Metric.compute`), by the metric's key; None where the entry has none

@@ -25,10 +25,12 @@ from orchestrator.analysis.families import (
     idle_causes,
     kernels,
     memory,
+    memory_use,
     step_view,
 )
 from orchestrator.analysis.families.kernel_classes import hta_type_codes
 from orchestrator.analysis.families.stats import pct
+from orchestrator.analysis.memory_model import MemoryUse
 from orchestrator.analysis.metrics import RankMetrics, SyncStats
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline import step_rules
@@ -189,6 +191,7 @@ def _entry(
         peak_managed_memory_bytes=managed,
         timeline=busy_timeline,
         notes=notes,
+        memory=_memory(tl, devices, first, step_rows),
     )
     entry = Entry(timeline=tl, rows=rows, devices=devices, first=first, span=(u.start, u.end))
     rm.figures = {m.key: m.compute(entry) for m in views.computed() if m.compute is not None}
@@ -199,6 +202,30 @@ def _entry(
         steps=step_rows,
     )
     return rm, c
+
+
+def _memory(
+    tl: T.RankTimeline, devices: list[int], first: bool, steps: list[tuple[str, int, int]]
+) -> MemoryUse | None:
+    """The entry's memory history (`memory_use`): the device's own (nsys: one per device),
+    else on the rank's first entry the one with most events (Kineto numbers devices its
+    own way). A history without marks of its own takes the trace's steps (`step_rules`)."""
+    if not tl.memory:
+        return None
+    own = [m for m in tl.memory if m.device in devices] if tl.split_devices else []
+    if not own and not first:
+        return None
+    pick = max(own or tl.memory, key=lambda m: m.events.size_n)
+    if not pick.marks and steps:
+        from dataclasses import replace as copy_with
+
+        from orchestrator.analysis.timeline import memory as M
+
+        marks = sorted(
+            [(s, M.STEP_START) for _, s, _ in steps] + [(e, M.STEP_END) for _, _, e in steps]
+        )
+        pick = copy_with(pick, marks=marks, marks_source="the trace's step ranges")
+    return memory_use.analyze(pick)
 
 
 def _device_name(tl: T.RankTimeline, devices: list[int]) -> str | None:

@@ -30,7 +30,6 @@ import orjson
 
 from orchestrator import __version__
 from orchestrator.analysis import captures, rank_metrics
-from orchestrator.analysis.captures import spec_lock_file
 from orchestrator.analysis.families import communication
 from orchestrator.analysis.metrics import RankMetrics, Source
 from orchestrator.analysis.readers.nsys_gpu_metrics import Samples
@@ -236,6 +235,5 @@ def decode(data: dict[str, Any], report: Path) -> FileResult:
         rank_rule=c["rank_rule"],
     )
     capture.name_rank = rank_from_name(report)
-    spec = spec_lock_file(report.parent)
-    capture.spec = str(spec.resolve()) if spec is not None else None
+    captures.find_spec(capture, report.parent)
     return FileResult(source, claims, entries, capture)

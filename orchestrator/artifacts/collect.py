@@ -44,6 +44,7 @@ from orchestrator.artifacts.left_reports import (
 )
 from orchestrator.core.base import Strict
 from orchestrator.core.errors import RuntimeFailure
+from orchestrator.core.memory_files import MEMORY_DIR, is_memory_file
 from orchestrator.site.limits import SizeLimits as SizeLimits  # re-exported: its old home
 from orchestrator.spec.job import JobSpec
 from orchestrator.store.db import ArtifactRecord, Run, Store
@@ -231,6 +232,11 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
         for src in sorted(art_dir.rglob("*" + RECORD_SUFFIX)):
             if src.is_file() and not src.is_symlink() and _inside(src, art_dir):
                 chosen.setdefault(f"artifacts/{src.relative_to(art_dir).as_posix()}", src)
+        # and so do the memory hook's dumps (profile.memory)
+        for src in sorted((art_dir / MEMORY_DIR).glob("*")):
+            rel = src.relative_to(art_dir).as_posix()
+            if is_memory_file(rel) and src.is_file() and not src.is_symlink():
+                chosen.setdefault(f"artifacts/{rel}", src)
     if spec.artifacts.logs:
         for log in sorted(run_dir.glob("*_log.out")) + sorted(run_dir.glob("*_log.err")):
             if log.is_file() and not log.is_symlink():

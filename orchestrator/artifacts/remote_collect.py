@@ -31,6 +31,7 @@ from orchestrator.artifacts.left_reports import (
     split,
 )
 from orchestrator.core.errors import GhRunError, RuntimeFailure
+from orchestrator.core.memory_files import is_memory_file
 from orchestrator.core.paths import mirror_root
 from orchestrator.executors.base import Warn
 from orchestrator.spec.job import JobSpec
@@ -103,6 +104,9 @@ def select(
             chosen[f"artifacts/{rel}"] = f"{prefix}artifacts/{rel}"
     for rel, entry in sorted(arts.items()):  # the job's analysis of its reports, always
         if rel.endswith(RECORD_SUFFIX) and entry.kind == "f":
+            chosen.setdefault(f"artifacts/{rel}", f"{prefix}artifacts/{rel}")
+    for rel, entry in sorted(arts.items()):  # and the memory hook's dumps (profile.memory)
+        if is_memory_file(rel) and entry.kind == "f":
             chosen.setdefault(f"artifacts/{rel}", f"{prefix}artifacts/{rel}")
     if spec.artifacts.logs:
         for suffix in ("_log.out", "_log.err"):

@@ -27,8 +27,9 @@ from orchestrator.analysis.loader import RunSet, analyze_paths, analyze_runs
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.readers import tracetext
 from orchestrator.analysis.run_labels import column_labels, short_labels
-from orchestrator.cli.metrics_view import RANK_COLUMNS, print_metrics, print_split, print_wrapped
+from orchestrator.cli.metrics_view import RANK_COLUMNS, print_metrics, print_split
 from orchestrator.cli.piped import console_for_stdout
+from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.errors import UserError
 from orchestrator.core.escape import markup, plain
 from orchestrator.runs.inputs import AnalysisInput
@@ -77,8 +78,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         paths: Annotated[
             list[str],
             typer.Argument(
-                help="trace files, folders, run ids (or 'last'), or a trace shipped with gh-run: "
-                "example:baseline, example:offload"
+                help="trace files, folders, run ids (or 'last'), memory snapshots (.pickle), or"
+                " a trace shipped with gh-run: example:baseline, example:offload"
             ),
         ],
         json_out: Annotated[
@@ -130,7 +131,13 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         folder of unrelated runs, each a job of its own, captured apart, or with other
         commands) are analysed one by one, with the evidence, and `compare` offered.
         A run id is analysed from its artifacts, and its headline numbers are stored
-        in the state store (for campaigns and `compare`)."""
+        in the state store (for campaigns and `compare`).
+
+        A PyTorch memory snapshot (FILE.pickle: torch.cuda.memory._dump_snapshot, or the
+        dump of profile.memory's hook) is read as plain data, never run: what held the GPU
+        memory at its peak by category, growth per step, the allocator's cache, and what to
+        change. A run that ran out of GPU memory leads with what was asked, what was free,
+        what held the rest and the knob."""
         limit = ceiling(max_trace_size)
         if on_cluster:
             _on_cluster(paths, json_out, per_rank)

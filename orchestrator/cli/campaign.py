@@ -27,6 +27,7 @@ from orchestrator.cli import run_view
 from orchestrator.cli.state import STATE, err_console, note, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.core.errors import UserError
+from orchestrator.core.escape import markup
 from orchestrator.executors.cluster_identity import clusters_option
 from orchestrator.executors.slurm import slurm_reachable
 from orchestrator.site.cluster import Cluster
@@ -93,7 +94,9 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
     for f in r.regressions:
         out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}")
     for v in r.failed:
-        out.print(f"  [red]failed[/] {v.variant}: {v.state} (run {v.run_id})")
+        run = store.get_run(v.run_id)
+        why = f", {markup(run.reason)}" if run.reason else ""
+        out.print(f"  [red]failed[/] {v.variant}: {v.state} (run {v.run_id}{why})")
         # What `submit --wait` shows of a failed run: its stderr's last lines.
         run_view.print_stderr_tail(store.get_run(v.run_id), lines=5, indent="    ")
     out.print(f"  report: {outcome.paths['html']}")
@@ -239,7 +242,7 @@ def status_cmd(cid: IdArg) -> None:
     rows: list[list[Cell]] = [
         [
             r.variant or "-",
-            (r.state, run_view.state_style(r.state)),
+            (run_view.state_label(r), run_view.state_style(r.state)),
             r.job_id or "-",
             run_view.exit_text(r),
             r.run_id,

@@ -322,7 +322,7 @@ def status_cmd(
     rows = [
         [
             r.run_id,
-            (r.state, run_view.state_style(r.state)),
+            (run_view.state_label(r), run_view.state_style(r.state)),
             run_view.exit_text(r),
             f"{r.executor}:{r.job_id or '-'}",
             f"{r.cluster}/{r.partition}",
@@ -345,7 +345,7 @@ def _print_run(store: Store, r: Run) -> None:
         [
             ("run", r.run_id),
             ("name", r.name),
-            ("state", (r.state, run_view.state_style(r.state))),
+            ("state", (run_view.state_label(r), run_view.state_style(r.state))),
             ("exit code", run_view.exit_text(r)),
             ("reason", plain(r.reason or "-")),
             ("job", f"{r.executor} {r.job_id or '-'}"),

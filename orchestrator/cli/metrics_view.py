@@ -29,6 +29,7 @@ from orchestrator.analysis.presentation.verdict import (
 )
 from orchestrator.analysis.timeline.kernel_names import distinct_kernels
 from orchestrator.cli.piped import Out
+from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.escape import markup, plain, term
 from orchestrator.core.human import dur
 
@@ -107,6 +108,12 @@ def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
 
 
 def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
+    from orchestrator.cli import memory_view
+
+    memory_view.print_oom(m, console)  # an out of memory leads
+    if memory_view.memory_only(m):  # snapshots alone: memory, and nothing of GPU time
+        memory_view.print_memory(m, console)
+        return
     if not has_gpu(m):
         console.print(f"{NO_GPU} (no kernels, copies or memsets were traced)", markup=False)
     elif not has_kernels(m):
@@ -194,6 +201,9 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     sm = gpu_metric_findings.sentence(m) if has_kernels(m) else None
     if sm is not None:
         print_wrapped(console, f"GPU metrics: {sm}")
+    from orchestrator.cli import memory_view
+
+    memory_view.print_memory(m, console)
     for a in fold(advise(m), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         console.print(
@@ -304,14 +314,3 @@ def print_split(console: Out, found: RunSet, args: list[str]) -> str:
     offer = f"side by side: gh-run compare {quoted}   (or gh-run report {quoted} --out DIR)"
     console.print(offer, markup=False)
     return offer
-
-
-def print_wrapped(console: Out, text: str, indent: str = "") -> None:
-    """A long line wrapped at 100 columns (or the terminal's width), its continuation indented."""
-    import textwrap
-
-    width = min(console.width, 100)
-    wrapped = textwrap.fill(
-        plain(text), width, initial_indent=indent, subsequent_indent=indent + "    "
-    )
-    console.print(wrapped, markup=False, highlight=False, soft_wrap=True)

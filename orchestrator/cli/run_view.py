@@ -30,6 +30,16 @@ def state_style(state: str) -> str | None:
     return STATE_STYLE.get(state)
 
 
+def state_label(run: Run) -> str:
+    """The state as a listing shows it: SLURM's, and why where that is known to matter (a
+    job that died of GPU out-of-memory reads `FAILED (GPU OOM)`)."""
+    from orchestrator.core.gpu_oom import is_gpu_oom
+
+    if run.state == "FAILED" and is_gpu_oom(run.reason):
+        return "FAILED (GPU OOM)"
+    return run.state
+
+
 def elapsed(run: Run) -> str:
     if run.submitted_at is None:
         return "-"
@@ -58,7 +68,12 @@ def end_line(run: Run) -> str:
     said = f", exit code {code}" if code is not None else ""
     why = f" ({plain(run.reason)})" if run.reason and run.reason != f"exit code {code}" else ""
     state = paint(run.state, state_style(run.state))
-    return f"{run.run_id}: {state}{said}{why} after {elapsed(run)}"
+    hint = ""
+    from orchestrator.core.gpu_oom import is_gpu_oom
+
+    if is_gpu_oom(run.reason):
+        hint = f"; `gh-run analyze {run.run_id}` says what held the memory"
+    return f"{run.run_id}: {state}{said}{why} after {elapsed(run)}{hint}"
 
 
 def print_stderr_tail(run: Run, lines: int = 10, indent: str = "  ") -> None:

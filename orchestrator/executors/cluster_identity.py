@@ -131,6 +131,12 @@ def forget() -> None:
     _ANSWERS.clear()
 
 
+def same_name(a: str, b: str) -> bool:
+    """Whether two SLURM cluster names are one cluster: SLURM lower-cases ClusterName
+    (slurm.conf(5)), so a cluster file's `GHDev` is the controller's `ghdev`."""
+    return a.lower() == b.lower()
+
+
 def clusters_option(cluster: Cluster) -> str | None:
     """What gh-run passes as --clusters for this cluster file's jobs (None: nothing)."""
     return cluster.slurm.cluster_name if cluster.slurm.multi_cluster else None
@@ -199,7 +205,7 @@ def confirm(cluster: Cluster, transport: Transport) -> ControllerFacts:
             f"{{cluster_name: {actual}}}` to {src} (`gh-run partitions import` writes it), "
             f"else use cluster {actual}'s own file"
         )
-    if actual.lower() != expected.lower():  # SLURM lower-cases ClusterName (slurm.conf(5))
+    if not same_name(actual, expected):
         raise UserError(
             f"{src}: slurm.cluster_name: this file describes SLURM cluster {expected!r}, but the "
             f"controller {reached(transport, clusters)} is cluster {actual!r}; nothing was "
@@ -225,7 +231,7 @@ def check_run(run: Run, transport: Transport, doing: str) -> None:
             f"{reached(transport, run.clusters_option)} is cluster {run.slurm_cluster}, where "
             f"run {run.run_id} was submitted ({exc}); {doing}: try again once `sinfo` answers"
         ) from None
-    if facts.cluster_name.lower() != run.slurm_cluster.lower():
+    if not same_name(facts.cluster_name, run.slurm_cluster):
         raise UserError(
             f"run {run.run_id} was submitted to SLURM cluster {run.slurm_cluster!r}, but the "
             f"controller {reached(transport, run.clusters_option)} is cluster "

@@ -194,9 +194,10 @@ class LocalExecutor(Executor):
             return JobStatus(state="COMPLETED", exit_code=0)
         # The code and the signal are fields of their own: a reason repeating them would be
         # shown twice ("exit code 127 (exit code 127)").
+        reason = gpu_oom_in_logs(folder)  # the GPU's memory, as PyTorch says in the log
         if rc > 128:
-            return JobStatus(state="FAILED", exit_code=rc, signal=rc - 128)
-        return JobStatus(state="FAILED", exit_code=rc)
+            return JobStatus(state="FAILED", exit_code=rc, signal=rc - 128, reason=reason)
+        return JobStatus(state="FAILED", exit_code=rc, reason=reason)
 
     def cancel(self, run: Run) -> None:
         """SIGTERM to the supervisor, which stops the whole job (SIGTERM, then SIGKILL after the
@@ -396,6 +397,22 @@ def supervise(argv: list[str]) -> int:
     status = 128 - rc if rc < 0 else rc
     _record_exit(folder, f"{status} {how}".rstrip() + "\n")
     return 0
+
+
+def gpu_oom_in_logs(folder: Path, nbytes: int = 64 * 1024) -> str | None:
+    """`GPU out of memory: ...` when a stderr log of the run folder ends with PyTorch's words
+    for it (orchestrator/core/gpu_oom.py), else None."""
+    from orchestrator.core import gpu_oom
+
+    tails = []
+    for err in sorted(folder.glob("*_log.err")):
+        try:
+            with open(err, "rb") as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - nbytes))
+                tails.append(fh.read().decode("utf-8", "replace"))
+        except OSError:
+            continue
+    return gpu_oom.match(tails)
 
 
 def _record_exit(folder: Path, text: str) -> None:

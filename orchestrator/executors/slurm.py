@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core import gpu_oom
 from orchestrator.core.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Executor, JobStatus, NotHere, Warn
 from orchestrator.executors.slurm_cli import SLURM_TIMEOUT_S as SLURM_TIMEOUT_S
@@ -255,14 +256,15 @@ class SlurmExecutor(Executor):
                 # Without cgroups (jobacct_gather OverMemoryKill) SLURM reports a step SIGKILLed
                 # over its --mem as FAILED; slurmstepd says why in the step's stderr. (Not the
                 # signal: sacct's DerivedExitCode may still read 0:0 when the job is FAILED.)
-                evidence = memory_kill_match(
-                    self.transport.tails(str(job.paths.folder), job.job_id, LOG_TAIL_BYTES)
-                )
+                tails = self.transport.tails(str(job.paths.folder), job.job_id, LOG_TAIL_BYTES)
+                evidence = memory_kill_match(tails)
                 if evidence:
                     state = "OUT_OF_MEMORY"
                     reason = f"slurmstepd: {evidence}; sacct state FAILED" + (
                         f"; {reason}" if reason else ""
                     )
+                elif gpu := gpu_oom.match(tails):  # the GPU's memory: PyTorch says so
+                    reason = gpu + (f"; {reason}" if reason else "")
             out[run_id] = JobStatus(
                 state=state,
                 exit_code=code,

@@ -56,6 +56,9 @@ PER_PROCESS = frozenset(
         "nsys_version",
         "nsys_path",
         "nsys_placement",
+        # PyTorch's allocator history: each rank's own process (nsys/memory_collect.py)
+        "memory",
+        "memory_max_events",
     }
 )
 NODE_WIDE_FIELDS = frozenset(_NODE_WIDE)

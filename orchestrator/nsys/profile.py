@@ -76,6 +76,7 @@ _FLAG_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*$")
 # An nsys command: a name on the job's PATH or an absolute path, nothing a shell would split.
 _COMMAND_RE = re.compile(r"^(/[A-Za-z0-9_.+@=,/-]+|[A-Za-z0-9_.+-]+)$")
 Placement = Literal["container", "host"]
+MemoryMode = Literal["off", "timeline", "snapshot"]
 
 DEFAULT_TRACE: list[TraceApi] = ["cuda", "nvtx", "osrt"]
 DEFAULT_REPORTS = [
@@ -289,6 +290,33 @@ class ProfileSpec(Strict):
         description="container (nsys inside the image) or host (nsys wraps the container); "
         "default: the partition's nsys.placement.",
     )
+    memory: MemoryMode = Field(
+        "off",
+        description="PyTorch's allocator history, recorded by gh-run's import hook without a "
+        "change to the workload: timeline (every allocation and free, no stacks), snapshot "
+        "(each with its Python stack: categories from the frames too); dumped when the "
+        "cudaProfilerApi window ends or the process exits, and when it runs out of GPU memory "
+        "(docs/profiling.md, Memory). Any profile.tool, none included.",
+    )
+    memory_max_events: int | None = Field(
+        None,
+        ge=1000,
+        le=10_000_000,
+        description="With memory: the allocator keeps the last N events (a ring); default "
+        "100000 (docs/profiling.md gives its cost).",
+    )
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, v: object) -> object:
+        # YAML reads an unquoted off as false (and on as true)
+        if v is False:
+            return "off"
+        if v is True:
+            raise ValueError(
+                "is on, which says no mode; set timeline or snapshot (off: no recording)"
+            )
+        return v
 
     @field_validator("capture_range", mode="before")
     @classmethod
@@ -404,6 +432,11 @@ class ProfileSpec(Strict):
             )
         if self.gpu_metrics is not None and self.tool != "nsys":
             raise ValueError("gpu_metrics is set but tool is not nsys; set tool: nsys")
+        if self.memory_max_events is not None and self.memory == "off":
+            raise ValueError(
+                "memory_max_events is set but memory is off; set memory: snapshot (or "
+                "timeline), or drop memory_max_events"
+            )
         if self.torch_profile_flag and self.tool != "torch":
             raise ValueError("torch_profile_flag is set but tool is not torch; set tool: torch")
         return self
@@ -532,15 +565,6 @@ def profiler_prefix(
     if spec.gpu_metrics is not None and sampler:
         argv += spec.gpu_metrics.flags(setup)
     return argv
-
-
-def sampler_ranks(spec: ProfileSpec, profiled: list[int], tasks_per_node: int) -> list[int]:
-    """The profiled ranks whose nsys samples GPU metrics: local rank `sampler_local_rank` of
-    each node (SLURM's default block distribution: rank = node * tasks_per_node + local)."""
-    gm = spec.gpu_metrics
-    if gm is None or spec.tool != "nsys":
-        return []
-    return [r for r in profiled if r % tasks_per_node == gm.sampler_local_rank]
 
 
 class StatsCsv(Strict):

@@ -30,6 +30,7 @@ from orchestrator.core.paths import user_cache_dir
 from orchestrator.core.shipped import templates_dir
 from orchestrator.core.units import parse_time
 from orchestrator.nsys import node_wide
+from orchestrator.nsys.memory_collect import MemoryHook, hook_for, hook_sources
 from orchestrator.nsys.profile import (
     nsys_output,
     nsys_setup,
@@ -82,6 +83,12 @@ class EmbeddedFile(Strict):
     name: str
     content: str
     mode: str = "0700"
+
+    @property
+    def parent(self) -> str | None:
+        """The folder of the run folder the file goes in (made first), None for the top."""
+        folder = Path(self.name).parent
+        return None if folder == Path(".") else folder.as_posix()
 
     @property
     def delimiter(self) -> str:
@@ -187,6 +194,11 @@ class RenderContext(Strict):
     analysis_gh_run: list[str] = Field(
         default_factory=list,
         description="The command running gh-run on the nodes (the cluster's analysis.gh_run).",
+    )
+    memory_hook: MemoryHook | None = Field(
+        None,
+        description="profile.memory: the hook's folder (first on PYTHONPATH) and variables "
+        "task.sh exports; None: off.",
     )
 
 
@@ -447,6 +459,10 @@ def build_context(
         post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
     setup_lines = [*cluster.defaults.setup, *part.setup]
+    memory_hook = hook_for(prof, run_dir, artifacts_dir, part.gpu_mem)
+    if memory_hook is not None:  # the allocator's history, recorded from outside the workload
+        for name, source in hook_sources().items():
+            files.append(EmbeddedFile(name=name, content=source, mode="0600"))
     env = {
         "GH_RUN_ID": run_id,
         "GH_RUN_NAME": spec.name,
@@ -492,11 +508,16 @@ def build_context(
         secrets_file=secrets_file,
         forward_usr1=spec.retries.signal_seconds is not None,
         # secrets are not forwarded: the launcher sets them where the workload runs
-        container_env=forwarded_env(spec.container, [*env, *workload.env]),
+        container_env=forwarded_env(
+            spec.container,
+            [*env, *workload.env, *(memory_hook.env if memory_hook else ())]
+            + (["PYTHONPATH"] if memory_hook else []),
+        ),
         nsys_version=str(setup.version) if prof.tool == "nsys" else None,
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
         node_post=post_plan,
         analysis_gh_run=cluster.gh_run_on_nodes() if post_plan and post_plan.analysis else [],
+        memory_hook=memory_hook,
     )
 
 

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -567,6 +568,7 @@ def _wait_for_campaign(home: Path, timeout: float) -> list[sqlite3.Row]:
     return _campaign_rows(home)
 
 
+@pytest.mark.cluster_exclusive  # rewrites the machine's crontab, as another session's test may
 def test_cron_schedule_fires(dev_cluster: None, gh_home: Path, tmp_path: Path) -> None:
     """A `* * * * *` crontab entry (Debian's cron) really launches the campaign (<= 70 s)."""
     if shutil.which("cron") is None or shutil.which("crontab") is None:
@@ -594,14 +596,16 @@ def test_slurm_schedule_fires_and_queues_the_next_night(
     dev_cluster: None, gh_home: Path, tmp_path: Path
 ) -> None:
     """The self-resubmitting launcher: begins seconds ahead, queues tomorrow, runs the campaign."""
-    camp = _tiny_scheduled(tmp_path, "slurmfire", "30 4 * * *", "slurm")
+    # its own name: the launcher's job name is the campaign's, and other sessions share SLURM
+    name = f"slurmfire-{uuid.uuid4().hex[:8]}"
+    camp = _tiny_scheduled(tmp_path, name, "30 4 * * *", "slurm")
     res = run_cli(["campaign", "schedule", str(camp), "--first-begin", "now+2"], gh_home)
     try:
         assert res.rc == 0, res.text
         rows = _wait_for_campaign(gh_home, 150)
-        assert rows and rows[0]["name"] == "slurmfire" and rows[0]["state"] == "PASSED", rows
+        assert rows and rows[0]["name"] == name and rows[0]["state"] == "PASSED", rows
         queued = subprocess.run(
-            ["squeue", "-h", "-o", "%i|%T|%S", "--name", "ghr-schedule-slurmfire"],
+            ["squeue", "-h", "-o", "%i|%T|%S", "--name", f"ghr-schedule-{name}"],
             capture_output=True,
             text=True,
             check=True,
@@ -609,10 +613,10 @@ def test_slurm_schedule_fires_and_queues_the_next_night(
         pending = [q for q in queued if "|PENDING|" in q]
         assert len(pending) == 1 and "T04:30:00" in pending[0], queued  # tomorrow's launcher
     finally:
-        gone = run_cli(["campaign", "unschedule", "slurmfire"], gh_home)
+        gone = run_cli(["campaign", "unschedule", name], gh_home)
     assert gone.rc == 0 and "cancelled" in gone.out, gone.text
     left = subprocess.run(
-        ["squeue", "-h", "-t", "PENDING", "--name", "ghr-schedule-slurmfire"],
+        ["squeue", "-h", "-t", "PENDING", "--name", f"ghr-schedule-{name}"],
         capture_output=True,
         text=True,
         check=True,

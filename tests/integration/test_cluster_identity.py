@@ -73,6 +73,19 @@ def test_a_file_naming_another_cluster_is_refused_and_nothing_reaches_slurm(  # 
     assert "is cluster ghdev, the one clusters/dev.yaml names" in ok.out
 
 
+def test_a_file_naming_the_cluster_in_other_case_is_accepted(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, tmp_path: Path
+) -> None:
+    """Cluster names compare without case (issue 43): the controller's ClusterName is `ghdev`
+    (SLURM lower-cases it); a cluster file that writes `GHDev` names that cluster, and check
+    says so, while a file naming another cluster is refused (the test above)."""
+    upper = dev_copy(tmp_path, "upper", cluster_name="GHDev")
+    ok = cli("check", SMOKE, "--cluster", str(upper))
+    assert ok.rc == 0, ok.text
+    assert "is cluster ghdev, the one" in ok.out and "names" in ok.out
+    assert "the SLURM controller accepts" in ok.out  # and then asked for its verdict
+
+
 def test_a_file_without_a_cluster_name_is_refused_with_the_name_to_set(  # type: ignore[no-untyped-def]
     dev_cluster: None, cli, tmp_path: Path
 ) -> None:

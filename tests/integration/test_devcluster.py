@@ -5,6 +5,8 @@ These run real sbatch/srun/sacct against scripts/devcluster.sh's cluster; nothin
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +16,8 @@ import pytest
 
 from tests import devcluster
 
-pytestmark = pytest.mark.cluster
+# the cluster itself: a daemon stopped, both nodes idle and then both taken
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_exclusive]
 
 POLL_TIMEOUT_S = 30.0
 # `hostname` is the same machine for both "nodes"; SLURMD_NODENAME tells them apart.
@@ -23,9 +26,9 @@ BATCH_BOTH_NODES = (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cluster_up() -> Iterator[None]:
-    devcluster.ensure_up()
+@pytest.fixture(autouse=True)
+def _cluster_up(dev_cluster: None) -> Iterator[None]:
+    # the cluster itself: stopped daemons, both nodes idle (cluster_exclusive, below)
     yield
 
 
@@ -137,3 +140,37 @@ def test_stop_and_start_slurmctld() -> None:
     finally:
         devcluster.start("slurmctld")
     assert slurm("sinfo", "-h").returncode == 0
+
+
+def test_a_checkout_without_its_own_cluster_reuses_the_running_one(tmp_path: Path) -> None:
+    """Another checkout of the repository (here: the script alone, in a folder of its own,
+    GH_RUN_DEVCLUSTER_DIR unset) finds the dev cluster that runs, through the link `up` made at
+    /etc/slurm/slurm.conf, and reuses it instead of starting a second one on the same ports."""
+    link = devcluster.ETC_LINK
+    if not (link.is_symlink() and Path(os.readlink(link)) == devcluster.SLURM_CONF):
+        pytest.skip(f"{link} does not link to this session's cluster ({devcluster.SLURM_CONF})")
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(devcluster.SCRIPT, clone / "scripts" / "devcluster.sh")
+    env = {k: v for k, v in os.environ.items() if k not in ("GH_RUN_DEVCLUSTER_DIR", "SLURM_CONF")}
+
+    def script(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(clone / "scripts" / "devcluster.sh"), *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    said = script("env")
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.strip() == f"export SLURM_CONF={devcluster.SLURM_CONF}"
+    assert f"reusing the dev cluster running in {devcluster.STATE_DIR}" in said.stderr
+    up = script("up")
+    assert up.returncode == 0, up.stderr
+    assert "already up (reused)" in up.stderr and not (clone / ".devcluster" / "pids").exists()
+    # the tests of such a checkout find it the same way
+    assert devcluster.find_state_dir({})[0] == devcluster.STATE_DIR

@@ -72,6 +72,7 @@ def stopped() -> Iterator[Callable[[str], None]]:
 
 
 # -- daemons down --------------------------------------------------------------------------------
+@pytest.mark.cluster_exclusive  # stops a daemon
 @pytest.mark.cluster
 def test_slurmctld_down_at_submit(dev_cluster, cli, gh_home: Path, stopped) -> None:  # type: ignore[no-untyped-def]
     stopped("slurmctld")
@@ -90,6 +91,7 @@ def test_slurmctld_down_at_submit(dev_cluster, cli, gh_home: Path, stopped) -> N
     assert cli("status").rc == 0 and Store(gh_home).list_runs() == []
 
 
+@pytest.mark.cluster_exclusive  # stops a daemon
 @pytest.mark.cluster
 def test_slurmctld_down_during_wait(dev_cluster, cli, gh_home: Path, stopped) -> None:  # type: ignore[no-untyped-def]
     res = cli("submit", SMOKE, "-x", "slurm", "--set", "workload.args=[-c, 'sleep 6; echo ok']")
@@ -141,6 +143,7 @@ def test_slurmctld_down_during_wait(dev_cluster, cli, gh_home: Path, stopped) ->
     assert "Traceback" not in err
 
 
+@pytest.mark.cluster_exclusive  # stops a daemon
 @pytest.mark.cluster
 def test_slurmdbd_down_falls_back_to_squeue_scontrol(
     dev_cluster, cli, gh_home: Path, stopped
@@ -183,6 +186,7 @@ def _resume(node: str) -> None:
     _until(lambda: "down" not in _slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout, timeout=60)
 
 
+@pytest.mark.cluster_exclusive  # takes a node down
 @pytest.mark.cluster
 def test_node_down_gh_run_resubmits(dev_cluster, cli, gh_home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     spec = _write_spec(
@@ -226,6 +230,7 @@ def test_node_down_gh_run_resubmits(dev_cluster, cli, gh_home: Path, tmp_path: P
     assert sorted(jobs) == sorted({str(run.job_id), str(final.job_id)})
 
 
+@pytest.mark.cluster_exclusive  # takes a node down
 @pytest.mark.cluster
 def test_node_down_slurm_requeue_recorded(dev_cluster, cli, gh_home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     spec = _write_spec(
@@ -395,6 +400,7 @@ for _ in range(100):
 """
 
 
+@pytest.mark.cluster_exclusive  # 200 jobs fill the queue
 @pytest.mark.cluster
 def test_two_processes_200_runs_none_lost(dev_cluster, gh_home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # Two processes running gh-run's own submit path (runs.submit, what `gh-run submit` calls)

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,9 @@ def test_check_asks_the_remote_controller(laptop: Laptop) -> None:
     assert ok.rc == 0 and "accepts" in ok.out and "gh[1-2]" in ok.out, ok.text
 
 
-def _tiny_campaign(tmp: Path, cluster: str | Path, n: int = 4, **extra: object) -> Path:
+def _tiny_campaign(
+    tmp: Path, cluster: str | Path, n: int = 4, name: str = "tinyc", **extra: object
+) -> Path:
     job = tmp / "tiny.yaml"
     job.write_text(
         yaml.safe_dump(
@@ -204,11 +207,11 @@ def _tiny_campaign(tmp: Path, cluster: str | Path, n: int = 4, **extra: object) 
             }
         )
     )
-    camp = tmp / "tinyc.yaml"
+    camp = tmp / f"{name}.yaml"
     camp.write_text(
         yaml.safe_dump(
             {
-                "name": "tinyc",
+                "name": name,
                 "job": str(job),
                 "executor": "slurm",
                 "matrix": {
@@ -237,6 +240,7 @@ def test_campaign_over_ssh(laptop: Laptop, tmp_path: Path) -> None:
     assert metrics == (4,)
 
 
+@pytest.mark.cluster_exclusive  # rewrites the machine's crontab, as another session's test may
 def test_cron_schedule_installed_on_the_login_node_fires(laptop: Laptop, tmp_path: Path) -> None:
     """The crontab is the login node's (gh-run has no crontab on its PATH); cron fires the
     campaign there, with gh-run as ssh.gh_run names it, into a gh-run home beside the runs."""
@@ -319,10 +323,13 @@ def test_slurm_schedule_queued_on_the_remote_cluster_fires(laptop: Laptop, tmp_p
     cluster = cluster_file(
         tmp_path, "dev-ssh-sl", runs=runs, ssh_gh_run=[sys.executable, "-m", "orchestrator"]
     )
+    # its own name: the launcher's job name is the campaign's, and other sessions share SLURM
+    name = f"tinyc-{uuid.uuid4().hex[:8]}"
     camp = _tiny_campaign(
         tmp_path,
         cluster,
         n=2,
+        name=name,
         schedule={"cron": "30 4 * * *", "tz": "UTC", "mode": "slurm", "launcher_time": "00:05:00"},
     )
     remote_root = devcluster.SCRATCH / "gh-run" / f"test-{tmp_path.name}" / "runs"
@@ -339,11 +346,11 @@ def test_slurm_schedule_queued_on_the_remote_cluster_fires(laptop: Laptop, tmp_p
         listed = laptop.cli("campaign", "list")
         assert "PENDING (begin " in listed.out and "T04:30:00" in listed.out, listed.text
     finally:
-        gone = laptop.cli("campaign", "unschedule", "tinyc")
+        gone = laptop.cli("campaign", "unschedule", name)
         shutil.rmtree(remote_root.parent, ignore_errors=True)
     assert gone.rc == 0 and "cancelled queued launcher job(s)" in gone.out, gone.text
     left = subprocess.run(
-        ["squeue", "-h", "-t", "PENDING", "--name", "ghr-schedule-tinyc"],
+        ["squeue", "-h", "-t", "PENDING", "--name", f"ghr-schedule-{name}"],
         env=devcluster.slurm_env(),
         capture_output=True,
         text=True,

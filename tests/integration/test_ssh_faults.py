@@ -56,6 +56,7 @@ def _wait_until(what: str, check: object, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.cluster_exclusive  # stops sshd
 def test_connection_dropped_while_polling_reconnects_and_never_resubmits(laptop: Laptop) -> None:
     proc = laptop.popen(
         "submit",
@@ -84,6 +85,7 @@ def test_connection_dropped_while_polling_reconnects_and_never_resubmits(laptop:
     assert len(submitted) == 1
 
 
+@pytest.mark.cluster_exclusive  # stops sshd
 def test_connection_dropped_during_artifact_copy_resumes_and_records_only_whole(
     laptop: Laptop, tmp_path: Path
 ) -> None:
@@ -190,6 +192,7 @@ def test_wrong_key_or_user_is_one_sentence(laptop: Laptop, tmp_path: Path, wrong
     assert _runs(laptop) == []
 
 
+@pytest.mark.cluster_exclusive  # stops sshd
 def test_login_node_unreachable_at_submit_records_nothing(laptop: Laptop) -> None:
     devcluster.stop("sshd")
     try:
@@ -205,6 +208,7 @@ def _running(pattern: str) -> bool:
     return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
 
 
+@pytest.mark.cluster_exclusive  # stops sshd
 def test_answer_lost_during_sbatch_leaves_an_intent_that_status_repairs(
     laptop: Laptop, tmp_path: Path
 ) -> None:

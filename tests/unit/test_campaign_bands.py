@@ -44,6 +44,20 @@ def test_a_quiet_history_gets_the_floor_width_and_nan_is_left_out() -> None:
     assert bands.learn([math.nan], BAND) is None
 
 
+def test_a_steady_negative_metric_gets_the_floor_width_of_its_size() -> None:
+    """Noise bands around a negative centre (issue 43): the floor is a share of the centre's
+    size, so a steady series at -2.0 gets a half-width of 0.04 (2 %), as one at +2.0 does; a
+    signed centre would give it none, and any change of a steady negative metric (a
+    difference, a slope, a change against a baseline) would alarm."""
+    b = bands.learn([-2.0] * 4, BAND)
+    assert b is not None and b.sigma == 0
+    assert b.half_width == pytest.approx(0.04)
+    assert (b.low, b.high) == (pytest.approx(-2.04), pytest.approx(-1.96))
+    widths = Threshold(decrease_widths=2, increase_widths=2)
+    assert bands.judge(-2.01, b, widths) is None  # jitter inside the band: quiet
+    assert bands.judge(-2.2, b, widths) is not None  # five half-widths down: caught
+
+
 @pytest.mark.parametrize(
     ("value", "regressed"),
     [

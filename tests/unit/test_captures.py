@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.analysis import analyze_runs
-from orchestrator.analysis.captures import APART_NS, Capture, separated, split, tied
+from orchestrator.analysis.captures import APART_NS, Capture, find_spec, separated, split, tied
 from tests.fixtures.kineto_builder import training_trace
 from tests.fixtures.nsys_builder import NsysBuilder
 from tests.fixtures.recordings import unpacked
@@ -181,6 +181,30 @@ def test_the_evidence_each_rule_uses() -> None:
     # different gh-run run folders
     assert separated(_cap(spec="/a/spec.lock.yaml"), _cap(spec="/b/spec.lock.yaml"))
     assert tied(_cap(spec="/a/spec.lock.yaml"), _cap(spec="/a/spec.lock.yaml"))
+
+
+def test_run_folders_are_told_apart_resolved_and_shown_as_named(tmp_path: Path) -> None:
+    """Two run folders reached through a link: the same folder whatever the path, and the
+    message shows the paths the inputs gave, never where the link led (a machine's own path
+    in the output, as the golden of tests/data/memory_h200 once held)."""
+    real = tmp_path / "real"
+    for name in ("one", "two"):
+        (real / name).mkdir(parents=True)
+        (real / name / "spec.lock.yaml").write_text("name: x\n")
+    (tmp_path / "data").symlink_to(real, target_is_directory=True)
+    a, b, again = _cap(name="a"), _cap(name="b"), _cap(name="c")
+    find_spec(a, tmp_path / "data" / "one")
+    find_spec(b, tmp_path / "data" / "two")
+    find_spec(again, real / "one")
+    assert a.spec == again.spec == str((real / "one" / "spec.lock.yaml").resolve())
+    assert tied(a, again) == f"the same gh-run run folder ({tmp_path}/data/one/spec.lock.yaml)"
+    [text] = [t for k, t in separated(a, b) if k == "spec"]
+    assert text == (
+        f"they lie in different gh-run run folders ({tmp_path}/data/one/spec.lock.yaml,"
+        f" {tmp_path}/data/two/spec.lock.yaml)"
+    )
+    find_spec(a, tmp_path)  # no run folder around it
+    assert a.spec is None and a.spec_named is None
 
 
 def test_split_keeps_order_and_puts_each_input_in_the_first_run_it_fits() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.errors import GhRunError, RuntimeFailure, UserError, combine
-from orchestrator.executors.cluster_identity import clusters_option, parse_config
+from orchestrator.executors.cluster_identity import clusters_option, parse_config, same_name
 from orchestrator.executors.slurm_cli import with_clusters
 from orchestrator.site.cluster import Cluster, load_cluster, validate_job
 from orchestrator.spec.job import load_spec_located
@@ -55,6 +55,15 @@ def test_with_clusters_goes_right_after_the_program(
     argv: list[str], clusters: str | None, expected: list[str]
 ) -> None:
     assert with_clusters(argv, clusters) == expected
+
+
+def test_cluster_names_compare_without_case() -> None:
+    """Cluster names compare without case (issue 43): SLURM lower-cases ClusterName, so a
+    cluster file's `GHDev` is the controller's `ghdev`, and another name is another cluster
+    (tests/integration/test_cluster_identity.py asks the real controller)."""
+    assert same_name("ghdev", "GHDev") and same_name("GHDEV", "ghdev")
+    assert not same_name("ghdev", "otherdev")
+    assert not same_name("ghdev", "ghdev2")
 
 
 def cluster_doc(**slurm: object) -> dict[str, object]:

@@ -106,6 +106,7 @@ def test_script_and_embedded_files_are_valid(
     shell[0].write_text(script)
     for name, content in files.items():
         path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)  # memory_hook/sitecustomize.py
         path.write_text(content)
         if name.endswith(".py"):
             compile(content, name, "exec")

@@ -46,6 +46,8 @@ RECORDINGS = {
     "rec/unannotated/nsys/convnet_w4": "unannotated/nsys/convnet_w4",
     "rec/unannotated/nsys/sft_w0": "unannotated/nsys/sft_w0",
     "rec/unannotated/nsys/sft_w4": "unannotated/nsys/sft_w4",
+    "rec/memory_h200/activations": "memory_h200/activations",
+    "rec/memory_h200/activations_ckpt": "memory_h200/activations_ckpt",
 }
 
 ANALYZE = ("analyze.txt", "analyze.term.txt", "analyze.json", "headline.json")
@@ -100,6 +102,18 @@ CASES = [
     ),
     # an nsys export against a PyTorch-profiler trace: the sources differ
     Case("compare_mixed", ("data/ddp_h200/nsys", "data/ddp_h200/kineto"), COMPARE),
+    # memory: a snapshot alone, two compared (checkpointing off and on), Kineto traces' own
+    # memory events (the folder's snapshots are xz-packed: only its traces are read there)
+    _one("memory_snapshot", "rec/memory_h200/activations/memory.rank0.pickle", REPORT),
+    Case(
+        "compare_memory",
+        (
+            "rec/memory_h200/activations/memory.rank0.pickle",
+            "rec/memory_h200/activations_ckpt/memory.rank0.pickle",
+        ),
+        COMPARE + REPORT,
+    ),
+    _one("memory_kineto", "data/memory_h200"),
     # runs without kernels beside runs with them
     Case(
         "compare_no_gpu",

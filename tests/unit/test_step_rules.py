@@ -325,3 +325,58 @@ def test_what_changed_lists_each_phase_once_and_no_library_range() -> None:
     run = analyze_paths([_inputs("nsys", "sft_w4")[0]])
     names = [p.name for p in what_changed(base, run).phases]
     assert len(names) == len(set(names)) and names[0] == "step"
+
+
+def test_optimizer_steps_end_at_the_last_burst_not_at_the_last_kernel() -> None:
+    """Steps closed by optimizer bursts (issue 43): a capture that stops after a last stretch
+    holding a whole step's worth of kernels but no optimizer burst gives only the steps the
+    bursts closed. That stretch is a step nobody closed, so no extra step may end at the last
+    kernel of the capture (the optimizer rule never counts a tail, whatever its size)."""
+    body = [*FWD_BWD, "multi_tensor_lamb_stage1_kernel", "multi_tensor_lamb_stage2_kernel"]
+    kernels, _ = loop(6, body, 5_000_000)
+    t = kernels[-1][2] + 5_000_000
+    # the capture ends inside the 7th step: as many kernels as a step, the optimizer not yet run
+    for name in [*FWD_BWD, "clip_grad_norm", "grad_scale"]:
+        kernels.append((name, t, t + 1_000_000))
+        t += 1_002_000
+    assert len(kernels) - 6 * len(body) == len(body)
+    found = step_rules.find(timeline(kernels))
+    assert found.rule == "optimizer", found.evidence
+    assert len(found.rows) == 6, found.rows
+    last_burst_end = max(e for n, _, e in kernels if "lamb" in n)
+    _, start, dur = found.rows[-1]
+    assert start + dur == last_burst_end  # the last step ends with the last burst
+    assert "9 kernels after the last closing are a partial step" in found.evidence
+
+
+def test_short_gaps_are_not_causes_one_by_one() -> None:
+    """Short gaps are not causes (issue 43): idle gaps shorter than `MIN_GAP_NS` (100 µs, the
+    gaps between launches) all go to the `short-gaps` class, however many there are and
+    whatever the host did in them; only the long gap is looked at and attributed."""
+    kernels: list[tuple[str, int, int]] = []
+    host: list[tuple[int, int, int, str, tuple[int, int]]] = []
+    t = 1_000_000
+    short = [100 + 500 * i for i in range(200)]  # 100 ns .. 99.6 µs: 10 ms of idle in all
+    for i, gap in enumerate(short):
+        kernels.append((f"k{i % 7}", t, t + 20_000))
+        t += 20_000
+        # the main thread is in an operator through each short gap: were the gap examined, it
+        # would be host compute
+        host.append((T.CPU_OP, t - 1_000, t + gap + 1_000, "aten::copy_", MAIN))
+        t += gap
+    kernels.append(("k_last", t, t + 20_000))
+    t += 20_000
+    long_gap = 5_000_000  # one long gap, the main thread in a sync: well under the short gaps
+    host.append((T.CUDA_API, t, t + long_gap, "cudaDeviceSynchronize", MAIN))
+    t += long_gap
+    kernels.append(("k_after", t, t + 20_000))
+    tl = timeline(kernels, host)
+    gs, ge = _gaps(tl)
+    assert gs.size == len(short) + 1
+    causes = idle_causes.attribute(tl, tl.gpu, gs, ge, int((ge - gs).sum()), [], MAIN)
+    assert causes is not None
+    by = {c.cause: c for c in causes.causes}
+    assert set(by) == {"short-gaps", "sync"}, by
+    assert by["short-gaps"].gaps == len(short) and by["short-gaps"].total_ns == sum(short)
+    assert by["sync"].gaps == 1 and by["sync"].total_ns == long_gap
+    assert causes.examined_gaps == 1

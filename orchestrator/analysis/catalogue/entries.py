@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from orchestrator.analysis.catalogue.memory_entries import MEMORY
 from orchestrator.analysis.catalogue.model import (
     ACTIVITY,
     KERNELS,
@@ -501,6 +502,9 @@ def _thread(name: str) -> Metric:
         rank=ns, rank_unit="ns", across="sum",
     )  # fmt: skip
 
+
+# the memory family's (catalogue/memory_entries.py), after the others
+CATALOGUE += MEMORY
 
 FAMILIES: list[Family] = [
     Family("kernel_type_pct[TYPE]", "Kernel types (HTA)", "TYPE", "%",

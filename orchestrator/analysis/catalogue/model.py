@@ -25,7 +25,9 @@ Better = Literal["lower", "higher"]
 Across = Literal["mean", "sum", "max"]
 RankGet = Callable[["RankMetrics"], float | None]
 RunGet = Callable[["Metrics"], float | None]
-KIND_NAMES = {"nsys-sqlite": "nsys", "kineto-json": "Kineto"}
+KIND_NAMES = {"nsys-sqlite": "nsys", "kineto-json": "Kineto", "torch-snapshot": "PyTorch snapshot"}
+# the traces: what a metric is measured by unless it says otherwise
+TRACE_KINDS = frozenset({"nsys-sqlite", "kineto-json"})
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Sources:
     """Which inputs measure a metric: these kinds of source, holding what `need` says. What a
     run's sources cannot measure is "not measured" (JSON null), never a real 0."""
 
-    kinds: frozenset[str] = frozenset(KIND_NAMES)
+    kinds: frozenset[str] = TRACE_KINDS
     need: Need | None = None
 
     def measured(self, m: Metrics) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.analysis.catalogue.entries import CATALOGUE, FAMILIES, WAIT_FUNCS
+from orchestrator.analysis.catalogue.memory_entries import CATEGORIES as MEMORY_CATEGORIES
 from orchestrator.analysis.catalogue.model import Family, Metric
 from orchestrator.core import human as L
 
@@ -134,6 +135,24 @@ GPU_METRIC_ROWS = [
 ]  # fmt: skip
 
 
+def _memory(ranks: Ranks) -> bool:
+    return any(r.memory is not None for r in ranks)
+
+
+def _allocator(ranks: Ranks) -> bool:
+    return any(r.memory is not None and r.memory.level == "allocator" for r in ranks)
+
+
+# the memory family's rows (catalogue/memory_entries.py), where some entry recorded memory
+# (the allocator's own figures where some entry recorded the allocator: nsys sees CUDA's side)
+MEMORY_ROWS = [
+    _s("mem_peak_allocated_bytes", when=_allocator),
+    _s("mem_peak_reserved_bytes", when=_memory),
+    *(_s(f"mem_{key}_bytes", when=_allocator) for key, _, _ in MEMORY_CATEGORIES),
+    _s("mem_fragmentation_pct", when=_allocator),
+    _s("mem_growth_per_step_bytes", when=_memory),
+]
+
 ANALYZE: Layout = [
     ("GPU time", [
         _s(None, "device", show=lambda r: r.device_name or "-", ranked=False),
@@ -205,6 +224,7 @@ ANALYZE: Layout = [
         _s("thread_s[NAME]", ranked=False, each=_thread_show),
     ]),
     ("GPU metrics (nsys)", GPU_METRIC_ROWS),
+    ("Memory use", MEMORY_ROWS),
 ]  # fmt: skip
 
 COMPARE: Layout = [
@@ -251,6 +271,8 @@ COMPARE: Layout = [
         "pcie_rx_pct", "pcie_tx_pct", "c2c_rx_pct", "c2c_tx_pct", "nvlink_rx_pct",
         "nvlink_tx_pct", "gpc_clock_mhz",
     )]),
+    ("Memory use", [_s(s.key, unit="GiB" if (s.key or "").endswith("_bytes") else None,
+                       when=s.when) for s in MEMORY_ROWS]),
 ]  # fmt: skip
 
 # the cross-rank view: (label, the unit its min / median / max read in)
@@ -296,6 +318,7 @@ RANKS: Layout = [
         _s("memset_share_pct", "memsets, % of activity"),
         _s("peak_gpu_memory_bytes"),
         *GPU_METRIC_ROWS,
+        *MEMORY_ROWS,
     ]),
 ]  # fmt: skip
 

@@ -32,6 +32,7 @@ MOVED_POINTS = 2.0
 # A phase explains a step change when it carries at least this share of it.
 EXPLAINS = 0.25
 TOP_KERNELS = 5
+NOTHING = "nothing measured in both runs to compare"
 
 
 class PhaseChange(Strict):
@@ -72,6 +73,8 @@ class WhatChanged(Strict):
     kernels: list[KernelChange] = Field(default_factory=list)
     groups: list[GroupChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # what moved in GPU memory (presentation/memory_changes.py), where both runs recorded it
+    memory: str | None = None
 
 
 def _is_phase(name: str) -> bool:
@@ -181,10 +184,17 @@ def what_changed(base: Metrics, run: Metrics) -> WhatChanged:
         # a group at 0 in both runs says nothing (data wait in runs without data ranges)
         if bool(val) or bool(bg[g][1])
     ]
+    said = finding(phases, kernels, group_rows, step_pct)
+    from orchestrator.analysis.presentation import memory_changes
+
+    memory = memory_changes.sentence(base, run)
+    if memory is not None:  # GPU memory moved: said after the time (or alone, without one)
+        said = memory if said == NOTHING else f"{said}; {memory}"
     return WhatChanged(
         label=run.label or "",
         baseline_label=base.label or "",
-        finding=finding(phases, kernels, group_rows, step_pct),
+        finding=said,
+        memory=memory,
         step_change_pct=step_pct,
         phases=phases,
         kernels=kernels,
@@ -253,7 +263,7 @@ def finding(
         elif k.baseline_ms and abs(k.value_ms / k.baseline_ms - 1) * 100 >= MOVED_PCT:
             cause = f"kernel {_short(k.name)} {_signed((k.value_ms / k.baseline_ms - 1) * 100)}"
     if not parts and not cause:
-        return "nothing measured in both runs to compare"
+        return NOTHING
     if not cause:
         cause = (
             "no phase, metric group or kernel moved on its own: the change is spread out"

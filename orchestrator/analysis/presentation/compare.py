@@ -64,7 +64,11 @@ class Comparison(Strict):
     notes: list[str] = []
 
 
-SOURCE_NAMES = {"nsys-sqlite": "an nsys export", "kineto-json": "a PyTorch-profiler trace"}
+SOURCE_NAMES = {
+    "nsys-sqlite": "an nsys export",
+    "kineto-json": "a PyTorch-profiler trace",
+    "torch-snapshot": "a PyTorch memory snapshot",
+}
 
 
 def _sources(m: Metrics) -> str:
@@ -104,6 +108,10 @@ def _notes(
     return out
 
 
+def _snapshots_only(m: Metrics) -> bool:
+    return bool(m.sources) and all(s.kind == "torch-snapshot" for s in m.sources)
+
+
 def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparison:
     """A row of every metric of the catalogue's compare view (`catalogue.views.COMPARE`) for
     each run, with deltas against the first."""
@@ -118,6 +126,8 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
             continue
         met = row.metric
         measured = [met.sources.measured(m) for m in metrics]
+        if not any(measured) and all(_snapshots_only(m) for m in metrics):
+            continue  # runs of memory snapshots alone: no row of GPU time "not measured"
         values = [
             met.run_value(m, row.unit, check=False) if ok else None
             for m, ok in zip(metrics, measured, strict=True)

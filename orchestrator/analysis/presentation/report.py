@@ -453,7 +453,32 @@ def _run_context(m: Metrics, label: str, name: str) -> dict[str, object]:
         if r.step_view is not None
     ]
     in_verdict = {f.rule for f in v.findings if f.rule}
+    from orchestrator.analysis.presentation import memory_findings, memory_lane
+
+    memory = [
+        (
+            _entry_label(r, m.ranks),
+            r.memory,
+            memory_lane.svg_lane(r.memory, f"{_entry_label(r, m.ranks)}: {r.memory.source}"),
+            memory_lane.peak_rows(r.memory),
+        )
+        for r in m.ranks
+        if r.memory is not None
+    ][:MAX_VIEWS]
+    ooms = [
+        (
+            memory_findings.oom_sentence(r.rank, r.memory.oom),
+            memory_findings.knob(*[memory_findings.oom_knob(r.memory.oom, m.workload_kind)[0],
+                                   m.workload_kind])
+            + f" ({memory_findings.oom_knob(r.memory.oom, m.workload_kind)[1]})",
+        )
+        for r in m.ranks
+        if r.memory is not None and r.memory.oom is not None
+    ]  # fmt: skip
     return {
+        "memory": memory,
+        "ooms": ooms,
+        "memory_only": bool(m.sources) and all(s.kind == "torch-snapshot" for s in m.sources),
         "label": label,
         "name": name,
         "m": m,

@@ -22,6 +22,7 @@ from orchestrator.core.human import dur, size
 FINDINGS = 3
 BUSY_PCT = 95.0  # idle below 100 - this: the GPU is the bottleneck, not what feeds it
 NO_GPU = "no GPU timeline in this trace"
+MEMORY_ONLY = "memory snapshots alone: what held the GPU memory, no GPU timeline"
 
 TITLES = {
     "data-loader": "The GPU waits for input data",
@@ -56,6 +57,9 @@ class Verdict(Strict):
     # what the SMs did beside the time-based busy figure (nsys GPU metrics; None: not sampled)
     sm: str | None = None
     findings: list[Finding] = []
+    # what held the GPU memory and what to change (presentation/memory_findings.py), ordered by
+    # what each would give back; kept apart from the findings above, which rank GPU time
+    memory: list[Finding] = []
 
 
 def has_kernels(m: Metrics) -> bool:
@@ -375,13 +379,35 @@ def _cpu_findings(m: Metrics) -> list[Finding]:
     return out[:FINDINGS]
 
 
+def _memory(m: Metrics) -> list[Finding]:
+    from orchestrator.analysis.presentation import memory_findings
+
+    found = memory_findings.findings(m)
+    best: dict[str, Advice] = {}
+    for a in found:  # one per rule: the first (the most it gives back)
+        best.setdefault(a.rule, a)
+    return [
+        Finding(
+            title=memory_findings.TITLES.get(a.rule, a.rule),
+            number=a.message,
+            knob=a.knob,
+            rule=a.rule,
+            checked=a.checked,
+        )
+        for a in best.values()
+    ][:FINDINGS]
+
+
 def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
-    """The idle figure, HTA's split and the three findings of one run."""
+    """The idle figure, HTA's split and the three findings of one run (and its memory's)."""
     gpu = has_kernels(m)
     if not m.ranks:
         return Verdict(gpu=False, idle="no entries", findings=[])
+    memory = _memory(m)
+    if m.sources and all(s.kind == "torch-snapshot" for s in m.sources):
+        return Verdict(gpu=False, idle=MEMORY_ONLY, findings=memory, memory=memory)
     if not gpu:
-        return Verdict(gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m))
+        return Verdict(gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m), memory=memory)
     found = _from_advice(advice, m)
     if "data-loader" not in {f.rule for f in found}:
         found.append(_idle_finding(m))
@@ -390,5 +416,10 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
             found.append(extra)
     sm = gpu_metric_findings.sentence(m)
     return Verdict(
-        gpu=True, idle=idle_sentence(m), hta=hta_sentence(m), sm=sm, findings=found[:FINDINGS]
+        gpu=True,
+        idle=idle_sentence(m),
+        hta=hta_sentence(m),
+        sm=sm,
+        findings=found[:FINDINGS],
+        memory=memory,
     )

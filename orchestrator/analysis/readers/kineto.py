@@ -104,6 +104,9 @@ class KinetoTrace:
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     peak: int | None = None
     parser: str = ""
+    # the `[memory]` events on CUDA devices: (ts µs, device, addr, bytes, total allocated,
+    # total reserved), in file order (kineto_memory makes the memory timelines of them)
+    memory: list[tuple[float, int, int, int, int, int]] = field(default_factory=list)
 
     def columns(self) -> dict[str, list[Any]]:
         """The columns as lists (names resolved) without `Trace` span events (which no metric
@@ -169,6 +172,7 @@ class _Builder:
         self.parts: list[list[Any]] = []
         self.thread_names: dict[tuple[int, int], str] = {}
         self.peak: int | None = None
+        self.mem: list[tuple[float, int, int, int, int, int]] = []
         self.scanned = 0
         self.generic = 0
 
@@ -176,11 +180,19 @@ class _Builder:
         if cols[0].size:
             self.parts.append([c.astype(t, copy=False) for c, t in zip(cols, _DTYPES, strict=True)])
 
-    def memory(self, args: dict[str, Any]) -> None:
+    def memory(self, args: dict[str, Any], ts: Any = None) -> None:
         if _int(args.get("Device Type")) == 1:
             v = _int(args.get("Total Allocated"))
             if v is not None and (self.peak is None or v > self.peak):
                 self.peak = v
+            got = (_int(args.get(k)) for k in ("Device Id", "Addr", "Bytes", "Total Reserved"))
+            dev, addr, nbytes, res = got
+            if (
+                isinstance(ts, int | float)
+                and not isinstance(ts, bool)
+                and None not in (dev, addr, nbytes, res, v)
+            ):
+                self.mem.append((float(ts), dev, addr, nbytes, v, res))  # type: ignore[arg-type]
 
     def record(self, ev: Any) -> None:
         """A record that is not a complete event: a thread's name (`M`, `thread_name`) or a
@@ -195,7 +207,7 @@ class _Builder:
                 key = (_id(ev.get("pid"), "pid"), _id(ev.get("tid"), "tid"))
                 self.thread_names[key] = str(args["name"])
         elif ph == "i" and ev.get("name") == "[memory]":
-            self.memory(args)
+            self.memory(args, ev.get("ts"))
 
     def finish(self, meta: dict[str, Any]) -> KinetoTrace:
         cols = []
@@ -215,7 +227,7 @@ class _Builder:
         cat, name, pid, tid, ts, dur, stream, corr, device, nbytes = cols
         return KinetoTrace(
             meta, list(self.ids), cat, name, pid, tid, ts, dur, stream, corr, device, nbytes,
-            thread_names=self.thread_names, peak=self.peak, parser=parser,
+            thread_names=self.thread_names, peak=self.peak, parser=parser, memory=self.mem,
         )  # fmt: skip
 
 
@@ -554,7 +566,12 @@ def to_timeline(t: KinetoTrace, path: Path) -> T.RankTimeline:
         for p in props:
             if isinstance(p, dict) and p.get("name"):
                 dev_names[_nint(p.get("id", 0))] = str(p["name"])
+    from orchestrator.analysis.readers import kineto_memory
+
+    memory = kineto_memory.timelines(t.memory, host, names)
+    t.memory = []
     return T.RankTimeline(
+        memory=memory,
         source=T.SourceInfo(
             path=str(path),
             kind="kineto-json",

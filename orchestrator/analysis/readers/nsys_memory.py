@@ -25,6 +25,7 @@ from orchestrator.analysis.readers.nsys_db import (
     pid_tid,
 )
 from orchestrator.analysis.readers.sqlite_columns import Subset
+from orchestrator.analysis.timeline import memory as M
 from orchestrator.analysis.timeline import model as T
 
 UM_KINDS = T.UM_COPIES
@@ -169,6 +170,49 @@ def peak_memory(db: Db) -> tuple[dict[int, dict[str, dict[int, int]]], str | Non
     # without calling cudaMalloc), not a peak measured inside the window
     when = "held at capture start" if starts <= {0} else "peak in the window"
     return peaks, f"nsys memory-usage events: {kinds}, {when}"
+
+
+def memory_timelines(db: Db) -> dict[int, list[M.MemoryTimeline]]:
+    """What each process took from CUDA for device memory (memKind 2, 3, 5) and gave back, in
+    time: one CUDA-level memory timeline per process (pid; -1 for the whole file) and device.
+    Only where the window holds such events: rows at `start` 0 alone are what was held when the
+    capture opened (`peak_memory` says that), no history."""
+    out: dict[int, list[M.MemoryTimeline]] = {}
+    if not db.has(GPU_MEM, "deviceId", "bytes", "memoryOperationType", "start"):
+        return out
+    cols = db.cols(GPU_MEM)
+    if "memKind" not in cols:
+        return out
+    later = db.q(f"SELECT count(*) FROM {GPU_MEM} WHERE start > 0 AND memKind IN (2, 3, 5)")
+    if not later or not later[0][0]:
+        return out
+    pid = "globalPid" if "globalPid" in cols else "-1"
+    addr = "address" if "address" in cols else "0"
+    rows: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+    for gp, dev, nbytes, op, start, ad in db.conn.execute(
+        f"SELECT {pid}, deviceId, bytes, memoryOperationType, start, {addr} FROM {GPU_MEM}"
+        " WHERE memKind IN (2, 3, 5)"
+        f" ORDER BY start, memoryOperationType DESC, deviceId, bytes, {pid}"
+    ):
+        if not all(isinstance(v, int) for v in (dev, nbytes, start)):
+            continue
+        p = int(pid_tid(gp)[0]) if isinstance(gp, int) and gp >= 0 else -1
+        code = M.SEGMENT_FREE if op == 1 else M.SEGMENT_ALLOC
+        a = ad if isinstance(ad, int) else -1
+        rows.setdefault((p, dev), []).append((start, code, a, nbytes))
+    for (p, dev), got in sorted(rows.items()):
+        t_c, code_c, a_c, n_c = (np.array(c, dtype=np.int64) for c in zip(*got, strict=True))
+        ev = M.MemoryEvents(
+            t_c, code_c.astype(np.int8), a_c, n_c, np.full(t_c.size, -1, dtype=np.int32)
+        )
+        tl = M.MemoryTimeline(
+            source="nsys memory-usage events", level="cuda", device=dev, events=ev,
+            start_reserved=0,
+        )  # fmt: skip
+        out.setdefault(p, []).append(tl)
+        if p != -1:
+            out.setdefault(-1, []).append(tl)
+    return out
 
 
 def unique_rows(cols: list[Any]) -> tuple[list[tuple[int, ...]], Any]:

@@ -158,6 +158,7 @@ class _Reader:
             um_copies = bool(np.isin(gpu.copy, list(nsys_memory.UM_KINDS)).any())
             um_whole, um_per_pid = nsys_memory.unified_memory(ex, um_copies, got.um_found)
             peak, peak_source = nsys_memory.peak_memory(db)
+            history = nsys_memory.memory_timelines(db)
             gpu_names: dict[int, str] = {}
             if db.has("TARGET_INFO_GPU", "id", "name"):
                 gpu_names = {
@@ -198,11 +199,15 @@ class _Reader:
             base.pid = pids[0] if pids else (next(iter(cuda_pids)) if len(cuda_pids) == 1 else None)
             base.um = um_whole
             nsys_ranks.set_peaks(base, peak.get(-1, {}))
+            base.memory = history.get(base.pid if base.pid is not None else -1, []) or (
+                history.get(-1, [])
+            )
             return [base]
         assert gpu_pid is not None
         out = nsys_ranks.split(base, gpu_pid, pids, um_whole, um_per_pid)
         for tl in out:
             nsys_ranks.set_peaks(tl, peak.get(tl.pid if tl.pid is not None else -1, {}))
+            tl.memory = history.get(tl.pid if tl.pid is not None else -1, [])
         return out
 
 

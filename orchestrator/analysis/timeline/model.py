@@ -286,6 +286,9 @@ class RankTimeline:
     notes: list[str] = field(default_factory=list)
     # nsys GPU-metric samples of the export and its GPUs' UUIDs (`nsys_gpu_metrics.Samples`)
     gpu_samples: Any = None
+    # the memory history the trace holds, one per device (`timeline.memory.MemoryTimeline`):
+    # Kineto `[memory]` events, nsys memory-usage events; empty when it holds none
+    memory: list[Any] = field(default_factory=list)
 
     def devices(self) -> list[int]:
         """Devices with GPU activity (kernels, copies, memsets), ascending."""

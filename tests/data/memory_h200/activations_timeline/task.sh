@@ -1,0 +1,20 @@
+#!/bin/bash
+# shellcheck disable=SC2016  # values are data: single-quoted on purpose, never expanded
+# One task of gh-run run mem-activations_timeline-20261129-021549-f55eef: rank from SLURM under srun, 0 when run directly.
+set -euo pipefail
+export RANK="${SLURM_PROCID:-0}"
+export LOCAL_RANK="${SLURM_LOCALID:-0}"
+export NODE_RANK="${SLURM_NODEID:-0}"
+# profile.memory: PyTorch's allocator history, recorded by gh-run's import hook (a sitecustomize
+# that runs the image's own after it) without a change to the workload; docs/profiling.md
+export GH_RUN_MEMORY=timeline
+export GH_RUN_MEMORY_DIR=/tmp/gm/scratch/gh-run/runs/mem-activations_timeline-20261129-021549-f55eef/artifacts/memory
+export GH_RUN_MEMORY_MAX_EVENTS=100000
+export GH_RUN_MEMORY_DUMP_AT=exit
+export PYTHONPATH=/tmp/gm/scratch/gh-run/runs/mem-activations_timeline-20261129-021549-f55eef/memory_hook"${PYTHONPATH:+:$PYTHONPATH}"
+cd /work/main/.gpu-memory/repo
+exec python3 \
+  bench/workloads/memory_cases.py \
+  activations \
+  --device \
+  cuda
