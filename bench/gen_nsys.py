@@ -4,9 +4,13 @@ The file is a stand-in modelled on the `nsys export --type sqlite` schema (see
 tests/fixtures/nsys_builder.py); defaults: 5,000,000 kernels on two streams, 1,000,000 copies of
 every direction (incl. Unified-Memory migrations), 100,000 memsets, one CUDA runtime row per GPU
 activity, NVTX `train_step` ranges with nested forward/backward ranges, OSRT rows on three
-threads and UM page faults.
+threads and UM page faults. `--torch-ops N` adds N PyTorch operator ranges on the main thread,
+spread over the steps and nested as `torch.autograd.profiler.emit_nvtx` (nsys
+`--pytorch=autograd-nvtx`) names and nests them: `aten::linear, seq = 12, op_id = 3401` around
+`aten::t` and `aten::addmm`, every op id unique (bench/bench_torch_ops.py).
 
     .venv/bin/python bench/gen_nsys.py bench/out/long.sqlite [--kernels N] [--copies N]
+        [--torch-ops N]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def main() -> int:
     ap.add_argument("--memsets", type=int, default=100_000)
     ap.add_argument("--osrt", type=int, default=300_000)
     ap.add_argument("--kernels-per-step", type=int, default=500)
+    ap.add_argument("--torch-ops", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -177,6 +182,11 @@ def main() -> int:
         "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?,?,?,?,?)",
         nvtx,
     )
+    if args.torch_ops and step_bounds:
+        b.executemany(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?,?,?,?,?)",
+            torch_ops(args.torch_ops, step_bounds, gtid_main, rnd),
+        )
     funcs = [b.sid(f) for f in ("pthread_cond_wait", "poll", "read", "ioctl", "sem_timedwait")]
     tids = [global_tid(b.pid, t) for t in (main_tid, autograd_tid, loader_tid)]
     span = max(last_end, 2_000_000_000)
@@ -208,6 +218,54 @@ def main() -> int:
         f" {size / 2**20:.0f} MiB in {time.perf_counter() - t0:.1f} s"
     )
     return 0
+
+
+# operator groups as emit_nvtx nests them: an operator and the operators it calls
+TORCH_GROUPS = [
+    ("aten::linear", ["aten::t", "aten::addmm"]),
+    ("aten::matmul", ["aten::mm"]),
+    ("aten::to", ["aten::_to_copy", "aten::empty_strided", "aten::copy_"]),
+    ("aten::layer_norm", ["aten::native_layer_norm"]),
+    ("aten::mul", []),
+    ("aten::add", []),
+    ("aten::view", []),
+    ("aten::gelu", []),
+    ("aten::softmax", ["aten::_softmax"]),
+    ("autograd::engine::evaluate_function: AddmmBackward0", ["AddmmBackward0", "aten::mm"]),
+    ("Optimizer.step#AdamW.step", ["aten::_foreach_add_", "aten::_foreach_mul_"]),
+]
+
+
+def torch_ops(
+    n: int, steps: list[tuple[int, int]], gtid: int, rnd: random.Random
+) -> Iterator[tuple[int, int, int, str, int]]:
+    """n operator ranges (push/pop, default domain, names as emit_nvtx writes them), spread
+    evenly over the steps, each group's children nested inside its parent."""
+    per_step = max(n // len(steps), 1)
+    op_id = seq = 0
+    made = 0
+    for s, e in steps:
+        if made >= n:
+            return
+        want = min(per_step, n - made)
+        slot = max((e - s - 4_000) // max(want, 1), 4)
+        t = s + 2_000
+        done = 0
+        while done < want:
+            parent, kids = rnd.choice(TORCH_GROUPS)
+            kids = kids[: max(want - done - 1, 0)]
+            width = slot * (1 + len(kids))
+            seq += 1
+            op_id += 1
+            yield (t, t + width - 1, 59, f"{parent}, seq = {seq}, op_id = {op_id}", gtid)
+            for k, kid in enumerate(kids):
+                op_id += 1
+                ks = t + slot * (k + 1) // 2 + 1
+                sizes = ", sizes = [[8, 1024], [1024]]" if k % 2 else ""
+                yield (ks, ks + slot // 2, 59, f"{kid}, op_id = {op_id}{sizes}", gtid)
+            done += 1 + len(kids)
+            t += width
+        made += done
 
 
 if __name__ == "__main__":

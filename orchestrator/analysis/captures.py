@@ -128,6 +128,7 @@ def _nsys_facts(
 ) -> tuple[int | None, str | None, tuple[str, ...] | None, dict[str, str]]:
     """(session start in Unix ns, host, command, environment variables) of an export; what a
     table does not hold stays None (older nsys versions lack META_DATA_CAPTURE)."""
+    from orchestrator.analysis.readers.export_tables import read_schema
     from orchestrator.analysis.readers.nsys_db import DAMAGED, connect_ro
 
     start: int | None = None
@@ -136,7 +137,9 @@ def _nsys_facts(
     env: dict[str, str] = {}
     conn = connect_ro(path)
     try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = read_schema(
+            conn, ("TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV", "META_DATA_CAPTURE")
+        )
 
         def rows(sql: str) -> list[Any]:
             try:
@@ -145,11 +148,13 @@ def _nsys_facts(
                 return []
 
         if "TARGET_INFO_SESSION_START_TIME" in tables:
-            for (v,) in rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"):
+            for (v,) in rows(
+                f'SELECT utcEpochNs FROM "{tables.name("TARGET_INFO_SESSION_START_TIME")}" LIMIT 1'
+            ):
                 start = int(v) if isinstance(v, int) else None
         if "TARGET_INFO_SYSTEM_ENV" in tables:
             for name, v in rows(
-                "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV"
+                f'SELECT name, value FROM "{tables.name("TARGET_INFO_SYSTEM_ENV")}"'
                 " WHERE name IN ('Hostname', 'DeviceEnvironment')"
             ):
                 if name == "Hostname" and isinstance(v, str) and v:
@@ -159,7 +164,8 @@ def _nsys_facts(
         if "META_DATA_CAPTURE" in tables:
             parts: dict[int, str] = {}
             for name, v in rows(
-                "SELECT name, value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:COMMAND'"
+                f'SELECT name, value FROM "{tables.name("META_DATA_CAPTURE")}"'
+                " WHERE name = 'PROCESS_0:COMMAND'"
                 " OR name LIKE 'PROCESS_0:ARGUMENT_%'"
             ):
                 if name == "PROCESS_0:COMMAND":

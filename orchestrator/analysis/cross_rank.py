@@ -2,15 +2,18 @@
 (min / median / max, the worst rank named), step-time skew, collective-start skew, and the
 likely straggler with its evidence.
 
-Collectives are the communication kernels (HTA: `^nccl.*Kernel`) of each entry in start order.
-The k-th collective of every rank is the same collective (a communicator's ranks issue the same
-collectives in the same order), so they are matched by position: over the whole trace when every
-entry holds the same number, else within each training step present on every entry (by step
-number), else the first N of each (noted). Start skew of a collective = latest start - earliest
-start; the rank that starts last holds the others back (they wait inside the collective: their
-copy of the kernel lasts longer). HTA's straggler analysis uses the same signal (the start of the
-dominant collective, normalised per iteration). Start times of different nodes are only as
-comparable as their clocks.
+Collectives are matched by the id NCCL gives every rank's instance of one operation where the
+exports hold it (nsys 2025.6+ with NCCL 2.28+: `nsys_nccl`, (commHash, seqNumber) or
+operationId; the operations on every entry, in the first entry's start order). Else they are the
+communication kernels (HTA: `^nccl.*Kernel`) of each entry in start order: the k-th collective
+of every rank is the same collective (a communicator's ranks issue the same collectives in the
+same order), so they are matched by position: over the whole trace when every entry holds the
+same number, else within each training step present on every entry (by step number), else the
+first N of each (noted). `SkewStats.how` says which. Start skew of a collective = latest start
+- earliest start; the rank that starts last holds the others back (they wait inside the
+collective: their copy of the kernel lasts longer). HTA's straggler analysis uses the same
+signal (the start of the dominant collective, normalised per iteration). Start times of
+different nodes are only as comparable as their clocks.
 
 Straggler rule: the entry that starts last in at least `LATE_SHARE` of the matched collectives
 and whose lateness (its start - the median start of the others) at the worst collective of a
@@ -125,10 +128,49 @@ def _skew(matrix: Any, names: list[str], how: str) -> SkewStats:
     )
 
 
+def _by_id(cross: list[CrossRankInput]) -> tuple[Any, Any, str] | None:
+    """(starts, ends) matrices of the NCCL operations every entry ran, matched by the id their
+    ranks share (`nsys_nccl`), in the first entry's start order; None when an entry has none."""
+    if not all(c.nccl_ops is not None and c.nccl_ops.size for c in cross):
+        return None
+    tables = []
+    for c in cross:
+        ops = c.nccl_ops
+        keys = list(zip(ops.key_a.tolist(), ops.key_b.tolist(), strict=True))
+        if len(set(keys)) != len(keys):  # an id twice on one rank: not an id to match by
+            return None
+        tables.append(dict(zip(keys, zip(ops.start.tolist(), ops.end.tolist(), strict=True),
+                               strict=True)))  # fmt: skip
+    common = set(tables[0])
+    for t in tables[1:]:
+        common &= set(t)
+    if not common:
+        return None
+    order = sorted(common, key=lambda k: tables[0][k])
+    starts = np.array([[t[k][0] for t in tables] for k in order], dtype=np.int64)
+    ends = np.array([[t[k][1] for t in tables] for k in order], dtype=np.int64)
+    first = cross[0].nccl_ops
+    unmatched = sum(len(t) for t in tables) - len(common) * len(tables)
+    left = f"; {unmatched} operations not on every rank left out" if unmatched else ""
+    return (
+        starts,
+        ends,
+        (
+            f"{len(order)} NCCL operations matched by their shared id ({first.key_name},"
+            f" {first.table}){left}"
+        ),
+    )
+
+
 def _collective_matrix(
     cross: list[CrossRankInput], steps: list[dict[Any, tuple[int, int]]]
 ) -> tuple[Any, Any, str] | None:
-    """(starts, ends) matrices (collectives x entries) and how they were matched."""
+    """(starts, ends) matrices (collectives x entries) and how they were matched: by the id
+    NCCL gives every rank's instance of an operation where the exports hold one, else by
+    position."""
+    found = _by_id(cross)
+    if found is not None:
+        return found
     counts = [c.collectives.start.size for c in cross]
     if min(counts) == 0:
         return None
@@ -191,7 +233,9 @@ def view(rs: list[RankMetrics], cross: list[CrossRankInput]) -> CrossRank:
         out.straggler = _late_straggler(rs, names, starts, ends, step_ns, n_steps)
     elif out.step_time_skew is not None:
         out.straggler = _slow_straggler(rs, names, steps)
-    if found is None and any(c.collectives.start.size for c in cross):
+    if found is None and any(
+        c.collectives.start.size or (c.nccl_ops is not None and c.nccl_ops.size) for c in cross
+    ):
         out.notes.append("some ranks have no communication kernels: collectives not matched")
     return out
 

@@ -31,7 +31,11 @@ All times are integer nanoseconds (fields ending in `_ns`), all sizes bytes, per
 - **top kernels**: per kernel name: count, total, mean, share of kernel time; `compute` tells
   HTA's class.
 - **nvtx**: NVTX push/pop and start/end ranges (Kineto: `user_annotation` and
-  `gpu_user_annotation`) per name: count, total, mean, min, max.
+  `gpu_user_annotation`) per name: count, total, mean, min, max. PyTorch's own operator ranges
+  (`emit_nvtx`, nsys `--pytorch=autograd-nvtx`) are operators, not listed here.
+- **operators**: CPU operators per name (Kineto `cpu_op`; an nsys export's PyTorch operator
+  ranges, their op ids and shapes stripped): count, total, mean and self time (the time not
+  spent in the operators each called, where its thread's operators nest), the 40 largest.
 - **steps**: the durations of training-step ranges (names like `train_step`, `step_12`,
   `ProfilerStep#3`, `Training Step 7`, `iteration 4`); the family with most ranges wins.
 - **threads**: CPU threads by name with the time they spent in OS-runtime calls (nsys `OSRT_API`,
@@ -209,6 +213,18 @@ class RangeStat(Strict):
     mean_ns: float
     min_ns: int
     max_ns: int
+
+
+class OperatorStat(Strict):
+    """One CPU operator (Kineto `cpu_op`, PyTorch's NVTX operator ranges in an nsys export):
+    its calls, their summed time, and the part of it not spent in the operators it called
+    (`self_ns`; None where its thread's operators do not nest)."""
+
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    self_ns: int | None = None
 
 
 class StepStats(Strict):
@@ -408,6 +424,8 @@ class RankMetrics(Strict):
     fp32_gemm_pct: float = 0.0
     tensor_core_gemm_pct: float = 0.0
     nvtx: list[RangeStat] = []
+    # CPU operators by total time (`families.operators`), on the rank's first entry
+    operators: list[OperatorStat] = []
     steps: StepStats | None = None
     # why no step was found (`step_rules`: each rule's reason for stepping aside)
     no_steps: str | None = None
@@ -614,6 +632,23 @@ def kernel_type_shares(ranks: list[RankMetrics]) -> dict[str, float]:
     if not whole:
         return {}
     return {k: 100.0 * v / whole for k, v in sorted(tot.items(), key=lambda kv: -kv[1]) if v}
+
+
+def merged_operators(
+    ranks: list[RankMetrics], n: int = 8
+) -> list[tuple[str, int, int, int | None]]:
+    """The CPU operators of every entry merged by name: (name, count, total_ns, self_ns; None
+    where an entry measured no self time for it), the n with most time first."""
+    tot: dict[str, list[int | None]] = {}
+    for r in ranks:
+        for o in r.operators:
+            x = tot.setdefault(o.name, [0, 0, 0])
+            x[0] = int(x[0] or 0) + o.count
+            x[1] = int(x[1] or 0) + o.total_ns
+            x[2] = None if x[2] is None or o.self_ns is None else x[2] + o.self_ns
+    rows = [(k, int(v[0] or 0), int(v[1] or 0), v[2]) for k, v in tot.items()]
+    rows.sort(key=lambda x: (-x[2], x[0]))
+    return rows[:n]
 
 
 def merged_top_kernels(ranks: list[RankMetrics], n: int = 8) -> list[tuple[str, int, int, float]]:

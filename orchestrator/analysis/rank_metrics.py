@@ -10,6 +10,7 @@ rank's first entry; the others carry the GPU side only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from orchestrator.analysis.families import (
     kernels,
     memory,
     memory_use,
+    operators,
     step_view,
 )
 from orchestrator.analysis.families.kernel_classes import hta_type_codes
@@ -44,6 +46,9 @@ class CrossRankInput:
     devices: list[int]
     collectives: communication.Collectives
     steps: list[tuple[str, int, int]] = field(default_factory=list)
+    # NCCL operations with a shared id (`nsys_nccl.NcclOps`), on a rank's first entry; None:
+    # the source has none
+    nccl_ops: Any = None
 
 
 def compute(
@@ -175,6 +180,7 @@ def _entry(
         fp32_gemm_pct=ks.fp32_gemm_pct,
         tensor_core_gemm_pct=ks.tensor_core_gemm_pct,
         nvtx=host.ranges(tl, rows) if first else [],
+        operators=operators.operators(tl) if first else [],
         steps=host.steps(step_rows) if first else None,
         data_wait_ns=host.data_wait(tl, u.start, u.end) if first else 0,
         main_thread=(tl.threads.get(main[0]) or f"thread {main[0][1]}") if main else None,
@@ -200,6 +206,7 @@ def _entry(
         devices=devices,
         collectives=communication.collectives(rows, tl.names, names_cls),
         steps=step_rows,
+        nccl_ops=tl.nccl_ops if first else None,
     )
     return rm, c
 

@@ -63,6 +63,9 @@ class MachineReport(Strict):
     singularity: Tool
     chromium: Tool
     cron: Tool
+    export_reading: list[str] = Field(
+        default_factory=list, description="What gh-run reads of an nsys SQLite export."
+    )
 
 
 class Need(Strict):
@@ -154,6 +157,9 @@ def controller() -> Controller:
 
 
 def machine() -> MachineReport:
+    # here, not at the top: `check` imports this module and never the analysis
+    from orchestrator.analysis.readers import export_schema
+
     return MachineReport(
         tools_prefix=str(tools.tools_prefix()),
         slurm_clients=[tool(n) for n in ("sbatch", "squeue", "sacct", "scontrol", "srun")],
@@ -164,6 +170,7 @@ def machine() -> MachineReport:
         chromium=tool("chromium"),
         # cron has no version option: where it is says enough
         cron=Tool(name="cron", path=str(p)) if (p := tools.find("cron")) else Tool(name="cron"),
+        export_reading=export_schema.reading(),
     )
 
 

@@ -92,6 +92,8 @@ def _machine(as_json: bool) -> None:
     ]
     print_table(columns, rows)
     print(f"tools prefix (scripts/install-tools.sh): {report.tools_prefix}")
+    for line in report.export_reading:
+        print(f"nsys exports: {line}")
     _setup(setup)
 
 

@@ -17,7 +17,12 @@ from typing import TextIO, cast
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.views import Row, count, pct
 from orchestrator.analysis.loader import RunSet
-from orchestrator.analysis.metrics import Metrics, RankMetrics, merged_top_kernels
+from orchestrator.analysis.metrics import (
+    Metrics,
+    RankMetrics,
+    merged_operators,
+    merged_top_kernels,
+)
 from orchestrator.analysis.presentation.advice import FOLD_OVER, fold
 from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.verdict import (
@@ -179,6 +184,7 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     for peak in sorted({r.peak_gpu_memory_source for r in m.ranks if r.peak_gpu_memory_source}):
         console.print(f"peak GPU memory: {markup(peak)}")
     _print_top_kernels(m, console, wide)
+    _print_top_operators(m, console, wide)
     _print_cross_rank(m, console)
     rank_notes = [(_rank_header(r, m), n) for r in m.ranks for n in r.notes]
     src_notes = [
@@ -262,6 +268,41 @@ def _print_top_kernels(m: Metrics, console: Out, per_rank: bool) -> None:
             table.add_column(col, justify="right", no_wrap=True)
         for name, c, total, share in kernel_rows:
             table.add_row(term(shown[name]), count(c), dur(total), pct(share))
+        console.print(table)
+
+
+def _print_top_operators(m: Metrics, console: Out, per_rank: bool) -> None:
+    """The CPU operators with most time (Kineto cpu_op, PyTorch's NVTX operator ranges): count,
+    total, self time (`-` where the operators of a thread do not nest)."""
+    tables: list[tuple[str, list[tuple[str, int, int, int | None]]]] = []
+    if per_rank:
+        for r in m.ranks:
+            if r.operators:
+                rows = [(o.name, o.count, o.total_ns, o.self_ns) for o in r.operators[:8]]
+                tables.append((f"top CPU operators, {_rank_header(r, m)}", rows))
+    else:
+        merged = merged_operators(m.ranks)
+        if merged:
+            tables.append((f"top CPU operators, all {len(m.ranks)} entries", merged))
+    header = ["count", "total", "self", "operator"]
+    for title, op_rows in tables:
+        body = [
+            [count(c), dur(t), dur(o) if o is not None else "-", plain(n)] for n, c, t, o in op_rows
+        ]
+        if not console.is_terminal:
+            _plain(console, title, header, body, {0, 1, 2})
+            continue
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column(
+            "operator", no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 38)
+        )
+        for col in ("count", "total", "self"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for (n, *_), cells in zip(op_rows, body, strict=True):
+            table.add_row(term(n), *cells[:3])
         console.print(table)
 
 

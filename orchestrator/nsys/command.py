@@ -33,6 +33,8 @@ _OPTIONS: dict[str, str] = {
     "--cuda-um-gpu-page-faults": "cuda_um_gpu_page_faults",
     "--gpu-metrics-devices": "gpu_metrics_devices",
     "--gpu-metrics-device": "gpu_metrics_devices",  # the 2022.4/2023.4 spelling
+    "--pytorch": "pytorch",
+    "--cpu-metrics": "cpu_metrics",
     "-w": "show_output",
     "--show-output": "show_output",
     "-f": "force_overwrite",
@@ -83,7 +85,7 @@ def from_nsys_command(command: str) -> tuple[ProfileSpec, list[str]]:
             i += 1
         i += 1
         field = _OPTIONS[name]
-        if field == "trace":
+        if field in ("trace", "pytorch", "cpu_metrics"):
             values[field] = value.split(",")
         elif field in ("delay", "duration"):
             if not value.isascii() or not value.isdigit():

@@ -4,15 +4,16 @@ each node runs them.
 Some nsys collectors record the node, not the process they wrap: GPU-metric sampling (every GPU
 it is given), system-wide CPU sampling (`--sample=system-wide`), system-wide event sampling
 (`--event-sample=system-wide`, the CPU core events), system-wide context switches
-(`--cpuctxsw=system-wide`). Two of them on one node conflict (GPU counters have one owner) or
-record the node twice, and N ranks per node would record it N times. So one rank per node runs
-them, the same one for all of them: local rank `gpu_metrics.sampler_local_rank` (0 unless set),
-as GPU metrics always did; the other ranks' nsys keep what is their own (process-tree sampling
-and context switches of their processes, no event sampling, no GPU metrics).
+(`--cpuctxsw=system-wide`), CPU core and uncore metrics (`--cpu-metrics`, nsys 2026.3+). Two
+of them on one node conflict (GPU counters have one owner) or record the node twice, and N
+ranks per node would record it N times. So one rank per node runs them, the same one for all
+of them: local rank `gpu_metrics.sampler_local_rank` (0 unless set), as GPU metrics always
+did; the other ranks' nsys keep what is their own (process-tree sampling and context switches
+of their processes, no event sampling, no CPU metrics, no GPU metrics).
 
 This module decides which rank; profile.py (and nsys_versions.py) say how each flag is spelled
 for a version. A field added to `ProfileSpec` must be classified here (`PER_PROCESS` or
-`_NODE_WIDE`): tests/unit/test_node_wide.py fails until it is.
+`_NODE_WIDE`): tests/unit/test_node_fit.py fails until it is.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ _NODE_WIDE: dict[str, tuple[Callable[[object], bool], object]] = {
     "sample": (lambda v: v == "system-wide", "process-tree"),
     "event_sample": (lambda v: v == "system-wide", "none"),
     "cpuctxsw": (lambda v: v == "system-wide", "process-tree"),
+    # CPU core and uncore (socket) events and metrics (nsys 2026.3+): counters of the cores and
+    # sockets, not of a process
+    "cpu_metrics": (lambda v: bool(v), None),
 }
 
 # Every other field of ProfileSpec: what one rank's nsys records of its own processes, or how
@@ -59,6 +63,8 @@ PER_PROCESS = frozenset(
         # PyTorch's allocator history: each rank's own process (nsys/memory_collect.py)
         "memory",
         "memory_max_events",
+        # PyTorch's own annotations of the rank's process (nsys 2024.3+)
+        "pytorch",
     }
 )
 NODE_WIDE_FIELDS = frozenset(_NODE_WIDE)
@@ -72,7 +78,8 @@ def collectors(spec: ProfileSpec) -> list[str]:
     for field, (node_wide, _) in _NODE_WIDE.items():
         value = getattr(spec, field)
         if node_wide(value):
-            out.append(field if field == "gpu_metrics" else f"{field}={value}")
+            shown = ",".join(value) if isinstance(value, list) else value
+            out.append(field if field == "gpu_metrics" else f"{field}={shown}")
     return out
 
 

@@ -67,6 +67,7 @@ def probe(path: str, prefix: list[str] | None = None) -> nv.Capabilities | None:
         trace_apis=apis,
         export_types=nv.parse_export_types(export_help),
         reports=nv.parse_reports(reports),
+        help=nv.parse_option_help(profile_help),
     )
     if cached is not None:
         try:

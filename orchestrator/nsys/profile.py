@@ -66,9 +66,15 @@ TraceApi = Literal[
     "none",
 ]
 CaptureRange = Literal["none", "cudaProfilerApi", "nvtx", "hotkey"]
+# `:mode` (defer, sync, async): nsys 2026.4's documentation (`nv.capture_end_modes`)
 _CAPTURE_RANGE_END_RE = re.compile(
-    r"^(none|stop|stop-shutdown|repeat(:[1-9][0-9]*)?|repeat-shutdown:[1-9][0-9]*)$"
+    r"^(none|stop|stop-shutdown|repeat(:[1-9][0-9]*)?(:(defer|sync|async))?"
+    r"|repeat-shutdown:[1-9][0-9]*(:(defer|sync|async))?)$"
 )
+_CPU_METRIC_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/=-]*$")
+PytorchOption = Literal[
+    "autograd-nvtx", "autograd-shapes-nvtx", "functions-trace", "functions-trace-shapes"
+]
 _GPU_DEVICES_RE = re.compile(r"^(all|none|cuda-visible|[0-9]+(,[0-9]+)*)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
 _REPORT_RE = re.compile(r"^[a-z][a-z0-9_]*(:[A-Za-z0-9_=.,-]+)?$")
@@ -177,14 +183,13 @@ class GpuMetricsSpec(Strict):
     set: str | None = Field(
         None,
         description="--gpu-metrics-set: the metric set (an index or alias that "
-        "`nsys profile --gpu-metrics-set=help` lists); default: the GPU's first.",
+        "`nsys profile --gpu-metrics-set=help` lists), or one per GPU of `devices` in its "
+        "order (a list; nsys 2026.4+); default: the GPU's first.",
     )
-    frequency: int | None = Field(
+    frequency: int | list[int] | None = Field(
         None,
-        ge=10,
-        le=200_000,
         description="--gpu-metrics-frequency: samples per second (10 to 200000; nsys's "
-        "default 10000).",
+        "default 10000), or one per GPU of `devices` in its order (a list; nsys 2026.4+).",
     )
     sampler_local_rank: int = Field(
         0, ge=0, description="The local rank (SLURM_LOCALID) whose nsys samples, per node."
@@ -204,15 +209,54 @@ class GpuMetricsSpec(Strict):
             )
         return v
 
-    @field_validator("set")
+    @field_validator("set", mode="before")
     @classmethod
-    def _set(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
+    def _set(cls, v: object) -> object:
+        if isinstance(v, list):
+            v = ",".join(str(x) for x in v)
+        one = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+        if isinstance(v, str) and not re.fullmatch(rf"{one}(,{one})*", v):
             raise ValueError(
                 f"{v!r} is not a metric set; use an index or alias that `nsys profile "
-                "--gpu-metrics-set=help` lists (e.g. gh100)"
+                "--gpu-metrics-set=help` lists (e.g. gh100), or one per GPU: [gh100, gh100]"
             )
         return v
+
+    @field_validator("frequency")
+    @classmethod
+    def _frequency(cls, v: int | list[int] | None) -> int | list[int] | None:
+        for f in v if isinstance(v, list) else [] if v is None else [v]:
+            if not 10 <= f <= 200_000:
+                raise ValueError(f"{f} is not a sampling frequency; use 10 to 200000 (Hz)")
+        if isinstance(v, list) and not v:
+            raise ValueError("is an empty list; give one frequency, or one per GPU")
+        return v
+
+    def per_gpu(self) -> int:
+        """How many values per GPU the set or frequency lists (1: one value for every GPU)."""
+        sets = len(self.set.split(",")) if self.set else 1
+        freqs = len(self.frequency) if isinstance(self.frequency, list) else 1
+        return max(sets, freqs)
+
+    @model_validator(mode="after")
+    def _lists_match_devices(self) -> GpuMetricsSpec:
+        n = self.per_gpu()
+        if n > 1:
+            devices = self.devices.split(",") if self.devices[0].isdigit() else None
+            if devices is None or len(devices) != n:
+                raise ValueError(
+                    f"set or frequency gives {n} values, one per GPU, but devices is"
+                    f" {self.devices!r}; list the {n} GPU ids in devices (e.g. 0,1), in the"
+                    " order of the values"
+                )
+            sets = len(self.set.split(",")) if self.set else n
+            freqs = len(self.frequency) if isinstance(self.frequency, list) else n
+            if sets != freqs:
+                raise ValueError(
+                    f"set lists {sets} values and frequency {freqs}; give one value, or one"
+                    " per GPU of devices, to each"
+                )
+        return self
 
     def flags(self, setup: NsysSetup) -> list[str]:
         """The nsys flags, spelled as `setup.version` spells them."""
@@ -220,7 +264,10 @@ class GpuMetricsSpec(Strict):
         if self.set is not None:
             out.append(f"--gpu-metrics-set={self.set}")
         if self.frequency is not None:
-            out.append(f"--gpu-metrics-frequency={self.frequency}")
+            f = self.frequency
+            out.append(
+                f"--gpu-metrics-frequency={','.join(map(str, f)) if isinstance(f, list) else f}"
+            )
         return out
 
 
@@ -248,6 +295,19 @@ class ProfileSpec(Strict):
         None, description="--cpuctxsw: OS context-switch tracing."
     )
     cuda_memory_usage: bool | None = Field(None, description="--cuda-memory-usage.")
+    pytorch: list[PytorchOption] | None = Field(
+        None,
+        description="--pytorch: PyTorch's own annotations (autograd-nvtx: every operator as an"
+        " NVTX range, read by gh-run as CPU operators; autograd-shapes-nvtx: with input shapes;"
+        " functions-trace: forward, backward, optimizer step; functions-trace-shapes, nsys"
+        " 2026.4+). nsys 2024.3+; implies nvtx tracing.",
+    )
+    cpu_metrics: list[str] | None = Field(
+        None,
+        description="--cpu-metrics: CPU core and uncore events and metrics by name or alias"
+        " (`nsys profile --cpu-metrics=help:all` lists them); nsys 2026.3+, where it replaces"
+        " the four --cpu-core/--cpu-socket event and metric flags.",
+    )
     cuda_um_cpu_page_faults: bool | None = Field(None, description="--cuda-um-cpu-page-faults.")
     cuda_um_gpu_page_faults: bool | None = Field(None, description="--cuda-um-gpu-page-faults.")
     gpu_metrics_devices: str | None = Field(
@@ -334,7 +394,8 @@ class ProfileSpec(Strict):
         if v is not None and not _CAPTURE_RANGE_END_RE.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not an nsys --capture-range-end value; use none, stop, "
-                "stop-shutdown, repeat[:N] or repeat-shutdown:N"
+                "stop-shutdown, repeat[:N][:mode] or repeat-shutdown:N[:mode] (mode: defer, "
+                "sync or async)"
             )
         return v
 
@@ -350,6 +411,36 @@ class ProfileSpec(Strict):
                 f"{v!r} is not an nsys --gpu-metrics-devices value; use all, none, "
                 "cuda-visible or GPU indices such as 0,1"
             )
+        return v
+
+    @field_validator("pytorch")
+    @classmethod
+    def _pytorch(cls, v: list[PytorchOption] | None) -> list[PytorchOption] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("is empty; list e.g. [autograd-nvtx], or drop pytorch")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a value twice; keep each once")
+        for pair in (("autograd-nvtx", "autograd-shapes-nvtx"),
+                     ("functions-trace", "functions-trace-shapes")):  # fmt: skip
+            if set(pair) <= set(v):
+                raise ValueError(f"lists both {pair[0]} and {pair[1]}; nsys takes one of them")
+        return v
+
+    @field_validator("cpu_metrics")
+    @classmethod
+    def _cpu_metrics(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("is empty; list events or metrics by name, or drop cpu_metrics")
+        for m in v:
+            if m.startswith("help") or not _CPU_METRIC_RE.fullmatch(m):
+                raise ValueError(
+                    f"{m!r} is not a CPU event or metric name; `nsys profile"
+                    " --cpu-metrics=help:all` lists them"
+                )
         return v
 
     @field_validator("trace")
@@ -499,10 +590,52 @@ def version_problems(spec: ProfileSpec, setup: NsysSetup) -> list[str]:
                 f"profile.gpu_metrics: nsys {v} ({src}) has no GPU-metric sampling ({flag} is"
                 " not among its options); drop gpu_metrics or use a newer nsys"
             )
+    out += _newer_problems(spec, setup)
     for r in spec.reports:
         if nv.report_name(v, r, setup.caps) is None:
             known = ", ".join(sorted(nv.known_reports(v, setup.caps)))
             out.append(f"profile.reports: nsys {v} ({src}) has no report {r!r}; use one of {known}")
+    return out
+
+
+def _newer_problems(spec: ProfileSpec, setup: NsysSetup) -> list[str]:
+    """The 2025-2026 options this version lacks (`nsys_versions`: the binary's answers where
+    gh-run has them, else NVIDIA's documentation)."""
+    v, src, caps = setup.version, setup.version_from, setup.caps
+    out: list[str] = []
+    if spec.pytorch:
+        takes = nv.pytorch_values(v, caps)
+        lacking = [p for p in spec.pytorch if p not in takes]
+        if lacking and not takes:
+            out.append(
+                f"profile.pytorch: nsys {v} ({src}) has no --pytorch (nsys 2024.3 and later"
+                " have); drop pytorch, or set profile.nsys_version if the site's nsys is newer"
+            )
+        elif lacking:
+            out.append(
+                f"profile.pytorch: nsys {v} ({src}) takes {', '.join(sorted(takes))} for"
+                f" --pytorch, not {', '.join(lacking)}; change the value"
+            )
+    if spec.cpu_metrics and not nv.has_cpu_metrics(v, caps):
+        out.append(
+            f"profile.cpu_metrics: nsys {v} ({src}) has no --cpu-metrics (nsys"
+            f" {'.'.join(map(str, nv.CPU_METRICS_FROM))} and later have); drop cpu_metrics"
+        )
+    gm = spec.gpu_metrics
+    if gm is not None and gm.per_gpu() > 1 and not nv.per_gpu_metric_lists(v, caps):
+        known = "its --help says one value for every GPU" if caps else "documented from 2026.4"
+        out.append(
+            f"profile.gpu_metrics: nsys {v} ({src}): a --gpu-metrics-set or"
+            f" --gpu-metrics-frequency value per GPU is not taken ({known}); give one value, or"
+            " run `gh-run doctor SPEC` where the site's nsys is to ask it"
+        )
+    end = spec.capture_range_end or ""
+    if end.endswith((":defer", ":sync", ":async")) and not nv.capture_end_modes(v, caps):
+        known = "its --help lists none" if caps else "documented from 2026.4"
+        out.append(
+            f"profile.capture_range_end: nsys {v} ({src}) takes no :mode after repeat ({known});"
+            f" drop {end.rsplit(':', 1)[1]!r}"
+        )
     return out
 
 
@@ -562,6 +695,10 @@ def profiler_prefix(
     ):
         if on is not None:
             argv.append(f"{flag}={_flag(on)}")
+    if spec.pytorch:
+        argv.append(f"--pytorch={','.join(spec.pytorch)}")
+    if spec.cpu_metrics:
+        argv.append(f"--cpu-metrics={','.join(spec.cpu_metrics)}")
     if spec.gpu_metrics is not None and sampler:
         argv += spec.gpu_metrics.flags(setup)
     return argv

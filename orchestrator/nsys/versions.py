@@ -20,7 +20,19 @@ gh-run has them, so a newer nsys gets the flags it lists rather than a guess.
   measured); 2023.4 lists the new ones (`cuda_gpu_kern_sum`, `osrt_sum`, ...: 37, measured)
   and still runs the old; 2024.2 the new ones and `mpi_event_sum` (38, measured).
 - `nsys export --type`: sqlite, hdf, text, arrow, json, info in 2022.4; 2023.4 and 2024.2 add
-  arrowdir and parquetdir (measured).
+  arrowdir and parquetdir (measured); 2026.4 drops json and text for jsonlines (its release
+  notes; gh-run exports sqlite only).
+- 2025-2026 (NVIDIA's documentation of 2026.4: its User Guide and release notes; none of these
+  versions runs here, so each is also asked of the binary, `Capabilities.help`):
+  `--gpu-metrics-set` and `--gpu-metrics-frequency` take one value per GPU, in the order of
+  `--gpu-metrics-devices` (documented for 2026.4; earlier releases: asked); `--cpu-metrics`
+  replaces `--cpu-core-events`, `--cpu-core-metrics`, `--cpu-socket-events` and
+  `--cpu-socket-metrics` and cannot be combined with them (2026.3 and later; 2024.2 has
+  `--cpu-core-metrics`, measured); `--pytorch` takes `autograd-nvtx`, `autograd-shapes-nvtx`,
+  `functions-trace` (2024.2 has no `--pytorch`, measured; later releases: documented, asked) and
+  `functions-trace-shapes` (2026.4); `--capture-range-end=repeat[:N][:mode]` and
+  `repeat-shutdown:N[:mode]` with mode defer, sync or async (2026.4; 2022.4-2024.2 take no
+  mode, measured).
 - Export metadata: table EXPORT_META_DATA in 2022.4, META_DATA_EXPORT + META_DATA_CAPTURE from
   2023.4 (measured). From 2022.4 on, a table with no rows is left out of the export (measured:
   no NVTX_EVENTS or CUPTI_* when nothing was recorded). Export schema versions met:
@@ -190,6 +202,52 @@ def unknown_trace_apis(
     return [] if known is None else [a for a in apis if a not in known]
 
 
+PER_GPU_LISTS_FROM = (2026, 4)  # documented there; earlier releases: asked of the binary
+CPU_METRICS_FROM = (2026, 3)
+PYTORCH_VALUES = ("autograd-nvtx", "autograd-shapes-nvtx", "functions-trace")
+PYTORCH_SHAPES_FROM = (2026, 4)  # functions-trace-shapes
+CAPTURE_END_MODES_FROM = (2026, 4)
+
+
+def per_gpu_metric_lists(v: NsysVersion, caps: Capabilities | None = None) -> bool:
+    """Whether this version takes one `--gpu-metrics-set`/`--gpu-metrics-frequency` value per
+    GPU: the binary's own help where known, else the documentation."""
+    text = (caps.help.get("--gpu-metrics-set") if caps is not None else None) or ""
+    if text:
+        return bool(re.search(r"(?i)per GPU|one value per|comma-separated list", text))
+    return v.at_least(*PER_GPU_LISTS_FROM)
+
+
+def has_cpu_metrics(v: NsysVersion, caps: Capabilities | None = None) -> bool:
+    """Whether this version has `--cpu-metrics`: the binary's option list where known."""
+    if caps is not None and caps.options:
+        return "--cpu-metrics" in caps.options
+    return v.at_least(*CPU_METRICS_FROM)
+
+
+def pytorch_values(v: NsysVersion, caps: Capabilities | None = None) -> frozenset[str]:
+    """The `--pytorch` values this version takes (empty: it has no `--pytorch`): the binary's
+    own help where known, else the documentation (none for the families measured)."""
+    if caps is not None and caps.options:
+        if "--pytorch" not in caps.options:
+            return frozenset()
+        listed = set(_QUOTED.findall(caps.help.get("--pytorch", ""))) - {"none"}
+        if listed:
+            return frozenset(listed)
+    if v.family != "newer":
+        return frozenset()
+    shapes = {"functions-trace-shapes"} if v.at_least(*PYTORCH_SHAPES_FROM) else set()
+    return frozenset(PYTORCH_VALUES) | shapes
+
+
+def capture_end_modes(v: NsysVersion, caps: Capabilities | None = None) -> bool:
+    """Whether `--capture-range-end` takes a `:mode` (defer, sync, async) here."""
+    text = (caps.help.get("--capture-range-end") if caps is not None else None) or ""
+    if text:
+        return ":mode" in text or "defer" in text
+    return v.at_least(*CAPTURE_END_MODES_FROM)
+
+
 # ---------------------------------------------------------------- nsys stats
 
 # New name (2023.x and later) -> the 2022.4 name, for the reports both have.
@@ -315,6 +373,9 @@ class Capabilities(BaseModel):
     trace_apis: list[str] = Field(default_factory=list)
     export_types: list[str] = Field(default_factory=list)
     reports: list[str] = Field(default_factory=list)
+    # the `profile --help` paragraph of each of WATCHED_OPTIONS the binary lists: what values
+    # it takes (per-GPU lists, PyTorch values, capture-range-end modes)
+    help: dict[str, str] = Field(default_factory=dict)
 
 
 _OPTION_RE = re.compile(r"^\s*(?:-[A-Za-z], )?(--[a-z][a-z0-9-]*)(?:=|\s|$)")
@@ -336,6 +397,33 @@ def parse_profile_help(text: str) -> tuple[list[str], list[str]]:
                     break
             break
     return options, sorted(apis)
+
+
+# the options whose values grew in 2025-2026: their help text says what this binary takes
+WATCHED_OPTIONS = (
+    "--gpu-metrics-set",
+    "--gpu-metrics-frequency",
+    "--capture-range-end",
+    "--pytorch",
+    "--cpu-metrics",
+)
+
+
+def parse_option_help(text: str, wanted: tuple[str, ...] = WATCHED_OPTIONS) -> dict[str, str]:
+    """The help paragraph (its lines joined by spaces) of each option in `wanted` that
+    `nsys profile --help` lists: the lines from the option's own to the next option's."""
+    out: dict[str, str] = {}
+    current: str | None = None
+    lines: list[str] = []
+    for line in [*text.splitlines(), "--end-of-help"]:
+        m = _OPTION_RE.match(line) or (re.match(r"^(--end-of-help)$", line))
+        if m:
+            if current in wanted:
+                out[current] = " ".join(x.strip() for x in lines if x.strip())
+            current, lines = m.group(1), [line]
+        elif current is not None:
+            lines.append(line)
+    return out
 
 
 def parse_export_types(text: str) -> list[str]:

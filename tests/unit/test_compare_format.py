@@ -99,7 +99,7 @@ def test_what_a_source_cannot_measure_is_not_measured_never_zero() -> None:
     nsys, kin, cpu = analyze_paths([NSYS]), analyze_paths([KINETO]), analyze_paths([CPU])
     c = compare([nsys, kin, cpu], labels=["n", "k", "c"])
     rows = {r.metric: r for r in c.rows}
-    cpu_op = rows["cpu_op time (Kineto)"]
+    cpu_op = rows["CPU operator time"]
     assert cpu_op.measured == [False, True, False] and cpu_op.values[0] is None
     assert cpu_op.values[1] and cpu_op.values[1] > 0
     osrt = rows["OS-runtime time (nsys)"]
@@ -110,7 +110,7 @@ def test_what_a_source_cannot_measure_is_not_measured_never_zero() -> None:
     assert rows["UM share of memory operations"].measured == [True, False, False]
     # JSON: null, with measured false beside it
     data = json.loads(c.model_dump_json())
-    row = next(r for r in data["rows"] if r["metric"] == "cpu_op time (Kineto)")
+    row = next(r for r in data["rows"] if r["metric"] == "CPU operator time")
     assert row["values"][0] is None and row["measured"][0] is False
     assert any("not measured by every run's sources" in n for n in c.notes)
 
@@ -145,9 +145,7 @@ def test_terminal_compare_shows_one_unit_per_row_and_not_measured() -> None:
 
     assert row("DtoH")[-4:] == ["B", "8", "8", "="]
     assert row("span")[1:3] == ["ms", "367.3"]
-    assert " ".join(row("cpu_op time (Kineto)")).startswith(
-        f"cpu_op time (Kineto) ms {NOT_MEASURED}"
-    )
+    assert " ".join(row("CPU operator time")).startswith(f"CPU operator time ms {NOT_MEASURED}")
     assert "not comparable" in " ".join(row("HTA idle"))
     assert not any("0.00000000" in x or "×1/" in x for x in lines)
     assert any(x.startswith("note: the sources differ") for x in lines)

@@ -25,6 +25,7 @@ import pytest
 
 from orchestrator.analysis.readers import export_schema
 from tests.conftest import real_nsys, run_cli
+from tests.fixtures import recordings
 from tests.fixtures.nsys_builder import NsysBuilder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -153,9 +154,10 @@ def _schema_and_columns(path: Path) -> tuple[str, dict[str, set[str]]]:
 
 
 def test_every_schema_met_has_the_columns_gh_run_reads(tmp_path: Path) -> None:
-    """Each real export here (nsys 2022.2, 2022.4, 2023.4, 2024.5) and a capture the real nsys
-    2024.2 makes now: its schema is one gh-run has met, and every table it reads has the columns
-    gh-run names (export_schema.READ_COLUMNS)."""
+    """Each real export here (nsys 2022.2, 2022.4, 2023.4, 2024.2, 2024.5, 2026.1, 2026.2; the
+    xz-packed recordings unpacked) and a capture the real nsys 2024.2 makes now: its schema is
+    one gh-run has met, and every table it reads has the columns gh-run names
+    (export_schema.READ_COLUMNS)."""
     nsys = real_nsys("2024.2")
     out = tmp_path / "cap"
     subprocess.run(
@@ -163,7 +165,8 @@ def test_every_schema_met_has_the_columns_gh_run_reads(tmp_path: Path) -> None:
          f"--output={out}", "--export=sqlite", "/bin/sleep", "0.1"],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
-    exports = [*sorted(DATA.glob("**/*.sqlite")), out.with_suffix(".sqlite")]
+    packed = [recordings.export(p) for p in sorted(DATA.glob("**/*.sqlite.xz"))]
+    exports = [*sorted(DATA.glob("**/*.sqlite")), *packed, out.with_suffix(".sqlite")]
     schemas = set()
     for path in exports:
         schema, cols = _schema_and_columns(path)
@@ -176,10 +179,10 @@ def test_every_schema_met_has_the_columns_gh_run_reads(tmp_path: Path) -> None:
 
 
 def test_schema_versions_met_get_no_note_and_a_newer_one_one() -> None:
-    for version in ("3.0.0", "3.7.2", "3.11.1", "3.13.2", "3.13.9", "2.9.1"):
+    for version in ("3.0.0", "3.7.2", "3.11.1", "3.13.2", "3.13.9", "2.9.1", "3.24.14", "3.25.0"):
         assert export_schema.note(version) is None, version
-    note = export_schema.note("3.15.0")
-    assert note is not None and "3.15.0 is newer" in note and "by name" in note
+    note = export_schema.note("3.26.0")
+    assert note is not None and "3.26.0 is newer" in note and "versioned name" in note
 
 
 def test_a_newer_schema_is_read_with_one_note(tmp_path: Path) -> None:
@@ -187,13 +190,13 @@ def test_a_newer_schema_is_read_with_one_note(tmp_path: Path) -> None:
     shutil.copy(EXPORTS[1], path)
     conn = sqlite3.connect(path)
     conn.execute(
-        "UPDATE META_DATA_EXPORT SET value = '3.20.0' WHERE name = 'EXPORT_SCHEMA_VERSION'"
+        "UPDATE META_DATA_EXPORT SET value = '3.27.0' WHERE name = 'EXPORT_SCHEMA_VERSION'"
     )
     conn.commit()
     conn.close()
     res = run_cli(["analyze", str(path), "--json"], tmp_path / "home")
     assert res.rc == 0, res.text
-    assert res.text.count("export schema 3.20.0 is newer") == 1
+    assert res.text.count("export schema 3.27.0 is newer") == 1
 
 
 WORKLOAD = """

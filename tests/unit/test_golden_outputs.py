@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from orchestrator.analysis import loader
 from orchestrator.cli import analysis as cli_analysis
+from tests.fixtures import export_variants
 from tests.fixtures.recordings import unpacked
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +49,13 @@ RECORDINGS = {
     "rec/unannotated/nsys/sft_w4": "unannotated/nsys/sft_w4",
     "rec/memory_h200/activations": "memory_h200/activations",
     "rec/memory_h200/activations_ckpt": "memory_h200/activations_ckpt",
+    "rec/nsys2026": "nsys2026",
+}
+# Variants of real 2026 exports derived in the workspace (tests/fixtures/export_variants.py):
+# workspace folder -> the export (in a RECORDINGS folder) they are derived from
+VARIANTS = {
+    "var/h100": "rec/nsys2026/h100_2gpu_1s.sqlite",
+    "var/mock": "rec/nsys2026/mock.sqlite",
 }
 
 ANALYZE = ("analyze.txt", "analyze.term.txt", "analyze.json", "headline.json")
@@ -84,6 +92,19 @@ CASES = [
     _one("unannotated_nsys", "rec/unannotated/nsys", COMPARE, REPORT),
     # other projects' traces (HTA's and TraceLens's test data): unrelated runs, one folder
     _one("public_traces", "data/public_traces"),
+    # real nsys 2026 exports (another project's test data) and variants derived from them
+    _one("nsys2026_h100", "rec/nsys2026/h100_2gpu_1s.sqlite", REPORT),
+    _one("nsys2026_mock", "rec/nsys2026/mock.sqlite"),
+    Case(
+        "nsys2026_mfu",
+        ("rec/nsys2026/mfu_2gpu_before.sqlite", "rec/nsys2026/mfu_2gpu_after.sqlite"),
+        ANALYZE + COMPARE,
+    ),
+    *[
+        _one(f"nsys2026_h100_{v}", f"var/h100/h100_2gpu_1s.{v}.sqlite")
+        for v in export_variants.VARIANTS
+    ],
+    _one("nsys2026_mock_renamed", "var/mock/mock.renamed.sqlite"),
     Case("compare_gpu_metrics", ("rec/gpu_metrics/bf16", "rec/gpu_metrics/fp32"), COMPARE + REPORT),
     Case(
         "compare_ddp_kineto",
@@ -141,6 +162,8 @@ def _workspace(root: Path) -> Path:
         folder = root / dest
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(unpacked(DATA / src), folder)
+    for dest, src in VARIANTS.items():
+        export_variants.derive(root / src, root / dest)
     return root
 
 
@@ -273,7 +296,10 @@ def test_every_input_is_covered() -> None:
     for p in inputs:
         rel = p.relative_to(DATA).as_posix()
         rec = {v: k for k, v in RECORDINGS.items()}
-        names = {f"data/{rel}"} | {f"{rec[f]}/{p.name}" for f in rec if rel.startswith(f + "/")}
+        unpacked_name = p.name.removesuffix(".xz")  # a recording is analysed unpacked
+        names = {f"data/{rel}"} | {
+            f"{rec[f]}/{unpacked_name}" for f in rec if rel.startswith(f + "/")
+        }
         assert any(n == a or n.startswith(a.rstrip("/") + "/") for n in names for a in used), (
             f"tests/data/{rel} is in no golden case; add it to CASES"
         )

@@ -116,3 +116,18 @@ def test_the_script_does_not_grow_with_the_job(nodes: int) -> None:
         sizes.append(len(render_job(job, cluster, pn, part, "r", "/runs/r").script))
     # only the digits of the node and rank counts differ (a few numbers, a few bytes each)
     assert sizes[1] - sizes[0] < 64
+
+
+def test_cpu_metrics_are_sampled_by_one_rank_per_node() -> None:
+    """nsys 2026.3+'s --cpu-metrics reads the cores' and sockets' counters: node-wide, so local
+    rank 0 of each node asks for them and the other ranks do not."""
+    cluster = load_cluster(str(QUAD))
+    job = _job(
+        profile={"tool": "nsys", "nsys_version": "2026.4", "cpu_metrics": ["cycles", "llc-misses"]}
+    )
+    pn, part = fit_partition(job, cluster, "job")
+    r = render_job(job, cluster, pn, part, "r", "/runs/r")
+    assert r.context.node_wide == ["cpu_metrics=cycles,llc-misses"]
+    assert r.context.sampler_argv is not None
+    assert "--cpu-metrics=cycles,llc-misses" in r.context.sampler_argv
+    assert not any(a.startswith("--cpu-metrics") for a in r.context.argv)

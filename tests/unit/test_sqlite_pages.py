@@ -629,3 +629,107 @@ def test_text_in_a_time_column_is_no_time_on_either_path(tmp_path: Path) -> None
     assert got["pages"] == got["sqlite"] == want
     got = _both_paths(path, "t", COLS, step=7)
     assert got["pages"] == got["sqlite"] == want
+
+
+# --- one TEXT column read with the integers (issue 37: NVTX names) ----------------------------
+
+
+def _text_table(path: Path, texts: list[Any], encoding: str = "UTF-8", page_size: int = 4096,
+                ends: list[Any] | None = None) -> None:  # fmt: skip
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA page_size = {page_size}")
+    conn.execute(f'PRAGMA encoding = "{encoding}"')
+    # `name` without a type: an integer or a blob stays one (a TEXT column would turn 7 into '7')
+    conn.execute('CREATE TABLE t (start INTEGER, "end" INTEGER, name, k INTEGER)')
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?, ?)",
+        [(i, (ends[i] if ends else i + 1), t, i % 3) for i, t in enumerate(texts)],
+    )
+    conn.commit()
+    conn.close()
+
+
+def _both_texts(path: Path) -> dict[str, tuple[list[Any], str]]:
+    """{page reader, sqlite}: (the kept rows' k column, their text) through `fetch_into`."""
+    out = {}
+    for reader in ("pages", "sqlite"):
+        lib = sqlite_pages._LIB
+        if reader == "sqlite":
+            sqlite_pages._LIB = None
+        try:
+            text = sqlite_columns.Text("name")
+            dest = [np.zeros(5000, dtype=np.int64)]
+            n, _ = sqlite_columns.fetch_into(path, "t", ["k"], dest, True, text=text)
+            out[reader] = (dest[0][:n].tolist(), text.joined())
+        finally:
+            sqlite_pages._LIB = lib
+    return out
+
+
+def _texts_by_sql(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    try:
+        (got,) = conn.execute(
+            "SELECT group_concat(CASE WHEN name IS NULL THEN '' ELSE char(2) || name END,"
+            ' char(31)) FROM t WHERE "end" >= start'
+        ).fetchone()
+    finally:
+        conn.close()
+    return got or ""
+
+
+@needs_reader
+@pytest.mark.parametrize(
+    ("texts", "native", "how"),
+    [
+        (["aten::mul, op_id = 1", None, "", "ünïcode ✓", "x\x1fy"], True, "values, NULLs, UTF-8"),
+        ([f"name {i}" for i in range(3000)], True, "many rows, several pages"),
+        (["a", "b", 7], False, "an integer in the text column: SQLite's rules"),
+        (["a", "b", b"\x00\xff"], False, "a blob: SQLite's rules"),
+        (["x" * 6000, "b"], False, "a value spilled to overflow pages: SQLite's rules"),
+    ],
+)
+def test_a_text_column_reads_as_sqlites_group_concat_gives_it(
+    tmp_path: Path, texts: list[Any], native: bool, how: str
+) -> None:
+    path = tmp_path / "t.sqlite"
+    _text_table(path, texts, ends=[i + 1 if i != 1 else None for i in range(len(texts))])
+    lay = _layout(path)
+    assert lay is not None
+    dest = [np.zeros(len(texts), dtype=np.int64)]
+    read = sqlite_pages.fetch(path, lay, (1, len(texts)), ["k"], dest, True, text="name")
+    assert (read is not None) == native, how
+    both = _both_texts(path)
+    assert both["pages"] == both["sqlite"], how
+    assert both["sqlite"][1] == _texts_by_sql(path), how
+
+
+@needs_reader
+def test_text_of_a_utf16_file_is_left_to_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "u16.sqlite"
+    _text_table(path, ["ab", None, "çd"], encoding="UTF-16le")
+    lay = _layout(path)
+    assert lay is not None
+    dest = [np.zeros(10, dtype=np.int64)]
+    assert sqlite_pages.fetch(path, lay, (1, 3), ["k"], dest, True, text="name") is None
+    both = _both_texts(path)
+    assert both["pages"] == both["sqlite"] == ([0, 1, 2], "\x02ab\x1f\x1f\x02çd")
+
+
+def test_a_build_of_other_calling_conventions_is_left_unused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale build (installed before a change of the C functions' arguments) answers another
+    `sqlite_pages_abi`, or lacks it (then `native.load` gives None): SQLite's path serves."""
+
+    class Built:
+        def __init__(self, abi: int) -> None:
+            self.abi = abi
+
+        def sqlite_pages_abi(self) -> int:
+            return self.abi
+
+    for abi, usable in ((sqlite_pages.ABI, True), (sqlite_pages.ABI - 1, False)):
+        monkeypatch.setattr(sqlite_pages.native, "load", lambda *_a, b=Built(abi): b)
+        assert (sqlite_pages._library() is not None) == usable

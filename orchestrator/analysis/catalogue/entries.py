@@ -17,8 +17,8 @@ from orchestrator.analysis.catalogue.memory_entries import MEMORY
 from orchestrator.analysis.catalogue.model import (
     ACTIVITY,
     KERNELS,
-    KINETO_ONLY,
     NSYS_ONLY,
+    OPERATORS,
     OSRT,
     RUNTIME,
     WORKLOAD,
@@ -37,7 +37,7 @@ GPU = Sources(need=KERNELS)
 GPU_ACTIVITY = Sources(need=ACTIVITY)
 NSYS_GPU = Sources(NSYS_ONLY, ACTIVITY)  # Unified Memory, pinned and managed memory
 NSYS_OSRT = Sources(NSYS_ONLY, OSRT)
-KINETO = Sources(KINETO_ONLY)
+OPERATOR_SOURCES = Sources(need=OPERATORS)
 SYNC = Sources(need=RUNTIME)
 WORKLOAD_FILE = Sources(need=WORKLOAD)
 
@@ -282,10 +282,11 @@ CATALOGUE: list[Metric] = [
            rank=lambda r: r.unified_memory.migrated_dtoh_bytes, across="sum", better="lower",
            sources=NSYS_GPU),
     # ---- CPU activity (host)
-    Metric("cpu_op_s", "CPU activity", "cpu_op time (Kineto)", "s",
-           "union of each thread's CPU operators (Kineto cpu_op), summed over threads",
+    Metric("cpu_op_s", "CPU activity", "CPU operator time", "s",
+           "union of each thread's CPU operators (Kineto cpu_op; nsys: PyTorch's NVTX operator"
+           " ranges), summed over threads",
            rank=lambda r: sum(t.cpu_op_ns for t in r.threads), rank_unit="ns", across="sum",
-           better="lower", sources=KINETO),
+           better="lower", sources=OPERATOR_SOURCES),
     Metric("osrt_s", "CPU activity", "OS-runtime time (nsys)", "s",
            "time threads spent in OS-runtime calls (nsys OSRT_API), summed over threads",
            rank=lambda r: sum(t.osrt_ns for t in r.threads), rank_unit="ns", across="sum",

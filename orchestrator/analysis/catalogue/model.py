@@ -56,6 +56,10 @@ def _runtime(m: Metrics) -> bool:
     return _kernels(m) and not any("CUPTI_ACTIVITY_KIND_RUNTIME" in s.missing for s in m.sources)
 
 
+def _operators(m: Metrics) -> bool:
+    return any(s.kind == "kineto-json" for s in m.sources) or any(r.operators for r in m.ranks)
+
+
 def _workload(m: Metrics) -> bool:
     return any(r.workload is not None for r in m.ranks)
 
@@ -66,6 +70,9 @@ ACTIVITY = Need("GPU activity: kernels, copies or memsets", _activity)
 OSRT = Need("OS-runtime calls traced: nsys --trace osrt", _osrt)
 RUNTIME = Need("kernels and their CUDA runtime calls", _runtime)
 WORKLOAD = Need("the workload's metrics.json beside the trace", _workload)
+OPERATORS = Need(
+    "CPU operators: Kineto cpu_op, or PyTorch's NVTX operator ranges (nsys --pytorch)", _operators
+)
 
 
 @dataclass(frozen=True)

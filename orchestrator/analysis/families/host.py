@@ -223,10 +223,27 @@ def threads(tl: T.RankTimeline, main: tuple[int, int] | None = None) -> list[Thr
 def thread_groups(pid: Any, tid: Any) -> tuple[list[tuple[int, int]], Any]:
     """Distinct (pid, tid) pairs and each row's index into them."""
     if pid.size and int(pid.min()) >= 0 and int(tid.min()) >= 0 and int(tid.max()) < 1 << 31:
-        keys, inv = np.unique((pid.astype(np.int64) << 31) | tid, return_inverse=True)
+        packed = (pid.astype(np.int64) << 31) | tid
+        lo, hi = int(packed.min()), int(packed.max())
+        if lo == hi:  # one thread (a PyTorch run's operators): no sort of a million rows
+            return [(lo >> 31, lo & ((1 << 31) - 1))], np.zeros(packed.size, dtype=np.intp)
+        keys, inv = np.unique(packed, return_inverse=True)
         return [(k >> 31, k & ((1 << 31) - 1)) for k in keys.tolist()], inv.reshape(-1)
     pairs, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
     return [(int(p), int(t)) for p, t in pairs.tolist()], inv.reshape(-1)
+
+
+def thread_keys(pid: Any, tid: Any, few: int = 64) -> set[tuple[int, int]]:
+    """The distinct (pid, tid) pairs of the rows (`thread_groups`' keys): peeled one thread at a
+    time while they are few (a million operator rows on a handful of threads need no sort)."""
+    out: set[tuple[int, int]] = set()
+    while pid.size:
+        if len(out) >= few:
+            return out | set(thread_groups(pid, tid)[0])
+        out.add((int(pid[0]), int(tid[0])))
+        other = (pid != pid[0]) | (tid != tid[0])
+        pid, tid = pid[other], tid[other]
+    return out
 
 
 def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
@@ -240,7 +257,7 @@ def main_thread(tl: T.RankTimeline) -> tuple[tuple[int, int], str] | None:
     keys = set(tl.threads)
     m = np.isin(h.kind, (T.OSRT, T.CPU_OP))
     if bool(m.any()):
-        keys |= set(thread_groups(h.pid[m], h.tid[m])[0])
+        keys |= thread_keys(h.pid[m], h.tid[m])
     every = sorted(k for k in keys if k[0] != T.NONE)
     mains = [k for k in every if k[0] == k[1]]
     if tl.cuda_pids:

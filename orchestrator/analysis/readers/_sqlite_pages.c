@@ -26,7 +26,11 @@
  *   or blob: GIVE_UP (SQLite's CAST rules then apply);
  * - the subset: rows whose condition column holds one of `cond_vals` (a NULL: not among them;
  *   anything else: GIVE_UP), with some of their columns (a NULL as that column's default: the
- *   Python reader's `coalesce`; column -1: the rowid).
+ *   Python reader's `coalesce`; column -1: the rowid);
+ * - the text column (`text_col` >= 0): the kept rows' values of one TEXT column as SQLite's
+ *   `group_concat(CASE WHEN c IS NULL THEN '' ELSE char(2) || c END, char(31))` writes them: a
+ *   value is byte 2 then its bytes, a NULL nothing, rows joined by byte 31; a value of another
+ *   type, or a file whose text is not UTF-8: GIVE_UP (SQLite's rules then apply).
  * Columns are stored at their array's width (1, 2, 4 or 8 bytes), as a numpy assignment casts.
  */
 #define _FILE_OFFSET_BITS 64
@@ -44,6 +48,7 @@
 
 typedef struct {
     int fd;
+    int utf8; /* the file's text encoding is UTF-8 (header byte 56..59 = 1) */
     uint32_t page_size, usable;
     uint64_t npages;
     uint8_t *block; /* pages [block_first, block_first + block_n) of the file */
@@ -152,6 +157,9 @@ typedef struct {
     const int32_t *sub_src;
     const int64_t *sub_null;
     int64_t **subs;
+    int32_t text_col;
+    uint8_t *tbuf;
+    int64_t tcap, tlen;
     int32_t need; /* record columns needed: 1 + the largest index read */
     /* what was read */
     int64_t kept, seen, last_rowid;
@@ -255,6 +263,19 @@ static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c, co
         }
     }
 #undef VALUE
+    if (j->text_col >= 0) {
+        uint64_t t = types[j->text_col];
+        uint64_t n = kinds[j->text_col] == V_NULL ? 0 : (t - 13) / 2;
+        if (kinds[j->text_col] != V_NULL && (t < 13 || !(t & 1) || !f->utf8)) return GIVE_UP;
+        int64_t need = (j->kept ? 1 : 0) + (kinds[j->text_col] == V_NULL ? 0 : 1 + (int64_t)n);
+        if (j->tlen + need > j->tcap) return NO_ROOM;
+        if (j->kept) j->tbuf[j->tlen++] = 31;
+        if (kinds[j->text_col] != V_NULL) {
+            j->tbuf[j->tlen++] = 2;
+            memcpy(j->tbuf + j->tlen, at[j->text_col], n);
+            j->tlen += (int64_t)n;
+        }
+    }
     j->kept++;
     return 0;
 }
@@ -331,6 +352,7 @@ static int open_file(file_t *f, const char *path) {
     if (f->fd < 0 || pread(f->fd, head, 100, 0) != 100) return GIVE_UP;
     if (memcmp(head, "SQLite format 3", 16) != 0) return GIVE_UP;
     if (head[18] != 1 || head[19] != 1) return GIVE_UP; /* WAL: rows may be in the -wal file */
+    f->utf8 = be32(head + 56) == 1;
     f->page_size = be16(head + 16) == 1 ? 65536 : be16(head + 16);
     if (f->page_size < 512 || (f->page_size & (f->page_size - 1))) return GIVE_UP;
     if (head[20] > f->page_size - 480) return GIVE_UP;
@@ -350,25 +372,35 @@ static void close_file(file_t *f) {
     free(f->seen);
 }
 
+/* The version of this file's calling conventions: sqlite_pages.py loads a build only when it
+ * answers the one it declares (a build older than a change of arguments is left unused). */
+int32_t sqlite_pages_abi(void) { return 2; }
+
 /* The rows with lo <= rowid <= hi of the table whose b-tree root is page `root` of the file at
  * `path` (see the top of this file): dest d of capacity `cap` rows from record column src[d]
  * (-1: the rowid); the subset's nsub columns into subs (each of capacity `cap`, their counts in
- * subn). Returns the rows kept, or GIVE_UP / NO_ROOM; *seen is the rows the range held. */
+ * subn); with text_col >= 0, that column's values into tbuf (capacity tcap bytes, *tlen
+ * written). Returns the rows kept, or GIVE_UP / NO_ROOM; *seen is the rows the range held. */
 int64_t sqlite_pages_fetch(const char *path, int64_t root, int64_t lo, int64_t hi,
                            int32_t ndest, const int32_t *src, const int32_t *widths, void **dests,
                            int64_t cap, int32_t tstart, int32_t tend, int32_t cond_col,
                            const int64_t *cond_vals, int32_t ncond, int32_t nsub,
                            const int32_t *sub_src, const int64_t *sub_null, int64_t **subs,
-                           int64_t *subn, int64_t *seen) {
+                           int64_t *subn, int32_t text_col, uint8_t *tbuf, int64_t tcap,
+                           int64_t *tlen, int64_t *seen) {
     job_t j = {lo, hi, ndest, src, widths, dests, cap, tstart, tend, cond_col, ncond, cond_vals,
-               nsub, sub_src, sub_null, subs, 0, 0, 0, INT64_MIN, subn, 0, 0, 0, 0, NULL};
+               nsub, sub_src, sub_null, subs, text_col, tbuf, tcap, 0,
+               0, 0, 0, INT64_MIN, subn, 0, 0, 0, 0, NULL};
     *seen = 0;
+    *tlen = 0;
     for (int32_t i = 0; i < nsub; i++) subn[i] = 0;
     int32_t cols[3 + 2 * MAX_COLS], nc = 0;
     cols[nc++] = tstart;
     cols[nc++] = tend;
     cols[nc++] = nsub ? cond_col : -1;
     if (ndest > MAX_COLS || nsub > MAX_COLS) return GIVE_UP;
+    if (text_col >= MAX_COLS || (text_col >= 0 && !tbuf)) return GIVE_UP;
+    if (text_col + 1 > j.need) j.need = text_col + 1;
     for (int32_t d = 0; d < ndest; d++) cols[nc++] = src[d];
     for (int32_t i = 0; i < nsub; i++) cols[nc++] = sub_src[i];
     for (int32_t i = 0; i < nc; i++) {
@@ -384,6 +416,7 @@ int64_t sqlite_pages_fetch(const char *path, int64_t root, int64_t lo, int64_t h
     if (r == 0) r = j.kept;
     close_file(&f);
     *seen = j.seen;
+    *tlen = j.tlen;
     return r;
 }
 
@@ -396,6 +429,7 @@ int64_t sqlite_pages_shape(const char *path, int64_t root, int64_t step, int64_t
                            int64_t marks_cap, int64_t *nmarks, int64_t *rows, int64_t *last) {
     job_t j;
     memset(&j, 0, sizeof j);
+    j.text_col = -1;
     j.lo = INT64_MIN;
     j.hi = INT64_MAX;
     j.last_rowid = INT64_MIN;

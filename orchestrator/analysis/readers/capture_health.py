@@ -26,6 +26,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.readers.export_tables import Schema
+
 KERNEL_CALLS = (
     "cudaLaunch%",
     "cuLaunch%",
@@ -46,25 +48,32 @@ def accept_lost() -> bool:
     return os.environ.get(ACCEPT_ENV) == "1"
 
 
-def lost_kernels(conn: sqlite3.Connection, tables: set[str]) -> str | None:
-    """Why the export lost its kernels (one phrase), or None."""
+def lost_kernels(conn: sqlite3.Connection, tables: Schema) -> str | None:
+    """Why the export lost its kernels (one phrase), or None. `tables`: the export's tables,
+    resolved (`export_tables`)."""
     kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
     runtime = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if runtime not in tables or "StringIds" not in tables:
         return None
-    if kernel in tables and conn.execute(f"SELECT 1 FROM {kernel} LIMIT 1").fetchone():
+    if (
+        kernel in tables
+        and conn.execute(f'SELECT 1 FROM "{tables.name(kernel)}" LIMIT 1').fetchone()
+    ):
         return None
     where = " OR ".join("value LIKE ?" for _ in KERNEL_CALLS)
     ids = {
         int(i): str(v)
-        for i, v in conn.execute(f"SELECT id, value FROM StringIds WHERE {where}", KERNEL_CALLS)
+        for i, v in conn.execute(
+            f'SELECT id, value FROM "{tables.name("StringIds")}" WHERE {where}', KERNEL_CALLS
+        )
         if isinstance(i, int)
     }
     if not ids:
         return None
     marks = ",".join(str(i) for i in ids)
     rows = conn.execute(
-        f"SELECT nameId, count(*) FROM {runtime} WHERE nameId IN ({marks}) GROUP BY nameId"
+        f'SELECT nameId, count(*) FROM "{tables.name(runtime)}" WHERE nameId IN ({marks})'
+        " GROUP BY nameId"
     ).fetchall()
     if not rows:
         return None
@@ -76,18 +85,19 @@ def lost_kernels(conn: sqlite3.Connection, tables: set[str]) -> str | None:
     )
 
 
-def diagnostics(conn: sqlite3.Connection, tables: set[str]) -> str | None:
+def diagnostics(conn: sqlite3.Connection, tables: Schema) -> str | None:
     """The first of nsys's own diagnostics that says data was lost or an error occurred."""
     if "DIAGNOSTIC_EVENT" not in tables:
         return None
     error = 3  # ENUM_DIAGNOSTIC_SEVERITY_LEVEL: 1 Info, 2 Warning, 3 Error (2024.2)
     if "ENUM_DIAGNOSTIC_SEVERITY_LEVEL" in tables:
         found = conn.execute(
-            "SELECT id FROM ENUM_DIAGNOSTIC_SEVERITY_LEVEL WHERE name = 'Error'"
+            f'SELECT id FROM "{tables.name("ENUM_DIAGNOSTIC_SEVERITY_LEVEL")}"'
+            " WHERE name = 'Error'"
         ).fetchone()
         error = int(found[0]) if found and isinstance(found[0], int) else error
     rows: list[tuple[Any, ...]] = conn.execute(
-        "SELECT severity, text FROM DIAGNOSTIC_EVENT ORDER BY timestamp, rowid"
+        f'SELECT severity, text FROM "{tables.name("DIAGNOSTIC_EVENT")}" ORDER BY timestamp, rowid'
     ).fetchall()
     for severity, text in rows:
         if not isinstance(text, str):
@@ -97,7 +107,7 @@ def diagnostics(conn: sqlite3.Connection, tables: set[str]) -> str | None:
     return None
 
 
-def lost_data(conn: sqlite3.Connection, tables: set[str]) -> str | None:
+def lost_data(conn: sqlite3.Connection, tables: Schema) -> str | None:
     """The evidence that this export lost data the workload made (None: none found)."""
     return lost_kernels(conn, tables) or diagnostics(conn, tables)
 
@@ -108,7 +118,8 @@ def main(argv: list[str]) -> int:
     stderr per export that lost data; 1 if any did, 2 if one cannot be read, else 0."""
     import sys
 
-    from orchestrator.analysis.readers.nsys_db import connect_ro
+    from orchestrator.analysis.readers.export_tables import read_schema
+    from orchestrator.analysis.readers.nsys_db import KEYS, connect_ro
     from orchestrator.core.errors import UserError
 
     status = 0
@@ -117,10 +128,7 @@ def main(argv: list[str]) -> int:
         try:
             conn = connect_ro(path)
             try:
-                tables = {
-                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                }
-                why = lost_data(conn, tables)
+                why = lost_data(conn, read_schema(conn, KEYS))
             finally:
                 conn.close()
         except (UserError, sqlite3.DatabaseError) as exc:

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis.readers import export_tables
+
 MAX_SAMPLES = 20_000  # callchains read per export
 DEPTH = 48  # frames read per sample, top first
 CHUNK = 500  # ids per IN (...) query
@@ -84,14 +86,21 @@ class Samples:
     marks: list[str] = field(default_factory=list)
 
 
+_TABLES = ("COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "StringIds")
+
+
+def _schema(db: sqlite3.Connection) -> export_tables.Schema:
+    return export_tables.read_schema(db, _TABLES)
+
+
 def has_samples(path: str) -> bool:
     """Whether the export holds CPU samples with callchains (a look at its schema)."""
     try:
         with _open(path) as db:
-            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            names = _schema(db)
     except sqlite3.Error:
         return False
-    return {"COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "StringIds"} <= names
+    return all(t in names for t in _TABLES)
 
 
 def _open(path: str) -> contextlib.closing[sqlite3.Connection]:
@@ -124,7 +133,11 @@ def read(
         return None
     lo, hi = int(starts.min()), int(ends.max())
     with _open(path) as db:
-        sql = "SELECT id, start, globalTid FROM COMPOSITE_EVENTS WHERE start >= ? AND start < ?"
+        name = _schema(db).name
+        sql = (
+            f'SELECT id, start, globalTid FROM "{name("COMPOSITE_EVENTS")}"'
+            " WHERE start >= ? AND start < ?"
+        )
         args: tuple[int, ...] = (lo, hi)
         if thread is not None:  # one thread: SQLite leaves the others' rows behind
             sql += " AND ((globalTid >> 24) & 16777215) = ? AND (globalTid & 16777215) = ?"
@@ -151,7 +164,8 @@ def read(
             part = ids[i : i + CHUNK].tolist()
             marks = ",".join("?" * len(part))
             for cid, sym, mod in db.execute(
-                f"SELECT id, symbol, module FROM SAMPLING_CALLCHAINS WHERE id IN ({marks})"
+                f'SELECT id, symbol, module FROM "{name("SAMPLING_CALLCHAINS")}"'
+                f" WHERE id IN ({marks})"
                 f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
                 part,
             ):
@@ -164,7 +178,7 @@ def read(
             strings.update(
                 (int(a), str(b))
                 for a, b in db.execute(
-                    f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part
+                    f'SELECT id, value FROM "{name("StringIds")}" WHERE id IN ({marks})', part
                 )
             )
     groups = np.empty(ids.size, dtype=np.int8)

@@ -2,9 +2,10 @@
 
 `META_DATA_EXPORT.EXPORT_SCHEMA_VERSION` (2022.x: `EXPORT_META_DATA`) names the schema of an
 `nsys export --type sqlite` file. NVIDIA's documentation (2025.6+): a minor bump may rename or
-retype columns, and exports no longer guarantee any row order. The reader therefore names every
-column it reads and checks each is there (a missing one leaves what it feeds empty and is listed
-in `SourceInfo.missing`), and never relies on the order rows are stored in (rowid ranges are
+retype columns, and exports no longer guarantee any row order. The reader therefore finds every
+table by resolution (`export_tables`: versioned and older names), names every column it reads
+and checks each is there (a table it lacks is listed in `SourceInfo.missing`, a column a present
+table lacks gets a note), and never relies on the order rows are stored in (rowid ranges are
 storage: each table's rows are put in time order where order matters, tests/unit/
 test_export_versions.py stores every table shuffled and expects byte-identical output).
 
@@ -16,7 +17,13 @@ versions; the others are in tests/data):
 - 3.11.1: nsys 2024.2.3 (adds `DIAGNOSTIC_EVENT`, graph tables; the tables gh-run reads keep
   their columns);
 - 3.13.2: nsys 2024.5.1 (adds kernel columns such as `greenContextId`;
-  tests/data/nsys/cloverleaf-cuda_perlmutter.sqlite).
+  tests/data/nsys/cloverleaf-cuda_perlmutter.sqlite);
+- 3.24.14: nsys 2026.1.1 (adds `TARGET_INFO_CUDA_CONTEXT_INFO.numMultiprocessors`,
+  `CUPTI_ACTIVITY_KIND_MEMCPY.copyCount`; `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.syncType` kept
+  beside a new `deprecatedSyncType`; tests/data/nsys2026/mock);
+- 3.25.0: nsys 2026.2.1 (`NVTX_EVENTS.binaryData`; PyTorch's operator ranges from
+  `--pytorch=autograd-nvtx`: tests/data/nsys2026/h100_2gpu_1s, mfu_2gpu_*). The tables gh-run
+  reads keep their names and columns in both.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ KNOWN: dict[str, str] = {
     "3.7.2": "2023.4.4",
     "3.11.1": "2024.2.3",
     "3.13.2": "2024.5.1",
+    "3.24.14": "2026.1.1",
+    "3.25.0": "2026.2.1",
 }
 
 
@@ -76,7 +85,8 @@ NEWEST = max(KNOWN, key=lambda v: _parts(v) or ())
 
 def note(found: str | None) -> str | None:
     """The note an export of schema `found` gets: None for a schema met or older than the
-    newest met; for a newer one (or one that is not a version), what reading it means."""
+    newest met; for a newer one (or one that is not a version), what reading it means (the
+    tables read under other names get notes of their own: `export_tables.Schema.notes`)."""
     if found is None or found in KNOWN:
         return None
     got, newest = _parts(found), _parts(NEWEST)
@@ -89,6 +99,22 @@ def note(found: str | None) -> str | None:
         return None
     return (
         f"export schema {found} is newer than those gh-run has met (newest {NEWEST}, nsys "
-        f"{KNOWN[NEWEST]}): read for the tables and columns it has, by name; a renamed column "
-        "reads as missing"
+        f"{KNOWN[NEWEST]}): tables read by name or versioned name (X_V2), columns by name; a"
+        " column renamed beyond what gh-run knows is named in a note"
     )
+
+
+def reading() -> list[str]:
+    """What gh-run reads of an nsys SQLite export, one line each (`gh-run doctor`)."""
+    met = ", ".join(f"{k} (nsys {v})" for k, v in sorted(KNOWN.items(), key=lambda kv: _parts(
+        kv[0]) or ()))  # fmt: skip
+    return [
+        f"export schemas met: {met}; a newer one is read for what it holds, with a note",
+        "tables found by name, by versioned name (X_V2, X_V3: the highest wins, a note names"
+        " it) or by nsys 2022.x's older name (EXPORT_META_DATA), in any case; a look-alike"
+        " name or a column gh-run reads that a table lacks gets a note",
+        "NVTX ranges: the workload's, libraries' (other domains) and PyTorch's operators"
+        " (emit_nvtx names, op ids stripped: the per-operator breakdown)",
+        "NCCL operations with an id shared by every rank (commHash + seqNumber or operationId,"
+        " nsys 2025.6+) match collectives across ranks where the export holds them",
+    ]

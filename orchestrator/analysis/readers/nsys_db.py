@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis.readers import export_schema, export_tables
 from orchestrator.analysis.timeline import model as T
 from orchestrator.core.errors import UserError
 
@@ -30,6 +31,23 @@ UM_CPU = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
 UM_GPU = "CUDA_UM_GPU_PAGE_FAULT_EVENTS"
 GPU_MEM = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
+
+# every table gh-run reads, by the name it knows it by (`export_tables` finds each in an export)
+KEYS = frozenset(
+    {
+        *export_schema.READ_COLUMNS,
+        "META_DATA_EXPORT",
+        "META_DATA_CAPTURE",
+        UM_CPU,
+        "TARGET_INFO_SESSION_START_TIME",
+        "ENUM_DIAGNOSTIC_SEVERITY_LEVEL",
+        "ANALYSIS_DETAILS",
+        "GPU_METRICS",
+        "TARGET_INFO_GPU_METRICS",
+        "COMPOSITE_EVENTS",
+        "SAMPLING_CALLCHAINS",
+    }
+)
 
 # any of these makes an SQLite file an nsys export
 EXPORT_TABLES = frozenset(
@@ -96,18 +114,19 @@ def connect_ro(path: Path) -> sqlite3.Connection:
 
 
 class Db:
-    """Schema probing and string lookups on one read-only connection."""
+    """Schema probing and string lookups on one read-only connection. Tables are asked for by
+    the name gh-run knows them by (`KEYS`); `name(key)` is the table the export holds for it
+    (`export_tables`: versioned and older names, any case), the name every query uses."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = connect_ro(path)
         try:
-            self.tables = {
-                r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
+            self.schema = export_tables.read_schema(self.conn, KEYS)
         except DAMAGED as exc:
             self.conn.close()
             raise UserError(f"{path}: not a readable SQLite file ({exc})") from exc
+        self.tables = self.schema.keys()
         self._cols: dict[str, set[str]] = {}
 
     def check_export(self) -> None:
@@ -119,17 +138,25 @@ class Db:
                 " file `nsys export --type sqlite` wrote for the report"
             )
 
+    def name(self, table: str) -> str:
+        """The export's table for `table` (a key, or a name no key resolves)."""
+        return self.schema.name(table)
+
     def cols(self, table: str) -> set[str]:
         if table not in self._cols:
             self._cols[table] = (
-                {r[1] for r in self.conn.execute(f'PRAGMA table_info("{table}")')}
+                {r[1] for r in self.conn.execute(f'PRAGMA table_info("{self.name(table)}")')}
                 if table in self.tables
                 else set()
             )
         return self._cols[table]
 
+    def col(self, table: str, col: str) -> str | None:
+        """The table's spelling of column `col` (`export_tables.column`), None without it."""
+        return export_tables.column(self.cols(table), table, col)
+
     def has(self, table: str, *cols: str) -> bool:
-        return table in self.tables and all(c in self.cols(table) for c in cols)
+        return table in self.tables and all(self.col(table, c) is not None for c in cols)
 
     def q(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, tuple(params)).fetchall()
@@ -139,21 +166,40 @@ class Db:
         out: dict[int, str] = {}
         if "StringIds" not in self.tables:
             return out
+        table = self.name("StringIds")
         for i in range(0, len(want), 500):
             chunk = want[i : i + 500]
             marks = ",".join("?" * len(chunk))
             out.update(
                 (int(k), str(v))
-                for k, v in self.q(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", chunk)
+                for k, v in self.q(f'SELECT id, value FROM "{table}" WHERE id IN ({marks})', chunk)
                 if isinstance(k, int)
             )
         return out
 
     def kernel_name_col(self) -> str | None:
-        for c in ("demangledName", "shortName", "name"):
-            if c in self.cols(KERNEL):
-                return c
-        return None
+        return self.col(KERNEL, "name")
+
+    def schema_notes(self) -> list[str]:
+        """What the reader should say about the tables and columns it resolved: a versioned
+        table read in another's place, a table renamed beyond what gh-run knows, and columns
+        gh-run reads that a present table holds under no spelling it knows."""
+        out = self.schema.notes(KEYS)
+        for key, wanted in sorted(export_schema.READ_COLUMNS.items()):
+            if key not in self.tables:
+                continue
+            lacking = [c for c in wanted if self.col(key, c) is None]
+            if key == KERNEL and self.kernel_name_col() is not None:
+                # one name column of several is enough (older exports have fewer)
+                lacking = [c for c in lacking if c not in ("demangledName", "shortName")]
+            if lacking:
+                where = self.name(key)
+                shown = f"{key} (as {where})" if where != key else key
+                out.append(
+                    f"{shown} has no column {', '.join(lacking)} (renamed or dropped in this"
+                    " schema): what it feeds is read without it"
+                )
+        return out
 
 
 @dataclass
@@ -170,6 +216,10 @@ class Export:
     def opt(self, table: str, *cols: str) -> list[str]:
         """The columns among `cols` that the table has."""
         return [c for c in cols if c in self.db.cols(table)]
+
+    def table(self, key: str) -> str:
+        """The export's table for `key` (`Db.name`)."""
+        return self.db.name(key)
 
 
 def pid_tid(gtid: Any) -> tuple[Any, Any]:

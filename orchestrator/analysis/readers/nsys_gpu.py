@@ -74,7 +74,7 @@ def _plan(ex: Export) -> list[tuple[str, list[str], TP.Shape | None, int]]:
             continue
         cols = ["start", "end", "deviceId", *ex.opt(table, "streamId", "correlationId")]
         cols += [name_col] if table == KERNEL and name_col else list(ex.opt(table, *extra))
-        shape = table_shape(ex.path, table, db.conn)
+        shape = table_shape(ex.path, ex.table(table), db.conn)
         plan.append((table, cols, shape, offset))
         offset += shape.rows if shape else 0
     return plan
@@ -118,7 +118,11 @@ def queue(ex: Export, pool: ThreadPoolExecutor, by_pid: bool) -> GpuReads:
             # the migration cause of the UM copies, in the same scan (`nsys_memory`)
             sub = Subset("copyKind", tuple(nsys_memory.UM_KINDS), (("migrationCause", 0),))
         out = [targets.get(c, extra) for c in cols]
-        read = TableRead(pool, ex.path, table, cols, out, shape, True, sub) if shape else None
+        read = (
+            TableRead(pool, ex.path, ex.table(table), cols, out, shape, True, sub)
+            if shape
+            else None
+        )
         reads.append((table, cols, sl, extra, sub, read))
     return GpuReads(gpu, pid, reads)
 

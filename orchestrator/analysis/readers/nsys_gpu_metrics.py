@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import gpu_metric_names as N
+from orchestrator.analysis.readers.export_tables import Schema, read_schema
 
 TABLE = "GPU_METRICS"
 NAMES = "TARGET_INFO_GPU_METRICS"
@@ -60,40 +61,44 @@ class Samples:
     notes: list[str] = field(default_factory=list)
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {str(n) for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
 def _cols(conn: sqlite3.Connection, table: str) -> set[str]:
     return {str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')}
 
 
-def read(path: Path, conn: sqlite3.Connection) -> Samples:
-    """The GPU-metric samples of an export (`conn`: an open read-only connection to it)."""
-    tables = _tables(conn)
+def read(path: Path, conn: sqlite3.Connection, tables: Schema | None = None) -> Samples:
+    """The GPU-metric samples of an export (`conn`: an open read-only connection to it;
+    `tables`: its tables resolved, `export_tables`; read here when not given)."""
+    if tables is None:
+        from orchestrator.analysis.readers.nsys_db import KEYS
+
+        tables = read_schema(conn, KEYS)
+    tname = tables.name
     out = Samples(path=str(path))
     if "TARGET_INFO_SESSION_START_TIME" in tables:
-        row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+        row = conn.execute(
+            f'SELECT utcEpochNs FROM "{tname("TARGET_INFO_SESSION_START_TIME")}"'
+        ).fetchone()
         if row and isinstance(row[0], int):
             out.session_start_ns = row[0]
     pw_to_id: dict[int, int] = {}
-    if "TARGET_INFO_GPU" in tables and {"id", "uuid"} <= _cols(conn, "TARGET_INFO_GPU"):
-        pw = "pwGpuId" if "pwGpuId" in _cols(conn, "TARGET_INFO_GPU") else "id"
-        for i, uuid, p in conn.execute(f"SELECT id, uuid, {pw} FROM TARGET_INFO_GPU"):
+    gpu = tname("TARGET_INFO_GPU")
+    if "TARGET_INFO_GPU" in tables and {"id", "uuid"} <= _cols(conn, gpu):
+        pw = "pwGpuId" if "pwGpuId" in _cols(conn, gpu) else "id"
+        for i, uuid, p in conn.execute(f'SELECT id, uuid, {pw} FROM "{gpu}"'):
             if isinstance(i, int):
                 if isinstance(uuid, str) and uuid:
                     out.uuids[i] = uuid
                 if isinstance(p, int):
                     pw_to_id[p] = i
-    if not {TABLE, NAMES} <= tables:
+    if TABLE not in tables or NAMES not in tables:
         return out
-    if not {"typeId", "sourceId", "metricId", "metricName"} <= _cols(conn, NAMES):
+    if not {"typeId", "sourceId", "metricId", "metricName"} <= _cols(conn, tname(NAMES)):
         out.notes.append(f"{NAMES} lacks typeId, sourceId, metricId or metricName: not read")
         return out
     names: dict[tuple[int, int], str] = {}
     type_gpu: dict[int, int] = {}
     for type_id, source_id, metric_id, name in conn.execute(
-        f"SELECT typeId, sourceId, metricId, metricName FROM {NAMES}"
+        f'SELECT typeId, sourceId, metricId, metricName FROM "{tname(NAMES)}"'
     ):
         if not all(isinstance(v, int) for v in (type_id, source_id, metric_id)):
             continue
@@ -107,7 +112,7 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
     mult = N.multipliers(_system_env(conn, tables, "GpuMetricsConfig"))
     end = _capture_end(conn, tables)
     t, typ, mid, val = sqlite_columns.fetch_columns(
-        path, TABLE, ["timestamp", "typeId", "metricId", "value"], has_times=False
+        path, tname(TABLE), ["timestamp", "typeId", "metricId", "value"], has_times=False
     )
     keep = t >= 0
     if end is not None:
@@ -142,19 +147,22 @@ def read(path: Path, conn: sqlite3.Connection) -> Samples:
     return out
 
 
-def _system_env(conn: sqlite3.Connection, tables: set[str], name: str) -> str | None:
+def _system_env(conn: sqlite3.Connection, tables: Schema, name: str) -> str | None:
     if "TARGET_INFO_SYSTEM_ENV" not in tables:
         return None
-    row = conn.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = ?", (name,))
+    row = conn.execute(
+        f'SELECT value FROM "{tables.name("TARGET_INFO_SYSTEM_ENV")}" WHERE name = ?', (name,)
+    )
     got = row.fetchone()
     return str(got[0]) if got and got[0] is not None else None
 
 
-def _capture_end(conn: sqlite3.Connection, tables: set[str]) -> int | None:
+def _capture_end(conn: sqlite3.Connection, tables: Schema) -> int | None:
     """The capture window's end in the report's clock (it starts at 0)."""
-    if "ANALYSIS_DETAILS" not in tables or "duration" not in _cols(conn, "ANALYSIS_DETAILS"):
+    details = tables.name("ANALYSIS_DETAILS")
+    if "ANALYSIS_DETAILS" not in tables or "duration" not in _cols(conn, details):
         return None
-    row = conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()
+    row = conn.execute(f'SELECT max(duration) FROM "{details}"').fetchone()
     return int(row[0]) if row and isinstance(row[0], int) and row[0] > 0 else None
 
 

@@ -3,8 +3,8 @@ calls and thread names, into one `HostTable`; and which processes the trace reco
 
 - CUPTI_ACTIVITY_KIND_RUNTIME: the synchronisation calls (and the profiler's start and stop),
   their rowids gathered by the runtime table's read (`sync_subset`);
-- NVTX_EVENTS (eventType 59 push/pop, 60 start/end, 70 NVtx push/pop ranges; name = text or
-  StringIds[textId]), OSRT_API, ThreadNames;
+- NVTX_EVENTS (`nsys_nvtx`: the workload's, libraries' and PyTorch's operator ranges),
+  OSRT_API, ThreadNames;
 - TARGET_INFO_CUDA_STREAM / TARGET_INFO_CUDA_CONTEXT_INFO (the processes that own CUDA streams:
   their main thread is the one whose waits are measured).
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis.readers import nsys_nvtx
 from orchestrator.analysis.readers.nsys_db import (
     KERNEL,
     MEMCPY,
@@ -29,10 +30,9 @@ from orchestrator.analysis.readers.nsys_db import (
     pid_tid,
 )
 from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns, integral
-from orchestrator.analysis.timeline import columns, library_ranges
+from orchestrator.analysis.timeline import columns
 from orchestrator.analysis.timeline import model as T
 
-NVTX_RANGE_TYPES = (59, 60, 70)
 # the runtime calls kept as host rows: the synchronisation calls, and the profiler's start and
 # stop (a cudaProfilerApi capture's window: `step_rules`), gathered in one scan
 SYNC_PATTERNS = (
@@ -68,7 +68,9 @@ def sync_ids(ex: Export) -> dict[int, str]:
     where = " OR ".join("value LIKE ?" for _ in SYNC_PATTERNS)
     return {
         int(i): str(v)
-        for i, v in db.q(f"SELECT id, value FROM StringIds WHERE {where}", SYNC_PATTERNS)
+        for i, v in db.q(
+            f'SELECT id, value FROM "{db.name("StringIds")}" WHERE {where}', SYNC_PATTERNS
+        )
         if isinstance(i, int)
     }
 
@@ -87,7 +89,7 @@ def sync_calls(ex: Export, ids: dict[int, str], rowids: Any) -> T.HostTable:
     tid = "globalTid" if "globalTid" in ex.db.cols(RUNTIME) else "0"
     sql = (
         'SELECT CAST(start AS INTEGER), CAST("end" AS INTEGER),'
-        f" CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM {RUNTIME}"
+        f' CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM "{ex.table(RUNTIME)}"'
         f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
         f' AND {integral("start")} AND {integral(END)} AND "end" >= start'
     )
@@ -119,39 +121,9 @@ def host_rows(ex: Export, rows: list[tuple[Any, ...]], kind: int, name: Any) -> 
 
 
 def nvtx(ex: Export) -> T.HostTable:
-    """NVTX ranges: the workload's as ANNOTATION rows, a library's (any domain but the
-    default one, or a library's name: `library_ranges`) as LIBRARY_ANNOTATION rows."""
-    db = ex.db
-    if not db.has(NVTX, "start", "end", "eventType"):
-        ex.missing.append(NVTX)
-        return T.HostTable.empty()
-    cols = db.cols(NVTX)
-    text = "n.text" if "text" in cols else "NULL"
-    tid = "n.globalTid" if "globalTid" in cols else "0"
-    domain = "CAST(coalesce(n.domainId, 0) AS INTEGER)" if "domainId" in cols else "0"
-    if "textId" in cols and "StringIds" in db.tables:
-        name = f"coalesce({text}, s.value)"
-        join = "LEFT JOIN StringIds s ON s.id = n.textId"
-    else:
-        name, join = text, ""
-    types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
-    rows = db.q(
-        f'SELECT CAST(n.start AS INTEGER), CAST(n."end" AS INTEGER),'
-        f" CAST(coalesce({tid}, 0) AS INTEGER), {name}, {domain}"
-        f" FROM {NVTX} n {join} WHERE n.eventType IN ({types})"
-        f" AND {integral('n.start')} AND {integral('n.' + END)}"
-        ' AND n."end" >= n.start ORDER BY n.start, n."end", 3, 4'  # never the stored order
-    )
-    if not rows:
-        return T.HostTable.empty()
-
-    def label(v: Any) -> str:
-        return str(v) if v is not None else "(unnamed)"
-
-    lib = [library_ranges.is_library_range(d, label(v)) for *_, v, d in rows]
-    table = host_rows(ex, [r[:4] for r in rows], T.ANNOTATION, label)
-    table.kind[np.array(lib, dtype=bool)] = T.LIBRARY_ANNOTATION
-    return table
+    """NVTX ranges: the workload's (ANNOTATION), a library's (LIBRARY_ANNOTATION) and PyTorch's
+    operators (CPU_OP): `nsys_nvtx`."""
+    return nsys_nvtx.ranges(ex)
 
 
 def osrt(ex: Export) -> tuple[T.HostTable, bool]:
@@ -159,7 +131,7 @@ def osrt(ex: Export) -> tuple[T.HostTable, bool]:
     if not db.has(OSRT, "start", "end", "globalTid", "nameId"):
         ex.missing.append(OSRT)
         return T.HostTable.empty(), False
-    s, e, gt, nid = fetch_columns(ex.path, OSRT, ["start", "end", "globalTid", "nameId"])
+    s, e, gt, nid = fetch_columns(ex.path, ex.table(OSRT), ["start", "end", "globalTid", "nameId"])
     distinct = columns.distinct(nid)
     strs = db.strings(distinct)
     lut = {i: ex.names.id(strs.get(i, str(i))) for i in distinct}
@@ -186,7 +158,7 @@ def thread_names(ex: Export, seen: set[int]) -> dict[tuple[int, int], str]:
         # (never the first row stored: row order is storage, not time); nsys's launcher's name
         # only where the thread has no other (`_launcher_last`)
         order = "priority DESC, " if "priority" in db.cols("ThreadNames") else ""
-        rows = [r for r in db.q("SELECT globalTid, nameId FROM ThreadNames"
+        rows = [r for r in db.q(f'SELECT globalTid, nameId FROM "{db.name("ThreadNames")}"'
                                 f" ORDER BY globalTid, {order}nameId")
                 if isinstance(r[0], int)]  # fmt: skip
         strs = db.strings(r[1] for r in rows)
@@ -233,7 +205,9 @@ def traced_pids(db: Db) -> set[int]:
         if db.has(table, col):
             pids |= {
                 int(p)
-                for (p,) in db.q(f"SELECT DISTINCT ({col} >> 24) & 16777215 FROM {table}")
+                for (p,) in db.q(
+                    f'SELECT DISTINCT ({col} >> 24) & 16777215 FROM "{db.name(table)}"'
+                )
                 if isinstance(p, int) and p
             }
     return pids
@@ -246,7 +220,9 @@ def context_devices(db: Db) -> dict[int, int]:
         return {}
     return {
         int(p): int(d)
-        for p, d in db.q(f"SELECT processId, min(deviceId) FROM {table} GROUP BY processId")
+        for p, d in db.q(
+            f'SELECT processId, min(deviceId) FROM "{db.name(table)}" GROUP BY processId'
+        )
         if isinstance(p, int) and isinstance(d, int) and p
     }
 
@@ -258,7 +234,7 @@ def cuda_pids(db: Db) -> set[int]:
         if db.has(table, "processId"):
             pids |= {
                 int(p)
-                for (p,) in db.q(f"SELECT DISTINCT processId FROM {table}")
+                for (p,) in db.q(f'SELECT DISTINCT processId FROM "{db.name(table)}"')
                 if isinstance(p, int) and p
             }
     return pids

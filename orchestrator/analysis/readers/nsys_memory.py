@@ -96,9 +96,10 @@ def unified_memory(
         return whole, per.setdefault(p, T.UnifiedMemoryEvents())
 
     if db.has(UM_CPU):
-        whole.cpu_faults = int(db.q(f"SELECT count(*) FROM {UM_CPU}")[0][0])
+        cpu = db.name(UM_CPU)
+        whole.cpu_faults = int(db.q(f'SELECT count(*) FROM "{cpu}"')[0][0])
         if "globalPid" in db.cols(UM_CPU):
-            for gp, n in db.q(f"SELECT globalPid, count(*) FROM {UM_CPU} GROUP BY globalPid"):
+            for gp, n in db.q(f'SELECT globalPid, count(*) FROM "{cpu}" GROUP BY globalPid'):
                 both(gp)[1].cpu_faults = int(n)
     else:
         ex.missing.append(UM_CPU)
@@ -109,7 +110,7 @@ def unified_memory(
         pid = "globalPid" if "globalPid" in cols else "-1"
         access = "faultAccessType" if "faultAccessType" in cols else "0"
         for gp, dev, acc, groups, faults in db.q(
-            f"SELECT {pid}, deviceId, {access}, count(*), {count} FROM {UM_GPU}"
+            f'SELECT {pid}, deviceId, {access}, count(*), {count} FROM "{db.name(UM_GPU)}"'
             f" GROUP BY {pid}, deviceId, {access}"
         ):
             if not isinstance(dev, int):
@@ -145,7 +146,8 @@ def peak_memory(db: Db) -> tuple[dict[int, dict[str, dict[int, int]]], str | Non
     cur: dict[tuple[int, str, int], int] = {}
     starts: set[int] = set()
     for gp, dev, nbytes, op, k, start in db.conn.execute(
-        f"SELECT {pid}, deviceId, bytes, memoryOperationType, {kind}, start FROM {GPU_MEM}"
+        f"SELECT {pid}, deviceId, bytes, memoryOperationType, {kind}, start"
+        f' FROM "{db.name(GPU_MEM)}"'
         # in time; at one nanosecond frees first (no export met has such ties), then the
         # rest of the row: never the stored order
         f" ORDER BY start, memoryOperationType DESC, deviceId, bytes, {kind}, {pid}"

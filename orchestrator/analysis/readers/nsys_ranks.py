@@ -28,7 +28,8 @@ def env_rank(db: Db) -> tuple[int, str] | None:
     if not db.has(SYSTEM_ENV, "name", "value"):
         return None
     for (value,) in db.q(
-        f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'DeviceEnvironment' ORDER BY value"
+        f"SELECT value FROM \"{db.name(SYSTEM_ENV)}\" WHERE name = 'DeviceEnvironment'"
+        " ORDER BY value"
     ):
         if not isinstance(value, str):
             continue
@@ -93,6 +94,7 @@ def split(
             processes=len(pids),
             notes=base.notes,
             gpu_samples=base.gpu_samples,
+            nccl_ops=_own_ops(base.nccl_ops, pid),
         )
         out.append(tl)
     return out
@@ -114,3 +116,11 @@ def um_of(
     if um.gpu_faults is None and whole.gpu_faults is not None:
         um.gpu_faults = {}
     return um
+
+
+def _own_ops(ops: Any, pid: int) -> Any:
+    """The NCCL operations (`nsys_nccl.NcclOps`) of one process; None where the export does not
+    say which process ran them (they cannot be told apart)."""
+    if ops is None or not bool((ops.pid != 0).any()):
+        return None
+    return ops.take(ops.pid == pid)

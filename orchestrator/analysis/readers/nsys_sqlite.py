@@ -35,6 +35,7 @@ from orchestrator.analysis.readers import (
     nsys_gpu_metrics,
     nsys_host,
     nsys_memory,
+    nsys_nccl,
     nsys_ranks,
 )
 from orchestrator.analysis.readers import table_parts as TP
@@ -43,6 +44,8 @@ from orchestrator.analysis.readers.nsys_db import (
     KERNEL,
     MEMCPY,
     MEMSET,
+    NVTX,
+    OSRT,
     RUNTIME,
     Db,
     Export,
@@ -50,6 +53,17 @@ from orchestrator.analysis.readers.nsys_db import (
 from orchestrator.analysis.readers.sqlite_columns import READ_THREADS, PartsRead
 from orchestrator.analysis.timeline import model as T
 from orchestrator.core.errors import RuntimeFailure, UserError
+
+# the tables whose absence the figures cannot show (a count of 0 reads like a measured 0): named
+# in a note when the export has none of them (the UM and memory tables' figures show "-")
+FED = {
+    KERNEL: "kernels",
+    MEMCPY: "copies",
+    MEMSET: "memsets",
+    RUNTIME: "CUDA runtime calls",
+    NVTX: "NVTX ranges",
+    OSRT: "OS-runtime calls",
+}
 
 
 class _Reader:
@@ -61,17 +75,22 @@ class _Reader:
         self.ex = Export(path, db)
         self.path = path
 
+    def _meta(self, name: str) -> str | None:
+        """A value of the export's metadata table (`META_DATA_EXPORT`; 2022.x:
+        `EXPORT_META_DATA`, resolved as an older name of it)."""
+        db = self.ex.db
+        if not db.has("META_DATA_EXPORT", "name", "value"):
+            return None
+        r = db.q(f'SELECT value FROM "{db.name("META_DATA_EXPORT")}" WHERE name = ?', (name,))
+        return str(r[0][0]) if r and r[0][0] is not None else None
+
     def _version(self) -> str | None:
-        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.ex.db.has(meta, "name", "value"):
-                r = self.ex.db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_PRODUCT_VERSION'")
-                return str(r[0][0]) if r else None
-        return None
+        return self._meta("EXPORT_PRODUCT_VERSION")
 
     def _check_capture(self) -> None:
         """Refuse (exit 1) an export that lost data the workload made (`capture_health`), unless
         GH_RUN_ACCEPT_LOST_DATA=1 asks to read it anyway (then a note)."""
-        why = capture_health.lost_data(self.ex.db.conn, self.ex.db.tables)
+        why = capture_health.lost_data(self.ex.db.conn, self.ex.db.schema)
         if why is None:
             return
         if capture_health.accept_lost():
@@ -85,16 +104,12 @@ class _Reader:
 
     def _schema_note(self) -> None:
         """One note when the export's schema is newer than those gh-run has met (it is read
-        for what it has: tables and columns by name)."""
-        found = None
-        for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if self.ex.db.has(meta, "name", "value"):
-                r = self.ex.db.q(f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'")
-                found = str(r[0][0]) if r and r[0][0] is not None else None
-                break
-        note = export_schema.note(found)
+        for what it has: tables by resolution, columns by name), and one for each table read
+        under a versioned name, renamed beyond what gh-run knows, or lacking a column."""
+        note = export_schema.note(self._meta("EXPORT_SCHEMA_VERSION"))
         if note:
             self.ex.notes.append(note)
+        self.ex.notes += self.ex.db.schema_notes()
 
     def read(self) -> list[T.RankTimeline]:
         ex = self.ex
@@ -120,7 +135,9 @@ class _Reader:
                 sync_ids = nsys_host.sync_ids(ex)
                 sync_sub = nsys_host.sync_subset(sync_ids) if sync_ids else None
                 rt = (
-                    PartsRead(pool, ex.path, RUNTIME, rt_cols or ["start"], True, sync_sub)
+                    PartsRead(
+                        pool, ex.path, ex.table(RUNTIME), rt_cols or ["start"], True, sync_sub
+                    )
                     if rt_cols or sync_sub
                     else None
                 )
@@ -163,12 +180,13 @@ class _Reader:
             if db.has("TARGET_INFO_GPU", "id", "name"):
                 gpu_names = {
                     int(i): str(n)
-                    for i, n in db.q("SELECT id, name FROM TARGET_INFO_GPU")
+                    for i, n in db.q(f'SELECT id, name FROM "{db.name("TARGET_INFO_GPU")}"')
                     if isinstance(i, int)
                 }
             version = self._version()
             rank_env = nsys_ranks.env_rank(db)
-            samples = nsys_gpu_metrics.read(ex.path, db.conn)
+            samples = nsys_gpu_metrics.read(ex.path, db.conn, db.schema)
+            nccl = nsys_nccl.read(db)
         finally:
             db.conn.close()
         source = T.SourceInfo(
@@ -177,6 +195,12 @@ class _Reader:
             tool_version=version,
             missing=sorted(set(ex.missing)),
         )
+        absent = [f"{t} ({what})" for t, what in FED.items() if t in source.missing]
+        if absent:
+            ex.notes.append(
+                f"not in this export: {', '.join(absent)}: nothing was recorded there, or that"
+                " trace was off; the figures they feed read as none"
+            )
         base = T.RankTimeline(
             source=source,
             names=ex.names.table(),
@@ -192,6 +216,7 @@ class _Reader:
             split_devices=True,
             notes=[*ex.notes, *samples.notes],
             gpu_samples=samples,
+            nccl_ops=nccl,
         )
         if rank_env is not None:
             base.rank, base.rank_rule = rank_env[0], f"{rank_env[1]} in the profiled environment"

@@ -157,6 +157,31 @@ class Subset:
         return [np.concatenate(c) for c in zip(*self.parts, strict=True)]
 
 
+TEXT_SEP = "\x1f"  # joins the rows' values in a `Text` (SQLite's char(31))
+TEXT_MARK = "\x02"  # precedes each non-NULL value in a `Text` (char(2)): "" is a NULL
+
+
+@dataclass
+class Text:
+    """One TEXT column of the kept rows, read in the scan that reads a table's integer columns
+    (a second scan of a million NVTX names saved): every row's value as `TEXT_MARK` + the
+    value, or "" for a NULL, rows joined by `TEXT_SEP`, in the rows' order; what SQLite's
+    `group_concat(CASE WHEN c IS NULL THEN '' ELSE char(2) || c END, char(31))` writes, which is
+    what the page reader writes too (`sqlite_pages.fetch`'s `text`). `joined()` after the read;
+    a value holding `TEXT_SEP` makes the rows miscount: the caller checks the count."""
+
+    col: str
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def expr(self) -> str:
+        c = f'"{self.col}"'
+        return f"group_concat(CASE WHEN {c} IS NULL THEN '' ELSE char(2) || {c} END, char(31))"
+
+    def joined(self) -> str:
+        return TEXT_SEP.join(self.parts)
+
+
 def _parse_into(texts: list[Any], dests: list[Any], n: int, table: str) -> int | None:
     """`_parse` into `dests[i][n:]`, each text dropped from `texts` once parsed (a chunk's texts
     are tens of MB: no more than one of them and its array alive at a time); the rows parsed,
@@ -189,12 +214,14 @@ def fetch_into(
     has_times: bool = True,
     part: TP.Part | None = None,
     subset: Subset | None = None,
+    text: Text | None = None,
 ) -> tuple[int, int]:
     """Fill `out[i][:n]` with column i of the rows of a table (or of `part`: a rowid range and
     the rows it holds, `table_parts`) whose integer start <= end, and return (n, rows left out);
     `out` arrays must hold the part's rows. The rows met must be the rows the part holds, else
     `table_parts.DamagedTable` (a damaged b-tree: refused, never a fraction of the table).
-    `subset`: columns of some of the rows read, gathered in the same scan.
+    `subset`: columns of some of the rows read, gathered in the same scan; `text`: one TEXT
+    column of the rows kept, likewise.
 
     With the compiled reader built (`sqlite_pages`) the rows are read from the file's pages, in
     one call for the range. What it leaves to SQLite (a text or real value, a file or table it
@@ -212,7 +239,7 @@ def fetch_into(
                 return 0, 0
             part = shape.whole()
         if sqlite_pages.available():
-            got = _fetch_native(conn, path, table, cols, out, has_times, part, subset)
+            got = _fetch_native(conn, path, table, cols, out, has_times, part, subset, text)
             if got is not None:
                 return got
         # the time rule's types: `group_concat` prints the text '7' as it prints the integer 7,
@@ -229,6 +256,8 @@ def fetch_into(
         ]
         if subset is not None:
             aggs += [f"group_concat({e}) FILTER (WHERE {subset.where})" for e in subset.exprs]
+        if text is not None:
+            aggs.append(text.expr)
         # named parameters, bound from a mapping (Python 3.12 deprecates numbered ones bound
         # from a sequence, and 3.14 refuses them)
         sql = (
@@ -238,6 +267,10 @@ def fetch_into(
         n = seen = 0
         for chunk in TP.chunks(conn, table, part, FETCH_CHUNK_ROWS):
             row = conn.execute(sql, {"lo": chunk.lo, "hi": chunk.hi}).fetchone()
+            if text is not None:
+                if row[-1] is not None:  # NULL: the chunk kept no row
+                    text.parts.append(str(row[-1]))
+                row = row[:-1]
             lowest, texts, side = row[0], list(row[1 : 1 + len(cols)]), row[1 + len(cols) :]
             del row  # only `texts` holds the chunk's text, freed as it is parsed
             k = _parse_into(texts, out, n, table)
@@ -274,19 +307,28 @@ def _fetch_native(
     has_times: bool,
     part: TP.Part,
     subset: Subset | None,
+    text: Text | None = None,
 ) -> tuple[int, int] | None:
     """`fetch_into` by the compiled reader of the file's pages: (rows, rows left out), or None
     when it left the range to SQLite (which is then checked the same way)."""
     lay = sqlite_pages.layout(conn, path, table)
     if lay is None:
         return None
-    sub = (subset.cond, subset.values, subset.cols) if subset is not None else (None, (), ())
-    read = sqlite_pages.fetch(path, lay, (part.lo, part.hi), cols, out, has_times, *sub)
+    read = sqlite_pages.fetch(
+        path, lay, (part.lo, part.hi), cols, out, has_times,
+        subset.cond if subset is not None else None,
+        subset.values if subset is not None else (),
+        subset.cols if subset is not None else (),
+        text=text.col if text is not None else None,
+    )  # fmt: skip
     if read is None:
         return None
     TP.check(table, part, read.seen)
     if subset is not None:
         subset.parts.append(read.subset)
+    if text is not None and read.kept:
+        # decoded as the connection decodes text (`nsys_db.connect_ro`: bad bytes as U+FFFD)
+        text.parts.append((read.text or b"").decode("utf-8", "replace"))
     return read.kept, read.seen - read.kept
 
 

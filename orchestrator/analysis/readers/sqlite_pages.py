@@ -4,11 +4,15 @@
 numpy parses: no Python object per row, yet on the 5 M-kernel benchmark that is most of the
 reader's time, and stepping the rows through SQLite's C API instead still spends about 250 ns a
 row in SQLite's virtual machine. This walks the table's b-tree in the file and decodes the
-records' integers into the same arrays, at a fraction of that (bench/bench_analyze.py). It reads
-only what it can read exactly (integers and NULLs, in a plain rowid table, in a file not in WAL
-mode) and gives the rest back (`None`): the SQLite path then reads it, so what a table gives does
-not depend on which reader read it (tests/unit/test_sqlite_pages.py checks both on the same
-files, hostile ones included).
+records' integers into the same arrays, at a fraction of that (bench/bench_analyze.py); and,
+asked, one TEXT column of the kept rows copied out as SQLite's `group_concat` would join it (the
+NVTX names of a PyTorch-annotated capture: a million in one scan, bench/bench_torch_ops.py). It
+reads only what it can read exactly (integers and NULLs, UTF-8 text in that one column, in a
+plain rowid table, in a file not in WAL mode) and gives the rest back (`None`): the SQLite path
+then reads it, so what a table gives does not depend on which reader read it
+(tests/unit/test_sqlite_pages.py checks both on the same files, hostile ones included). A build
+of other calling conventions (an install not rebuilt since the C file changed) answers another
+`sqlite_pages_abi()` and is left unused.
 
 The C file is built when gh-run is installed (setup.py: an optional extension; without a C
 compiler the install still works and `available()` is False). GH_RUN_NO_NATIVE_SCAN=1 turns it
@@ -41,6 +45,7 @@ def library_path() -> Path | None:
 _I32, _I64 = ctypes.c_int32, ctypes.c_int64
 _P32, _P64 = ctypes.POINTER(_I32), ctypes.POINTER(_I64)
 _PVOID, _PP64 = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_P64)
+_PU8 = ctypes.POINTER(ctypes.c_uint8)
 # The C functions of _sqlite_pages.c as ctypes calls them (checked against the C prototypes by
 # tests/unit/test_native_boundary.py).
 SIGNATURES = {
@@ -52,17 +57,25 @@ SIGNATURES = {
             _I32, _I32,  # start, end columns
             _I32, _P64, _I32,  # subset: condition column, its values
             _I32, _P32, _P64, _PP64, _P64,  # subset columns, NULL defaults, arrays, counts
+            _I32, _PU8, _I64, _P64,  # text column, its buffer, capacity, length
             _P64,  # rows seen
         ),
     ),
     "sqlite_pages_shape": native.Signature(
         _I64, (ctypes.c_char_p, _I64, _I64, _P64, _I64, _P64, _P64, _P64)
     ),
+    "sqlite_pages_abi": native.Signature(_I32, ()),
 }  # fmt: skip
+# `sqlite_pages_abi()` of a build whose functions take the arguments declared here (2: the text
+# column of `fetch`); a stale build (an install not rebuilt since) answers otherwise or lacks it
+ABI = 2
 
 
 def _library() -> Any | None:
-    return native.load("_sqlite_pages", SIGNATURES)
+    lib = native.load("_sqlite_pages", SIGNATURES)
+    if lib is not None and lib.sqlite_pages_abi() != ABI:
+        return None  # built from another version of the C file: SQLite's path serves
+    return lib
 
 
 _LIB = _library()
@@ -143,11 +156,13 @@ def shape(path: Path, lay: Layout, step: int) -> TreeShape | None:
 
 @dataclass
 class Read:
-    """What one call read: rows kept, rows the range held, the subset's columns."""
+    """What one call read: rows kept, rows the range held, the subset's columns, the text
+    column's values (`fetch`'s `text`; None: none asked)."""
 
     kept: int
     seen: int
     subset: list[Any]
+    text: bytes | None = None
 
 
 def fetch(
@@ -160,12 +175,15 @@ def fetch(
     cond: str | None = None,
     values: tuple[int, ...] = (),
     sub: tuple[tuple[str, int], ...] = (),
+    text: str | None = None,
 ) -> Read | None:
     """The rows with bounds[0] <= rowid <= bounds[1] into `out` (column i of `cols` into out[i]:
     1-D contiguous integer arrays that hold the range); with `has_times`, only the rows whose
     start and end are integers and end >= start. With `cond`: the subset, rows whose `cond`
-    column holds one of `values`, with the columns of `sub` (name, its value for NULL). None when
-    the range holds what this reader leaves to SQLite (see the module docstring)."""
+    column holds one of `values`, with the columns of `sub` (name, its value for NULL). With
+    `text`: that TEXT column of the kept rows, as SQLite's `group_concat(CASE WHEN c IS NULL THEN
+    '' ELSE char(2) || c END, char(31))` writes it (UTF-8 bytes). None when the range holds what
+    this reader leaves to SQLite (see the module docstring)."""
     assert _LIB is not None
     cap = min(a.size for a in out) if out else 0
     for a in out:
@@ -178,8 +196,11 @@ def fetch(
         times = (lay.col("start"), lay.col("end")) if has_times else (-1, -1)
         cond_col = lay.col(cond) if cond is not None else -1
         sub_src = [lay.col(c) for c, _ in sub]
+        text_col = lay.col(text) if text is not None else -1
     except KeyError:
         return None  # a column the table lacks: SQLite names it
+    if text is not None and text_col < 0:
+        return None  # the rowid is no text
     i32, i64 = ctypes.c_int32, ctypes.c_int64
     p64 = ctypes.POINTER(i64)
 
@@ -187,17 +208,31 @@ def fetch(
         return (ctype * max(len(items), 1))(*items)
 
     nsub = len(sub) if cond is not None else 0
-    subs = [np.empty(cap, dtype=np.int64) for _ in range(nsub)]
-    subn = arr(i64, [0] * nsub)
-    seen = i64()
-    kept = _LIB.sqlite_pages_fetch(
-        os.fsencode(path), lay.root, bounds[0], bounds[1],
-        len(out), arr(i32, src), arr(i32, [a.dtype.itemsize for a in out]),
-        arr(ctypes.c_void_p, [a.ctypes.data for a in out]), cap, *times,
-        cond_col, arr(i64, list(values)), len(values),
-        nsub, arr(i32, sub_src), arr(i64, [d for _, d in sub]),
-        arr(p64, [s.ctypes.data_as(p64) for s in subs]), subn, ctypes.byref(seen),
-    )  # fmt: skip
+    # the text's room: a row's separator and prefix and its bytes, which the file's size bounds;
+    # doubled while too small (NO_ROOM), up to that bound
+    room = min(path.stat().st_size + 2 * cap + 1, 64 * cap + (1 << 20)) if text else 0
+    while True:
+        subs = [np.empty(cap, dtype=np.int64) for _ in range(nsub)]
+        subn = arr(i64, [0] * nsub)
+        seen, tlen = i64(), i64()
+        # numpy's empty: no page of the room is written before the reader writes it
+        tbuf = np.empty(max(room, 1), dtype=np.uint8) if text else None
+        kept = _LIB.sqlite_pages_fetch(
+            os.fsencode(path), lay.root, bounds[0], bounds[1],
+            len(out), arr(i32, src), arr(i32, [a.dtype.itemsize for a in out]),
+            arr(ctypes.c_void_p, [a.ctypes.data for a in out]), cap, *times,
+            cond_col, arr(i64, list(values)), len(values),
+            nsub, arr(i32, sub_src), arr(i64, [d for _, d in sub]),
+            arr(p64, [s.ctypes.data_as(p64) for s in subs]), subn,
+            text_col, tbuf.ctypes.data_as(_PU8) if tbuf is not None else None, room,
+            ctypes.byref(tlen), ctypes.byref(seen),
+        )  # fmt: skip
+        bound = path.stat().st_size + 2 * cap + 1
+        if kept == NO_ROOM and text and room < bound:
+            room = min(2 * room, bound)
+            continue
+        break
     if kept < 0:
         return None
-    return Read(int(kept), int(seen.value), [s[: subn[j]].copy() for j, s in enumerate(subs)])
+    got = tbuf[: tlen.value].tobytes() if tbuf is not None else None
+    return Read(int(kept), int(seen.value), [s[: subn[j]].copy() for j, s in enumerate(subs)], got)

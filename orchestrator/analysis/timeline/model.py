@@ -289,6 +289,9 @@ class RankTimeline:
     # the memory history the trace holds, one per device (`timeline.memory.MemoryTimeline`):
     # Kineto `[memory]` events, nsys memory-usage events; empty when it holds none
     memory: list[Any] = field(default_factory=list)
+    # NCCL operations with an id every rank shares (`nsys_nccl.NcclOps`); None: the source has
+    # none (collectives are then matched by position)
+    nccl_ops: Any = None
 
     def devices(self) -> list[int]:
         """Devices with GPU activity (kernels, copies, memsets), ascending."""
