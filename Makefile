@@ -101,7 +101,8 @@ test-pythons: install deps cluster-up
 # registered with the kernel: an arm64 Debian root, PyPI's arm64 wheels, the C readers compiled
 # there; the wheel with and without a compiler, the readers' tests, the golden analyses and the
 # in-job analysis script, byte for byte as on x86-64 (scripts/test-arm64.sh). Not part of `make
-# test` nor of CI: 15 minutes from nothing on the 2-core development machine (DEVELOPERS.md).
+# test` nor of CI: 15 to 38 minutes from nothing on the 2-core development machine, by its
+# load (DEVELOPERS.md).
 test-arm64: install
 	bash scripts/test-arm64.sh
 

@@ -30,11 +30,10 @@
 # Needs root (debootstrap, chroot, unshare), debootstrap, the Debian archive of this system's
 # apt sources (scripts/lib/private-apt.sh) and PyPI (pip download).
 #
-# Measured from nothing on the shared 2-core development machine (load ~6): 881 s in all, one
-# core busy: the root and the wheels 145 s, the two wheel builds and their installs 145 s,
-# gh-run installed from the checkout 56 s, the readers' tests 267 s, the golden analyses 235 s
-# (114 outputs), the in-job analysis 28 s; under a load of ~12 the two test runs took 9-10 min
-# each. Too long for CI beside the rest (DEVELOPERS.md), so `make test-arm64` runs it.
+# Measured from nothing on the shared 2-core development machine: 881 s at a load of ~6, 2,252 s
+# at a load of ~10 (the readers' tests 596 s, the golden analyses 1,005 s of it); the script
+# prints each step's time. Too long for CI beside the rest (DEVELOPERS.md), so `make test-arm64`
+# runs it.
 #
 # The root: `debootstrap --foreign --arch=arm64` (the first stage, native), then the packages it
 # downloaded for the second stage unpacked with dpkg-deb, without their maintainer scripts: the
