@@ -135,10 +135,12 @@ schema: install
 
 # The wheel and the sdist an admin installs from (README, "Installing gh-run on a login node"),
 # into dist/: templates, schemas and examples inside the package; the C parts compiled where a
-# C compiler is (the wheel then fits this Python and machine), left out where none is.
-dist: install
+# C compiler is (the wheel then fits this Python and machine), left out where none is. Built
+# with the build backend alone (pyproject.toml's [build-system], in .venvs/build; no torch, no
+# dev tools): the sdist, then the wheel from the unpacked sdist (scripts/build_dist.py).
+dist:
 	rm -rf build dist
-	$(BIN)/python -m build --outdir dist .
+	$(PYTHON) scripts/build_dist.py --venv .venvs/build --out dist
 	@ls -l dist
 
 # The checkout's .gh-run/config.yaml (which names clusters/) is kept; its runs are not.

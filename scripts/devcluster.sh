@@ -354,10 +354,18 @@ ssh_login_check() {
 }
 
 # /etc/slurm/slurm.conf -> our slurm.conf, so bare sbatch/sacct (and submitit) work without
-# SLURM_CONF. Only when that path is absent or is a symlink into some .devcluster (ours).
+# SLURM_CONF. Only when that path is absent or is a symlink a dev cluster made: into some
+# .devcluster, into a state folder named by GH_RUN_DEVCLUSTER_DIR (it holds the `root` marker
+# `up` writes), or left dangling by one that is gone (a machine image taken while a cluster ran
+# in a folder the image lacks). A real slurm.conf, or a link to anything else, is left alone.
 # Opt out with DEVCLUSTER_NO_ETC_LINK=1.
 etc_link_is_ours() {
-    [[ -L "$ETC_LINK" ]] && [[ "$(readlink "$ETC_LINK")" == *"$MARKER_TARGET_SUFFIX" ]]
+    local target
+    [[ -L "$ETC_LINK" ]] || return 1
+    target="$(readlink "$ETC_LINK")"
+    [[ "$target" == *"$MARKER_TARGET_SUFFIX" ]] && return 0
+    [[ "$target" == /*/etc/slurm.conf ]] || return 1
+    [[ -f "${target%/etc/slurm.conf}/root" || ! -e "$target" ]]
 }
 
 link_etc() {

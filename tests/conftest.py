@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,20 @@ def real_nsys(family: str) -> Path:
         if rc == 0 and f"version {family}." in text:
             return p
     pytest.skip(f"no real nsys {family} here: `make deps` installs it")
+
+
+@contextlib.contextmanager
+def nsys_recording() -> Iterator[None]:
+    """Hold the machine's one slot for recording with a real nsys, across xdist workers and
+    pytest sessions. Two `nsys profile` sessions started at once under load have come back
+    with nothing recorded (2024.2: no OS-runtime rows at all) or failed in `sem_open` (2022.4),
+    which are nsys's own limits on concurrent sessions, not what the tests examine."""
+    with open(Path(tempfile.gettempdir()) / "gh-run-tests-nsys-recording.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

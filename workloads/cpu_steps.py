@@ -16,6 +16,13 @@ Prints one line per step and writes `steps_rank<RANK>.json` into --out (default:
 $GH_RUN_ARTIFACTS, when set): what it did, whether NVTX was available, the rank variables it
 saw. Exits with --exit-code after the last step (tests: exit codes pass through the container
 and the profiler).
+
+With --trace it also records its own ranges (each step, its data wait, each batch the loader
+made) as `cpu_steps_rank<RANK>.pt.trace.json` in --out: the Chrome trace-event format that
+PyTorch's profiler writes, so `gh-run analyze` reads it without nsys or torch. The recorder is
+this script (time.perf_counter_ns around each range), not a profiler: it sees no GPU, no
+operator and no OS call, only the ranges it times; the trace says so (`traceName`). `gh-run
+init`'s starter job runs it, so that a fresh install has a trace to analyse.
 """
 
 from __future__ import annotations
@@ -66,6 +73,52 @@ def spin(seconds: float) -> int:
     return n
 
 
+class Recorder:
+    """The ranges this script times, per OS thread, written as Chrome trace events."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.origin_ns = time.time_ns() - time.perf_counter_ns()
+        self.events: list[dict[str, Any]] = []
+        self.threads: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def span(self, name: str, start_ns: int) -> None:
+        if not self.on:
+            return
+        end = time.perf_counter_ns()
+        tid = threading.get_native_id()
+        with self._lock:
+            self.threads.setdefault(tid, threading.current_thread().name)
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": name,
+                    "pid": os.getpid(),
+                    "tid": tid,
+                    "ts": (self.origin_ns + start_ns) / 1000.0,
+                    "dur": (end - start_ns) / 1000.0,
+                    "args": {},
+                }
+            )
+
+    def write(self, path: Path, rank: int, world: int) -> None:
+        meta = [
+            {"ph": "M", "name": "thread_name", "pid": os.getpid(), "tid": tid, "args": {"name": n}}
+            for tid, n in sorted(self.threads.items())
+        ]
+        doc = {
+            "schemaVersion": 1,
+            "traceName": "ranges timed by workloads/cpu_steps.py itself (no profiler, no GPU)",
+            "distributedInfo": {"rank": rank, "world_size": world, "backend": "none"},
+            "traceEvents": [*meta, *sorted(self.events, key=lambda e: e["ts"])],
+        }
+        tmp = path.with_name(path.name + ".partial")
+        tmp.write_text(json.dumps(doc) + "\n")
+        tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=4)
@@ -73,7 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exit-code", type=int, default=0)
     artifacts = os.environ.get("GH_RUN_ARTIFACTS")
     ap.add_argument("--out", type=Path, default=Path(artifacts) if artifacts else None)
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="also write the ranges it timed as cpu_steps_rank<RANK>.pt.trace.json in --out",
+    )
     args = ap.parse_args(argv)
+    if args.trace and args.out is None:
+        ap.error("--trace writes into --out (or $GH_RUN_ARTIFACTS); give --out DIR")
+    rec = Recorder(args.trace)
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
     push, pop, nvtx_version = nvtx_calls()
     step_s = args.step_ms / 1000.0
@@ -85,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     def loader() -> None:
         set_os_thread_name("ghr-loader")
         for i in range(args.steps):
+            t0 = time.perf_counter_ns()
             spin(step_s / 2)  # "reading and collating" a batch
+            rec.span("load_batch", t0)
             with ready:
                 batches.append(i)
                 ready.notify()
@@ -95,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     worker = threading.Thread(target=loader, name="ghr-loader", daemon=True)
     worker.start()
     for step in range(args.steps):
+        t_step = time.perf_counter_ns()
         push(f"train_step {step}")
         push("data_wait")
         with ready:
@@ -102,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
                 ready.wait(timeout=5.0)  # blocks: sem/cond waits in the OS-runtime trace
             batches.pop(0)
         pop()
+        rec.span("data_wait", t_step)
+        t_work = time.perf_counter_ns()
         spin(step_s / 2)  # "forward and backward"
+        rec.span("forward_backward", t_work)
         pop()
+        rec.span(f"train_step {step}", t_step)
         print(f"rank {rank} step {step} done", flush=True)
     stop.set()
     worker.join()
@@ -116,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             "env": {k: os.environ.get(k) for k in ("RANK", "SLURM_PROCID", "WORLD_SIZE")},
         }
         (args.out / f"steps_rank{rank}.json").write_text(json.dumps(report) + "\n")
+        if args.trace:
+            world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
+            rec.write(args.out / f"cpu_steps_rank{rank}.pt.trace.json", rank, world)
     return int(args.exit_code)
 
 

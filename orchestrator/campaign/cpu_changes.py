@@ -18,7 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from orchestrator.analysis.presentation.changes import PHASES, PhaseChange, WhatChanged, finding
-from orchestrator.campaign.results import PHASE_SOURCES
+from orchestrator.campaign.sources import PHASE_SOURCES
 
 
 @dataclass(frozen=True)
@@ -99,17 +99,22 @@ def _compare(
         return None
     ms = scale * 1e3
 
-    def row(name: str, old: float | None, new: float | None) -> PhaseChange:
+    def row(
+        name: str, old: float | None, new: float | None, figure: str | None = None
+    ) -> PhaseChange:
         return PhaseChange(
             name=name,
             baseline_ms=old * ms if old is not None else None,
             value_ms=new * ms if new is not None else None,
             change_pct=_pct(new, old),
+            figure=figure,
         )
 
     order = [p for p in PHASES if p in bp or p in rp]
     order += sorted((set(bp) | set(rp)) - set(order))
-    phases = [row("step", b_step, r_step)] + [row(p, bp.get(p), rp.get(p)) for p in order]
+    # the step as the night was judged: the campaign's own figure, named as its table names it
+    phases = [row(fig.step, b_step, r_step, fig.step)]
+    phases += [row(p, bp.get(p), rp.get(p)) for p in order]
     step_pct = _pct(r_step, b_step)
     return WhatChanged(
         label=label,

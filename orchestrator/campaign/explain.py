@@ -8,7 +8,8 @@ from pathlib import Path
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.changes import what_changed
 from orchestrator.campaign.cpu_changes import JUDGED, cpu_changes
-from orchestrator.campaign.results import Analyses, CampaignResult, run_files, trace_files
+from orchestrator.campaign.results import Analyses, CampaignResult
+from orchestrator.campaign.sources import run_files, trace_files
 from orchestrator.core.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
 from orchestrator.store.db import Store

@@ -14,14 +14,16 @@ from orchestrator.campaign.results import (
     CampaignResult,
     collect_all,
     evaluate,
+    trace_metrics,
 )
 from orchestrator.campaign.submission import campaign_dir
 from orchestrator.executors.base import Warn
 from orchestrator.store import campaigns as db
 from orchestrator.store.db import Store
 
-# Exit codes of `campaign run --wait` / `resume`: 0 passed, 1 a variant failed (or gh-run
-# itself), 2 bad input, 3 a threshold was crossed. A regression outranks a failed variant:
+# Exit codes of `campaign run --wait` / `resume`: 0 passed, 1 a variant failed or a threshold
+# could not be judged (or gh-run itself failed), 2 bad input, 3 a threshold was crossed. A
+# regression outranks a failed variant or an unjudged threshold:
 # nightly alerting keys on 3, and a regression found in the variants that did run is news
 # whatever happened to the others (docs/campaigns.md, "Exit codes").
 EXIT_REGRESSION = 3
@@ -40,10 +42,11 @@ class Outcome:
 
 
 def exit_code(result: CampaignResult) -> int:
-    """3 if any threshold was crossed, else 1 if any variant did not complete, else 0."""
+    """3 if any threshold was crossed, else 1 if any variant did not complete or any threshold
+    could not be judged, else 0."""
     if result.regressions:
         return EXIT_REGRESSION
-    if result.failed:
+    if result.failed or result.unjudged:
         return EXIT_FAILED
     return 0
 
@@ -55,6 +58,8 @@ def verdict(result: CampaignResult) -> str:
         words.append(f"FAILED ({_count(len(result.failed), 'variant')})")
     if result.regressions:
         words.append(f"REGRESSED ({_count(len(result.regressions), 'regression')})")
+    if result.unjudged:
+        words.append(f"UNJUDGED ({_count(len(result.unjudged), 'threshold')})")
     return " and ".join(words) or result.state
 
 
@@ -84,10 +89,38 @@ def run_notify(notify: Notify, report_path: Path, warn: Warn | None) -> str:
 
 
 def finish(store: Store, campaign_id: str, home: Path, warn: Warn | None = None) -> Outcome:
-    rec = db.get_campaign(store, campaign_id)
-    campaign = Campaign.model_validate_json(rec.campaign_json)
+    """After the last job: collect every run (its metrics, its traces analysed), then judge."""
     analyses: Analyses = {}
     collect_all(store, campaign_id, home, warn, analyses)
+    return judge(store, campaign_id, home, analyses, warn)
+
+
+def judge_arrived(
+    store: Store,
+    campaign_id: str,
+    home: Path,
+    arrived: Analyses,
+    warn: Warn | None = None,
+) -> Outcome:
+    """Judge a campaign where its runs' analyses arrive (`analyze --on-cluster CAMPAIGN`: one
+    analysis per run, made by the reduce job where the reports lie): each run's trace figures
+    recorded from its analysis (beside what its metrics.json gave), then the judgement, the
+    run reports and the campaign report, from these analyses, nothing read again here."""
+    runs = {r.run_id for r in db.runs_of(store, campaign_id).values()}
+    for run_id, m in arrived.items():
+        if run_id in runs:
+            store.put_metrics(run_id, trace_metrics(m))
+    return judge(store, campaign_id, home, dict(arrived), warn)
+
+
+def judge(
+    store: Store, campaign_id: str, home: Path, analyses: Analyses, warn: Warn | None = None
+) -> Outcome:
+    """Judge the campaign from the metrics in the store, write the run reports (from
+    `analyses`, run id → Metrics, where a run has one), what changed and the report, then
+    record the verdict and notify."""
+    rec = db.get_campaign(store, campaign_id)
+    campaign = Campaign.model_validate_json(rec.campaign_json)
     result = evaluate(store, campaign_id)
     out_dir = campaign_dir(home, campaign_id) / "report"
     explain.run_reports(store, home, result, out_dir, analyses, warn)

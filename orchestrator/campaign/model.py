@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from orchestrator.analysis.catalogue.views import campaign_descriptions
+from orchestrator.campaign import figures
 from orchestrator.campaign.cron import CronExpr
 from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
@@ -146,6 +147,13 @@ class Threshold(Strict):
     decrease_points: float | None = Field(None, gt=0, allow_inf_nan=False)
     increase_widths: float | None = Field(None, gt=0, le=1000, allow_inf_nan=False)
     decrease_widths: float | None = Field(None, gt=0, le=1000, allow_inf_nan=False)
+    fallback: list[str] = Field(
+        default_factory=list,
+        description="Figures that measure the same thing, in order, which judge (in this "
+        "metric's unit) when a night has no value of the metric itself, e.g. step_time_s: "
+        "[step_time_mean_ms] (the traced steps). Without it an unmeasured metric is not judged "
+        "(campaign state UNJUDGED).",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> Threshold:
@@ -355,10 +363,28 @@ def _known_metrics(v: dict[str, _T]) -> dict[str, _T]:
     return v
 
 
+_TH = TypeVar("_TH", bound="Threshold | None")
+
+
+def _checked_fallbacks(v: dict[str, _TH], where: str) -> dict[str, _TH]:
+    """Each threshold's fallback figures measure what its metric measures (figures.py)."""
+    for key, th in v.items():
+        if th is None or not th.fallback:
+            continue
+        why = figures.check_fallback(key, th.fallback)
+        if why is not None:
+            raise ValueError(f"{where}{key}.fallback: {why}")
+    return v
+
+
 class ExplicitVariant(Strict):
     name: Name
     set: Overrides = Field(default_factory=list)
-    thresholds: Annotated[dict[str, Threshold | None], AfterValidator(_known_metrics)] = Field(
+    thresholds: Annotated[
+        dict[str, Threshold | None],
+        AfterValidator(_known_metrics),
+        AfterValidator(lambda v: _checked_fallbacks(v, "")),
+    ] = Field(
         default_factory=dict,
         description="This variant's own limits, over the campaign's (a steadier variant can "
         "be held tighter); null: this variant is not judged on that metric.",
@@ -427,7 +453,7 @@ class Campaign(Strict):
     @field_validator("thresholds")
     @classmethod
     def _known(cls, v: dict[str, Threshold]) -> dict[str, Threshold]:
-        return _known_metrics(v)
+        return _checked_fallbacks(_known_metrics(v), "")
 
     def thresholds_of(self, variant: str) -> dict[str, Threshold]:
         """The limits a variant is held to: the campaign's, and an include's own over them

@@ -7,13 +7,20 @@ import html
 import json
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import jinja2
 from markupsafe import Markup
 
 from orchestrator.analysis.timeline.kernel_names import short_kernel
 from orchestrator.campaign.model import METRICS
-from orchestrator.campaign.results import CampaignResult, NightPoint, trend
+from orchestrator.campaign.results import (
+    CampaignResult,
+    Finding,
+    NightPoint,
+    VariantResult,
+    trend,
+)
 from orchestrator.core.escape import markdown
 from orchestrator.core.human import human, num
 from orchestrator.core.shipped import templates_dir
@@ -33,6 +40,8 @@ def fmt(value: float | None, metric: str = "") -> str:
         return f"{num(value)}/s"
     if metric.endswith("_us"):
         return human(value, "us")
+    if metric.endswith("_ms"):
+        return human(value, "ms")
     if metric.endswith("_s"):
         return human(value, "s")
     return num(value)
@@ -47,6 +56,7 @@ def band_svg(
     w: int = 300,
     h: int = 150,
     metric: str = "",
+    empty: str = "no data yet",
 ) -> Markup:
     """One variant's metric over the nights, tonight last: the band it was judged against
     shaded (or the baseline night's value dashed), a failed or missing night marked on the
@@ -63,7 +73,7 @@ def band_svg(
     ref: list[float] = [*(band or ()), *([baseline] if baseline is not None else [])]
     if not nights or not (pts or ref):
         parts.append(
-            f'<text x="{pad_l + 8}" y="{pad_t + ph / 2}" font-size="11">no data yet</text>'
+            f'<text x="{pad_l + 8}" y="{pad_t + ph / 2}" font-size="11">{html.escape(empty)}</text>'
         )
         parts.append("</svg>")
         return Markup("".join(parts))
@@ -160,16 +170,78 @@ def _env() -> jinja2.Environment:
     return env
 
 
+class Cell(NamedTuple):
+    """One variant's judgement of one watched metric, as the report shows it: the value, what
+    it was judged against, the change, and its notes by number (said once under the table)."""
+
+    value: str
+    against: str
+    change: str
+    css: str
+    notes: list[int]
+
+
+class Notes:
+    """Footnotes said once each: a sentence shared by many cells (the warm-up's rule) is one
+    note, referenced by number."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def ref(self, text: str | None) -> list[int]:
+        if not text:
+            return []
+        if text not in self.texts:
+            self.texts.append(text)
+        return [self.texts.index(text) + 1]
+
+
+def _against(f: Finding, metric: str, v: VariantResult) -> str:
+    if f.unjudged is not None:
+        return "not judged"
+    if f.rule == "band" and f.band_low is not None and f.band_high is not None:
+        low, high = fmt(f.band_low, metric), fmt(f.band_high, metric)
+        return f"band {low}..{high} ({f.band_nights} nights)"
+    if f.recorded:
+        return "first night: sets the baseline"
+    if f.rule == "warm-up":
+        return f"warm-up: median {fmt(f.baseline, metric)}"
+    return f"vs {fmt(f.baseline, metric)}"
+
+
+def cell(f: Finding | None, metric: str, v: VariantResult, notes: Notes) -> Cell:
+    """How a finding reads in the variants' table (no finding: the value alone)."""
+    if f is None:
+        return Cell(fmt(v.metrics.get(metric), metric), "", "", "", [])
+    css = "regression" if f.regression else "unjudged" if f.unjudged else ""
+    if v.state != "COMPLETED":
+        css = "failed"
+    against = _against(f, metric, v)
+    if f.figure and f.figure != metric:
+        against = f"judged by {f.figure}, {against}"
+    # an unjudged threshold's sentence is in the list above the table
+    refs = [*notes.ref(f.figure_note), *(notes.ref(f.note) if f.unjudged is None else [])]
+    change = "" if f.unjudged is not None or f.recorded else (f.change or "")
+    return Cell(fmt(f.value, metric), against, change, css, refs)
+
+
 def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14) -> dict[str, Path]:
     """campaign.html, campaign.md, campaign.json in out_dir; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     # Watched metrics: the campaign's thresholds, then those only a variant has.
     watched = [*result.thresholds, *(f.metric for v in result.variants for f in v.findings)]
     metrics = list(dict.fromkeys(watched)) or ["step_time_s"]
-    shown = list(dict.fromkeys(metrics + [k for v in result.variants for k in v.metrics]))
-    shown = [m for m in shown if m in METRICS]
+    # The other figures recorded (not judged): a table of their own, folded.
+    others = list(dict.fromkeys(k for v in result.variants for k in v.metrics))
+    others = [m for m in others if m in METRICS and m not in metrics]
     plots = []
     findings = {(f.variant, f.metric): f for v in result.variants for f in v.findings}
+    notes = Notes()
+    cells = {
+        (v.variant, m): cell(findings.get((v.variant, m)), m, v, notes)
+        for v in result.variants
+        for m in metrics
+    }
     for metric in metrics:
         past = trend(store, result.name, metric, nights)
         labels = [rec.campaign_id.removeprefix(result.name + "-")[:15] for rec, _ in past]
@@ -193,18 +265,35 @@ def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14)
                     baseline=f.baseline if f and band is None else None,
                     regressed=bool(f and f.regression),
                     metric=metric,
+                    empty="not measured on any night" if f and f.unjudged else "no data yet",
                 )
             )
         plots.append((metric, len(past), row))
-    regressed = {(f.variant, f.metric): f for f in result.regressions}
     ctx = {
         "r": result,
-        "metrics": shown,
-        "thresholds": result.thresholds,
+        "metrics": metrics,
+        "others": others,
+        "thresholds": {
+            m: ", ".join(
+                f"{k} {v}" if not isinstance(v, list) else f"fallback {', '.join(v)}"
+                for k, v in th.items()
+                if v is not None and v != []
+            )
+            for m, th in result.thresholds.items()
+        },
         "descriptions": METRICS,
-        "regressed": regressed,
-        "findings": findings,
+        # every figure the page names, defined once at its foot (one click from each name)
+        "defined": {
+            m: METRICS[m]
+            for m in dict.fromkeys(
+                [*metrics, *others, *(f.figure for f in findings.values() if f.figure)]
+            )
+            if m in METRICS
+        },
+        "cells": cells,
+        "notes": notes.texts,
         "plots": plots,
+        "rule_words": RULE_WORDS,
     }
     env = _env()
     paths = {
@@ -216,6 +305,16 @@ def write(store: Store, result: CampaignResult, out_dir: Path, nights: int = 14)
     paths["md"].write_text(env.get_template("report/campaign.md.j2").render(**ctx))
     data = result.model_dump()
     data["regressions"] = [f.model_dump() for f in result.regressions]
+    data["unjudged"] = [f.model_dump() for f in result.unjudged]
     data["failed"] = [v.variant for v in result.failed]
     paths["json"].write_text(json.dumps(data, indent=2) + "\n")
     return paths
+
+
+# What a regression was measured against, by the rule that judged it.
+RULE_WORDS = {
+    "band": "band centre",
+    "warm-up": "the good nights' median (warm-up)",
+    "last-good": "baseline",
+    "pinned": "pinned baseline",
+}

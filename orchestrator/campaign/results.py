@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
@@ -15,10 +16,16 @@ from orchestrator.analysis.catalogue.views import campaign_values
 from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.changes import WhatChanged
 from orchestrator.analysis.presentation.compare import change_text
-from orchestrator.artifacts import collect as artifacts
-from orchestrator.campaign import bands
+from orchestrator.campaign import bands, figures
 from orchestrator.campaign.bands import NoiseBand
-from orchestrator.campaign.model import Band, Campaign, Threshold, repeat_of
+from orchestrator.campaign.model import METRICS, Band, Campaign, Threshold, repeat_of
+from orchestrator.campaign.sources import (
+    PHASE_SOURCES,
+    WORKLOAD_KEYS,
+    run_files,
+    trace_files,
+    why_absent,
+)
 from orchestrator.core.base import Strict
 from orchestrator.core.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
@@ -28,33 +35,6 @@ from orchestrator.store.db import SUBMIT_FAILED, Run, Store, record
 
 # Trace analyses of a campaign's runs, by run id: made once, read by the report.
 Analyses = dict[str, Metrics]
-
-# metrics.json (written by workloads.sft, or any workload following its contract) → our keys.
-WORKLOAD_KEYS = {
-    "median_step_time_s": "step_time_s",
-    "tokens_per_s": "tokens_per_s",
-    "peak_gpu_memory_bytes": "peak_gpu_memory_bytes",
-    "peak_host_rss_bytes": "peak_host_rss_bytes",
-    "final_loss": "final_loss",
-    "median_data_time_s": "data_time_s",
-    "median_step_cpu_time_s": "step_cpu_time_s",
-    "median_step_cpu_relative": "step_cpu_relative",
-    "median_cpu_reference_s": "cpu_reference_s",
-}
-# metrics.json's per-phase CPU figures (--cpu-reference: each phase's CPU seconds per step, and
-# the same in units of the reference work) → one stored key per phase: prefix + name. Not
-# watched metrics: what "what changed" compares when a night regressed on CPU time.
-PHASE_SOURCES = {
-    "median_phase_cpu_s": "phase_cpu_s.",
-    "median_phase_cpu_relative": "phase_cpu_relative.",
-}
-
-
-def run_files(home: Path, run: Run) -> Path:
-    collected = artifacts.store_dir(home, run.run_id) / "artifacts"
-    if collected.is_dir() or run.transport:  # a remote run's folder is on the cluster
-        return collected
-    return Path(run.run_dir) / "artifacts"
 
 
 def extract_metrics(
@@ -103,21 +83,6 @@ def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def trace_files(folder: Path) -> list[Path]:
-    """The run's traces: those here, and those the job analysed and left on the cluster (their
-    records, `REPORT.gh-run.json`, stand for them: analysis reads the record)."""
-    from orchestrator.artifacts.left_reports import RECORD_SUFFIX
-
-    suffixes = (".sqlite", ".pt.trace.json", ".pt.trace.json.gz")
-    here = {p for p in folder.glob("*") if p.name.endswith(suffixes)}
-    left = {
-        r.with_name(r.name.removesuffix(RECORD_SUFFIX))
-        for r in folder.glob("*" + RECORD_SUFFIX)
-        if r.name.removesuffix(RECORD_SUFFIX).endswith(suffixes)
-    }
-    return sorted(here | left)
-
-
 def trace_metrics(m: Metrics) -> dict[str, float | None]:
     """The campaign metrics a trace gives (the metric catalogue's campaign view): GPU shares
     when it has a GPU timeline (CPU-only traces have none), the others where they have a value
@@ -164,6 +129,20 @@ class Finding(Strict):
     band_high: float | None = None
     band_nights: int | None = None
     note: str | None = None
+    # The figure whose values were compared: the metric itself, or a figure that measures the
+    # same thing which the campaign file allows (`thresholds.METRIC.fallback`), in the metric's
+    # unit; None when tonight has none of them. `figure_note`: why a fallback judged.
+    figure: str | None = None
+    figure_note: str | None = None
+    # Why the threshold could not be evaluated (a sentence naming the metric and the cause):
+    # a failure of the judgement, never a pass (campaign state UNJUDGED, exit 1).
+    unjudged: str | None = None
+
+    @property
+    def recorded(self) -> bool:
+        """Judged against nothing by the campaign's own rule (a first night, a warm-up
+        without history): its value is recorded and sets the baseline of the nights after."""
+        return self.unjudged is None and self.value is not None and self.baseline is None
 
 
 class VariantResult(Strict):
@@ -185,6 +164,10 @@ class VariantResult(Strict):
     def regressed(self) -> bool:
         return any(f.regression for f in self.findings)
 
+    @property
+    def unjudged(self) -> list[Finding]:
+        return [f for f in self.findings if f.unjudged is not None]
+
 
 class CampaignResult(Strict):
     campaign_id: str
@@ -193,7 +176,7 @@ class CampaignResult(Strict):
     baseline_id: str | None
     baseline_note: str
     variants: list[VariantResult]
-    thresholds: dict[str, dict[str, float | None]]
+    thresholds: dict[str, dict[str, float | list[str] | None]]
     band: dict[str, float] | None = None
 
     @property
@@ -203,6 +186,11 @@ class CampaignResult(Strict):
     @property
     def failed(self) -> list[VariantResult]:
         return [v for v in self.variants if v.state != "COMPLETED"]
+
+    @property
+    def unjudged(self) -> list[Finding]:
+        """The thresholds of completed variants that could not be evaluated."""
+        return [f for v in self.variants for f in v.unjudged]
 
 
 def _pinned_exists(store: Store, cid: str) -> bool:
@@ -302,9 +290,18 @@ def band_history(store: Store, rec: db.CampaignRecord, nights: int) -> History:
     night does not spoil its other variants; a night judged before schema 3 counts only if
     the whole campaign passed)."""
     rows = store.rows(
-        "SELECT * FROM campaigns WHERE name = ? AND state IN (?, ?, ?) AND created_at < ? "
+        "SELECT * FROM campaigns WHERE name = ? AND state IN (?, ?, ?, ?) AND created_at < ? "
         "AND campaign_id != ? ORDER BY created_at DESC LIMIT ?",
-        (rec.name, db.PASSED, db.REGRESSED, db.FAILED, rec.created_at, rec.campaign_id, nights * 4),
+        (
+            rec.name,
+            db.PASSED,
+            db.REGRESSED,
+            db.FAILED,
+            db.UNJUDGED,
+            rec.created_at,
+            rec.campaign_id,
+            nights * 4,
+        ),
     )
     values: dict[str, dict[str, list[tuple[float, str, int]]]] = {}
     count: dict[str, int] = {}
@@ -422,9 +419,161 @@ def _warmup(
     )
 
 
+@dataclass
+class _Variant:
+    """One variant of tonight as a threshold is judged: its runs and values, the baseline
+    night's values, and (with a band) its good nights' values by figure."""
+
+    name: str
+    runs: list[Run]
+    mine: dict[str, float | None]
+    theirs: dict[str, float | None]
+    past: dict[str, list[tuple[float, str, int]]]
+    nights: int
+    completed: bool
+
+
+@dataclass
+class _Judge:
+    """How tonight is judged: the campaign's rule, its baseline night, where the files are."""
+
+    home: Path
+    campaign: Campaign
+    file: str
+    base_id: str | None
+    pinned_missing: bool
+    store_path: Path
+
+    def _run(self, v: _Variant) -> Run:
+        return next((r for r in v.runs if r.state == "COMPLETED"), v.runs[0])
+
+    def _field(self, key: str) -> str:
+        return f"{self.file}: thresholds.{key}"
+
+    def not_measured(self, v: _Variant, key: str, th: Threshold) -> str:
+        run = self._run(v)
+        text = f"{self._field(key)}: {key} was not measured: {why_absent(self.home, run, key)}"
+        for fig in th.fallback:
+            text += f"; nor its fallback {fig}: {why_absent(self.home, run, fig)}"
+        others = [f for f in figures.alternatives(key) if f not in th.fallback]
+        if others:
+            fix = (
+                "make the job measure it, or let a figure that measures the same thing judge: "
+                f"fallback: [{', '.join(others)}] in thresholds.{key}"
+            )
+        else:
+            fix = "make the job measure it, or remove the threshold"
+        return f"{text}; {fix}"
+
+    def figure_note(self, v: _Variant, key: str, fig: str) -> str:
+        unit = figures.idea_of(key)
+        what = f"{fig} ({METRICS[fig]}), taken in {unit.unit if unit else 'the same unit'}"
+        if v.mine.get(key) is None:
+            why = why_absent(self.home, self._run(v), key, named=False)
+            return (
+                f"{key} was not measured ({why}): judged by {what}, as "
+                f"thresholds.{key}.fallback allows"
+            )
+        return (
+            f"the nights compared with have no {key}: both judged by {what}, as "
+            f"thresholds.{key}.fallback allows"
+        )
+
+    def threshold(self, v: _Variant, key: str, th: Threshold) -> tuple[Finding, str | None]:
+        """One threshold of one variant, and the good run nearest its band's centre (what
+        "what changed" compares with), when a band judged."""
+        band_cfg = self.campaign.baseline.band
+        rule = self.campaign.baseline.policy
+        warm = band_cfg is not None and v.nights < band_cfg.min_nights
+
+        def reference(fig: str) -> bool:
+            if band_cfg is None:
+                return v.theirs.get(fig) is not None
+            return bool(v.past.get(fig)) or (not warm and v.theirs.get(fig) is not None)
+
+        chain = [key, *th.fallback]
+        fig = figures.choose(chain, lambda f: v.mine.get(f) is not None, reference)
+        if fig is None:
+            return (
+                Finding(
+                    variant=v.name,
+                    metric=key,
+                    value=None,
+                    baseline=None,
+                    rule="warm-up" if warm else rule,
+                    unjudged=self.not_measured(v, key, th) if v.completed else None,
+                ),
+                None,
+            )
+        raw = v.mine[fig]
+        assert raw is not None
+        value = figures.in_unit(fig, key, raw)
+        past = [(figures.in_unit(fig, key, x), rid, n) for x, rid, n in v.past.get(fig, [])]
+        their = v.theirs.get(fig)
+        base = figures.in_unit(fig, key, their) if their is not None else None
+        near = None
+        if band_cfg is not None and warm:
+            f = _warmup(v.name, key, th, value, past, v.nights, band_cfg)
+        elif band_cfg is not None and past:
+            band = bands.learn([x for x, _, _ in past], band_cfg, v.nights)
+            f = _judge(v.name, key, th, value, base, rule, band, None)
+            if band is not None:
+                # The newest good night's run nearest the band's centre: what "what changed"
+                # compares with.
+                first = min(n for _, _, n in past)
+                near = min(
+                    ((x, rid) for x, rid, n in past if n == first),
+                    key=lambda xr: abs(xr[0] - band.center),
+                )[1]
+        else:
+            why_not = (
+                f"no {fig} in the last {v.nights} good nights: compared with the last good night"
+                if band_cfg is not None
+                else None
+            )
+            f = _judge(v.name, key, th, value, base, rule, None, why_not)
+        f.figure = fig
+        if fig != key:
+            f.figure_note = self.figure_note(v, key, fig)
+        if v.completed and not math.isnan(value):
+            f.unjudged = self.baseline_problem(v, key, fig, f, their)
+        if f.recorded:
+            sets = f"no earlier good night has {fig}: recorded, it sets the baseline"
+            f.note = f"{f.note}; {sets}" if f.note else sets
+        return f, near
+
+    def baseline_problem(
+        self, v: _Variant, key: str, fig: str, f: Finding, their: float | None
+    ) -> str | None:
+        """Why the baseline cannot judge this threshold, or None (a first night, which the
+        campaign's rule makes the baseline, is no problem)."""
+        if f.rule in ("band", "warm-up"):
+            return None
+        if self.campaign.baseline.policy == "pinned":
+            cid = self.campaign.baseline.campaign_id
+            if self.pinned_missing:
+                return (
+                    f"{self._field(key)}: the pinned baseline {cid} is not in {self.store_path}: "
+                    "nothing to compare with; pin a campaign of this store (`gh-run campaign "
+                    "list`), or use policy last-good"
+                )
+            if their is None:
+                return (
+                    f"{self._field(key)}: the pinned baseline {cid} has no {fig} for variant "
+                    f"{v.name}: nothing to compare with; pin a campaign in which it was measured"
+                )
+        if their is not None and math.isnan(their):
+            return (
+                f"{self._field(key)}: the baseline's {fig} of variant {v.name} is NaN (not a "
+                f"number, run {self.base_id}): nothing to compare with; pin another night"
+            )
+        return None
+
+
 def evaluate(store: Store, campaign_id: str) -> CampaignResult:
     """Compare every variant with its band (enough good nights) or with the same variant of
-    the baseline night; decide the state."""
+    the baseline night; decide the state. A threshold that could not be evaluated (its figure
+    not measured, a baseline that cannot judge) is UNJUDGED, never a pass."""
     rec = db.get_campaign(store, campaign_id)
     campaign = Campaign.model_validate_json(rec.campaign_json)
     grouped = by_variant(store, rec)
@@ -434,41 +583,32 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
     base_metrics = store.metrics_of([r.run_id for rs in base_grouped.values() for r in rs])
     band_cfg = campaign.baseline.band
     hist = band_history(store, rec, band_cfg.nights) if band_cfg else None
-    rule = campaign.baseline.policy
+    judge = _Judge(
+        home=store.home,
+        campaign=campaign,
+        file=Path(rec.file).name if rec.file else f"campaign {rec.name}",
+        base_id=base_id,
+        pinned_missing=campaign.baseline.policy == "pinned" and base_id is None,
+        store_path=store.path,
+    )
     results: list[VariantResult] = []
     for name, runs in grouped.items():
-        mine = night_values(runs, metrics)
         base_runs = base_grouped.get(name, [])
-        theirs = night_values(base_runs, base_metrics) if base_runs else {}
-        nights = hist.nights.get(name, 0) if hist else 0
+        v = _Variant(
+            name=name,
+            runs=runs,
+            mine=night_values(runs, metrics),
+            theirs=night_values(base_runs, base_metrics) if base_runs else {},
+            past=hist.values.get(name, {}) if hist else {},
+            nights=hist.nights.get(name, 0) if hist else 0,
+            completed=all(r.state == "COMPLETED" for r in runs),
+        )
         findings: list[Finding] = []
         near: str | None = None
         for key, th in campaign.thresholds_of(name).items():
-            band = why_not = None
-            if band_cfg and hist is not None:
-                past = hist.values.get(name, {}).get(key, [])
-                if nights < band_cfg.min_nights:
-                    findings.append(_warmup(name, key, th, mine.get(key), past, nights, band_cfg))
-                    continue
-                if past:
-                    band = bands.learn([v for v, _, _ in past], band_cfg, nights)
-                else:
-                    why_not = (
-                        f"no {key} in the last {nights} good nights: compared with the last "
-                        "good night"
-                    )
-                if band is not None and near is None:
-                    # The newest good night's run nearest the band's centre: what "what
-                    # changed" compares with.
-                    first = min(n for _, _, n in past)
-                    center = band.center
-                    near = min(
-                        ((v, rid) for v, rid, n in past if n == first),
-                        key=lambda vr: abs(vr[0] - center),
-                    )[1]
-            findings.append(
-                _judge(name, key, th, mine.get(key), theirs.get(key), rule, band, why_not)
-            )
+            finding, nearest = judge.threshold(v, key, th)
+            findings.append(finding)
+            near = near or nearest
         rep = _representative(runs, metrics, list(campaign.thresholds)) or runs[0]
         base_rep = near or (_representative(base_runs, base_metrics, list(campaign.thresholds)))
         results.append(
@@ -480,9 +620,9 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
                     (r.exit_code for r in runs if r.state != "COMPLETED"), rep.exit_code
                 ),
                 job_id=rep.job_id,
-                metrics=mine,
+                metrics=v.mine,
                 baseline_run_id=base_rep.run_id if isinstance(base_rep, Run) else base_rep,
-                baseline_metrics=theirs,
+                baseline_metrics=v.theirs,
                 findings=findings,
                 run_ids=[r.run_id for r in runs],
             )
@@ -491,6 +631,8 @@ def evaluate(store: Store, campaign_id: str) -> CampaignResult:
         state = db.FAILED
     elif any(v.regressed for v in results):
         state = db.REGRESSED
+    elif any(v.unjudged for v in results):
+        state = db.UNJUDGED
     else:
         state = db.PASSED
     if band_cfg and hist is not None:

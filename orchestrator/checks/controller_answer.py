@@ -49,6 +49,15 @@ _WOULD_START = re.compile(
 )
 
 
+_NO_PARTITION = re.compile(r"Invalid partition name", re.IGNORECASE)
+
+
+def lacks_partition(text: str) -> bool:
+    """Whether the controller refused because it has no partition of the job's name (a cluster
+    file that names one SLURM does not have: not a request to shrink)."""
+    return bool(_NO_PARTITION.search(text))
+
+
 def explain_controller(ok: bool, text: str) -> str:
     """The controller's `sbatch --test-only` answer in plain words (its own words follow)."""
     if ok:

@@ -308,13 +308,15 @@ def nsys_check(
     setup, caps, how = nsys_probe_caps(spec, part, part_name)
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
     if caps is None:
-        return Need(
-            what="nsys",
-            ok=False,
-            detail=f"{rendered}; {how}",
-            fix="install it (bash scripts/install-nsys.sh), bind it into the image, or set "
-            "profile.nsys_path",
-        )
+        image = spec.container.image
+        if setup.placement == "container" and image and not Path(image).is_file():
+            fix = "bring the image here first (image, above): its nsys is asked inside it"
+        else:
+            fix = (
+                "install it (bash scripts/install-nsys.sh), bind it into the image, or set "
+                "profile.nsys_path"
+            )
+        return Need(what="nsys", ok=False, detail=f"{rendered}; {how}", fix=fix)
     found = nv.NsysVersion.parse(caps.version)
     if found.family != setup.version.family:
         return Need(
@@ -383,9 +385,8 @@ def job_needs(
                 check_image(c, image_where)
                 needs.append(Need(what="image", ok=True, detail=c.image))
             except UserError as exc:
-                needs.append(
-                    Need(what="image", ok=False, detail=exc.message, fix="build or copy it there")
-                )
+                # the refusal names its fix already (build or pull it, or fix the path)
+                needs.append(Need(what="image", ok=False, detail=exc.message))
     found = nsys_check(spec, part, part_name, setup_lines)
     if found is not None:
         needs.append(found)

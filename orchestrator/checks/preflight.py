@@ -224,7 +224,7 @@ def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
     """The controller's verdict on the very script `submit` would send (`sbatch --test-only`,
     the script on stdin: nothing is copied to a remote cluster for it)."""
     from orchestrator.checks import prepare as P
-    from orchestrator.checks.controller_answer import explain_controller
+    from orchestrator.checks.controller_answer import explain_controller, lacks_partition
     from orchestrator.executors.slurm import SlurmExecutor
 
     rid = P.new_run_id(prep.spec.name)
@@ -248,6 +248,17 @@ def controller(prep: Prepared, home: Path, transport: Transport) -> Finding:
             shown=True,
         )
     src = source_of(prep)
+    if lacks_partition(text):
+        return _problem(
+            "controller",
+            UserError(
+                f"{spec_where(prep)}: partition {prep.partition_name} is in {src}, but the SLURM "
+                f"controller of cluster {prep.cluster.name} has no partition of that name "
+                f'(controller: "{text}"); pick one it has (`sinfo -s`), or draft the cluster '
+                f"file from what SLURM has with `gh-run partitions import --name "
+                f"{prep.cluster.name}` (an admin installs it with --install)"
+            ),
+        )
     return _problem(
         "controller",
         UserError(
@@ -271,6 +282,15 @@ def gpu_counters(prep: Prepared) -> list[Finding]:
     ]
 
 
+def own_workloads(prep: Prepared) -> list[Finding]:
+    """A job running gh-run's own workloads with a Python gh-run cannot put in its place: which
+    Python the nodes' PATH must give (a warning: the site's PATH may already give it)."""
+    from orchestrator.render.own_workloads import path_advice
+
+    text = path_advice(prep.spec, prep.cluster, spec_where(prep))
+    return [Finding(what="workload", detail=text, warning=True)] if text else []
+
+
 def check_job(
     prep: Prepared, home: Path, transport: Transport, limits: list[GhRunError]
 ) -> list[Finding]:
@@ -282,6 +302,7 @@ def check_job(
         found += gpu_counters(prep)
     else:  # sbatch takes the secrets from this environment either way
         found += [f for f in (secrets(prep),) if f is not None]
+    found += own_workloads(prep)
     identity = cluster(prep, transport)
     found.append(identity)
     if identity.ok and not limits:

@@ -5,12 +5,15 @@ readers are built and what doing without them costs, and the compiled-template c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
+
+if TYPE_CHECKING:
+    from orchestrator.site.config import Visible
 
 PlaceState = Literal["ok", "missing", "refused"]
 
@@ -77,6 +80,21 @@ def _place_state(path: Path, by_name: bool = True) -> tuple[PlaceState, str | No
         return "missing", None
     why = trust.problem(path, by_name=by_name)
     return ("refused", why) if why else ("ok", None)
+
+
+def _builtin(visible: list[Visible]) -> list[ClusterAnswer]:
+    """gh-run's built-in cluster `local`, listed last unless a file of that name hides it."""
+    from orchestrator.site import builtin_cluster
+    from orchestrator.site import config as site_config
+
+    own = site_config.builtin(builtin_cluster.NAME)
+    if own is None or any(v.name == builtin_cluster.NAME for v in visible):
+        return []
+    return [
+        ClusterAnswer(
+            name=builtin_cluster.NAME, file=str(own.path), found_by=own.describe(), hidden=[]
+        )
+    ]
 
 
 def build(home_override: str | None = None) -> SetupReport:
@@ -146,7 +164,8 @@ def build(home_override: str | None = None) -> SetupReport:
                 hidden=[str(h.path) for h in v.hidden],
             )
             for v in visible
-        ],
+        ]
+        + _builtin(visible),
         refused=refused,
         default_cluster=default,
         default_cluster_why=why,

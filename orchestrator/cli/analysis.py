@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -33,6 +33,9 @@ from orchestrator.cli.wrapped import print_wrapped
 from orchestrator.core.errors import UserError
 from orchestrator.core.escape import markup, plain
 from orchestrator.runs.inputs import AnalysisInput
+
+if TYPE_CHECKING:
+    from orchestrator.store.db import Store
 
 Resolver = Callable[[str], AnalysisInput]
 MaxTraceSize = Annotated[
@@ -195,7 +198,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         runs: Annotated[
             list[str],
             typer.Argument(
-                help="two or more runs (files, folders or run ids), or a folder of runs"
+                help="two or more runs: trace files, folders, run ids (or 'last'), a folder of "
+                "runs, or traces shipped with gh-run: example:baseline, example:offload"
             ),
         ],
         json_out: Annotated[bool, typer.Option("--json")] = False,
@@ -258,7 +262,11 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     @app.command("report")
     def report_cmd(
         runs: Annotated[
-            list[str] | None, typer.Argument(help="runs: files, folders or run ids")
+            list[str] | None,
+            typer.Argument(
+                help="runs: trace files, folders, run ids (or 'last'), or traces shipped with "
+                "gh-run: example:baseline, example:offload"
+            ),
         ] = None,
         campaign: Annotated[
             str | None,
@@ -268,7 +276,15 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         title: Annotated[str, typer.Option("--title")] = "gh-run analysis",
         max_trace_size: MaxTraceSize = None,
     ) -> None:
-        """Write report.html (self-contained), report.md and report.json."""
+        """Write report.html (self-contained), report.md and report.json.
+
+        \b
+        Examples:
+          gh-run report last --out report           the last run
+          gh-run report RUN_A RUN_B                 what changed in B against A, then each run
+          gh-run report example:baseline example:offload
+                                                    two real H100 traces shipped with gh-run
+          gh-run report --campaign last             every variant of the last campaign"""
         from orchestrator.analysis.presentation.report import write_report
         from orchestrator.core.errors import UserError
 
@@ -294,16 +310,20 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
     from orchestrator.runs import on_cluster
 
     store = STATE.store()
-    runs = on_cluster.runs_named(store, refs)
-    sub, executor = on_cluster.submit(STATE.home, runs, warn)
+    given = on_cluster.named(store, refs)
+    runs = [run for _, rs in given for run in rs]
+    sub, _ = on_cluster.submit(store, STATE.home, runs, warn)
+    first, last = sub.map_runs[0].run_id, sub.map_runs[-1].run_id
     note(
-        f"map: job array {sub.array} ({len(sub.reports)} reports); reduce: job {sub.reduce};"
-        f" in {sub.folder}"
+        f"map: job array {sub.array} ({len(sub.reports)} reports; runs {first}"
+        f"{'' if first == last else f' .. {last}'}); reduce: job {sub.reduce} (run"
+        f" {sub.reduce_run.run_id}); in {sub.folder} (`gh-run status`, `logs`, `cancel` see them)"
     )
-    states = on_cluster.wait(sub, executor, progress=note)
+    states = on_cluster.wait(store, sub, progress=note, warn=warn)
     found, notes = on_cluster.results(STATE.home, sub, states)
     for n in notes:
         warn(n)
+    _judge_campaigns(store, [cid for cid, _ in given if cid], found)
     if json_out:
         if len(found) == 1:
             typer.echo(cast(Metrics, found[0]).model_dump_json(indent=2))
@@ -320,6 +340,27 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
                 print_metrics(one, console, per_rank=per_rank)
         else:
             print_metrics(cast(Metrics, m), console, per_rank=per_rank)
+
+
+def _judge_campaigns(store: Store, campaigns: list[str], found: list[object]) -> None:
+    """A campaign named to `--on-cluster` is judged where its runs' analyses arrive (one per
+    run, from the reduce): its trace figures recorded, its verdict and report written again.
+    One still running is left to its own end (`campaign run --wait`, `resume`)."""
+    from orchestrator.campaign.finish import judge_arrived, verdict
+    from orchestrator.cli.state import STATE, note, warn
+    from orchestrator.store import campaigns as records
+
+    arrived = {m.label: m for m in found if isinstance(m, Metrics) and m.label}
+    for cid in dict.fromkeys(campaigns):
+        rec = records.get_campaign(store, cid)
+        if rec.state not in records.ENDED:
+            note(f"campaign {cid} is {rec.state}: judged when it ends, not now")
+            continue
+        outcome = judge_arrived(store, cid, STATE.home, arrived, warn)
+        note(
+            f"campaign {cid}: judged from the analyses that arrived: {verdict(outcome.result)};"
+            f" report: {outcome.paths['html']}"
+        )
 
 
 def runs_of(

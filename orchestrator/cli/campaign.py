@@ -24,7 +24,7 @@ from orchestrator.campaign.submission import (
     resolve_executor,
 )
 from orchestrator.cli import run_view
-from orchestrator.cli.state import STATE, err_console, note, out, warn
+from orchestrator.cli.state import STATE, err_console, note_once, out, warn
 from orchestrator.cli.table import Cell, Column, print_table
 from orchestrator.core.errors import UserError
 from orchestrator.core.escape import markup
@@ -88,11 +88,14 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
     style = "green" if r.state == "PASSED" else "red"
     out.print(
         f"campaign {cid}: [{style}]{verdict(r)}[/] — {len(r.variants)} variants, "
-        f"{len(r.failed)} failed, {len(r.regressions)} regressions; baseline: {r.baseline_note}; "
-        f"exit {outcome.exit_code}"
+        f"{len(r.failed)} failed, {len(r.regressions)} regressions, "
+        f"{len(r.unjudged)} not judged; baseline: {r.baseline_note}; exit {outcome.exit_code}"
     )
     for f in r.regressions:
-        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {f.change}")
+        by = f" (judged by {f.figure})" if f.figure and f.figure != f.metric else ""
+        out.print(f"  [red]regression[/] {f.variant} {f.metric}: {markup(f.change or '')}{by}")
+    for f in r.unjudged:
+        out.print(f"  [red]not judged[/] {f.variant} {f.metric}: {markup(f.unjudged or '')}")
     for v in r.failed:
         run = store.get_run(v.run_id)
         why = f", {markup(run.reason)}" if run.reason else ""
@@ -116,7 +119,7 @@ def _origin_notes(prepared: PreparedVariants) -> None:
         text = origin_note(cl.origin, cl.name)
         if text and str(cl.source) not in seen:
             seen.add(str(cl.source))
-            note(text)
+            note_once(text)
 
 
 def run_cmd(
@@ -454,12 +457,17 @@ def fire_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    campaign_app.command("run")(run_cmd)
-    campaign_app.command("resume")(resume_cmd)
-    campaign_app.command("status")(status_cmd)
-    campaign_app.command("schedule")(schedule_cmd)
-    campaign_app.command("unschedule")(unschedule_cmd)
-    campaign_app.command("list")(list_cmd)
-    campaign_app.command("history")(history_cmd)
+    # The listing's lines (`campaign --help`): whole, within 80 columns; each command's own
+    # --help says the rest (tests/unit/test_cli_help.py).
+    for name, cmd, short in (
+        ("run", run_cmd, "Plan, submit as job arrays; --wait: run to the report."),
+        ("resume", resume_cmd, "Finish a campaign after a crash or kill."),
+        ("status", status_cmd, "Where a campaign stands, variant by variant."),
+        ("schedule", schedule_cmd, "Install the schedule: crontab or a SLURM job."),
+        ("unschedule", unschedule_cmd, "Remove a campaign's schedule."),
+        ("list", list_cmd, "Installed schedules and recent campaigns."),
+        ("history", history_cmd, "Chosen metrics across nights, variants x nights."),
+    ):
+        campaign_app.command(name, short_help=short)(cmd)
     campaign_app.command("fire", hidden=True)(fire_cmd)
     app.add_typer(campaign_app, name="campaign")

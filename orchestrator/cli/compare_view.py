@@ -68,7 +68,8 @@ def print_changes(console: Console, w: WhatChanged, label: str, base: str) -> No
     lines = [f"what changed, {label} against {base}: {w.finding}"]
     for p in w.phases:
         change = f"{p.change_pct:+.1f}%" if p.change_pct is not None else "-"
-        lines.append(f"phase {p.name}: {num(p.baseline_ms)} → {num(p.value_ms)} ms ({change})")
+        what = p.name if p.figure else f"phase {p.name}"
+        lines.append(f"{what}: {num(p.baseline_ms)} → {num(p.value_ms)} ms ({change})")
     lines += [f"{g.name}: {num(g.baseline)} → {num(g.value)} {g.unit}" for g in w.groups]
     lines += [
         f"kernel {short_kernel(k.name)}: {num(k.baseline_ms)} → {num(k.value_ms)} ms"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.checks import prepare as P
-from orchestrator.cli.state import STATE, err_console, note, warn
+from orchestrator.cli.state import STATE, err_console, note, note_once, warn
 from orchestrator.cli.table import Cell, Column, paint, print_fields, print_table
 from orchestrator.core.errors import GhRunError, RuntimeFailure, UserError
 from orchestrator.executors.choose import ExecutorKind, choose_executor, transport_for, transport_of
@@ -92,7 +92,7 @@ def _prepare(
     )
     text = origin_note(prep.cluster.origin, prep.cluster.name)
     if text:
-        note(text)
+        note_once(text)
     return prep
 
 

@@ -44,7 +44,9 @@ def _origin(cl: Cluster) -> str:
     """The cluster's file and where the search found it: `clusters/dev.yaml, the project's
     (.gh-run/config.yaml: cluster_dirs)`."""
     src = display_path(Path(cl.source)) if cl.source else cl.name
-    return f"{src}, {cl.origin.describe()}" if cl.origin else src
+    if cl.origin is None:
+        return src
+    return f"{src}, {cl.origin.describe()}" if cl.source else cl.origin.describe()
 
 
 def _gpus(p: Partition) -> str:
@@ -112,7 +114,7 @@ def list_cmd(
     print_table(columns, rows, title=f"cluster {cl.name} ({_origin(cl)})")
 
 
-@app.command("show")
+@app.command("show", short_help="One partition: limits, defaults, what every job gets.")
 def show_cmd(
     name: Annotated[str, typer.Argument(help="Partition name.")], cluster: ClusterOpt = None
 ) -> None:
@@ -167,7 +169,7 @@ def partition_table(cl: Cluster, name: str) -> Table:
     return t
 
 
-@app.command("import")
+@app.command("import", short_help="Draft a cluster file from the live cluster (scontrol).")
 def import_cmd(
     cluster: Annotated[
         str | None,

@@ -81,6 +81,33 @@ def note(message: str) -> None:
     print(paint(message, "dim", sys.stderr), file=sys.stderr)
 
 
+def note_once(message: str) -> None:
+    """A note said once per gh-run home: a fact that holds from one command to the next (the
+    cluster file a project chose is not the site's) is said at its first command, not on every
+    one (the run records keep it). The home's `said/` folder remembers it by the message's
+    hash; where the home does not exist yet or cannot be written, it is said every time."""
+    import hashlib
+
+    from orchestrator.core.errors import GhRunError
+
+    try:
+        home = STATE.home
+    except GhRunError:
+        home = None
+    if home is None or not home.is_dir():
+        note(message)
+        return
+    mark = home / "said" / hashlib.sha256(message.encode()).hexdigest()[:32]
+    if mark.exists():
+        return
+    note(message)
+    try:
+        mark.parent.mkdir(exist_ok=True, mode=0o700)
+        mark.touch()
+    except OSError:
+        pass
+
+
 def warn(message: str) -> None:
     from orchestrator.cli.table import paint
     from orchestrator.core.escape import plain

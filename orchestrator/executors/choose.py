@@ -79,6 +79,16 @@ def choose_executor(
         name = auto_executor([cluster] if cluster else [], render_only)
         kind = "slurm" if name == SlurmExecutor.name else "local"
     if kind == "slurm":
+        if cluster is not None and cluster.scheduler == "none":
+            from orchestrator.core.paths import display_path
+
+            src = (
+                display_path(Path(cluster.source)) if cluster.source else f"cluster {cluster.name}"
+            )
+            raise UserError(
+                f"--executor slurm: {src} has no scheduler (scheduler: none: its jobs run on this "
+                "machine); use --executor local (or auto), or name a SLURM cluster with --cluster"
+            )
         return SlurmExecutor(warn=warn, clusters=_clusters_of(cluster))
     return LocalExecutor()
 

@@ -121,6 +121,9 @@ class SlurmExecutor(Executor):
         whether a controller answers or not: nothing to ask."""
         from orchestrator.executors.cluster_identity import clusters_option
 
+        unscheduled = next((c for c in clusters if c.scheduler == "none"), None)
+        if unscheduled is not None:
+            return NotHere(f"cluster {unscheduled.name} has no scheduler (scheduler: none)")
         if render_only and any(not c.local_fallback for c in clusters):
             return None
         if slurm_reachable(clusters=clusters_option(clusters[0]) if clusters else None):

@@ -39,7 +39,9 @@ from orchestrator.nsys.profile import (
     report_files,
 )
 from orchestrator.render.binding import Binding, bind
+from orchestrator.render.node_gh_run import candidates
 from orchestrator.render.node_post import NodePost, node_post, rank_ranges
+from orchestrator.render.own_workloads import with_interpreter
 from orchestrator.site.cluster import Cluster, Partition
 from orchestrator.spec.container import exec_prefix, forwarded_env
 from orchestrator.spec.job import CONSTRAINT_RE, SBATCH_VALUE_RE, JobSpec
@@ -193,7 +195,14 @@ class RenderContext(Strict):
     )
     analysis_gh_run: list[str] = Field(
         default_factory=list,
-        description="The command running gh-run on the nodes (the cluster's analysis.gh_run).",
+        description="The command running gh-run on the nodes when nothing before it answers: "
+        "the cluster's analysis.gh_run, else the default (node_gh_run.py).",
+    )
+    analysis_gh_runs: list[list[str]] = Field(
+        default_factory=list,
+        description="Every command that may run gh-run on the nodes, first choice first: the "
+        "job's image's gh-run, then analysis_gh_run (node_gh_run.candidates); the first that "
+        "answers --version with this gh-run's version analyses the reports.",
     )
     memory_hook: MemoryHook | None = Field(
         None,
@@ -410,7 +419,8 @@ def build_context(
             files.append(EmbeddedFile(name=UM_BOOTSTRAP_NAME, content=UM_BOOTSTRAP, mode="0600"))
         app = workload.argv(res.nodes, res.tasks_per_node, bootstrap)
     else:
-        app = workload.argv()
+        # gh-run's own workloads run with gh-run's own Python where the nodes see it
+        app = with_interpreter(workload.argv(), spec, cluster)
     if prof.tool == "torch" and prof.torch_profile_flag:
         app = [*app, prof.torch_profile_flag, artifacts_dir]
     report_base = prof.report_base(spec.name)
@@ -455,6 +465,8 @@ def build_context(
             analysis=cluster.analysis.in_job and prof.export_sqlite,
         )
     post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if post_plan else []
+    # the gh-runs each node's analysis may use, first choice first (node_gh_run.py)
+    gh_runs = candidates(cluster, container) if post_plan and post_plan.analysis else []
     if secrets_file is not None:  # last: after the reports are exported and summarised
         post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
@@ -516,7 +528,8 @@ def build_context(
         nsys_version=str(setup.version) if prof.tool == "nsys" else None,
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
         node_post=post_plan,
-        analysis_gh_run=cluster.gh_run_on_nodes() if post_plan and post_plan.analysis else [],
+        analysis_gh_run=gh_runs[-1] if gh_runs else [],
+        analysis_gh_runs=gh_runs,
         memory_hook=memory_hook,
     )
 

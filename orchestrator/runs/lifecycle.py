@@ -560,8 +560,14 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
             continue
 
         ex = slurm_executor_for(run, warn)
+        # a job array's task (analyze --on-cluster's map): the array's name, then "#N"
+        array_name, mark, index = run.job_name.rpartition("#")
         try:
-            job_id = ex.find_by_name(run.job_name)
+            if mark and index.isdigit():
+                array = ex.find_array_by_name(array_name)
+                job_id = f"{array}_{index}" if array else None
+            else:
+                job_id = ex.find_by_name(run.job_name)
         except RuntimeFailure as exc:
             # Not knowing is not "never submitted": leave the intent for a later command.
             if warn:

@@ -7,6 +7,9 @@ with SLURM as the engine (no worker pool, no service):
   failed is read by the reduce itself), each run's `analyze --json` over its folder, which reads
   the records in the reports' place: ranks put together, the cross-rank view
   (templates/sbatch/analysis_reduce.sbatch.j2);
+- runs: every map task and the reduce are runs of the state store (intent rows written before
+  sbatch, then their job ids), so `status`, `cancel` and `logs` see them as they see any run;
+  their logs are named as every job's (`JOBID_0_log.out` in the analysis folder);
 - tracking: every task and the reduce through the executor's watcher, one batched sacct per
   poll, as runs are tracked;
 - results: each run's JSON read back through the run's transport (this machine, or the login
@@ -34,7 +37,7 @@ from orchestrator.artifacts import collect as artifacts
 from orchestrator.artifacts.left_reports import RECORD_SUFFIX
 from orchestrator.core.errors import RuntimeFailure, UserError
 from orchestrator.executors.base import Warn
-from orchestrator.store.db import Run, Store, is_terminal
+from orchestrator.store.db import INTENT, SUBMIT_FAILED, Run, Store, is_terminal
 
 REPORT_SUFFIXES = (".sqlite", ".pt.trace.json", ".pt.trace.json.gz")
 FOLDER = ".gh-run-analysis"
@@ -52,13 +55,18 @@ class Report:
 
 def runs_named(store: Store, refs: Sequence[str]) -> list[Run]:
     """Runs by reference (id, prefix, job id, `last`), or every run of a campaign."""
+    return [run for _, runs in named(store, refs) for run in runs]
+
+
+def named(store: Store, refs: Sequence[str]) -> list[tuple[str | None, list[Run]]]:
+    """Each reference as (the campaign id it names, or None for a run; its runs)."""
     from orchestrator.store import campaigns as records
     from orchestrator.store.db import NoSuchRun
 
-    out: list[Run] = []
+    out: list[tuple[str | None, list[Run]]] = []
     for ref in refs:
         try:
-            out.append(store.find_run(ref))
+            out.append((None, [store.find_run(ref)]))
             continue
         except NoSuchRun as exc:
             why = exc.message
@@ -68,7 +76,7 @@ def runs_named(store: Store, refs: Sequence[str]) -> list[Run]:
             raise UserError(
                 f"{ref}: neither a run nor a campaign ({why}); name a run id or a campaign id"
             ) from None
-        out += list(records.runs_of(store, rec.campaign_id).values())
+        out.append((rec.campaign_id, list(records.runs_of(store, rec.campaign_id).values())))
     return out
 
 
@@ -116,11 +124,120 @@ class Submitted:
     reduce: str
     reports: list[Report]
     runs: list[Run]
+    # the map tasks' and the reduce's own runs in the state store
+    map_runs: list[Run]
+    reduce_run: Run
 
 
-def submit(home: Path, runs: list[Run], warn: Warn | None = None) -> tuple[Submitted, object]:
-    """Write the map and reduce scripts into a new analysis folder on the cluster, submit the
-    array and the reduce after it; returns what was submitted and the executor tracking it."""
+# The name of the analysis jobs' runs; an array task's job name is the array's + "#N" (what
+# `runs.repair_intents` looks an interrupted submission up by).
+RUN_NAME = "gh-run-analysis"
+
+
+def _job_spec(first: Run, name: str, argv: list[str], time_limit: str) -> str:
+    """What an analysis job is, as a job spec (the store keeps every run's): one task that runs
+    gh-run on the nodes, no container, no profiler, never retried."""
+    from orchestrator.runs import lifecycle as R
+    from orchestrator.spec.job import JobSpec
+
+    cluster = R.spec_of(first).cluster
+    return JobSpec.model_validate(
+        {
+            "name": name,
+            "cluster": cluster,
+            "partition": first.partition,
+            "resources": {"nodes": 1, "cpus_per_task": 1, "time": time_limit},
+            "container": {"runtime": "none"},
+            "profile": {"tool": "none"},
+            "workload": {"kind": "command", "command": argv[0], "args": argv[1:]},
+            "artifacts": {"include": []},
+        }
+    ).model_dump_json()
+
+
+def _intents(
+    store: Store,
+    first: Run,
+    stamp: str,
+    folder: str,
+    gh_run: list[str],
+    reports: list[Report],
+    time_limit: str,
+) -> tuple[list[Run], Run]:
+    """The map tasks' and the reduce's runs, written as intents before anything is sent."""
+    import dataclasses
+
+    base = dataclasses.replace(
+        first,
+        name=RUN_NAME,
+        spec_path=None,
+        executor="slurm",
+        run_dir=folder,
+        job_id=None,
+        state=INTENT,
+        exit_code=None,
+        reason=None,
+        attempt=0,
+        campaign_id=None,
+        variant=None,
+        created_at=time.time(),
+        submitted_at=None,
+        ended_at=None,
+        collected_at=None,
+    )
+    maps = [
+        dataclasses.replace(
+            base,
+            run_id=f"analysis-{stamp}.map{i}",
+            job_name=f"ghr-analysis-{stamp}-map#{i}",
+            variant=f"map {i}",
+            spec_json=_job_spec(
+                first,
+                f"analysis-map{i}",
+                [*gh_run, "analyze", "--write-records", rep.there],
+                time_limit,
+            ),
+        )
+        for i, rep in enumerate(reports)
+    ]
+    reduce = dataclasses.replace(
+        base,
+        run_id=f"analysis-{stamp}.reduce",
+        job_name=f"ghr-analysis-{stamp}-reduce",
+        variant="reduce",
+        spec_json=_job_spec(first, "analysis-reduce", [*gh_run, "analyze", "--json"], time_limit),
+    )
+    store.add_runs([*maps, reduce], detail=f"analyze --on-cluster: intent, in {folder}")
+    return maps, reduce
+
+
+def _sent(store: Store, runs: list[Run], job_ids: list[str]) -> list[Run]:
+    now = time.time()
+    return [
+        store.update_run(
+            r.run_id, job_id=job, state="PENDING", submitted_at=now, event=f"submitted as {job}"
+        )
+        for r, job in zip(runs, job_ids, strict=True)
+    ]
+
+
+def _refused(store: Store, runs: list[Run], exc: Exception) -> None:
+    for r in runs:
+        store.update_run(
+            r.run_id,
+            state=SUBMIT_FAILED,
+            ended_at=time.time(),
+            reason=str(exc)[:500],
+            event="sbatch refused the analysis job",
+        )
+
+
+def submit(
+    store: Store, home: Path, runs: list[Run], warn: Warn | None = None
+) -> tuple[Submitted, object]:
+    """Write the map and reduce scripts into a new analysis folder on the cluster, record the
+    map tasks and the reduce as runs (intents first), submit the array and the reduce after
+    it; returns what was submitted and the executor tracking it."""
     from orchestrator.render.scripts import make_environment, search_path
     from orchestrator.runs import lifecycle as R
     from orchestrator.site.cluster import load_cluster
@@ -152,7 +269,11 @@ def submit(home: Path, runs: list[Run], warn: Warn | None = None) -> tuple[Submi
             f"{name}-map",
             first.partition,
             time_limit,
-            [f"--array=0-{len(reports) - 1}", f"--output={folder}/map_%a.out"],
+            [
+                f"--array=0-{len(reports) - 1}",
+                f"--output={folder}/%A_%a_0_log.out",
+                f"--error={folder}/%A_%a_0_log.err",
+            ],
         ),
         gh_run=gh_run,
         reports=[r.there for r in reports],
@@ -163,72 +284,74 @@ def submit(home: Path, runs: list[Run], warn: Warn | None = None) -> tuple[Submi
     ]
     transport = R.transport_of_run(first)
     executor = R.slurm_executor_for(first, warn)
+    maps, reduce_run = _intents(store, first, stamp, folder, gh_run, reports, time_limit)
     with tempfile.TemporaryDirectory(prefix="gh-run-analysis.") as tmp:
         local = Path(tmp) / stamp
         local.mkdir()
         (local / "map.sbatch").write_text(map_text)
-        if transport.remote:
-            transport.push(Path(tmp), [stamp], root)
-        else:
-            Path(root).mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.replace(local, folder)
-        array = executor.sbatch(f"{folder}/map.sbatch", job_name=f"{name}-map")
+        try:
+            if transport.remote:
+                transport.push(Path(tmp), [stamp], root)
+            else:
+                Path(root).mkdir(parents=True, exist_ok=True, mode=0o700)
+                os.replace(local, folder)
+            array = executor.sbatch(f"{folder}/map.sbatch", job_name=f"{name}-map")
+        except Exception as exc:
+            _refused(store, [*maps, reduce_run], exc)
+            raise
+        maps = _sent(store, maps, [f"{array}_{i}" for i in range(len(reports))])
         reduce_text = env.get_template("sbatch/analysis_reduce.sbatch.j2").render(
             version=__version__,
             directives=directives(
                 f"{name}-reduce",
                 first.partition,
                 time_limit,
-                [f"--dependency=afterany:{array}", f"--output={folder}/reduce.out"],
+                [
+                    f"--dependency=afterany:{array}",
+                    f"--output={folder}/%j_0_log.out",
+                    f"--error={folder}/%j_0_log.err",
+                ],
             ),
             gh_run=gh_run,
             runs=reduce_runs,
         )
-        if transport.remote:
-            (local / "reduce.sbatch").write_text(reduce_text)
-            transport.push(Path(tmp), [stamp], root)
-        else:
-            Path(folder, "reduce.sbatch").write_text(reduce_text)
-    reduce = executor.sbatch(f"{folder}/reduce.sbatch", job_name=f"{name}-reduce")
-    return Submitted(folder, array, reduce, reports, runs), executor
-
-
-def _tracked(sub: Submitted, first: Run) -> list[Run]:
-    """The array's tasks and the reduce as the executor tracks jobs (not stored as runs)."""
-    import dataclasses
-
-    base = dataclasses.replace(first, run_dir=sub.folder, state="PENDING")
-    tasks = [
-        dataclasses.replace(base, run_id=f"map {i}", job_id=f"{sub.array}_{i}")
-        for i in range(len(sub.reports))
-    ]
-    return [*tasks, dataclasses.replace(base, run_id="reduce", job_id=sub.reduce)]
+        try:
+            if transport.remote:
+                (local / "reduce.sbatch").write_text(reduce_text)
+                transport.push(Path(tmp), [stamp], root)
+            else:
+                Path(folder, "reduce.sbatch").write_text(reduce_text)
+            reduce = executor.sbatch(f"{folder}/reduce.sbatch", job_name=f"{name}-reduce")
+        except Exception as exc:
+            _refused(store, [reduce_run], exc)
+            raise
+    [reduce_run] = _sent(store, [reduce_run], [reduce])
+    return Submitted(folder, array, reduce, reports, runs, maps, reduce_run), executor
 
 
 def wait(
+    store: Store,
     sub: Submitted,
-    executor: object,
     progress: Callable[[str], None] | None = None,
     interval: float = 2.0,
+    warn: Warn | None = None,
 ) -> dict[str, str]:
-    """Poll the tasks and the reduce (one batched query per poll) until the reduce has ended;
-    job → final state."""
-    from orchestrator.executors.slurm import SlurmExecutor
+    """Poll the tasks and the reduce as runs are polled (one batched query per poll, each
+    state recorded in the store) until the reduce has ended; run id → final state."""
+    from orchestrator.runs import lifecycle as R
 
-    assert isinstance(executor, SlurmExecutor)
-    jobs = _tracked(sub, sub.runs[0])
-    states = {j.run_id: "PENDING" for j in jobs}
+    jobs = [*sub.map_runs, sub.reduce_run]
     shown = ""
     while True:
-        got = executor.poll([j for j in jobs if not is_terminal(states[j.run_id])])
-        for run_id, st in got.items():
-            states[run_id] = st.state
-        done = sum(1 for k, s in states.items() if k != "reduce" and is_terminal(s))
-        line = f"map {done}/{len(jobs) - 1} tasks ended; reduce {states['reduce']}"
+        jobs = R.refresh(store, jobs, warn)
+        states = {j.run_id: j.state for j in jobs}
+        reduce = states[sub.reduce_run.run_id]
+        done = sum(1 for j in jobs[:-1] if is_terminal(j.state))
+        line = f"map {done}/{len(jobs) - 1} tasks ended; reduce {reduce}"
         if progress is not None and line != shown:
             progress(line)
             shown = line
-        if is_terminal(states["reduce"]):
+        if is_terminal(reduce):
             return states
         time.sleep(interval)
 
@@ -241,18 +364,19 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
     from orchestrator.runs import lifecycle as R
 
     transport = R.transport_of_run(sub.runs[0])
-    failed = [k for k, s in states.items() if k != "reduce" and s != "COMPLETED"]
+    failed = [r.run_id for r in sub.map_runs if states.get(r.run_id) != "COMPLETED"]
+    reduce_state = states.get(sub.reduce_run.run_id, "?")
+    reduce_log = f"{sub.folder}/{sub.reduce}_0_log.out"
     out: list[object] = []
     for run in sub.runs:
         data = transport.read_from(f"{sub.folder}/{run.run_id}.json", 0)
         if data is None:
-            tail = (transport.read_tail(f"{sub.folder}/reduce.out", 2000) or b"").decode(
-                "utf-8", "replace"
-            )
+            tail = (transport.read_tail(reduce_log, 2000) or b"").decode("utf-8", "replace")
             end = " ".join(tail.split())[-600:]
             raise RuntimeFailure(
-                f"the reduce job {sub.reduce} ({states['reduce']}) wrote no analysis of run"
-                f" {run.run_id}; its log {sub.folder}/reduce.out ends: {end}"
+                f"the reduce job {sub.reduce} ({reduce_state}) wrote no analysis of run"
+                f" {run.run_id}; its log {reduce_log} ends: {end} (`gh-run logs "
+                f"{sub.reduce_run.run_id}`)"
             )
         doc = json.loads(data)
         if doc.get("format") == "gh-run.runs/1":
@@ -279,6 +403,6 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
     if failed:
         notes.append(
             f"{len(failed)} map task(s) did not complete ({', '.join(failed[:5])}): the reduce read"
-            f" those reports itself; their logs: {sub.folder}/map_N.out"
+            f" those reports itself; their logs: `gh-run logs RUN` of each"
         )
     return out, notes

@@ -327,9 +327,10 @@ class ClusterAnalysis(Strict):
     gh_run: list[str] | None = Field(
         None,
         description="The command that runs gh-run on the compute nodes, e.g. [/apps/gh-run/bin/"
-        "gh-run]. Default: with transport local, the Python that submitted (`python -m "
-        "orchestrator`: the nodes see the submit host's files, as on most sites and the dev "
-        "cluster); with transport ssh, ssh.gh_run (the login node's gh-run).",
+        "gh-run]. Default: the job's image's own gh-run when the job runs in one and it answers "
+        "with this gh-run's version; else, with transport local, the Python that submitted "
+        "(`python -m orchestrator`: the nodes see the submit host's files, as on most sites and "
+        "the dev cluster), with transport ssh, ssh.gh_run (the login node's gh-run).",
     )
 
     @field_validator("gh_run")
@@ -345,7 +346,12 @@ class Cluster(Strict):
 
     name: str
     description: str | None = None
-    scheduler: Literal["slurm"] = "slurm"
+    scheduler: Literal["slurm", "none"] = Field(
+        "slurm",
+        description="slurm: jobs go to the SLURM controller (or, with local_fallback, run here "
+        "when none answers); none: no scheduler, jobs run with bash on this machine (the local "
+        "executor), as gh-run's built-in cluster `local`.",
+    )
     slurm: SlurmCluster = Field(
         default_factory=SlurmCluster,
         description="The SLURM cluster this file describes (ClusterName) and whether gh-run "
@@ -427,6 +433,11 @@ class Cluster(Strict):
 
     @model_validator(mode="after")
     def _transport(self) -> Cluster:
+        if self.scheduler == "none" and self.transport != "local":
+            raise ValueError(
+                "scheduler none runs jobs on this machine, transport ssh sends them to a login "
+                "node; set scheduler: slurm, or transport: local"
+            )
         if self.transport == "local":
             if self.ssh is not None:
                 raise ValueError(
@@ -482,6 +493,12 @@ def find_cluster_file(name_or_path: str) -> Path:
 
 def load_cluster(name_or_path: str) -> Cluster:
     found = find_cluster(name_or_path)
+    if found.origin == "builtin":
+        from orchestrator.site.builtin_cluster import local_cluster_data
+
+        cluster = Cluster.model_validate(local_cluster_data())
+        cluster.origin = found
+        return cluster
     doc = yamlio.read_file(found.path)
     cluster = yamlio.to_model(doc, Cluster)
     cluster.source = str(found.path.resolve())
@@ -537,7 +554,7 @@ def validate_job(
     if res.time_seconds is not None and res.time_seconds > part.max_time_seconds:
         refuse(
             "time",
-            f"{res.time} is over partition {name!r}'s limit of {part.max_time}; "
+            f"{res.time} is over the limit of partition {name!r}, {part.max_time}; "
             f"ask for {part.max_time} or less",
         )
     if res.mem_mib is not None and res.mem_mib > part.mem_mib:

@@ -33,7 +33,7 @@ from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
 from orchestrator.core.paths import nearest_project_home, site_dir, user_config_dir
 
-Origin = Literal["path", "env", "user", "site", "project"]
+Origin = Literal["path", "env", "user", "site", "project", "builtin"]
 CLUSTERS_ENV = "GH_RUN_CLUSTERS"
 TEMPLATES_ENV = "GH_RUN_TEMPLATES"
 SETTINGS_NAME = "config.yaml"
@@ -107,7 +107,20 @@ _ORIGIN_WORDS: dict[Origin, str] = {
     "user": "your own ({named_by})",
     "site": "the site's ({named_by})",
     "project": "the project's ({named_by})",
+    "builtin": "gh-run's built-in ({named_by})",
 }
+# What the built-in cluster `local` stands for in listings (it has no file).
+BUILTIN_PATH = Path("(built in)")
+BUILTIN_WHY = "this machine, the local executor; a local.yaml in the search replaces it"
+
+
+def builtin(name: str) -> FoundCluster | None:
+    """The built-in cluster a name means when no file of that name is found, or None."""
+    from orchestrator.site import builtin_cluster
+
+    if name != builtin_cluster.NAME:
+        return None
+    return FoundCluster(BUILTIN_PATH, "builtin", BUILTIN_WHY)
 
 
 @dataclass(frozen=True)
@@ -224,6 +237,9 @@ def find_cluster(name_or_path: str, cwd: Path | None = None) -> FoundCluster:
                 trust.check_folder(place.path, "cluster files", _FIX_FOLDER)
                 trust.check_file(candidate, "cluster file", _FIX_FILE)
                 return FoundCluster(candidate, place.origin, place.named_by)
+    own = builtin(name_or_path)
+    if own is not None:
+        return own
     where = ", ".join(
         str(p.path) if str(p.path).endswith(p.named_by) else f"{p.path} ({p.named_by})"
         for p in searched
@@ -298,9 +314,12 @@ def default_cluster(cwd: Path | None = None) -> tuple[str, str]:
     if len(visible) == 1:
         return visible[0].name, f"the only cluster file found ({visible[0].found.path})"
     if not visible:
-        raise UserError(
-            "no cluster file found (gh-run doctor lists where it looks); ask an admin to "
-            "install the site's (gh-run partitions import --install), or pass --cluster PATH"
+        from orchestrator.site import builtin_cluster
+
+        # Nothing installed: this machine, so that an installed gh-run works with nothing else.
+        return builtin_cluster.NAME, (
+            f"no site, user or project cluster file found (`gh-run doctor` lists where it "
+            f"looks): gh-run's built-in cluster, {builtin_cluster.WHAT}"
         )
     names = ", ".join(v.name for v in visible)
     raise UserError(
@@ -310,8 +329,9 @@ def default_cluster(cwd: Path | None = None) -> tuple[str, str]:
 
 
 def origin_note(found: FoundCluster | None, name: str) -> str | None:
-    """What render, submit and the run record say of a cluster file that is not the site's."""
-    if found is None or found.is_site:
+    """What render, submit and the run record say of a cluster file that is not the site's
+    (gh-run's built-in cluster is nobody's limits but this machine's: nothing to say)."""
+    if found is None or found.is_site or found.origin == "builtin":
         return None
     return (
         f"cluster {name}: {_display(found.path, None)} is {found.describe()}, not a site file "

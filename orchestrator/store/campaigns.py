@@ -17,7 +17,10 @@ SUBMITTED = "SUBMITTED"  # every group sent; jobs running
 PASSED = "PASSED"  # every variant completed, no threshold crossed
 REGRESSED = "REGRESSED"  # a threshold was crossed
 FAILED = "FAILED"  # a variant did not complete
-ENDED = {PASSED, REGRESSED, FAILED}
+# every variant completed, no threshold crossed, but a threshold could not be evaluated (its
+# figure not measured, a baseline that cannot judge): a failure of the judgement, never a pass
+UNJUDGED = "UNJUDGED"
+ENDED = {PASSED, REGRESSED, FAILED, UNJUDGED}
 
 # Group states. PLANNED → SENDING (claimed by one gh-run, under the group's lock file, just
 # before sbatch) → SUBMITTED (job id recorded) or SUBMIT_FAILED (sbatch said no, or no answer).

@@ -89,6 +89,30 @@ def test_controller_refusal_is_relayed(  # type: ignore[no-untyped-def]
     assert "Traceback" not in res.err
 
 
+def test_a_partition_the_controller_lacks_is_named_as_missing(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, tmp_path: Path
+) -> None:
+    """Issue 36: a partition in the cluster file but not in SLURM got "ask for less in
+    resources". It is named as missing from the controller, with the import that drafts the
+    cluster file from what SLURM has."""
+    text = (REPO / "clusters" / "dev.yaml").read_text()
+    assert "  gh:\n" in text and "default_partition: gh" in text
+    ghost = tmp_path / "dev-ghost.yaml"
+    ghost.write_text(
+        text.replace("  gh:\n", "  ghost:\n").replace(
+            "default_partition: gh", "default_partition: ghost"
+        )
+    )
+    res = cli("check", SMOKE, "--cluster", str(ghost), "--set", "partition=ghost")
+    assert res.rc == 2, res.text
+    assert "ask for less in resources" not in res.err
+    assert (
+        "partition ghost is in" in res.err
+        and "the SLURM controller of cluster dev has no" in res.err
+    )
+    assert "gh-run partitions import" in res.err and "Invalid partition name" in res.err
+
+
 def _problems(err: str) -> list[str]:
     """The problems of one `error:` message: the sentence itself, or each `  - ` line of a
     list of several."""
@@ -119,8 +143,8 @@ SET = "jobs/smoke.yaml (--set {})"
         ),
         (
             ["--set", "resources.time=02:30:00"],
-            f"{SET.format('resources.time')}: resources.time: 02:30:00 is over partition 'gh''s "
-            "limit of 02:00:00; ask for 02:00:00 or less",
+            f"{SET.format('resources.time')}: resources.time: 02:30:00 is over the limit of "
+            "partition 'gh', 02:00:00; ask for 02:00:00 or less",
         ),
         (
             ["--set", "resources.mem=5G"],

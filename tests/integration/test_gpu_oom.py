@@ -145,7 +145,8 @@ def test_a_campaign_names_the_variant_that_ran_out(
     )
     res = run_cli(["campaign", "run", str(camp), "--wait", "--timeout", "180"], gh_home)
     assert res.rc != 0, res.text
-    failed = [ln for ln in res.out.splitlines() if "failed" in ln and "a:" in ln]
+    # the variant's own line ("failed a: ..."), not the summary: a campaign id may end in "a:"
+    failed = [ln for ln in res.out.splitlines() if ln.strip().startswith("failed a:")]
     assert failed and "GPU out of memory: tried to allocate 12.00 GiB" in failed[0], res.out
     cid = next(w.rstrip(":") for w in res.out.split() if w.startswith("oomcamp-"))
     listing = run_cli(["campaign", "status", cid], gh_home)

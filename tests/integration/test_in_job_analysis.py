@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator import __version__
+from orchestrator.core.errors import RuntimeFailure
 from orchestrator.store.db import Store
 from tests.integration import test_profiled
 from tests.integration.test_profiled import JOB, _at
@@ -86,6 +88,18 @@ def _left_then_fetched(cli, store_root: Path, run_id: str, run_dir: Path | None)
     assert "map: job array" in res.err and "reduce COMPLETED" in res.err, res.text
     folder = re.search(r"; in (\S+)", res.err)
     assert folder, res.err
+    # the map tasks and the reduce are runs of the store: status, logs (and cancel) see them
+    listed = json.loads(cli("status", "--json").out)
+    analysis = [r["run"] for r in listed if r["run"]["name"] == "gh-run-analysis"]
+    assert sorted(r["variant"] for r in analysis) == ["map 0", "map 1", "reduce"], analysis
+    assert {r["state"] for r in analysis} == {"COMPLETED"}, analysis
+    [reduce] = [r for r in analysis if r["variant"] == "reduce"]
+    assert reduce["run_id"] in res.err and reduce["job_id"] in res.err
+    logs = cli("logs", reduce["run_id"], "--err")
+    assert logs.rc == 0, logs.text
+    maps = [r for r in analysis if r["variant"].startswith("map")]
+    assert all("_" in r["job_id"] for r in maps)  # array tasks: ARRAY_N
+    assert cli("logs", maps[0]["run_id"], "--err").rc == 0
     # its scripts and logs stay beside the run folders (the test removes them: shared scratch)
     shutil.rmtree(folder.group(1), ignore_errors=True)
     again = json.loads(res.out)
@@ -116,8 +130,14 @@ def test_reports_left_and_analysed_on_the_nodes(  # type: ignore[no-untyped-def]
     run = Store(gh_home).find_run("last")
     run_dir = Path(run.run_dir)
     log = "".join(p.read_text() for p in run_dir.glob("*_log.err"))
-    # each node analyses the report its rank left there (one rank per node here)
-    assert log.count("in-job analysis: 1 report(s) on ") == 2, log
+    # each node analyses the report its rank left there (one rank per node here): the image's
+    # gh-run first (the test image has none: passed over, and why), then the Python that
+    # submitted, which answers with this gh-run's version
+    assert "in-job analysis: passed over apptainer exec" in log and "gh-run-test.sif gh-run:" in log
+    assert (
+        log.count(f"with gh-run {__version__} ({sys.executable} -m orchestrator)") == 2
+        and log.count("in-job analysis: 1 report(s) on ") == 2
+    ), log
     for r in (0, 1):
         assert (run_dir / "artifacts" / f"smoke-profiled.{r}.sqlite.gh-run.json").is_file()
     _left_then_fetched(cli, gh_home / "artifacts" / run.run_id, run.run_id, run_dir)
@@ -136,7 +156,8 @@ def test_no_gh_run_on_the_nodes_falls_back_to_this_machine(  # type: ignore[no-u
     res = _submit(cli, prefix, "artifacts.reports=leave", cluster=str(cluster))
     run = Store(gh_home).find_run("last")
     log = "".join(p.read_text() for p in Path(run.run_dir).glob("*_log.err"))
-    assert "in-job analysis: gh-run cannot run on" in log and "analysis.gh_run" in log, log
+    assert f"in-job analysis: no gh-run answers as gh-run {__version__} on" in log, log
+    assert "no-such-gh-run" in log and "analysis.gh_run" in log, log
     assert not list((Path(run.run_dir) / "artifacts").glob("*.gh-run.json"))
     manifest = json.loads((gh_home / "artifacts" / run.run_id / "manifest.json").read_text())
     assert manifest["left"] == [] and "left" not in res.out
@@ -144,6 +165,32 @@ def test_no_gh_run_on_the_nodes_falls_back_to_this_machine(  # type: ignore[no-u
     assert {f"artifacts/smoke-profiled.{r}.sqlite" for r in (0, 1)} <= collected
     doc = json.loads(_outputs(cli, run.run_id)[0])
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+
+
+def test_the_images_own_gh_run_is_the_first_choice(  # type: ignore[no-untyped-def]
+    dev_cluster, cli, gh_home: Path, prefix: Path, tmp_path: Path
+) -> None:
+    """Issue 36: the container's own gh-run as the default of analysis.gh_run. A STAND-IN for
+    an image with gh-run installed: the test image with a `gh-run` on its PATH (a two-line
+    script bound at /usr/local/bin that runs this checkout's gh-run with the image's own
+    python3.11, the checkout bound at its path). The job's analysis step takes it before the
+    Python that submitted, and its records are this gh-run's."""
+    shim = tmp_path / "image-bin"
+    shim.mkdir()
+    (shim / "gh-run").write_text(f'#!/bin/sh\nexec {sys.executable} -m orchestrator "$@"\n')
+    (shim / "gh-run").chmod(0o755)
+    repo = Path(JOB).resolve().parents[1]
+    binds = ["/opt/gh-run:/opt/gh-run:ro", f"{shim}:/usr/local/bin:ro", f"{repo}:{repo}:ro"]
+    res = _submit(cli, prefix, f"container.binds={json.dumps(binds)}")
+    run = Store(gh_home).find_run("last")
+    log = "".join(p.read_text() for p in Path(run.run_dir).glob("*_log.err"))
+    assert "passed over" not in log, log
+    assert f"in-job analysis: 2 report(s) with gh-run {__version__} (apptainer exec" in log, log
+    for r in (0, 1):
+        assert (
+            Path(run.run_dir) / "artifacts" / f"smoke-profiled.{r}.sqlite.gh-run.json"
+        ).is_file()
+    assert res.rc == 0
 
 
 def test_reports_left_over_ssh(laptop: Laptop, tmp_path: Path, prefix: Path) -> None:
@@ -168,3 +215,27 @@ def test_reports_left_over_ssh(laptop: Laptop, tmp_path: Path, prefix: Path) -> 
     run_id = _run_id(res)
     assert not [p for p in laptop.home.rglob("*") if p.name.endswith(REPORTS)]
     _left_then_fetched(cli, laptop.home / "artifacts" / run_id, run_id, None)
+
+
+def test_an_on_cluster_analysis_is_cancelled_as_any_run(  # type: ignore[no-untyped-def]
+    dev_cluster, cli, gh_home: Path, prefix: Path
+) -> None:
+    """Issue 36: the map and reduce jobs of `analyze --on-cluster` were not runs (`cancel`
+    could not see them). The reduce, waiting on the map array, is cancelled by its run id."""
+    from orchestrator.runs import on_cluster
+
+    _submit(cli, prefix, "artifacts.reports=leave")
+    store = Store(gh_home)
+    run = store.find_run("last")
+    sub, _ = on_cluster.submit(store, gh_home, [run])
+    try:
+        res = cli("cancel", sub.reduce_run.run_id)
+        assert res.rc == 0, res.text
+        states = on_cluster.wait(store, sub, interval=0.5)
+        assert states[sub.reduce_run.run_id] == "CANCELLED", states
+        events = [e.detail or "" for e in store.events(sub.reduce_run.run_id)]
+        assert any("intent" in e for e in events) and any("submitted as" in e for e in events)
+        with pytest.raises(RuntimeFailure, match=f"gh-run logs {sub.reduce_run.run_id}"):
+            on_cluster.results(gh_home, sub, states)
+    finally:
+        shutil.rmtree(sub.folder, ignore_errors=True)

@@ -161,8 +161,11 @@ def test_a_new_project_runs_from_the_installed_wheel(installed: Installed, kind:
     where = checked(run([gh_run, "doctor", "--json"], proj, env))
     setup = json.loads(where.stdout)["setup"]
     assert {p["built"] for p in setup["native"]} == {kind == "compiled"}
-    assert [c["name"] for c in setup["clusters"]] == ["dev"]
+    # the site's file, then gh-run's built-in `local` (this machine), which no file hides
+    assert [c["name"] for c in setup["clusters"]] == ["dev", "local"]
     assert setup["clusters"][0]["found_by"].startswith("the site's ($GH_RUN_SITE_DIR/clusters)")
+    assert setup["clusters"][1]["found_by"].startswith("gh-run's built-in")
+    assert setup["default_cluster"] == "dev"  # the only file: the built-in is no candidate
     package = checked(
         run(
             [
@@ -183,9 +186,10 @@ def test_a_new_project_runs_from_the_installed_wheel(installed: Installed, kind:
     )
     assert "COMPLETED" in sub.stdout and "not a site file" not in sub.stderr
     [run_dir] = (proj / ".gh-run" / "artifacts").iterdir()
-    assert (run_dir / "artifacts" / "hello.txt").read_text().startswith("hello from smoke-")
+    # the starter job runs the installed gh-run's own CPU steps, with its own Python
+    assert (run_dir / "artifacts" / "cpu_steps_rank0.pt.trace.json").is_file()
     script = (proj / ".gh-run" / "runs" / run_dir.name / "job.sbatch").read_text()
-    assert str(REPO) not in script
+    assert str(REPO) not in script and str(installed.venv / "bin" / "python") in script
 
     # A shipped trace, read from the package, gives what the checkout's reader gives (the
     # paths aside: the trace's folder is the package's, not tests/data/traces/baseline).
@@ -242,4 +246,4 @@ def test_the_installed_wheel_submits_to_the_dev_cluster(
     [row] = status
     assert row["run"]["executor"] == "slurm" and row["run"]["state"] == "COMPLETED"
     [run_dir] = (proj / ".gh-run" / "artifacts").iterdir()
-    assert (run_dir / "artifacts" / "hello.txt").read_text().startswith("hello from smoke-")
+    assert (run_dir / "artifacts" / "cpu_steps_rank0.pt.trace.json").is_file()

@@ -101,6 +101,8 @@ def test_laptop_sees_neither_slurm_nor_the_run_folders(laptop: Laptop, tmp_path:
     assert shutil.which("sbatch", path=laptop.path) is None
 
 
+# counts the sshd's accepted connections: another test's SSH session would count too
+@pytest.mark.cluster_exclusive
 def test_submit_over_ssh_to_verified_artifacts_on_one_connection(laptop: Laptop) -> None:
     before = connections()
     res = laptop.cli("submit", "jobs/smoke.yaml", "--cluster", "dev-ssh", "--wait")
@@ -226,6 +228,8 @@ def _tiny_campaign(
     return camp
 
 
+# counts the sshd's accepted connections: another test's SSH session would count too
+@pytest.mark.cluster_exclusive
 def test_campaign_over_ssh(laptop: Laptop, tmp_path: Path) -> None:
     camp = _tiny_campaign(tmp_path, "dev-ssh")
     before = connections()

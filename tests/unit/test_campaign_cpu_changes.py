@@ -38,10 +38,16 @@ def test_a_heavier_data_phase_is_named_in_reference_units_shown_as_ms() -> None:
     w = cpu_changes(RELATIVE, GOOD, run, base_label="good", label="tonight")
     assert w is not None
     assert (
-        w.finding
-        == "data phase +100%, step +50%: data loading (tokenisation, collation) got slower"
+        w.finding == "data phase +100.0 %, step_cpu_relative +50.0 %: data loading (tokenisation,"
+        " collation) got slower"
     )
-    assert [p.name for p in w.phases] == ["step", "data", "forward", "backward", "optimizer"]
+    assert [p.name for p in w.phases] == [
+        "step_cpu_relative",
+        "data",
+        "forward",
+        "backward",
+        "optimizer",
+    ]
     step, data = w.phases[0], w.phases[1]
     # CPU ms at the good run's speed: reference units x the good run's reference time.
     assert step.baseline_ms == pytest.approx(14.0) and step.value_ms == pytest.approx(21.0)
@@ -55,7 +61,9 @@ def test_a_slower_backward_pass_is_named_and_a_new_phase_is_listed() -> None:
     run = _metrics(26.0, data=10.0, forward=3.0, backward=10.0, optimizer=1.2, host_snapshot=1.5)
     w = cpu_changes(RELATIVE, GOOD, run)
     assert w is not None
-    assert w.finding == "backward phase +100%, step +30%: the backward pass got slower"
+    assert w.finding == (
+        "backward phase +100.0 %, step_cpu_relative +30.0 %: the backward pass got slower"
+    )
     snap = next(p for p in w.phases if p.name == "host_snapshot")
     assert snap.baseline_ms is None and snap.change_pct is None
 
@@ -82,13 +90,15 @@ def test_a_night_judged_on_cpu_time_is_explained_in_cpu_ms_and_the_ratio_comes_f
     run = {"step_cpu_time_s": 0.0175, CPU_KEY + "data": 0.007, CPU_KEY + "forward": 0.0055}
     w = cpu_changes({"step_cpu_time_s"}, base, run)
     assert w is not None and w.notes == [FIGURES[1].note]
-    assert w.finding == "forward phase +175%, step +25%: the forward pass got slower"
+    assert w.finding == (
+        "forward phase +175.0 %, step_cpu_time_s +25.0 %: the forward pass got slower"
+    )
     assert w.phases[0].baseline_ms == pytest.approx(14.0) and w.phases[0].value_ms == 17.5
     # Not judged on it: nothing to say. Judged on both: the ratio, which also cancels drift.
     assert cpu_changes(RELATIVE, base, run) is None
     slow = _metrics(30.0, data=20.0, forward=3.0, backward=5.0, optimizer=1.2)
     both = cpu_changes({"step_cpu_time_s", *RELATIVE}, {**GOOD, **base}, {**slow, **run})
-    assert both is not None and both.finding.startswith("data phase +100%")
+    assert both is not None and both.finding.startswith("data phase +100.0 %")
 
 
 def test_metrics_json_phases_are_stored_one_key_each_and_odd_values_are_left_out(
@@ -181,6 +191,8 @@ def test_a_night_judged_on_the_relative_figure_is_explained_in_it(
     if watch == "step_time_s":
         assert w is None
         return
-    assert w is not None and w.finding.startswith("data phase +100%, step +50%: data loading")
+    assert w is not None and w.finding.startswith(
+        f"data phase +100.0 %, {watch} +50.0 %: data loading"
+    )
     assert w.label == result.variants[0].run_id
     assert w.baseline_label == result.variants[0].baseline_run_id

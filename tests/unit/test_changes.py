@@ -10,6 +10,7 @@ from orchestrator.analysis.metrics import (
     Metrics,
     RangeStat,
     RankMetrics,
+    Source,
     StepStats,
 )
 from orchestrator.analysis.presentation.changes import what_changed
@@ -76,7 +77,9 @@ def _metrics(
         ],
     )
     agg = Aggregate(ranks=1, span_ns=span, idle_pct_mean=idle or 0.0)
-    return Metrics(sources=[], ranks=[rank], aggregate=agg, label=label)
+    # a stand-in source (built here, no file): an nsys export, whose steps every row measures
+    src = Source(path="constructed.sqlite", kind="nsys-sqlite", rank=0, rank_rule="constructed")
+    return Metrics(sources=[src], ranks=[rank], aggregate=agg, label=label)
 
 
 GOOD = {"data": 20.0, "forward": 10.0, "backward": 15.0, "optimizer": 5.0}
@@ -87,16 +90,26 @@ def test_a_slower_data_phase_is_named_with_the_step_change() -> None:
     slow = _metrics({**GOOD, "data": 38.0}, 68.0)
     w = what_changed(base, slow)
     assert (
-        w.finding == "data phase +90%, step +36%: data loading (tokenisation, collation) got slower"
+        w.finding
+        == "data phase +90.0 %, step time mean +36.0 %: data loading (tokenisation, collation)"
+        " got slower"
     )
-    assert [p.name for p in w.phases] == ["step", "data", "forward", "backward", "optimizer"]
+    assert [p.name for p in w.phases] == [
+        "step time mean",
+        "data",
+        "forward",
+        "backward",
+        "optimizer",
+    ]
     data_wait = next(g for g in w.groups if g.name == "data wait")
     assert data_wait.baseline == 40.0 and data_wait.value is not None and data_wait.value > 55
 
 
 def test_the_backward_phase_named_when_it_carries_the_change() -> None:
     w = what_changed(_metrics(GOOD, 50.0), _metrics({**GOOD, "backward": 30.0}, 65.0))
-    assert w.finding == "backward phase +100%, step +30%: the backward pass got slower"
+    assert w.finding == (
+        "backward phase +100.0 %, step time mean +30.0 %: the backward pass got slower"
+    )
 
 
 def test_kernels_new_gone_and_moved_and_an_idle_group() -> None:
@@ -109,12 +122,14 @@ def test_kernels_new_gone_and_moved_and_an_idle_group() -> None:
         ("old_copy", "gone"),
     ]
     # no phase moved: the metric group that did is the finding
-    assert w.finding == "step +0%, GPU idle +15.0 points: more GPU idle"
+    assert w.finding == "step time mean unchanged, GPU idle +15.0 points: more GPU idle"
 
 
 def test_within_noise_nothing_is_said_to_move() -> None:
     w = what_changed(_metrics(GOOD, 50.0), _metrics({**GOOD, "data": 20.4}, 50.5))
-    assert w.finding == "step +1%: no phase, metric group or kernel moved beyond noise"
+    assert w.finding == (
+        "step time mean +1.0 %: no phase, metric group or kernel moved beyond noise"
+    )
 
 
 def test_compare_carries_what_changed_for_each_run() -> None:
@@ -125,5 +140,31 @@ def test_compare_carries_what_changed_for_each_run() -> None:
         ["a", "b", "c"],
     )
     assert [(w.label, w.baseline_label) for w in c.changes] == [("b", "a"), ("c", "a")]
-    assert c.changes[0].finding.startswith("data phase +90%, step +36%")
+    assert c.changes[0].finding.startswith("data phase +90.0 %, step time mean +36.0 %")
     assert c.changes[1].finding.endswith("moved beyond noise")
+
+
+def test_one_figure_per_idea_the_step_as_compare_shows_it() -> None:
+    """Issue 36: the report's headline put "train_step phase +91 %, step +89 %" beside "step
+    time mean +90.9 %": the step's own ranges, summed under their pattern, were taken for a
+    phase, and the step was the slowest rank's mean while the table showed the mean over
+    ranks. The step ranges are the step, and the finding's step is the table's figure."""
+    from orchestrator.analysis import compare
+
+    def two_ranks(data_ms: float, step: float, slow: float) -> Metrics:
+        m = _metrics({**GOOD, "data": data_ms, "train_step *": step}, step)
+        r1 = m.ranks[0].model_copy(deep=True)
+        r1.rank = 1
+        assert r1.steps is not None
+        r1.steps.mean_ns = _ms(slow)
+        return m.model_copy(update={"ranks": [m.ranks[0], r1]})
+
+    base, run = two_ranks(20.0, 50.0, 52.0), two_ranks(40.0, 95.0, 98.0)
+    w = what_changed(base, run)
+    assert "train_step" not in w.finding
+    assert all(p.name != "train_step *" for p in w.phases)
+    c = compare([base, run], ["a", "b"])
+    (row,) = [r for r in c.rows if r.key == "step_time_mean_ms"]
+    assert f"step time mean {row.change[1]}" in w.finding, (w.finding, row.change)
+    step = w.phases[0]
+    assert step.figure == "step_time_mean_ms" and step.name == row.metric

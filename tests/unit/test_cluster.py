@@ -55,7 +55,7 @@ def dev() -> Cluster:
         ),
         (
             {"resources__time": "2:00:01"},
-            "spec.yaml: resources.time: 02:00:01 is over partition 'gh''s limit of 02:00:00; "
+            "spec.yaml: resources.time: 02:00:01 is over the limit of partition 'gh', 02:00:00; "
             "ask for 02:00:00 or less",
         ),
         (

@@ -159,3 +159,26 @@ def test_what_changed_leaves_gpu_side_ranges_out_of_the_phases() -> None:
     c = compare([analyze_paths([NSYS]), kin])
     names = [p.name for p in c.changes[0].phases]
     assert "backward" in names and not any(n.endswith("[gpu]") for n in names)
+
+
+def test_rows_no_run_measured_are_left_out_and_said_once() -> None:
+    """Issue 36: `compare` of CPU-only runs printed ~40 "not measured" rows. A row that no run's
+    sources measure is left out (its group with it when the whole group is), and one note
+    says how many and which groups; a row some run measured stays, "not measured" beside it."""
+    cpu = analyze_paths([CPU])
+    c = compare([cpu, cpu], labels=["a", "b"])
+    assert c.rows and all(any(r.measured) for r in c.rows)
+    assert {r.group for r in c.rows} >= {"CPU activity", "Steps"}
+    assert "GPU time" not in {r.group for r in c.rows}
+    (note,) = [n for n in c.notes if n.startswith("left out:")]
+    assert "GPU time" in note and "rows no run measured" in note
+    res = CliRunner(env={"COLUMNS": "200"}).invoke(cli(), ["compare", str(CPU), str(CPU)])
+    assert res.exit_code == 0, res.output
+    shown = [x for x in res.output.splitlines() if NOT_MEASURED in x]
+    assert len(shown) <= 3, shown
+    assert sum("left out:" in x for x in res.output.splitlines()) == 1
+    # with a run that measures them, the GPU rows are back, "not measured" for the CPU run
+    mixed = compare([cpu, analyze_paths([NSYS])], labels=["cpu", "gpu"])
+    busy = next(r for r in mixed.rows if r.metric == "busy")
+    assert busy.measured == [False, True]
+    assert not any(n.startswith("left out:") and "GPU time" in n for n in mixed.notes)

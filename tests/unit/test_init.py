@@ -150,9 +150,76 @@ def test_init_picks_the_cluster_or_asks(tmp_path: Path, site: Path) -> None:
     assert res.returncode == 2 and "partition 'nope' does not exist" in res.stderr
 
 
-def test_init_without_any_cluster_file_says_what_to_do(tmp_path: Path, site: Path) -> None:
+def test_without_any_cluster_file_the_built_in_local_cluster_answers(
+    tmp_path: Path, site: Path
+) -> None:
+    """Issue 36: with the wheel installed and no site, user or project file, `gh-run init`
+    said "no cluster file found": the first command of a laptop user failed. gh-run's built-in
+    cluster `local` (this machine, the local executor) answers, and the first week's commands
+    work with nothing else: init, submit --wait (auto: no scheduler, so this machine), analyze
+    of the trace the starter job writes, report."""
     (site / "dev.yaml").unlink()
-    res = gh_run(["init"], tmp_path)
-    assert res.returncode == 2, res.stderr
-    assert "no cluster file found" in res.stderr and "partitions import --install" in res.stderr
-    assert list(tmp_path.glob("jobs")) == []
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    res = gh_run(["init"], proj)
+    assert res.returncode == 0, res.stderr
+    assert "gh-run's built-in cluster" in res.stderr and "no site, user or project" in res.stderr
+    smoke = yaml.safe_load((proj / "jobs" / "smoke.yaml").read_text())
+    assert (smoke["cluster"], smoke["partition"]) == ("local", "local")
+    assert yaml.safe_load((proj / ".gh-run" / "config.yaml").read_text()) == {
+        "default_cluster": "local"
+    }
+    sub = gh_run(["submit", "jobs/smoke.yaml", "--wait"], proj)
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    assert "as local job" in sub.stdout and "COMPLETED" in sub.stdout
+    assert "warning" not in sub.stderr and "not a site file" not in sub.stderr, sub.stderr
+    ana = gh_run(["analyze", "last", "--json"], proj)
+    assert ana.returncode == 0, ana.stderr
+    doc = json.loads(ana.stdout)
+    assert doc["ranks"][0]["steps"]["count"] == 8
+    rep = gh_run(["report", "last", "--out", "rep"], proj)
+    assert rep.returncode == 0, rep.stderr
+    assert (proj / "rep" / "report.html").is_file()
+    # the built-in cluster is what doctor and partitions say it is
+    parts = gh_run(["partitions", "list", "--json"], proj)
+    assert parts.returncode == 0, parts.stderr
+    listed = json.loads(parts.stdout)
+    assert listed["cluster"] == "local" and listed["found"] == "builtin"
+    assert listed["partitions"]["local"]["cpus_per_node"] >= 1
+    doctor = gh_run(["doctor", "--json"], proj)
+    clusters = json.loads(doctor.stdout)["setup"]["clusters"]
+    assert [(c["name"], c["found_by"].startswith("gh-run's built-in")) for c in clusters] == [
+        ("local", True)
+    ]
+    # no scheduler: --executor slurm is refused in one sentence
+    bad = gh_run(["render", "jobs/smoke.yaml", "--executor", "slurm"], proj)
+    assert bad.returncode == 2 and "has no scheduler (scheduler: none" in bad.stderr
+
+
+def test_a_site_file_named_local_replaces_the_built_in(tmp_path: Path, site: Path) -> None:
+    (site / "local.yaml").write_text(DEV.replace("name: dev", "name: local"))
+    res = gh_run(["partitions", "list", "--json", "--cluster", "local"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["found"] == "site"
+
+
+def test_a_cluster_file_given_by_path_is_noted_once_not_on_every_command(
+    tmp_path: Path, site: Path
+) -> None:
+    """Issue 36: `init --cluster PATH` wrote the path into the jobs, and every later command
+    then printed that the file is not the site's. It is said where it is decided (init) and at
+    the first command of the project's home, then not again: the run records keep it."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(DEV.replace("name: dev", "name: mine"))
+    proj = tmp_path / "p"
+    res = gh_run(["init", str(proj), "--cluster", str(mine)], tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = [
+        gh_run(["render", "jobs/smoke.yaml", "-x", "local"], proj).stderr.count("not a site file")
+        for _ in range(3)
+    ]
+    assert said == [1, 0, 0], said
+    sub = gh_run(["submit", "jobs/smoke.yaml", "-x", "local", "--wait"], proj)
+    assert sub.returncode == 0 and "not a site file" not in sub.stderr, sub.stderr
+    status = gh_run(["status", "last", "--json"], proj)
+    assert "not a site file" in status.stdout  # the run's record keeps it

@@ -57,9 +57,15 @@ def test_several_runs_open_with_what_changed_then_what_matters(reports: dict[str
     first_run = html.index("<h2>baseline")
     assert html.index("<h2>") == html.index("<h2>What changed")
     assert changed < html.index(unescape(finding).replace("'", "&#39;")) < key < every < first_run
-    rows = re.findall(r"<tr><td class=\"name\">([^<]*)</td>", html[key:every])
+    rows = re.findall(
+        r"<tr id=\"key-[^\"]*\"><td class=\"name\"><a [^>]*>([^<]*)</a>", html[key:every]
+    )
     assert 3 <= len(rows) <= 10
     assert rows[:3] == ["step time mean", "idle", "memcpy share of GPU activity"]
+    # each figure of the short table is defined one click away, under it
+    defs = html[html.index('id="key-definitions"') : every]
+    assert 'id="def-step_time_mean_ms"' in defs and "traced training-step ranges" in defs
+    assert 'href="#def-step_time_mean_ms"' in html[changed:key]  # from "what changed" too
     # the long table is behind a fold, with every row
     folded = html[every : html.index("</details>", every)]
     assert folded.count('<tr><td class="name">') == len(c.rows)

@@ -120,8 +120,10 @@ def test_a_path_is_the_users_own_unless_it_is_in_the_site_folder(
 
 
 def test_the_default_cluster(places: dict[str, Path], tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="no cluster file found"):
-        site_config.default_cluster()
+    # no file anywhere: gh-run's built-in cluster (this machine), saying why (issue 36)
+    name, why = site_config.default_cluster()
+    assert name == "local" and "no site, user or project cluster file found" in why
+    assert site_config.find_cluster("local").origin == "builtin"
     (places["site"] / "a.yaml").write_text(cluster_text("a"))
     assert site_config.default_cluster()[0] == "a"
     assert "the only cluster file found" in site_config.default_cluster()[1]

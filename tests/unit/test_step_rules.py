@@ -323,8 +323,11 @@ def test_what_changed_lists_each_phase_once_and_no_library_range() -> None:
     assert _is_phase("forward")
     base = analyze_paths([_inputs("nsys", "sft_w0")[0]])
     run = analyze_paths([_inputs("nsys", "sft_w4")[0]])
-    names = [p.name for p in what_changed(base, run).phases]
-    assert len(names) == len(set(names)) and names[0] == "step"
+    phases = what_changed(base, run).phases
+    names = [p.name for p in phases]
+    # the step first, named by the figure the comparison shows (issue 36), then each phase once
+    assert len(names) == len(set(names)) and phases[0].figure == "step_time_mean_ms"
+    assert names[0] == "step time mean"
 
 
 def test_optimizer_steps_end_at_the_last_burst_not_at_the_last_kernel() -> None:

@@ -1,7 +1,8 @@
 """What changed between a good run and another: the step phases (NVTX / annotation ranges
 such as data, forward, backward, optimizer; per step), the kernels whose total time moved most
 (and kernels new or gone), the metric groups (GPU idle, copies, sync, data wait), and the
-finding in one sentence ("data phase +38%, step +36%: data loading got slower").
+finding in one sentence ("data phase +38.0 %, step time mean +36.0 %: data loading got
+slower"), the step in the one figure the comparison table shows (`step_figure`).
 
 Used by the campaign report for a regressed variant (against the baseline's nearest good
 run) and by `gh-run compare` (each run against the first).
@@ -16,6 +17,7 @@ from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.timeline import library_ranges
 from orchestrator.analysis.timeline.step_names import step_family
 from orchestrator.core.base import Strict
+from orchestrator.core.human import change_text
 
 # The reference workload's phases (workloads/train.py), shown in this order; other
 # user ranges follow. What a slower phase most likely means, for the one-sentence finding.
@@ -36,12 +38,15 @@ NOTHING = "nothing measured in both runs to compare"
 
 
 class PhaseChange(Strict):
-    """One named step phase (an NVTX / annotation range), mean time per occurrence."""
+    """One named step phase (an NVTX / annotation range), mean time per occurrence; or the step
+    itself, as the figure `figure` measures it (the key that defines it: the catalogue's, the
+    one `compare` and the report's tables show)."""
 
     name: str
     baseline_ms: float | None
     value_ms: float | None
     change_pct: float | None
+    figure: str | None = None
 
 
 class KernelChange(Strict):
@@ -77,6 +82,29 @@ class WhatChanged(Strict):
     memory: str | None = None
 
 
+# The figures that measure a step, in the order one is chosen for a comparison: the traced
+# step ranges (the phases are measured in the same trace), else the workload's own timing. One
+# idea, one figure: "what changed" and the report's short table show the same one (`step_figure`).
+STEP_FIGURES = ("step_time_mean_ms", "workload_step_median_s")
+
+
+def step_figure(runs: list[Metrics]) -> str | None:
+    """The step figure every run measures (`STEP_FIGURES`, first first), or None: what
+    `compare` counts as measured (the run's sources can measure it, and it has a value)."""
+    return next(
+        (k for k in STEP_FIGURES if all(_step_ms(k, m) is not None for m in runs)),
+        None,
+    )
+
+
+def _step_ms(key: str, m: Metrics) -> float | None:
+    met = views.metric(key)
+    if not met.sources.measured(m):
+        return None
+    v = met.run_value(m, "ms", check=False)
+    return float(v) if v is not None else None
+
+
 def _is_phase(name: str) -> bool:
     # torch's own ranges carry a '#' (ProfilerStep#3, Optimizer.step#AdamW.step); step ranges
     # are the step itself, not a phase of it; a GPU-side range (`forward [gpu]`, Kineto's
@@ -84,10 +112,11 @@ def _is_phase(name: str) -> bool:
     # phase (backward's kernels come from autograd's threads): its CPU side is the phase.
     # a library's range (CUB, NCCL, ...) is no phase of the workload (issue 28 item 4; nsys
     # exports already keep them apart, a trace's names may still carry them)
+    # a step's ranges summed under their pattern (`train_step *`) are the step too
     return (
         "#" not in name
         and not name.startswith(("step_", "ProfilerStep"))
-        and step_family(name) is None
+        and step_family(name.replace("*", "0")) is None
         and not name.endswith(" [gpu]")
         and not library_ranges.is_library_name(name)
     )
@@ -102,16 +131,6 @@ def phase_means(m: Metrics) -> dict[str, float]:
                 ns, n = tot.get(rs.name, (0, 0))
                 tot[rs.name] = (ns + rs.total_ns, n + rs.count)
     return {k: ns / n / 1e6 for k, (ns, n) in tot.items()}
-
-
-def step_ms(m: Metrics) -> float | None:
-    """Mean step time (ms) of the traced steps (the slowest rank), as the phases are measured
-    in the same trace; the workload's own median without traced steps."""
-    means = [r.steps.mean_ns for r in m.ranks if r.steps]
-    if means:
-        return max(means) / 1e6
-    s = m.aggregate.workload_step_median_s
-    return s * 1e3 if s is not None else None
 
 
 def kernel_totals(m: Metrics) -> dict[str, float]:
@@ -136,7 +155,7 @@ def _pct(new: float | None, old: float | None) -> float | None:
 
 
 def _signed(pct: float) -> str:
-    return f"{pct:+.0f}%"
+    return f"{pct:+.1f} %"
 
 
 def what_changed(base: Metrics, run: Metrics) -> WhatChanged:
@@ -152,11 +171,24 @@ def what_changed(base: Metrics, run: Metrics) -> WhatChanged:
         )
         for p in order
     ]
-    b_step, r_step = step_ms(base), step_ms(run)
-    step_pct = _pct(r_step, b_step)
-    if b_step is not None and r_step is not None:
+    key = step_figure([base, run])
+    b_step = _step_ms(key, base) if key else None
+    r_step = _step_ms(key, run) if key else None
+    # measured differently (other step ranges, another rule): not compared, as `compare` says
+    basis = views.metric(key).basis if key else None
+    how = (basis(base), basis(run)) if basis else (None, None)
+    comparable = None in how or how[0] == how[1]
+    step_pct = _pct(r_step, b_step) if comparable else None
+    if key is not None:
         phases.insert(
-            0, PhaseChange(name="step", baseline_ms=b_step, value_ms=r_step, change_pct=step_pct)
+            0,
+            PhaseChange(
+                name=views.metric(key).label,
+                baseline_ms=b_step,
+                value_ms=r_step,
+                change_pct=step_pct,
+                figure=key,
+            ),
         )
 
     bk, rk = kernel_totals(base), kernel_totals(run)
@@ -211,19 +243,25 @@ def finding(
 ) -> str:
     """The one-sentence finding: the phase that carries the step's change (and what that
     means), else the metric group or kernel that moved most, else that nothing moved."""
-    step = next((p for p in phases if p.name == "step"), None)
+    step = next((p for p in phases if p.figure is not None), None)
     parts: list[str] = []
     cause = ""
     moved = [
         p
         for p in phases
-        if p.name != "step"
+        if p.figure is None
         and p.change_pct is not None
         and abs(p.change_pct) >= MOVED_PCT
         and p.value_ms is not None
         and p.baseline_ms is not None
     ]
-    if step and step.value_ms is not None and step.baseline_ms is not None and moved:
+    if (
+        step
+        and step.change_pct is not None
+        and step.value_ms is not None
+        and step.baseline_ms is not None
+        and moved
+    ):
         d_step = step.value_ms - step.baseline_ms
         # The phase whose time moved most in the step's direction.
         lead = max(
@@ -241,8 +279,12 @@ def finding(
                 cause = CAUSES.get(lead.name, f"the {lead.name} phase got slower")
             else:
                 cause = f"the {lead.name} phase got faster"
-    if step_pct is not None:
-        parts.append(f"step {_signed(step_pct)}")
+    if step is not None and step_pct is not None:
+        # the step figure as the comparison table shows it: one figure, one number
+        moved_by = change_text(step.value_ms, step.baseline_ms, "ms")
+        parts.append(f"{step.name} {'unchanged' if moved_by == '=' else moved_by}")
+    elif step is not None:
+        parts.append(f"{step.name} not comparable (the runs' steps were measured differently)")
     group_moves = [
         (g, g.value - g.baseline)
         for g in group_rows

@@ -25,7 +25,7 @@ from __future__ import annotations
 from orchestrator.analysis.catalogue import views
 from orchestrator.analysis.catalogue.entries import WAIT_FUNCS
 from orchestrator.analysis.metrics import Metrics
-from orchestrator.analysis.presentation.changes import WhatChanged, what_changed
+from orchestrator.analysis.presentation.changes import STEP_FIGURES, WhatChanged, what_changed
 from orchestrator.core.base import Strict
 from orchestrator.core.human import NEAR_ZERO, change_text
 
@@ -112,6 +112,13 @@ def _snapshots_only(m: Metrics) -> bool:
     return bool(m.sources) and all(s.kind == "torch-snapshot" for s in m.sources)
 
 
+def _measured_rows(rows: list[ComparisonRow]) -> tuple[list[ComparisonRow], list[ComparisonRow]]:
+    """(the rows some run's sources measure, the rows none does): a row of "not measured" in
+    every column says nothing, and a CPU-only comparison had dozens of them."""
+    kept = [r for r in rows if any(r.measured)]
+    return kept, [r for r in rows if not any(r.measured)]
+
+
 def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparison:
     """A row of every metric of the catalogue's compare view (`catalogue.views.COMPARE`) for
     each run, with deltas against the first."""
@@ -165,11 +172,18 @@ def compare(metrics: list[Metrics], labels: list[str] | None = None) -> Comparis
                 key=met.key,
             )
         )
+    rows, left_out = _measured_rows(rows)
     changes = []
     for lab, m in zip(labels[1:], metrics[1:], strict=True):
         w = what_changed(metrics[0], m)
         changes.append(w.model_copy(update={"label": lab, "baseline_label": labels[0]}))
     notes = _notes(metrics, labels, rows, bases)
+    if left_out:
+        groups = list(dict.fromkeys(r.group for r in left_out))
+        notes.append(
+            f"left out: {len(left_out)} rows no run measured (their sources record none of"
+            f" them): {', '.join(groups)}"
+        )
     for lab, m in zip(labels, metrics, strict=True):
         said = idle_figures(m)
         if said is not None and said.differ:
@@ -184,16 +198,24 @@ KEY_ROWS = 10
 
 def key_rows(c: Comparison, limit: int = KEY_ROWS) -> list[ComparisonRow]:
     """What matters, for a report's short table: the catalogue's `KEY` rows some run measured
-    (the workload's step time, or else the traced steps'), then up to `MOVED_ROWS` other rows
-    that moved most (comparable, at least `MOVED_PCT` in some run), up to `limit` rows."""
+    (one step figure: the traced steps' mean, or else the workload's own timing), then up to
+    `MOVED_ROWS` other rows that moved most (comparable, at least `MOVED_PCT` in some run), up
+    to `limit` rows."""
     by_key = {r.key: r for r in c.rows}
 
     def has(r: ComparisonRow) -> bool:
         return any(v is not None for v in r.values)
 
-    out = [by_key[k] for k in views.KEY if k in by_key and has(by_key[k])]
-    if any(r.key == "workload_step_median_s" for r in out):
-        out = [r for r in out if r.key != "step_time_mean_ms"]
+    # one step figure, the one "what changed" names (`changes.step_figure`'s rule)
+    step = next(
+        (k for k in STEP_FIGURES if k in by_key and all(v is not None for v in by_key[k].values)),
+        None,
+    )
+    out = [
+        by_key[k]
+        for k in views.KEY
+        if k in by_key and has(by_key[k]) and (step is None or k not in STEP_FIGURES or k == step)
+    ]
 
     def moved(r: ComparisonRow) -> float:
         rel = [abs(x) for x in r.delta_rel_pct[1:] if x is not None]

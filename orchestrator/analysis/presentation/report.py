@@ -444,6 +444,19 @@ def ranges(r: RankMetrics) -> list[tuple[str, int, int, float, int | None]]:
     return out
 
 
+def timeline_hints(m: Metrics) -> list[str]:
+    """How to open each input's whole timeline, each way said once: a hint that several inputs
+    share (the exports of one job, whose reports were left on the cluster) names them, instead
+    of the same sentence once per input."""
+    by_hint: dict[str, list[str]] = {}
+    for s in m.sources:
+        by_hint.setdefault(s.open_with or s.path, []).append(Path(s.path).name)
+    return [
+        hint if len(names) == 1 else f"{hint}: {', '.join(names)}"
+        for hint, names in by_hint.items()
+    ]
+
+
 def _run_context(m: Metrics, label: str, name: str) -> dict[str, object]:
     fired = advise(m)
     v = verdict(m, fired)
@@ -509,6 +522,7 @@ def _run_context(m: Metrics, label: str, name: str) -> dict[str, object]:
         # the threads that did something in the trace; the rest are counted
         "threads": [[t for t in r.threads if t.osrt_ns or t.cpu_op_ns][:12] for r in m.ranks],
         "settings": m.settings.items(),
+        "timeline": timeline_hints(m),
         "plots": {
             "timeline": svg_busy_timeline(m.ranks),
             "breakdown": svg_breakdown(m.ranks),
@@ -569,6 +583,9 @@ def write_report(
         "compare_rows": rows,
         "groups": [r.group for r in comparison.rows] if comparison else [],
         "key_rows": [next(row for row in rows if row[0] == k.metric) for k in key],
+        # each figure of the short table defined once under it, one click from its name and
+        # from "what changed" (which names the same step figure)
+        "key_defs": [(k.key, k.metric, views.metric(k.key).definition) for k in key],
         "changes": list(zip(short[1:], comparison.changes, strict=True)) if comparison else [],
         "short": short,
         "legend": legend,
