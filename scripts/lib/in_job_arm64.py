@@ -40,6 +40,7 @@ RECORD = ".gh-run.json"
 
 
 def prepare(root_src: Path, x86: Path) -> None:
+    from orchestrator import __version__
     from orchestrator.core.shipped import templates_dir
     from orchestrator.render.scripts import make_environment
 
@@ -51,7 +52,7 @@ def prepare(root_src: Path, x86: Path) -> None:
         shutil.copyfile(REPO / e, x86 / "reports" / Path(e).name)
     env = make_environment([templates_dir()])
     script = env.get_template("sbatch/analysis_post.sh.j2").render(
-        run_id="arm64-in-job", analysis_gh_run=GH_RUN_ON_NODE
+        run_id="arm64-in-job", analysis_gh_runs=[GH_RUN_ON_NODE], version=__version__
     )
     (step / "analysis_post.sh").write_text(script)
     # as nsys_post.sh's task on a node calls it: the budget's deadline, then that node's exports
