@@ -136,6 +136,17 @@ def nsys_recording() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@pytest.fixture(autouse=True)
+def _nsys_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `nsys_records` records through gh-run's own jobs, so it holds the
+    recording slot for its whole length (taken before the dev cluster, as every holder does)."""
+    if request.node.get_closest_marker("nsys_records") is None:
+        yield
+        return
+    with nsys_recording():
+        yield
+
+
 @contextlib.contextmanager
 def cluster_hold(exclusive: bool, what: str) -> Iterator[None]:
     """Hold the dev cluster, shared or alone, across pytest sessions and xdist workers.

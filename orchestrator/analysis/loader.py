@@ -27,8 +27,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from orchestrator.analysis import (
     captures,
     cross_rank,
@@ -38,7 +36,7 @@ from orchestrator.analysis import (
     settings,
 )
 from orchestrator.analysis.captures import spec_lock_file
-from orchestrator.analysis.families import gpu_metrics, step_view
+from orchestrator.analysis.families import gpu_metrics, profiler_overhead, step_view
 from orchestrator.analysis.metrics import (
     Metrics,
     RankMetrics,
@@ -156,24 +154,25 @@ def workload_file(folder: Path, rank: int) -> Path | None:
 
 
 def _read_json(f: Path) -> Any:
+    """The workload's metrics file, through the bounded loader (`side_inputs`)."""
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
     try:
-        return orjson.loads(f.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{f}: not readable JSON ({exc}); fix or remove the workload metrics file"
-        ) from exc
+        return load_json(f)
+    except SideInputError as exc:
+        raise UserError(f"{f}: {exc}; fix or remove the workload metrics file") from None
 
 
 def _offloading_in_spec(f: Path) -> tuple[bool, str] | None:
-    import yaml  # only where a run folder holds a spec: a trace alone does not pay for it
+    # only where a run folder holds a spec: a trace alone does not pay for YAML
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml_file
 
     try:
-        data = yaml.safe_load(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        why = " ".join(str(exc).split())  # YAML errors span lines; the message is one sentence
+        data = load_yaml_file(f)
+    except SideInputError as exc:
         raise UserError(
-            f"{f}: not readable YAML ({why}); restore the run's spec.lock.yaml or move it away"
-        ) from exc
+            f"{f}: not read ({exc}); restore the run's spec.lock.yaml or move it away"
+        ) from None
     wl = data.get("workload") if isinstance(data, dict) else None
     if not isinstance(wl, dict):
         return None
@@ -198,18 +197,19 @@ def workload_kind(folder: Path) -> tuple[str, str] | None:
     neither says."""
     spec = spec_lock_file(folder)
     if spec is not None:
-        import yaml
+        from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml_file
 
         try:
-            data = yaml.safe_load(spec.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            data = load_yaml_file(spec)
+        except SideInputError:
             data = None  # _offloading_in_spec names the broken file
         wl = data.get("workload") if isinstance(data, dict) else None
         if isinstance(wl, dict):
             kind = wl.get("kind")
             if kind == "nemo":
                 return "nemo", f"{spec.name}: workload.kind = nemo"
-            words = [str(wl.get("command", "")), *map(str, wl.get("args") or [])]
+            args = wl.get("args")
+            words = [str(wl.get("command", "")), *map(str, args if isinstance(args, list) else [])]
             if any("workloads.sft" in w or w.endswith("workloads/sft.py") for w in words):
                 return "reference", f"{spec.name}: the command runs workloads.sft"
             return "generic", f"{spec.name}: workload.kind = {kind}"
@@ -267,9 +267,11 @@ def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
+def fold_workload(r: RankMetrics, folder: Path, kineto: bool = True) -> RankMetrics:
     """Add the workload's metrics.json numbers (peak GPU memory, step times, tokens/s) to a
-    rank; its peak GPU memory (whole run) replaces the trace's (trace window only)."""
+    rank; its peak GPU memory (whole run) replaces the trace's (trace window only) for a Kineto
+    trace (an nsys export's memory-usage events keep their own peak). The step walls
+    inside and outside the capture window give the profiler's cost (`profiler_overhead`)."""
     found = workload_data(folder, r.rank)
     if found is None:
         return r
@@ -288,7 +290,16 @@ def fold_workload(r: RankMetrics, folder: Path) -> RankMetrics:
         peak_gpu_memory_bytes=int(peak) if peak is not None else None,
     )
     update: dict[str, object] = {"workload": wl}
-    if wl.peak_gpu_memory_bytes is not None:
+    # the capture's cost as the workload measured it: its steps inside the window against out
+    over = profiler_overhead.measured(
+        r.profiler_overhead, wl.step_times_s, profiler_overhead.window_of(data, kineto)
+    )
+    if over is not None:
+        update["profiler_overhead"] = over
+        said = profiler_overhead.note(over)
+        kept = [n for n in r.notes if not n.startswith(profiler_overhead.NOTE_STARTS)]
+        update["notes"] = kept + ([said] if said is not None else [])
+    if kineto and wl.peak_gpu_memory_bytes is not None:
         update["peak_gpu_memory_bytes"] = wl.peak_gpu_memory_bytes
         update["peak_gpu_memory_source"] = (
             f"{f.name}: peak_gpu_memory_bytes (torch.cuda.max_memory_allocated, whole run)"
@@ -364,13 +375,47 @@ def _jobs(files: list[Path], jobs: int | None) -> int:
 def _read_all(
     files: list[Path], max_trace_bytes: int | None, jobs: int, use_records: bool = True
 ) -> list[FileResult]:
-    """Each input's result: from its record where one may stand for it (`records.usable`),
-    else read here (in worker processes when `jobs` > 1)."""
-    made = {i: rec for i, f in enumerate(files) if use_records and (rec := records.usable(f))}
-    out: dict[int, FileResult] = {i: records.decode(rec, files[i]) for i, rec in made.items()}
+    """Each input's result: from its record where one may stand for it (`records.check`),
+    else read here (in worker processes when `jobs` > 1), saying in its notes why a record
+    beside it was not used. An export that is not here whose .nsys-rep is, and whose record
+    does not vouch for that .nsys-rep, is exported here from it (`files` is updated)."""
+    out: dict[int, FileResult] = {}
+    why: dict[int, str] = {}
+    for i, f in enumerate(files):
+        if not use_records:
+            break
+        checked = records.check(f)
+        if checked.data is not None:
+            try:
+                out[i] = records.decode(checked.data, f)
+                continue
+            except (
+                KeyError,
+                TypeError,
+                ValueError,
+                IndexError,
+                AttributeError,
+                OverflowError,
+            ) as exc:
+                what = f"{records.record_path(f).name} not used: it does not read as a record"
+                detail = " ".join(str(exc).split())[:200]
+                if not f.is_file() and not records._rep_here(f):
+                    raise UserError(
+                        f"{records.record_path(f)}: damaged ({type(exc).__name__}: {detail}), "
+                        "and its report is not here; remove the record, or bring the report "
+                        "(`gh-run fetch RUN --reports`)"
+                    ) from None
+                why[i] = f"{what} ({type(exc).__name__}: {detail})"
+        elif checked.why is not None:
+            why[i] = checked.why
     todo = [i for i in range(len(files)) if i not in out]
     for i in todo:
-        if not files[i].exists() and records.record_path(files[i]).is_file():
+        if files[i].exists():
+            continue
+        rep = records.rep_beside(files[i])
+        if rep is not None and rep.is_file():
+            files[i] = nsys_export.sqlite_for(rep)
+        elif records.record_path(files[i]).is_file():
             raise UserError(
                 f"{files[i]}: the report is not here (it was left on the cluster and analysed"
                 " there); `gh-run fetch RUN --reports` brings it, verified"
@@ -386,6 +431,8 @@ def _read_all(
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             futures = {i: pool.submit(analyze_file, files[i], max_trace_bytes) for i in todo}
             out.update({i: f.result() for i, f in futures.items()})
+    for i, text in why.items():
+        out[i].source.notes.append(f"{text}; the report was read here instead")
     return [out[i] for i in range(len(files))]
 
 
@@ -562,8 +609,7 @@ def _metrics(
             for r, c in zip(rms, crs, strict=True):
                 r = r.model_copy(update={"rank": a.rank})
                 c.rank = a.rank
-                if res.source.kind == "kineto-json":
-                    r = fold_workload(r, f.parent)
+                r = fold_workload(r, f.parent, kineto=res.source.kind == "kineto-json")
                 out.append(fold_offloading(r, f.parent))
                 cross.append(c)
                 samples.append(res.samples)

@@ -215,6 +215,21 @@ class RangeStat(Strict):
     max_ns: int
 
 
+class StepPattern(Strict):
+    """Steps markedly slower than the median (`step_pattern`): which, of how many, at what period
+    (every Nth step; None: no period), how much longer on average, and the idle cause whose time
+    in them makes most of the difference (None: none does: the GPU's own work is longer)."""
+
+    slow_steps: list[str]
+    of: int
+    every: int | None = None
+    median_ms: float
+    extra_ms: float
+    cause: str | None = None
+    cause_ms: float = 0.0
+    evidence: str = ""
+
+
 class OperatorStat(Strict):
     """One CPU operator (Kineto `cpu_op`, PyTorch's NVTX operator ranges in an nsys export):
     its calls, their summed time, and the part of it not spent in the operators it called
@@ -229,7 +244,9 @@ class OperatorStat(Strict):
 
 class StepStats(Strict):
     """Training-step durations: of the workload's own step ranges, or of steps a rule found in
-    the trace (`step_rules`: `rule` says which, `evidence` what it read)."""
+    the trace (`step_rules`: `rule` says which, `evidence` what it read). `realigned`: boundaries
+    the idle attribution moved to where the workload's step ends (`step_rules.realign`);
+    `pattern`: the slow steps and their cause."""
 
     family: str
     rule: str = "ranges"
@@ -242,6 +259,8 @@ class StepStats(Strict):
     min_ns: int
     max_ns: int
     durations_ns: list[int]
+    realigned: int = 0
+    pattern: StepPattern | None = None
 
 
 class FunctionStat(Strict):
@@ -280,9 +299,22 @@ class SyncStats(Strict):
     functions: list[FunctionStat] = []
 
 
+class IdleInterval(Strict):
+    """One examined GPU-idle interval as it was judged: where, how long, the part of it before
+    the next work's launch (the host window), each class's share of that window, the claims."""
+
+    start_ns: int
+    length_ns: int
+    window_ns: int
+    shares_pct: dict[str, float] = {}
+    claims: dict[str, int] = {}  # class -> ns of the interval claimed for it
+    evidence: str = ""
+
+
 class IdleCause(Strict):
     """One cause of GPU idle time (`idle_causes`): its class, the idle time its intervals hold
-    (per step where the rank has steps) and what the host did in them."""
+    (per step where the rank has steps) and what the host did in them. `ms_per_step` is the GPU
+    time the cause costs a step (what removing it would give back); `knob` what removes it."""
 
     cause: str
     label: str
@@ -291,11 +323,33 @@ class IdleCause(Strict):
     ms_per_step: float
     share_of_idle_pct: float
     evidence: str
+    knob: str = ""
+    # the longest intervals claimed for this cause, as judged (at most `idle_causes.EXAMPLES`)
+    examples: list[IdleInterval] = []
+
+
+class LaunchStats(Strict):
+    """How the host kept the GPU fed between short kernels (`idle_causes.launch_stats`): kernels
+    and launches per step, the median kernel and the median spacing of their launches, the GPU
+    idle in gaps shorter than the intervals examined whose next work was launched after the gap
+    began (the GPU waited for the launch), and in those launched before (back to back)."""
+
+    kernels: int = 0
+    kernels_per_step: float = 0.0
+    median_kernel_us: float = 0.0
+    median_launch_interval_us: float = 0.0
+    launch_wait_ns: int = 0
+    launch_wait_gaps: int = 0
+    back_to_back_ns: int = 0
+    sync_drain_ns: int = 0
+    sync_drain_gaps: int = 0
 
 
 class IdleCauses(Strict):
     """Why the GPU waits: the idle intervals holding most idle time, by cause, largest first.
-    `steps`: what the per-step figures divide by (0: no steps, figures over the span)."""
+    `steps`: what the per-step figures divide by (0: no steps, figures over the span).
+    `baseline_ms`: the host work that recurs before each batch's copy (`idle_classes`), over
+    `preambles` batches; None with fewer than two."""
 
     steps: int = 0
     idle_ns: int = 0
@@ -303,6 +357,10 @@ class IdleCauses(Strict):
     examined_gaps: int = 0
     min_gap_ns: int = 0
     causes: list[IdleCause] = []
+    evidence_read: list[str] = []
+    baseline_ms: float | None = None
+    preambles: int = 0
+    launch: LaunchStats | None = None
 
 
 class Timeline(Strict):
@@ -340,6 +398,20 @@ class IdleBreakdown(Strict):
     kernel_wait_threshold_ns: int = 30_000
     clamped_gaps: int = 0
     streams: list[StreamIdle] = []
+
+
+class ProfilerOverhead(Strict):
+    """The profiler's own cost (`profiler_overhead`): what nsys recorded of its overhead inside
+    the GPU span (union, percent of the span, the largest by name), and, where the workload's
+    metrics.json gives each step's wall and the capture window, its median step inside the
+    capture against outside it. None fields: not measured."""
+
+    recorded_ns: int = 0
+    recorded_pct_of_span: float = 0.0
+    recorded_by_name: dict[str, int] = {}
+    window_step_ms: float | None = None
+    outside_step_ms: float | None = None
+    slowdown_pct: float | None = None
 
 
 class WorkloadReport(Strict):
@@ -416,6 +488,7 @@ class RankMetrics(Strict):
     idle_breakdown: IdleBreakdown | None = None
     # why the GPU waits (`idle_causes`), on the rank's first entry
     idle_causes: IdleCauses | None = None
+    profiler_overhead: ProfilerOverhead | None = None
     activity: Activity = Activity()
     copies: list[CopyDirection] = []
     unified_memory: UnifiedMemory = UnifiedMemory()
@@ -542,6 +615,20 @@ class CrossRank(Strict):
     notes: list[str] = []
 
 
+class RankedFinding(Strict):
+    """One finding as every view ranks it: the rule, the entry, what it costs (ms per step, or
+    in the whole capture where the run has no steps: `cost_basis`; None: no time can be put on
+    it), why and the knob."""
+
+    rule: str
+    rank: int
+    cost_ms: float | None = None
+    cost_basis: str | None = None
+    cause: str
+    message: str
+    knob: str
+
+
 class Metrics(Strict):
     """Top level: sources, per-rank metrics, the aggregate and the cross-rank view."""
 
@@ -559,6 +646,9 @@ class Metrics(Strict):
     ranks: list[RankMetrics]
     aggregate: Aggregate
     cross_rank: CrossRank = CrossRank()
+    # the findings (presentation.advise) ranked by what each costs a step, as analyze, the
+    # verdict and the report show them: filled where the metrics are shown (analyze --json)
+    findings: list[RankedFinding] = []
 
 
 def _mean(values: list[float]) -> float:

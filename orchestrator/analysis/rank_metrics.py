@@ -28,12 +28,14 @@ from orchestrator.analysis.families import (
     memory,
     memory_use,
     operators,
+    profiler_overhead,
+    step_pattern,
     step_view,
 )
 from orchestrator.analysis.families.kernel_classes import hta_type_codes
 from orchestrator.analysis.families.stats import pct
 from orchestrator.analysis.memory_model import MemoryUse
-from orchestrator.analysis.metrics import RankMetrics, SyncStats
+from orchestrator.analysis.metrics import IdleCauses, RankMetrics, StepStats, SyncStats
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline import step_rules
 
@@ -66,7 +68,12 @@ def compute(
     for i, (devices, sl) in enumerate(gpu_time.entries(tl.gpu, split)):
         rows = tl.gpu.take(sl)
         first = i == 0
-        r, c = _entry(tl, rows, devices, names_cls, first, step_rows if first else [])
+        r, c = _entry(
+            tl, rows, devices, names_cls, first, step_rows if first else [],
+            found.rule in REALIGNED,
+        )  # fmt: skip
+        if first:
+            step_rows = c.steps  # realigned to where the workload's steps end
         if first and r.steps is not None:
             r.steps.rule, r.steps.evidence = found.rule, found.evidence
         elif first:
@@ -84,6 +91,10 @@ def compute(
     return out, cross
 
 
+# the rules whose boundaries are a kernel's end, not the workload's word: realigned
+REALIGNED = ("optimizer", "period")
+
+
 def _entry(
     tl: T.RankTimeline,
     rows: T.GpuTable,
@@ -91,6 +102,7 @@ def _entry(
     names_cls: object,
     first: bool,
     step_rows: list[tuple[str, int, int]],
+    realign: bool = False,
 ) -> tuple[RankMetrics, CrossRankInput]:
     g = gpu_time.gpu_time(rows)
     # the figures of the gaps first: the merged intervals they are views of (millions on a long
@@ -100,14 +112,24 @@ def _entry(
     gap_e = np.frombuffer(g.union.gap_ends, dtype=np.int64)
     sync_idle = idle_causes.sync_while_idle(tl, gap_s, gap_e) if first else 0
     main = host.main_thread(tl) if first else None
-    causes = (
-        idle_causes.attribute(
+    causes, judged = (
+        idle_causes.judge(
             tl, rows, gap_s, gap_e, g.union.span - g.union.busy, [s for _, s, _ in step_rows],
             main[0] if main else None,
         )
         if first
-        else None
+        else (None, idle_causes.Judged())
     )  # fmt: skip
+    moved = 0
+    if causes is not None and realign:
+        input_ns = np.array([c.get("input", 0) for c in judged.claims], dtype=np.int64)
+        step_rows, moved = step_rules.realign(step_rows, judged.a, judged.h, input_ns)
+    if causes is not None and step_rows:
+        span_lo = int(rows.start[0]) if rows.size else 0
+        idle_causes.per_step(
+            causes, judged, host.family_rows(step_rows),
+            (span_lo, int(rows.end.max())) if rows.size else (0, 0), rows,
+        )  # fmt: skip
     del gap_s, gap_e  # views of the gaps: let go with them below
     busy_timeline = gaps.busy_timeline(
         g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end
@@ -132,6 +154,7 @@ def _entry(
     um = memory.unified_memory(tl, devices, cp, activity, first)
     peak, peak_src = memory.peak_memory(tl, devices)
     managed = memory.peak_apart(tl.peak_managed_memory, devices)
+    overhead = profiler_overhead.recorded(tl, u.start, u.end) if first else None
     notes: list[str] = []
     if managed is not None and managed > (peak or 0):
         notes.append(
@@ -139,6 +162,9 @@ def _entry(
             " device memory: it is reported apart (peak_managed_memory_bytes), since the export"
             " does not say which of its pages sat on the GPU"
         )
+    said = profiler_overhead.note(overhead)
+    if said is not None:
+        notes.append(said)
     if temporal.clamped_events:
         notes.append(
             f"{temporal.clamped_events} GPU events shorter than 1 µs came out of HTA's rounding"
@@ -181,7 +207,7 @@ def _entry(
         tensor_core_gemm_pct=ks.tensor_core_gemm_pct,
         nvtx=host.ranges(tl, rows) if first else [],
         operators=operators.operators(tl) if first else [],
-        steps=host.steps(step_rows) if first else None,
+        steps=_steps(step_rows, judged, causes, moved) if first else None,
         data_wait_ns=host.data_wait(tl, u.start, u.end) if first else 0,
         main_thread=(tl.threads.get(main[0]) or f"thread {main[0][1]}") if main else None,
         main_thread_rule=main[1] if main else None,
@@ -191,6 +217,7 @@ def _entry(
         threads=host.threads(tl, main[0] if main else None) if first else [],
         sync=host.sync(tl, u.start, u.end, sync_idle) if first else SyncStats(),
         idle_causes=causes,
+        profiler_overhead=overhead,
         peak_gpu_memory_bytes=peak,
         peak_gpu_memory_source=peak_src,
         peak_pinned_memory_bytes=memory.peak_apart(tl.peak_pinned_memory, devices),
@@ -209,6 +236,26 @@ def _entry(
         nccl_ops=tl.nccl_ops if first else None,
     )
     return rm, c
+
+
+def _steps(
+    rows: list[tuple[str, int, int]],
+    judged: idle_causes.Judged,
+    causes: IdleCauses | None,
+    moved: int,
+) -> StepStats | None:
+    """The steps' statistics, with the boundaries realigned and the slow steps' pattern."""
+    st = host.steps(rows)
+    if st is None:
+        return None
+    st.realigned = moved
+    evidence = {c.cause: c.evidence for c in causes.causes} if causes is not None else {}
+    st.pattern = p = step_pattern.find(
+        host.family_rows(rows), judged.a, judged.h, judged.claims, evidence
+    )
+    if causes is not None and p is not None and p.every and p.cause:
+        idle_causes.periodic(causes, p.cause, p.cause_ms, p.every)
+    return st
 
 
 def _memory(

@@ -10,6 +10,7 @@ SUFFIX = ".gh-run.json"
 # Reports a record can stand for: nsys exports and PyTorch-profiler traces (a .nsys-rep is
 # read through its export, whose record stands for both).
 REPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
+NSYS_REP = ".nsys-rep"
 
 
 def record_path(report: Path) -> Path:
@@ -31,3 +32,11 @@ def reports_in(folder: Path) -> list[Path]:
         for r in folder.rglob("*" + SUFFIX)
         if r.is_file() and report_of(r).name.endswith(REPORT_SUFFIXES)
     )
+
+
+def rep_beside(report: Path) -> Path | None:
+    """The .nsys-rep an export was made from, by name (x.sqlite <- x.nsys-rep); None for a
+    report that is no export."""
+    if not report.name.endswith(".sqlite"):
+        return None
+    return report.with_name(report.name[: -len(".sqlite")] + NSYS_REP)

@@ -23,8 +23,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from orchestrator.core.base import Strict
 
 
@@ -179,11 +177,11 @@ def from_config(f: Path, data: dict[str, Any]) -> dict[str, Setting]:
 
 def from_spec(f: Path) -> dict[str, Setting]:
     """Settings in a run's spec.lock.yaml `workload` (unreadable or silent: none)."""
-    import yaml  # only where a run folder holds a spec
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml_file
 
     try:
-        data = yaml.safe_load(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = load_yaml_file(f)
+    except SideInputError:
         return {}  # the offloading fold names a broken spec
     wl = data.get("workload") if isinstance(data, dict) else None
     if not isinstance(wl, dict):
@@ -226,9 +224,11 @@ def read(
     for name in ("metrics.json", "metrics_rank0.json"):
         f = folder / name
         if f.is_file():
+            from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
             try:
-                data = orjson.loads(f.read_bytes())
-            except (OSError, ValueError):
+                data = load_json(f)
+            except SideInputError:
                 data = None  # the workload fold names a broken metrics file
             if isinstance(data, dict):
                 found.update(from_config(f, data))

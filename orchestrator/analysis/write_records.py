@@ -10,15 +10,20 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.analysis import loader
-from orchestrator.analysis.record_files import record_path
+from orchestrator.analysis.record_files import record_path, rep_beside
 from orchestrator.analysis.records import encode, sha256_file
 from orchestrator.core.errors import UserError
 
 
 def write(report: Path, max_trace_bytes: int | None = None) -> Path:
-    """Analyse one report and write its record beside it (atomically)."""
+    """Analyse one report and write its record beside it (atomically), with the sha256 of the
+    report (and of the .nsys-rep it was exported from, when that is beside it) as read here."""
     result = loader.analyze_file(report, max_trace_bytes)
-    data = encode(result, report, sha256_file(report))
+    rep = rep_beside(report)
+    rep_digest = None
+    if rep is not None and rep.is_file():
+        rep_digest = (rep.name, *sha256_file(rep))
+    data = encode(result, report, sha256_file(report), rep_digest)
     dest = record_path(report)
     fd, tmp = tempfile.mkstemp(dir=report.parent, prefix=f".{dest.name}.", suffix=".partial")
     try:

@@ -42,9 +42,11 @@ from orchestrator.artifacts.left_reports import (
     mismatches,
     split,
 )
+from orchestrator.artifacts.secret_scrub import ATTESTATION
 from orchestrator.core.base import Strict
 from orchestrator.core.errors import RuntimeFailure
 from orchestrator.core.memory_files import MEMORY_DIR, is_memory_file
+from orchestrator.core.relpaths import inside
 from orchestrator.site.limits import SizeLimits as SizeLimits  # re-exported: its old home
 from orchestrator.spec.job import JobSpec
 from orchestrator.store.db import ArtifactRecord, Run, Store
@@ -64,6 +66,8 @@ class Manifest(Strict):
     refused: list[Refusal]
     # reports kept on the cluster (artifacts.reports: leave), size and sha256 computed there
     left: list[LeftReport] = []
+    # what collection did besides copying (a job with secrets: its folder cleaned here)
+    notes: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,15 @@ def select_sources(run_dir: Path, spec: JobSpec) -> tuple[dict[str, Path], list[
             p = run_dir / extra
             if p.is_file() and not p.is_symlink():
                 chosen[f"run/{extra}"] = p
+    # what a job with secrets vouched for when it cleaned its folder (secret_guard.py)
+    vouch = run_dir / ATTESTATION
+    if vouch.is_file() and not vouch.is_symlink():
+        chosen[f"run/{ATTESTATION}"] = vouch
     return chosen, refused
+
+
+# A manifest lists a run's files: a few hundred bytes each.
+MAX_MANIFEST_BYTES = 64 << 20
 
 
 def store_dir(home: Path, run_id: str) -> Path:
@@ -287,6 +299,10 @@ def collect(
     run_dir = Path(run.run_dir)
     dest_root = store_dir(home, run.run_id)
     mode = reports or spec.artifacts.reports or limits.reports
+    from orchestrator.artifacts import secret_guard
+
+    # a job with secrets: nothing is stored that is not shown clean (secret_guard.py)
+    gate = secret_guard.open_gate(run_dir, spec, local=not run.transport)
     chosen, refused = select_sources(run_dir, spec)
     sources, left_src = split(chosen, mode)
     refused = [*refused_before, *refused]
@@ -306,6 +322,14 @@ def collect(
                     refused.append(Refusal(path=shown, reason=why))
                     continue
                 record = _collect_one(fd, dest_root / rel, known.get(rel), run, rel, src, now)
+            if gate is not None:
+                why = gate.refusal(
+                    str(src.relative_to(run_dir)), dest_root / rel, record.size, record.sha256
+                )
+                if why is not None:
+                    (dest_root / rel).unlink(missing_ok=True)
+                    refused.append(Refusal(path=shown, reason=why))
+                    continue
         except SourceRefused as exc:
             refused.append(Refusal(path=shown, reason=str(exc)))
             continue
@@ -321,7 +345,12 @@ def collect(
             " made of the left report no longer describes it"
         )
     manifest = Manifest(
-        run_id=run.run_id, collected_at=now, files=records, refused=refused, left=left
+        run_id=run.run_id,
+        collected_at=now,
+        files=records,
+        refused=refused,
+        left=left,
+        notes=gate.notes if gate is not None else [],
     )
     dest_root.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=dest_root, prefix=".manifest.json.", suffix=".partial")
@@ -370,10 +399,12 @@ def _recorded_digest(run_dir: Path, src: Path, size: int) -> str | None:
 
 def _prior_left(dest_root: Path) -> list[LeftReport]:
     """The reports the last collection left on the cluster (its manifest.json)."""
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
     try:
-        data = json.loads((dest_root / "manifest.json").read_text())
+        data = load_json(dest_root / "manifest.json", MAX_MANIFEST_BYTES)
         return [LeftReport.model_validate(x) for x in data.get("left", [])]
-    except (OSError, ValueError, AttributeError):
+    except (SideInputError, ValueError, AttributeError, TypeError):
         return []
 
 
@@ -387,6 +418,11 @@ def _collect_one(
         if digest_fd(fd) == same and Digest(*sha256_of(dest)) == same:
             return prior
     got = copy_verified_fd(fd, dest)
+    if rel.endswith((".sqlite", ".json", ".json.gz", ".nsys-rep")):
+        # the copy was read back whole: its sha256 stands for a record's check of it later
+        from orchestrator.analysis import report_digest
+
+        report_digest.remember(dest, got.sha256)
     return ArtifactRecord(
         run_id=run.run_id,
         relpath=rel,
@@ -404,6 +440,9 @@ def verify(store: Store, run: Run, home: Path, skip: set[str] | None = None) -> 
     root = store_dir(home, run.run_id)
     for rec in store.artifacts(run.run_id):
         if skip and rec.relpath in skip:
+            continue
+        if inside(rec.relpath) is None:
+            problems.append(f"{rec.relpath!r}: not a path inside {root}")
             continue
         path = root / rec.relpath
         if not path.is_file():

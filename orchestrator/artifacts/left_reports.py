@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeVar
 
+from pydantic import field_validator
+
 from orchestrator.core.base import Strict
 
 RECORD_SUFFIX = ".gh-run.json"  # orchestrator.analysis.records.SUFFIX, without its imports
@@ -33,6 +35,16 @@ class LeftReport(Strict):
     size: int
     sha256: str
     source: str
+
+    @field_validator("relpath")
+    @classmethod
+    def _stays_inside(cls, v: str) -> str:
+        from orchestrator.core.relpaths import problem
+
+        why = problem(v)
+        if why is not None:
+            raise ValueError(why)
+        return v
 
 
 def mode_of(spec_reports: Mode | None, cluster_default: Mode) -> Mode:

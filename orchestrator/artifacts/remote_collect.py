@@ -30,9 +30,11 @@ from orchestrator.artifacts.left_reports import (
     digest_in_record,
     split,
 )
+from orchestrator.artifacts.secret_scrub import ATTESTATION
 from orchestrator.core.errors import GhRunError, RuntimeFailure
 from orchestrator.core.memory_files import is_memory_file
 from orchestrator.core.paths import mirror_root
+from orchestrator.core.relpaths import inside
 from orchestrator.executors.base import Warn
 from orchestrator.spec.job import JobSpec
 from orchestrator.store.db import Run, Store
@@ -117,6 +119,9 @@ def select(
             found = files.get(extra)
             if found is not None and found.kind == "f":
                 chosen[f"run/{extra}"] = prefix + extra
+    vouch = files.get(ATTESTATION)  # what a job with secrets vouched for (secret_guard.py)
+    if vouch is not None and vouch.kind == "f":
+        chosen[f"run/{ATTESTATION}"] = prefix + ATTESTATION
     return chosen, refused
 
 
@@ -135,6 +140,8 @@ def list_entries(data: bytes) -> list[Entry]:
         if not record:
             continue
         kind, target, size, path = record.decode("utf-8", "surrogateescape").split("\t", 3)
+        if inside(path) is None:
+            continue  # a name that would leave the runs root: never joined to a local folder
         out.append(Entry(kind, target, int(size) if size.isdigit() else 0, path))
     return out
 

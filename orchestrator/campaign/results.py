@@ -3,7 +3,6 @@ compare each variant with the same variant of the baseline campaign."""
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -46,11 +45,13 @@ def extract_metrics(
     folder = run_files(home, run)
     mfile = folder / "metrics.json"
     if mfile.is_file():
+        from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
         try:
-            data = json.loads(mfile.read_text())
-        except (OSError, ValueError) as exc:
+            data = load_json(mfile)
+        except SideInputError as exc:
             if warn:
-                warn(f"{run.run_id}: metrics.json is not readable JSON ({exc}); skipped")
+                warn(f"{run.run_id}: metrics.json is not read ({exc}); skipped")
             data = {}
         if not isinstance(data, dict):
             data = {}

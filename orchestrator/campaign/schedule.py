@@ -52,6 +52,18 @@ class Installed(Strict):
     transport: str | None = None
     # --clusters of the launcher's SLURM commands (the cluster file's multi_cluster).
     clusters_option: str | None = None
+    # row_seal.py: the record's transport is used only while this is the user's seal for the
+    # home (a schedules/ folder may come with a project)
+    seal: str | None = None
+
+    def unbound(self, home: Path) -> str | None:
+        """Why this record must not be acted on (None: installed by this user here)."""
+        from orchestrator.store import row_seal
+
+        return row_seal.problem("schedule", row_seal.home_key(home), _SEALED, self.model_dump())
+
+
+_SEALED = tuple(sorted(set(Installed.model_fields) - {"seal"}))
 
 
 def registry_dir(home: Path) -> Path:
@@ -294,6 +306,9 @@ def _register(
         installed_at=time.time(),
         entry=entry,
     )
+    from orchestrator.store import row_seal
+
+    rec.seal = row_seal.seal("schedule", row_seal.home_key(home), _SEALED, rec.model_dump())
     registry_dir(home).mkdir(parents=True, exist_ok=True)
     (registry_dir(home) / f"{campaign.name}.json").write_text(rec.model_dump_json(indent=2))
     return rec
@@ -303,7 +318,19 @@ def installed(home: Path) -> list[Installed]:
     reg = registry_dir(home)
     if not reg.is_dir():
         return []
-    return [Installed.model_validate_json(p.read_text()) for p in sorted(reg.glob("*.json"))]
+    return [_read_installed(p) for p in sorted(reg.glob("*.json"))]
+
+
+def _read_installed(path: Path) -> Installed:
+    from pydantic import ValidationError
+
+    try:
+        return Installed.model_validate_json(path.read_bytes()[: 1 << 20])
+    except (OSError, ValidationError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise UserError(
+            f"{path}: not a schedule record gh-run wrote ({why}); move it out of {path.parent}"
+        ) from None
 
 
 def unschedule(home: Path, name: str) -> str:
@@ -313,7 +340,13 @@ def unschedule(home: Path, name: str) -> str:
         raise UserError(
             f"no schedule named {name!r} (installed: {known}); see `gh-run campaign list`"
         )
-    rec = Installed.model_validate_json(path.read_text())
+    rec = _read_installed(path)
+    why = rec.unbound(home)
+    if why is not None:
+        raise UserError(
+            f"{path}: schedule {name!r} was not installed by you in this home: {why}; nothing "
+            f"was removed (remove the crontab line or launcher job yourself, then rm {path})"
+        )
     transport = registry.for_descriptor(rec.transport)
     if rec.mode == "cron":
         removed = remove_cron(name, transport)
@@ -325,7 +358,10 @@ def unschedule(home: Path, name: str) -> str:
     return what
 
 
-def status_of(rec: Installed) -> str:
+def status_of(rec: Installed, home: Path) -> str:
+    why = rec.unbound(home)
+    if why is not None:
+        return f"not checked: not installed by you in this home ({why})"
     transport = registry.for_descriptor(rec.transport)
     where = f" on {transport.where}" if transport.remote else ""
     if rec.mode == "cron":

@@ -230,6 +230,7 @@ def plan(
                         if executor == "slurm"
                         else None
                     ),
+                    script_sha256=R.sha256_text(rendered.script),
                 ),
                 rendered,
             )
@@ -425,6 +426,7 @@ def _send_group(
 ) -> tuple[str | None, str | None]:
     """One claimed group's sbatch (or local start), recorded: (job id, failure sentence)."""
     try:
+        _check_bound(store, g, run_ids)
         if executor == "slurm":
             runs = [store.get_run(r) for r in run_ids]
             ex = R.slurm_executor_for(runs[0], warn)
@@ -454,6 +456,21 @@ def _send_group(
     what = f"array of {g.size}" if g.is_array else "single job"
     db.record_submission(store, g, job_id, run_ids, f"submitted ({what}, {g.job_name})")
     return job_id, None
+
+
+def _check_bound(store: Store, g: db.GroupRecord, run_ids: list[str]) -> None:
+    """A group is sent only when it and its runs were planned by this user in this home
+    (row_seal.py): a campaign's rows committed with a project name scripts of someone else's."""
+    from orchestrator.store import row_seal
+
+    why = row_seal.group_problem(store.home_key, g.model_dump())
+    if why is not None:
+        raise UserError(
+            f"campaign {g.campaign_id} group {g.group_index} is not bound to this home and you:"
+            f" {why}; nothing was sent (submit the campaign again: `gh-run campaign run FILE`)"
+        )
+    for run_id in run_ids:
+        R.require_bound(store.get_run(run_id), "nothing was sent")
 
 
 def _time_limit(script: Path) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -22,7 +23,7 @@ from orchestrator.nsys import versions as nv
 
 if TYPE_CHECKING:
     from orchestrator.nsys.profile import NsysSetup
-    from orchestrator.site.cluster import Partition
+    from orchestrator.site.cluster import Cluster, Partition
     from orchestrator.spec.job import JobSpec
 
 
@@ -179,11 +180,32 @@ def machine() -> MachineReport:
 Where = Literal["host", "container"]
 
 
+# What `check` and `doctor SPEC` say before they run a program to ask it (issue 42, class 1).
+Say = Callable[[str], None]
+
+
+def configured_nsys(cluster: Cluster, part: Partition) -> list[str]:
+    """The nsys path the site's or the user's own configuration names for this partition (its
+    cluster file's `nsys.path` when that file is the site's, the user's or $GH_RUN_CLUSTERS'):
+    a program gh-run may run here besides those on the PATH and in the tools prefix. A
+    project's cluster file, or one given as a path, names none: it came with the project."""
+    origin = cluster.origin.origin if cluster.origin is not None else None
+    if origin in ("site", "user", "env") and part.nsys is not None and part.nsys.path:
+        return [part.nsys.path]
+    return []
+
+
 def _job_nsys(
-    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+    path: str,
+    placement: Where,
+    runtime: str,
+    image: str | None,
+    binds: list[str],
+    configured: Sequence[str] = (),
 ) -> tuple[list[str], str, str] | str:
     """(argv prefix, program, how it is asked) of the job's nsys as this machine runs it: on
-    the host, or inside the image (`<runtime> exec --bind ... IMAGE`); or why it cannot be."""
+    the host, or inside the image (`<runtime> exec --bind ... IMAGE`); or why it cannot be. A
+    program on the host is run only from the places `tools.runnable` allows."""
     if placement == "container" and runtime != "none":
         prog = tools.find(runtime)
         if prog is None:
@@ -194,21 +216,36 @@ def _job_nsys(
         for b in binds:
             prefix += ["--bind", b]
         return [*prefix, image], path, f"{runtime} exec {Path(image).name} {path}"
-    found = Path(path) if path.startswith("/") else tools.find(path)
-    if found is None or not found.is_file():
-        return f"no {path} on this machine"
+    found, how = tools.runnable(path, configured)
+    if found is None:
+        return how
     return [], str(found), str(found)
 
 
+def _announce(say: Say | None, prefix: list[str], program: str, args: str) -> None:
+    if say is not None:
+        from orchestrator.core.escape import plain
+
+        shown = " ".join(plain(a) for a in [*prefix, program])
+        say(f"nsys: running `{shown} {args}` to ask it")
+
+
 def probe_nsys_version(
-    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+    path: str,
+    placement: Where,
+    runtime: str,
+    image: str | None,
+    binds: list[str],
+    configured: Sequence[str] = (),
+    say: Say | None = None,
 ) -> tuple[nv.NsysVersion | None, str]:
     """The version of the job's nsys as this machine runs it (`--version` only: `check` and
     `submit` ask this). (None, why) when it cannot be asked."""
-    where = _job_nsys(path, placement, runtime, image, binds)
+    where = _job_nsys(path, placement, runtime, image, binds, configured)
     if isinstance(where, str):
         return None, where
     prefix, program, how = where
+    _announce(say, prefix, program, "--version")
     rc, text = tools.output_of([*prefix, program, "--version"], timeout=60)
     if rc != 0:
         return None, f"{how} --version failed: {_first_line(text) or f'exit {rc}'}"
@@ -219,17 +256,24 @@ def probe_nsys_version(
 
 
 def probe_nsys_caps(
-    path: str, placement: Where, runtime: str, image: str | None, binds: list[str]
+    path: str,
+    placement: Where,
+    runtime: str,
+    image: str | None,
+    binds: list[str],
+    configured: Sequence[str] = (),
+    say: Say | None = None,
 ) -> tuple[nv.Capabilities | None, str]:
     """What the job's nsys answers about itself as this machine runs it (`nsys_probe`, cached
     per binary or image): on the host, or inside the image. (None, why) when it cannot be
     asked."""
     from orchestrator.nsys import probe as nsys_probe
 
-    where = _job_nsys(path, placement, runtime, image, binds)
+    where = _job_nsys(path, placement, runtime, image, binds, configured)
     if isinstance(where, str):
         return None, where
     prefix, program, how = where
+    _announce(say, prefix, program, "--version, profile --help, export --help, stats")
     caps = nsys_probe.probe(program, prefix)
     if caps is None:
         rc, text = tools.output_of([*prefix, program, "--version"], timeout=60)
@@ -238,7 +282,11 @@ def probe_nsys_caps(
 
 
 def nsys_probe(
-    spec: JobSpec, part: Partition, part_name: str
+    spec: JobSpec,
+    part: Partition,
+    part_name: str,
+    configured: Sequence[str] = (),
+    say: Say | None = None,
 ) -> tuple[NsysSetup, nv.NsysVersion | None, str]:
     """The setup the job is rendered for, the version its nsys answers here (None: cannot be
     asked), and how it was asked (or why not)."""
@@ -247,13 +295,23 @@ def nsys_probe(
     setup = nsys_setup(spec.profile, part.nsys, part_name)
     binds = [*part.container.binds, *spec.container.binds]
     found, how = probe_nsys_version(
-        setup.path, setup.placement, spec.container.runtime, spec.container.image, binds
+        setup.path,
+        setup.placement,
+        spec.container.runtime,
+        spec.container.image,
+        binds,
+        configured,
+        say,
     )
     return setup, found, how
 
 
 def nsys_probe_caps(
-    spec: JobSpec, part: Partition, part_name: str
+    spec: JobSpec,
+    part: Partition,
+    part_name: str,
+    configured: Sequence[str] = (),
+    say: Say | None = None,
 ) -> tuple[NsysSetup, nv.Capabilities | None, str]:
     """`nsys_probe` with everything the job's nsys answered about itself."""
     from orchestrator.nsys.profile import nsys_setup
@@ -261,7 +319,13 @@ def nsys_probe_caps(
     setup = nsys_setup(spec.profile, part.nsys, part_name)
     binds = [*part.container.binds, *spec.container.binds]
     caps, how = probe_nsys_caps(
-        setup.path, setup.placement, spec.container.runtime, spec.container.image, binds
+        setup.path,
+        setup.placement,
+        spec.container.runtime,
+        spec.container.image,
+        binds,
+        configured,
+        say,
     )
     return setup, caps, how
 
@@ -281,7 +345,12 @@ def rendered_but_absent(spec: JobSpec, setup: NsysSetup, caps: nv.Capabilities) 
 
 
 def nsys_check(
-    spec: JobSpec, part: Partition, part_name: str, setup_lines: list[str] | None = None
+    spec: JobSpec,
+    part: Partition,
+    part_name: str,
+    setup_lines: list[str] | None = None,
+    configured: Sequence[str] = (),
+    say: Say | None = None,
 ) -> Need | None:
     """Is the nsys this job is rendered for the one this machine runs, and does it take what
     the job is rendered with? (None: not an nsys job.) Where the nodes load nsys as an
@@ -305,7 +374,7 @@ def nsys_check(
             detail=f"{rendered}; {where.stated()} ({where.judged})",
             fix=None if ok or m is None else mismatch_fix(m),
         )
-    setup, caps, how = nsys_probe_caps(spec, part, part_name)
+    setup, caps, how = nsys_probe_caps(spec, part, part_name, configured, say)
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
     if caps is None:
         image = spec.container.image
@@ -347,9 +416,13 @@ def job_needs(
     part_name: str,
     image_where: str,
     setup_lines: list[str] | None = None,
+    configured: Sequence[str] = (),
+    say: Say | None = None,
 ) -> list[Need]:
     """What running this job from this machine needs, each found or not, with the fix
-    (`setup_lines`: the cluster's and the partition's, which say where the nodes' nsys is)."""
+    (`setup_lines`: the cluster's and the partition's, which say where the nodes' nsys is;
+    `configured`: the nsys paths the site's or user's configuration names; `say`: told before
+    a program is run here to ask it)."""
     from orchestrator.core.errors import UserError
     from orchestrator.spec.container import REMOTE_IMAGE_RE, check_image
 
@@ -387,7 +460,7 @@ def job_needs(
             except UserError as exc:
                 # the refusal names its fix already (build or pull it, or fix the path)
                 needs.append(Need(what="image", ok=False, detail=exc.message))
-    found = nsys_check(spec, part, part_name, setup_lines)
+    found = nsys_check(spec, part, part_name, setup_lines, configured, say)
     if found is not None:
         needs.append(found)
     from orchestrator.checks import gpu_counters

@@ -22,12 +22,14 @@ two of them, or this machine, or the cluster.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.checks.fit import fit_partition as fit_partition
 from orchestrator.core.errors import GhRunError, UserError
+from orchestrator.core.escape import plain
 from orchestrator.executors import cluster_identity
 
 if TYPE_CHECKING:
@@ -149,13 +151,13 @@ def secrets(prep: Prepared) -> Finding | None:
     return Finding(what="secrets", detail=f"set here: {', '.join(names)}")
 
 
-def nsys(prep: Prepared) -> Finding | None:
+def nsys(prep: Prepared, say: Callable[[str], None] | None = None) -> Finding | None:
     """Judge the nsys the nodes will run, where this machine can ask it (nsys_where.py): the
     image's (asked through the runtime here), a path's (asked here), or, where the nodes load
     it as an environment module, the version the cluster file declares against the version the
     module's name says; the finding says which it judged. Undeclared (rendered for gh-run's
     default) and of another family: refused, since the flags and report names would be wrong;
-    declared and different: a warning."""
+    declared and different: a warning. `say`: told before a program is run here to ask it."""
     from orchestrator.checks import doctor
     from orchestrator.checks.nsys_where import nodes_nsys
     from orchestrator.nsys.profile import nsys_setup
@@ -182,7 +184,13 @@ def nsys(prep: Prepared) -> Finding | None:
             return Finding(what="nsys", detail=detail, shown=True)
         said = where.stated(found)
     else:
-        setup, found, how = doctor.nsys_probe(spec, prep.partition, prep.partition_name)
+        setup, found, how = doctor.nsys_probe(
+            spec,
+            prep.partition,
+            prep.partition_name,
+            doctor.configured_nsys(prep.cluster, prep.partition),
+            say,
+        )
         if found is None:
             return Finding(
                 what="nsys",
@@ -214,8 +222,8 @@ def cluster(prep: Prepared, transport: Transport) -> Finding:
     how = cluster_identity.reached(transport, cluster_identity.clusters_option(prep.cluster))
     return Finding(
         what="cluster",
-        detail=f"cluster: the SLURM controller {how} is cluster {facts.cluster_name}, the one "
-        f"{src} names",
+        detail=f"cluster: the SLURM controller {how} is cluster {plain(facts.cluster_name)}, the"
+        f" one {src} names",
         shown=True,
     )
 
@@ -292,13 +300,18 @@ def own_workloads(prep: Prepared) -> list[Finding]:
 
 
 def check_job(
-    prep: Prepared, home: Path, transport: Transport, limits: list[GhRunError]
+    prep: Prepared,
+    home: Path,
+    transport: Transport,
+    limits: list[GhRunError],
+    say: Callable[[str], None] | None = None,
 ) -> list[Finding]:
     """Everything `check` verifies, in order; the controller is asked last, and only when it
-    is the file's cluster and gh-run found nothing the partition would refuse."""
+    is the file's cluster and gh-run found nothing the partition would refuse. `say`: told,
+    before it runs, each program run here to ask it (the job's nsys)."""
     found = [*partition(prep, limits), run_folder(prep, home, transport)]
     if not transport.remote:  # a remote cluster's image and nsys are paths there
-        found += [f for f in (image(prep), secrets(prep), nsys(prep)) if f is not None]
+        found += [f for f in (image(prep), secrets(prep), nsys(prep, say)) if f is not None]
         found += gpu_counters(prep)
     else:  # sbatch takes the secrets from this environment either way
         found += [f for f in (secrets(prep),) if f is not None]

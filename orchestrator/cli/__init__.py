@@ -45,6 +45,9 @@ COMMANDS: dict[str, Entry] = {
     "status": Entry("jobs", "Show runs and their states (refreshed in one batched query)."),
     "logs": Entry("jobs", "Print a run's log (stdout of rank 0; --err, --rank N)."),
     "cancel": Entry("jobs", "Cancel a run (scancel, or a signal to the local job)."),
+    "adopt": Entry(
+        "adopt", "Bind runs recorded elsewhere to this home, after showing what each would run."
+    ),
     "fetch": Entry("jobs", "Collect a finished run's artifacts (idempotent, verified)."),
     "wait": Entry("jobs", "Wait for runs to end, then collect their artifacts."),
     "analyze": Entry("analysis", "Analyse nsys SQLite exports / PyTorch-profiler traces."),
@@ -183,8 +186,14 @@ def _root(
 
 
 def _error(text: str) -> None:
-    """`error: ...` on stderr, in red where stderr is a terminal that takes colours."""
+    """`error: ...` on stderr, in red where stderr is a terminal that takes colours. Messages
+    carry text from elsewhere (file names, a controller's ClusterName, job output): control
+    characters are shown as escapes, never sent to the terminal (line breaks between the
+    problems of one error stay)."""
     from orchestrator.cli.table import paint
+    from orchestrator.core.escape import plain
+
+    text = "\n".join(plain(line) for line in text.split("\n"))
 
     print(f"{paint('error:', 'bold red', sys.stderr)} {text}", file=sys.stderr)
 

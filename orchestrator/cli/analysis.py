@@ -178,8 +178,12 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
                         warn(f"{given.label}: its artifacts hold {len(own.runs)} separate runs;"
                              " no headline stored")  # fmt: skip
         if json_out:
-            one = len(found.runs) == 1
-            typer.echo((found.runs[0] if one else found).model_dump_json(indent=2))
+            from orchestrator.analysis.presentation.advise import with_findings
+
+            runs = [with_findings(r) for r in found.runs]
+            one = len(runs) == 1
+            out = runs[0] if one else found.model_copy(update={"runs": runs})
+            typer.echo(out.model_dump_json(indent=2))
             return
         console = console_for_stdout()  # piped: Rich's bytes without importing Rich
         if len(found.runs) == 1:

@@ -346,7 +346,7 @@ def list_cmd(
     recs = db.list_campaigns(store, limit=limit)
     if as_json:
         doc = {
-            "schedules": [{**s.model_dump(), "status": S.status_of(s)} for s in scheds],
+            "schedules": [{**s.model_dump(), "status": S.status_of(s, STATE.home)} for s in scheds],
             "campaigns": [
                 {
                     **r.model_dump(exclude={"campaign_json"}),
@@ -367,7 +367,7 @@ def list_cmd(
                 Column("status", keep=True),
                 Column("file", drop=1),
             ],
-            [[s.name, s.mode, s.cron, s.tz, S.status_of(s), s.file] for s in scheds],
+            [[s.name, s.mode, s.cron, s.tz, S.status_of(s, STATE.home), s.file] for s in scheds],
             title="schedules",
         )
     else:

@@ -157,7 +157,7 @@ def _setup(s: setup_report.SetupReport) -> None:
 def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -> None:
     from orchestrator.checks import doctor, preflight
     from orchestrator.checks import prepare as P
-    from orchestrator.cli.state import STATE
+    from orchestrator.cli.state import STATE, note
     from orchestrator.core.errors import GhRunError
     from orchestrator.core.paths import display_path
     from orchestrator.executors.choose import transport_for
@@ -178,7 +178,9 @@ def _job(spec: Path, overrides: list[str], cluster: str | None, as_json: bool) -
             prep.partition,
             prep.partition_name,
             display_path(spec),
-            [*prep.cluster.defaults.setup, *prep.partition.setup],
+            setup_lines=[*prep.cluster.defaults.setup, *prep.partition.setup],
+            configured=doctor.configured_nsys(prep.cluster, prep.partition),
+            say=note,
         ),
         need(preflight.run_folder(prep, STATE.home, transport)),
         need(preflight.cluster(prep, transport)),

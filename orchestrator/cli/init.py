@@ -86,25 +86,8 @@ def init_cmd(
     by_name = not is_path(name) and cl.origin is not None and cl.origin.origin != "project"
     ref = cl.name if by_name else str(Path(cl.source or name).absolute())
     plan = _plan(target, cl, ref, part_name)
-    existing = [p.path for p in plan if p.path.exists()]
-    if existing:
-        shown = ", ".join(str(_rel(p, target)) for p in existing)
-        raise UserError(
-            f"{target}: {shown} already exist; gh-run init overwrites nothing: move them "
-            "aside, or init another folder"
-        )
-    try:
-        for p in plan:
-            p.path.parent.mkdir(parents=True, exist_ok=True)
-            with p.path.open("x") as f:
-                f.write(p.text)
-    except OSError as exc:
-        from orchestrator.core.errors import RuntimeFailure
-
-        raise RuntimeFailure(
-            f"cannot write in {target}: {exc.strerror}; pick a folder you own"
-        ) from None
-    (target / ".gh-run").chmod(0o700)
+    _refuse_what_is_in_the_way(target, plan)
+    _write_all(target, plan)
     for p in plan:
         print(f"wrote {_rel(p.path, target)}")
     _check_jobs(target, [p.path for p in plan if p.path.parent.name == "jobs"])
@@ -113,6 +96,66 @@ def init_cmd(
         f"next: {where}gh-run render jobs/smoke.yaml; gh-run submit jobs/smoke.yaml --wait; "
         "then adapt the paths in jobs/sft.yaml"
     )
+
+
+def _refuse_what_is_in_the_way(target: Path, plan: list[Planned]) -> None:
+    """Nothing is written when a planned file exists, or a file stands where a folder is needed
+    (`.gh-run` a file: half the files were written before)."""
+    existing = [p.path for p in plan if p.path.exists() or p.path.is_symlink()]
+    if existing:
+        shown = ", ".join(str(_rel(p, target)) for p in existing)
+        raise UserError(
+            f"{target}: {shown} already exist; gh-run init overwrites nothing: move them "
+            "aside, or init another folder"
+        )
+    folders = {target, *(q for p in plan for q in p.path.parents if q.is_relative_to(target))}
+    blocked = sorted(f for f in folders if (f.exists() or f.is_symlink()) and not f.is_dir())
+    if blocked:
+        shown = ", ".join(str(_rel(f, target)) or str(f) for f in blocked)
+        raise UserError(
+            f"{target}: {shown} is a file where gh-run init needs a folder; nothing was "
+            "written: move it aside, or init another folder"
+        )
+
+
+def _write_all(target: Path, plan: list[Planned]) -> None:
+    """Every planned file, or none: each is written to a private file beside its place and
+    linked into it (never over an existing name); on any failure what was made is removed."""
+    import contextlib
+    import os
+    import tempfile
+
+    from orchestrator.core.errors import RuntimeFailure
+
+    made_dirs: list[Path] = []
+    made_files: list[Path] = []
+    try:
+        for p in plan:
+            for folder in reversed([p.path.parent, *p.path.parent.parents]):
+                if folder.is_relative_to(target) and not folder.is_dir():
+                    folder.mkdir(mode=0o700 if folder.name == ".gh-run" else 0o777)
+                    made_dirs.append(folder)
+            fd, tmp = tempfile.mkstemp(dir=p.path.parent, prefix=f".{p.path.name}.")
+            try:
+                with os.fdopen(fd, "w") as out:
+                    out.write(p.text)
+                os.chmod(tmp, 0o644)
+                os.link(tmp, p.path)  # fails when the name appeared meanwhile
+            finally:
+                os.unlink(tmp)
+            made_files.append(p.path)
+        (target / ".gh-run").chmod(0o700)
+    except OSError as exc:
+        for made in reversed(made_files):
+            made.unlink(missing_ok=True)
+        for folder in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        what = exc.filename or target
+        raise RuntimeFailure(
+            f"cannot write {what}: {exc.strerror}; nothing was left written: pick a folder you "
+            "own, or move what is in the way aside"
+        ) from None
 
 
 def _rel(path: Path, base: Path) -> Path:

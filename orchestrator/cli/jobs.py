@@ -135,7 +135,7 @@ def _check(prep: P.Prepared, limits: list[GhRunError] | None = None) -> None:
     from orchestrator.checks import preflight
 
     transport = transport_for(prep.cluster, warn)
-    found = preflight.check_job(prep, STATE.home, transport, limits or [])
+    found = preflight.check_job(prep, STATE.home, transport, limits or [], say=note)
     for f in found:
         if f.warning:
             warn(f.detail)
@@ -356,6 +356,7 @@ def _print_run(store: Store, r: Run) -> None:
             ("ended", iso(r.ended_at)),
             ("elapsed", run_view.elapsed(r)),
             ("collected", iso(r.collected_at)),
+            *([("not bound", plain(r.unbound))] if r.unbound else []),
         ]
     )
     print()
@@ -484,6 +485,7 @@ def cancel_cmd(run: RunArg) -> None:
 
     store = STATE.store()
     r = store.find_run(run)
+    R.require_bound(r, "nothing was cancelled")
     if not r.job_id:
         R.repair_intents(store, warn=warn)  # a submission interrupted before its id was kept
     r = R.refresh(store, [store.get_run(r.run_id)], warn=warn)[0]
@@ -505,6 +507,8 @@ def cancel_cmd(run: RunArg) -> None:
 
 
 def _warn_refused(manifest: Manifest) -> None:
+    for line in manifest.notes:
+        note(line)
     for refusal in manifest.refused:
         warn(f"not collected: {refusal.path}: {refusal.reason}")
 

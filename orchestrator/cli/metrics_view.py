@@ -23,7 +23,7 @@ from orchestrator.analysis.metrics import (
     merged_operators,
     merged_top_kernels,
 )
-from orchestrator.analysis.presentation.advice import FOLD_OVER, fold
+from orchestrator.analysis.presentation.advice import FOLD_OVER, AdviceGroup, fold
 from orchestrator.analysis.presentation.advise import advise
 from orchestrator.analysis.presentation.verdict import (
     NO_GPU,
@@ -31,6 +31,7 @@ from orchestrator.analysis.presentation.verdict import (
     has_kernels,
     holdings,
     idle_figures,
+    pattern_sentence,
 )
 from orchestrator.analysis.timeline.kernel_names import distinct_kernels
 from orchestrator.cli.piped import Out
@@ -207,13 +208,21 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
     sm = gpu_metric_findings.sentence(m) if has_kernels(m) else None
     if sm is not None:
         print_wrapped(console, f"GPU metrics: {sm}")
+    for r in m.ranks:
+        said = pattern_sentence(r)
+        if said is not None:
+            who = f"{_rank_header(r, m)}: " if len(m.ranks) > 1 else ""
+            print_wrapped(console, f"slow steps: {who}{said}")
     from orchestrator.cli import memory_view
 
     memory_view.print_memory(m, console)
+    # ranked by what each costs a step, as the verdict and the report rank them
     for a in fold(advise(m), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
+        ex = a.example if isinstance(a, AdviceGroup) else a
+        cost = f" ({ex.cost_ms:.1f} ms {ex.cost_basis})" if ex.cost_ms is not None else ""
         console.print(
-            f"[bold yellow]advice[/] {markup(a.rule)}: {markup(a.message)}; knob:"
+            f"[bold yellow]advice[/] {markup(a.rule)}{markup(cost)}: {markup(a.message)}; knob:"
             f" {markup(a.knob)}{checked}"
         )
 

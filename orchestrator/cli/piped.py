@@ -53,8 +53,9 @@ class Out(Protocol):
 
 # Rich's markup tag (rich/markup.py RE_TAGS): an opening bracket, a letter, '#', '/' or '@'.
 _TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
-# Rich's emoji code (rich/_emoji_replace.py): `:name:` or `:name-emoji:` / `:name-text:`.
-_EMOJI = re.compile(r":\S*?:")
+# Rich's emoji code (rich/_emoji_replace.py): `:name:` or `:name-emoji:` / `:name-text:`; a
+# match with no name (C++'s `::`) is never replaced (no code is empty)
+_EMOJI = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")
 # What rich.control.strip_control_codes drops: BEL, BS, VT, FF, CR.
 _STRIP = dict.fromkeys((7, 8, 11, 12, 13))
 
@@ -99,7 +100,7 @@ def rich_width(environ: Mapping[str, str]) -> int:
 
 
 def _emoji(text: str) -> str:
-    if not _EMOJI.search(text):
+    if not any(m.group(2) for m in _EMOJI.finditer(text)):
         return text
     from rich._emoji_replace import _emoji_replace  # the codes' table, not the Console
 

@@ -56,6 +56,11 @@ def problem(path: Path, *, by_name: bool = False) -> str | None:
         st = os.stat(path)
     except OSError:
         return None  # what does not exist is looked for elsewhere, or reported by its reader
+    return stat_problem(st, by_name=by_name)
+
+
+def stat_problem(st: os.stat_result, *, by_name: bool = False) -> str | None:
+    """`problem` of what a stat (of a path, or of an open descriptor) says."""
     if st.st_uid not in trusted_uids():
         return f"owned by {owner_name(st.st_uid)}, not by {_who()}"
     sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and not by_name
@@ -90,6 +95,77 @@ def check_file(path: Path, kind: str, fix: str) -> None:
             f"{where}: {why}; gh-run does not use a {kind} that another user owns or can "
             f"change: {fix_for(where, why, fix)}"
         )
+
+
+class Untrusted(UserError):
+    """A file gh-run will not use (another user's, or others can change it): one sentence."""
+
+
+def read_checked(path: Path, kind: str, fix: str, limit: int) -> bytes:
+    """The bytes of a file gh-run will act on (a cluster file of an `extends:` chain, a
+    template, a settings file), checked on what is read, never on a second lookup of the path:
+    the folder holding the file (as its links resolve) is opened and checked by `fstat` of that
+    descriptor, the file is opened beneath it without following a link (`O_NOFOLLOW`, a FIFO
+    not waited on) and checked by `fstat` of its own descriptor, and read through it. A link
+    flipped between the look and the read can no longer swap another file in (issue 42, class
+    2). The folder as named (a link to the file elsewhere) is checked too, as `file_problem`
+    does. At most `limit` bytes: a larger file is refused by its reader."""
+    import errno
+
+    named_parent = path.absolute().parent
+    real = path.resolve()
+    flags = os.O_RDONLY | os.O_CLOEXEC
+    try:
+        dfd = os.open(real.parent, flags | os.O_DIRECTORY)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    try:
+        if real.parent != named_parent and named_parent.resolve() != real.parent:
+            why = problem(named_parent)
+            if why:
+                raise _untrusted(named_parent, why, kind, fix)
+        why = stat_problem(os.fstat(dfd))
+        if why:
+            raise _untrusted(real.parent, why, kind, fix)
+        try:
+            fd = os.open(real.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # the name became a link since it was resolved
+                raise UserError(
+                    f"{path}: it changed while it was opened (now a link); gh-run does not use"
+                    f" a {kind} that moves under it: {fix}"
+                ) from None
+            raise _unreadable(path, exc) from None
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{path}: not a regular file; point gh-run at the {kind} itself")
+        why = stat_problem(st)
+        if why:
+            raise _untrusted(real, why, kind, fix)
+        chunks = []
+        left = limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _untrusted(where: Path, why: str, kind: str, fix: str) -> Untrusted:
+    return Untrusted(
+        f"{where}: {why}; gh-run does not use a {kind} that another user owns or can change: "
+        f"{fix_for(where, why, fix)}"
+    )
+
+
+def _unreadable(path: Path, exc: OSError) -> UserError:
+    if isinstance(exc, FileNotFoundError):
+        return UserError(f"{path}: no such file; check the path")
+    return UserError(f"{path}: cannot be read ({exc.strerror}); check its permissions")
 
 
 def check_folder(path: Path, kind: str, fix: str) -> None:

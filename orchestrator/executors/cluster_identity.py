@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.core.errors import RuntimeFailure, UserError
+from orchestrator.core.escape import plain
 from orchestrator.executors.slurm_cli import SLURM_TIMEOUT_S, UNREACHABLE, run_slurm
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def _ask(
     facts = parse_config(res.stdout) if res.returncode == 0 else None
     if facts is not None:
         return facts
-    said = " ".join((res.stderr + res.stdout).split())[:300] or f"exit {res.returncode}"
+    said = plain(" ".join((res.stderr + res.stdout).split())[:300]) or f"exit {res.returncode}"
     if res.returncode == 0:
         said = f"no ClusterName in its answer: {said}"
     return RuntimeFailure(f"`scontrol show config` failed on {transport.where} ({said})")
@@ -196,19 +197,20 @@ def confirm(cluster: Cluster, transport: Transport) -> ControllerFacts:
             "clients work there (`scontrol show config`)"
         ) from None
     expected = cluster.slurm.cluster_name
-    actual = facts.cluster_name
+    # the controller's answer is text from elsewhere: shown with its control characters escaped
+    actual = plain(facts.cluster_name)
     if expected is None:
         raise UserError(
             f"{src}: slurm.cluster_name: not set, so gh-run cannot confirm that the SLURM "
-            f"controller {reached(transport, clusters)}, which is cluster {actual!r}, is the "
+            f"controller {reached(transport, clusters)}, which is cluster '{actual}', is the "
             f"cluster this file describes, and sent nothing; if it is, add `slurm: "
             f"{{cluster_name: {actual}}}` to {src} (`gh-run partitions import` writes it), "
             f"else use cluster {actual}'s own file"
         )
-    if not same_name(actual, expected):
+    if not same_name(facts.cluster_name, expected):
         raise UserError(
             f"{src}: slurm.cluster_name: this file describes SLURM cluster {expected!r}, but the "
-            f"controller {reached(transport, clusters)} is cluster {actual!r}; nothing was "
+            f"controller {reached(transport, clusters)} is cluster '{actual}'; nothing was "
             f"sent: use cluster {actual}'s own file, or run gh-run where {expected}'s SLURM "
             "clients are (its login node, or SLURM_CONF pointing at its configuration)"
         )
@@ -232,11 +234,12 @@ def check_run(run: Run, transport: Transport, doing: str) -> None:
             f"run {run.run_id} was submitted ({exc}); {doing}: try again once `sinfo` answers"
         ) from None
     if not same_name(facts.cluster_name, run.slurm_cluster):
+        theirs = plain(run.slurm_cluster)
         raise UserError(
-            f"run {run.run_id} was submitted to SLURM cluster {run.slurm_cluster!r}, but the "
+            f"run {run.run_id} was submitted to SLURM cluster '{theirs}', but the "
             f"controller {reached(transport, run.clusters_option)} is cluster "
-            f"{facts.cluster_name!r}, where job {run.job_id or '?'} is another job; {doing}: "
-            f"run gh-run where {run.slurm_cluster}'s SLURM clients are (its login node, or "
+            f"'{plain(facts.cluster_name)}', where job {run.job_id or '?'} is another job; "
+            f"{doing}: run gh-run where {theirs}'s SLURM clients are (its login node, or "
             "SLURM_CONF pointing at its configuration)"
         )
 

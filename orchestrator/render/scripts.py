@@ -158,6 +158,11 @@ class RenderContext(Strict):
         default_factory=list,
         description="Why the tasks are bound as they are (or not): comment lines of the script.",
     )
+    distributed_env: bool = Field(
+        True,
+        description="Export the rendezvous and rank variables (the workload's distributed_env; "
+        "default: the job runs more than one task).",
+    )
     nodes: int
     tasks_per_node: int
     post: list[list[str]] = Field(default_factory=list, description="Commands after launch.")
@@ -224,32 +229,73 @@ def make_environment(search_path: Iterable[Path]) -> jinja2.Environment:
     return _environment(tuple(str(p) for p in search_path))
 
 
+# A template is a few kilobytes of shell layout; anything near this is not one.
+MAX_TEMPLATE_BYTES = 4 << 20
+
+
 class TrustedLoader(jinja2.FileSystemLoader):
     """Jinja's file loader that refuses a template another user owns or can change (its file
-    or its folder): a template is shell in the user's jobs. gh-run's own templates are the
-    installed package's and need no check."""
+    or its folder): a template is shell in the user's jobs. The check is made on the very
+    descriptor the template is read from (`trust.read_checked`), never on a second lookup of
+    its path. gh-run's own templates are the installed package's and need no check."""
 
     def get_source(
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str, Callable[[], bool]]:
-        source, filename, uptodate = super().get_source(environment, template)
-        if not Path(filename).is_relative_to(templates_dir()):
-            from orchestrator.core import trust
+        import os
+        import posixpath
 
-            trust.check_file(
-                Path(filename),
-                "template",
-                "keep admin templates in the site's folder (/etc/gh-run/templates, root's) or "
-                "in a folder you own",
+        from jinja2.loaders import split_template_path
+
+        pieces = split_template_path(template)
+        for folder in self.searchpath:
+            filename = posixpath.join(folder, *pieces)
+            if os.path.isfile(filename):
+                break
+        else:
+            raise jinja2.TemplateNotFound(template)
+        if Path(filename).is_relative_to(templates_dir()):
+            return super().get_source(environment, template)
+        from orchestrator.core import trust
+
+        data = trust.read_checked(
+            Path(filename),
+            "template",
+            "keep admin templates in the site's folder (/etc/gh-run/templates, root's) or "
+            "in a folder you own",
+            MAX_TEMPLATE_BYTES,
+        )
+        if len(data) > MAX_TEMPLATE_BYTES:
+            raise UserError(
+                f"{filename}: larger than {MAX_TEMPLATE_BYTES >> 20} MiB, not a template; "
+                "check the cluster's template_dirs"
             )
-        return source, filename, uptodate
+        try:
+            source = data.decode(self.encoding)
+        except UnicodeDecodeError:
+            raise UserError(f"{filename}: not UTF-8 text; save the template as UTF-8") from None
+        try:
+            mtime = os.path.getmtime(filename)
+        except OSError:
+            mtime = -1.0
+
+        def uptodate() -> bool:
+            try:
+                return os.path.getmtime(filename) == mtime
+            except OSError:
+                return False
+
+        return source, os.path.normpath(filename), uptodate
 
 
 def bytecode_cache_dir() -> Path:
     """Where compiled templates are kept between processes: a folder of the user's own cache
-    ($XDG_CACHE_HOME/gh-run/jinja, ~/.cache/gh-run/jinja), never Jinja's default
-    /tmp/_jinja2-cache-<uid>, a name another user can take first and so break every render."""
-    return user_cache_dir() / "jinja"
+    ($XDG_CACHE_HOME/gh-run/jinja-sandboxed, ~/.cache/gh-run/jinja-sandboxed), never Jinja's
+    default /tmp/_jinja2-cache-<uid>, a name another user can take first and so break every
+    render. Its own name: code compiled for the sandbox calls through the environment (where
+    the sandbox checks each call), code compiled by a plain environment (a gh-run before the
+    sandbox) does not, and the cache's key is only the template's name and source."""
+    return user_cache_dir() / "jinja-sandboxed"
 
 
 @functools.cache
@@ -276,8 +322,15 @@ def bytecode_cache() -> jinja2.BytecodeCache | None:
 
 @functools.lru_cache(maxsize=16)
 def _environment(search_path: tuple[str, ...]) -> jinja2.Environment:
+    from jinja2.sandbox import SandboxedEnvironment
+
     loader = TrustedLoader(list(search_path))
-    env = jinja2.Environment(
+    # Sandboxed: a template is the admin's or a project's text, never Python. Jinja's sandbox
+    # refuses attributes that reach Python's internals (`__class__`, `__globals__`, a function's
+    # code, ...), so `{{ cycler.__init__.__globals__.os.popen(...) }}` in a project's template
+    # folder is a template error, not a program run at `render` (issue 42, class 1). Templates
+    # only lay out values Python decided; the sandbox changes none of their output (goldens).
+    env = SandboxedEnvironment(
         loader=loader,
         # Compiling the templates costs more than the rest of `gh-run render`: keep the compiled
         # code between processes (keyed by the template's source), in the user's own cache.
@@ -467,8 +520,9 @@ def build_context(
     post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if post_plan else []
     # the gh-runs each node's analysis may use, first choice first (node_gh_run.py)
     gh_runs = candidates(cluster, container) if post_plan and post_plan.analysis else []
-    if secrets_file is not None:  # last: after the reports are exported and summarised
-        post.append(["bash", f"{run_dir}/{SECRETS_POST_NAME}"])
+    if secrets_file is not None:
+        # run by the batch script's EXIT trap (base.sbatch.j2), not as a post step: last, after
+        # the reports are exported and summarised, and on every way the job ends
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
     setup_lines = [*cluster.defaults.setup, *part.setup]
     memory_hook = hook_for(prof, run_dir, artifacts_dir, part.gpu_mem)
@@ -514,6 +568,7 @@ def build_context(
         files=files,
         srun_options=[*part.launcher.options, *binding.srun],
         binding=binding.why,
+        distributed_env=world > 1 if workload.distributed_env is None else workload.distributed_env,
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,
         secret_env=list(workload.secret_env),

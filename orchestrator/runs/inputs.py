@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.core.errors import UserError
+from orchestrator.core.memory_files import MEMORY_DIR, dump_rank
 
 if TYPE_CHECKING:
     from orchestrator.store.db import Run, Store
@@ -56,12 +57,16 @@ REPORT_NAMES = (".nsys-rep", ".sqlite", ".gh-run.json", ".json.gz")
 
 
 def _readable(p: Path) -> bool:
-    """Whether analysis would read `p`: a report, an export, a record, a compressed trace, or
-    a JSON file whose head names `traceEvents` (a metrics.json is none)."""
+    """Whether analysis would read `p`: a report, an export, a record, a compressed trace, a
+    memory snapshot gh-run's hook dumped (`memory/memory[-oom].rank<R>.pickle`: a job with
+    `profile.memory` and no profiler, say one that ran out of GPU memory), or a JSON file whose
+    head names `traceEvents` (a metrics.json is none)."""
     if not p.is_file():
         return False
     if p.name.endswith(REPORT_NAMES):
         return True
+    if p.parent.name == MEMORY_DIR and dump_rank(p.name) is not None:
+        return True  # as loader.expand reads a folder's snapshots (memory_inputs.hook_dump)
     if not p.name.endswith(".json"):
         return False
     try:

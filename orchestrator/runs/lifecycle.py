@@ -69,6 +69,15 @@ def transport_of_run(run: Run) -> Transport:
     return LOCAL if run.executor == "local" else registry.for_run(run)
 
 
+def require_bound(run: Run, doing: str) -> None:
+    """Refuse to act on a row that is not a run of this user's in this home (row_seal.py):
+    one sentence saying what was not done and how to bind it."""
+    if run.unbound is not None:
+        from orchestrator.store.row_seal import refusal
+
+        raise UserError(refusal(run.run_id, run.unbound, doing))
+
+
 def executor_for(run: Run, warn: Warn | None = None) -> Executor:
     """The executor of a run as it was submitted: its transport, and the SLURM cluster it
     went to (--clusters) when its cluster file asked for one."""
@@ -173,6 +182,7 @@ def submit(
         transport=registry.descriptor(transport),
         slurm_cluster=slurm_cluster,
         clusters_option=executor.clusters if isinstance(executor, SlurmExecutor) else None,
+        script_sha256=sha256_text(rendered.script),
     )
     from orchestrator.site.config import origin_note
 
@@ -217,6 +227,13 @@ def submit(
     )
 
 
+def sha256_text(text: str) -> str:
+    """The sha256 of a script as written (sealed with its run: row_seal.py)."""
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _not_submitted(store: Store, run_id: str, exc: GhRunError) -> None:
     store.update_run(
         run_id, state=SUBMIT_FAILED, reason=str(exc), ended_at=time.time(), event="not submitted"
@@ -254,8 +271,12 @@ def apply_status(store: Store, run: Run, status: JobStatus) -> Run:
 
 
 def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list[Run]:
-    """One poll per executor kind for all given runs; returns the updated runs."""
-    active = [r for r in runs if not r.terminal and r.job_id]
+    """One poll per executor kind for all given runs; returns the updated runs. A row that is
+    not a run of this user's in this home (row_seal.py) is shown as recorded, never polled."""
+    active = [r for r in runs if not r.terminal and r.job_id and r.unbound is None]
+    unbound = [r for r in runs if not r.terminal and r.unbound is not None]
+    if unbound and warn:
+        _warn_unbound(unbound, warn)
     updated = {r.run_id: r for r in runs}
     # One poll per executor and cluster: all of a cluster's runs in one batched query.
     by_kind: dict[tuple[str, str | None, str | None], list[Run]] = {}
@@ -272,6 +293,15 @@ def refresh(store: Store, runs: Sequence[Run], warn: Warn | None = None) -> list
             if r.run_id in statuses:
                 updated[r.run_id] = _apply_with_retry(store, r, statuses[r.run_id], ex)
     return [updated[r.run_id] for r in runs]
+
+
+def _warn_unbound(runs: Sequence[Run], warn: Warn) -> None:
+    shown = ", ".join(r.run_id for r in runs[:3]) + (" ..." if len(runs) > 3 else "")
+    warn(
+        f"{len(runs)} run(s) in this state store are not bound to this home and you ({shown}): "
+        f"{runs[0].unbound}; their recorded states are shown, and gh-run neither polls, retries "
+        "nor reaches them (`gh-run adopt RUN` binds one after showing what it would run)"
+    )
 
 
 def _on_their_cluster(runs: list[Run], transport: Transport, warn: Warn | None) -> list[Run]:
@@ -355,6 +385,11 @@ def resubmit(store: Store, run: Run, detail: str) -> Run:
         return store.get_run(run.run_id)
     folder = Path(run.run_dir)
     script = folder / "job.sbatch"
+    why = _not_resubmittable(run, script)
+    if why is not None:
+        return store.update_run(
+            run.run_id, state=run.state, attempt=run.attempt, event=f"retry not submitted: {why}"
+        )
     ex = executor_for(run)
     if isinstance(ex, LocalExecutor):
         ex.time_limit = _time_limit_of(script)
@@ -392,6 +427,25 @@ def resubmit(store: Store, run: Run, detail: str) -> Run:
     )
 
 
+def _not_resubmittable(run: Run, script: Path) -> str | None:
+    """Why a retry must not submit the run's script: the row is not this user's here, or the
+    script is no longer the one written for the run (its sha256 is sealed with the row; read
+    where it is submitted from, through the run's transport)."""
+    import hashlib
+
+    if run.unbound is not None:
+        return run.unbound
+    if not run.script_sha256:
+        return "the run records no sha256 of its job script (`gh-run adopt` records it)"
+    try:
+        data = transport_of_run(run).read_from(str(script), 0)
+    except (GhRunError, OSError) as exc:
+        return f"its job script {script} cannot be read to check it ({exc})"
+    if data is None or hashlib.sha256(data).hexdigest() != run.script_sha256:
+        return f"{script} is not the job script written for this run (its sha256 differs)"
+    return None
+
+
 def site_limits(run: Run, warn: Warn | None = None) -> SizeLimits:
     """The artifact size limits of the run's cluster file (the defaults when it cannot be
     read any more: it may have moved since the run was submitted)."""
@@ -414,6 +468,7 @@ def collect(
     warn: Warn | None = None,
     reports: Mode | None = None,
 ) -> Manifest:
+    require_bound(run, "nothing was collected")
     if not run.terminal:
         raise UserError(
             f"run {run.run_id} is {run.state}: artifacts are collected once it has ended; "
@@ -449,7 +504,11 @@ def collect_many(
     left: dict[str, list[LeftReport]] = {}  # left on the cluster side (reports: leave)
     remote: dict[str, list[Run]] = {}
     for run in runs:
-        if run.transport and run.executor != "local":
+        if run.unbound is not None:
+            from orchestrator.store.row_seal import refusal
+
+            out[run.run_id] = UserError(refusal(run.run_id, run.unbound, "nothing was collected"))
+        elif run.transport and run.executor != "local":
             remote.setdefault(run.transport, []).append(run)
         else:
             sources[run.run_id] = run
@@ -509,7 +568,11 @@ def wait(
     min_interval: float = 1.0,
     max_interval: float = 10.0,
 ) -> list[Run]:
-    """Poll until every run has ended. Failures to reach SLURM are retried with backoff."""
+    """Poll until every run has ended. Failures to reach SLURM are retried with backoff. A run
+    that is not this user's in this home is refused at once (it would never be polled)."""
+    for r in runs:
+        if not r.terminal:
+            require_bound(r, "it is not waited for")
     current = list(runs)
     interval = min_interval
     failures = 0
@@ -543,11 +606,13 @@ def repair_intents(store: Store, warn: Warn | None = None) -> list[Run]:
     """Find the jobs of INTENT rows (gh-run died between intent and job id) by their name."""
     repaired = []
     for run in store.list_runs(states={RETRYING}):
+        if run.unbound is not None:
+            continue  # not this user's run here: shown as recorded (refresh says so)
         fixed = _repair_retry(store, run, warn)
         if fixed is not None:
             repaired.append(fixed)
     for run in store.list_runs(states={INTENT}):
-        if time.time() - run.created_at < 5:
+        if run.unbound is not None or time.time() - run.created_at < 5:
             continue
         if run.campaign_id:
             continue  # a campaign's job array carries the group's name: `campaign resume` repairs

@@ -89,16 +89,34 @@ def reports_of(home: Path, run: Run) -> list[Report]:
             f" `gh-run analyze {run.run_id}`"
         )
     manifest = artifacts.store_dir(home, run.run_id) / "manifest.json"
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_json
+
     try:
-        data = json.loads(manifest.read_text())
-    except (OSError, ValueError):
+        data = load_json(manifest, artifacts.MAX_MANIFEST_BYTES)
+        if not isinstance(data, dict):
+            raise SideInputError("not a mapping")
+    except SideInputError:
         raise UserError(
             f"run {run.run_id} has no manifest yet ({run.state}); `gh-run fetch {run.run_id}`"
             " lists its files first"
         ) from None
-    rels = [f["relpath"] for f in data.get("files", [])] + [
-        x["relpath"] for x in data.get("left", [])
-    ]
+    try:
+        rels = [str(f["relpath"]) for f in data.get("files", [])] + [
+            str(x["relpath"]) for x in data.get("left", [])
+        ]
+    except (AttributeError, KeyError, TypeError):
+        raise UserError(
+            f"{manifest}: not a manifest gh-run wrote; `gh-run fetch {run.run_id}` writes it again"
+        ) from None
+    from orchestrator.core.relpaths import problem
+
+    for rel in rels:
+        why = problem(rel)
+        if why is not None:
+            raise UserError(
+                f"{manifest}: a file's relpath {why}, so the run's reports cannot be named from it;"
+                f" `gh-run fetch {run.run_id}` writes the manifest again"
+            )
     return [
         Report(run, rel)
         for rel in sorted(set(rels))
@@ -184,6 +202,9 @@ def _intents(
         submitted_at=None,
         ended_at=None,
         collected_at=None,
+        # its scripts are map.sbatch and reduce.sbatch, not the run's job.sbatch: no retry may
+        # submit the first run's script under an analysis run's seal
+        script_sha256=None,
     )
     maps = [
         dataclasses.replace(
@@ -253,6 +274,8 @@ def submit(
     reports = [rep for r in runs for rep in reports_of(home, r)]
     if not reports:
         raise UserError("--on-cluster: the runs list no reports (nsys exports, Kineto traces)")
+    for run in runs:
+        R.require_bound(run, "nothing was submitted")
     first = runs[0]
     cluster = load_cluster(R.spec_of(first).cluster)
     part = cluster.partitions.get(first.partition)
@@ -284,6 +307,13 @@ def submit(
     ]
     transport = R.transport_of_run(first)
     executor = R.slurm_executor_for(first, warn)
+    # the right cluster for every job gh-run submits: the controller reached must be the one
+    # the cluster file names, and the one each run went to (its job ids and folders are there)
+    from orchestrator.executors import cluster_identity
+
+    cluster_identity.confirm(cluster, transport)
+    for run in runs:
+        cluster_identity.check_run(run, transport, "nothing was submitted")
     maps, reduce_run = _intents(store, first, stamp, folder, gh_run, reports, time_limit)
     with tempfile.TemporaryDirectory(prefix="gh-run-analysis.") as tmp:
         local = Path(tmp) / stamp
@@ -360,7 +390,6 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
     """Each run's analysis (Metrics, or a RunSet where its folder held separate runs) read back,
     labelled by its run id, and every report's record copied into the artifact store; and
     notes (map tasks that did not complete)."""
-    from orchestrator.analysis import Metrics, RunSet
     from orchestrator.runs import lifecycle as R
 
     transport = R.transport_of_run(sub.runs[0])
@@ -378,13 +407,7 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
                 f" {run.run_id}; its log {reduce_log} ends: {end} (`gh-run logs "
                 f"{sub.reduce_run.run_id}`)"
             )
-        doc = json.loads(data)
-        if doc.get("format") == "gh-run.runs/1":
-            out.append(RunSet.model_validate(doc))
-        else:
-            m = Metrics.model_validate(doc)
-            m.label = run.run_id
-            out.append(m)
+        out.append(_reduced(data, f"{sub.folder}/{run.run_id}.json", run.run_id))
     for rep in sub.reports:
         rec = transport.read_from(rep.there + RECORD_SUFFIX, 0)
         if rec is None:
@@ -406,3 +429,27 @@ def results(home: Path, sub: Submitted, states: dict[str, str]) -> tuple[list[ob
             f" those reports itself; their logs: `gh-run logs RUN` of each"
         )
     return out, notes
+
+
+def _reduced(data: bytes, where: str, run_id: str) -> object:
+    """The reduce job's answer for one run, read as evidence: a file cut short (the job killed
+    while writing it) or not gh-run's is one sentence naming it, never a traceback."""
+    from pydantic import ValidationError
+
+    from orchestrator.analysis import Metrics, RunSet
+
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        if doc.get("format") == "gh-run.runs/1":
+            return RunSet.model_validate(doc)
+        m = Metrics.model_validate(doc)
+    except (ValueError, RecursionError, ValidationError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise RuntimeFailure(
+            f"{where}: not an analysis gh-run's reduce job writes ({why}); run `gh-run analyze"
+            f" --on-cluster {run_id}` again"
+        ) from None
+    m.label = run_id
+    return m

@@ -18,7 +18,7 @@ from orchestrator.core.errors import GhRunError, UserError, combine
 from orchestrator.core.units import format_mem, format_time, parse_mem_mib, parse_time
 from orchestrator.nsys.profile import NsysSetup, NsysSite, check_for_version, nsys_setup
 from orchestrator.site.binding import BINDING_FLAGS, TaskBinding
-from orchestrator.site.config import FoundCluster, find_cluster
+from orchestrator.site.config import FIX_FILE, FoundCluster, find_cluster
 from orchestrator.site.limits import SizeLimits
 from orchestrator.spec import yamlio
 from orchestrator.spec.container import parse_bind
@@ -499,7 +499,8 @@ def load_cluster(name_or_path: str) -> Cluster:
         cluster = Cluster.model_validate(local_cluster_data())
         cluster.origin = found
         return cluster
-    doc = yamlio.read_file(found.path)
+    # every file of its `extends:` chain checked as the first was, on what is read
+    doc = yamlio.read_file(found.path, yamlio.Trusted("cluster file", FIX_FILE))
     cluster = yamlio.to_model(doc, Cluster)
     cluster.source = str(found.path.resolve())
     cluster.origin = found

@@ -142,7 +142,9 @@ def _read_settings(path: Path, model: type[S]) -> S | None:
     trust.check_file(path, "settings file", "move it aside and write your own")
     from orchestrator.spec import yamlio
 
-    doc = yamlio.read_file(path)
+    doc = yamlio.read_file(
+        path, yamlio.Trusted("settings file", "move it aside and write your own")
+    )
     if doc.data is None:
         return model()
     return yamlio.to_model(doc, model)
@@ -205,7 +207,7 @@ def template_places(cwd: Path | None = None) -> list[Place]:
 
 
 _FIX_FOLDER = "keep your own files in a folder you own, and the site's in /etc/gh-run (root's)"
-_FIX_FILE = (
+FIX_FILE = (
     "read it, copy what you trust to a file you own (e.g. ~/.config/gh-run/clusters/), or ask "
     "an admin to install it in the site's folder (gh-run partitions import --install)"
 )
@@ -222,7 +224,7 @@ def find_cluster(name_or_path: str, cwd: Path | None = None) -> FoundCluster:
         path = Path(name_or_path).expanduser()
         if not path.is_file():
             raise UserError(f"cluster file {name_or_path} does not exist; check the path")
-        trust.check_file(path, "cluster file", _FIX_FILE)
+        trust.check_file(path, "cluster file", FIX_FILE)
         site = site_dir() / "clusters"
         if path.resolve().parent == site.resolve():
             return FoundCluster(path, "site", str(site))
@@ -235,7 +237,7 @@ def find_cluster(name_or_path: str, cwd: Path | None = None) -> FoundCluster:
             candidate = place.path / f"{name_or_path}{ext}"
             if candidate.is_file():
                 trust.check_folder(place.path, "cluster files", _FIX_FOLDER)
-                trust.check_file(candidate, "cluster file", _FIX_FILE)
+                trust.check_file(candidate, "cluster file", FIX_FILE)
                 return FoundCluster(candidate, place.origin, place.named_by)
     own = builtin(name_or_path)
     if own is not None:
@@ -287,7 +289,7 @@ def visible_clusters(cwd: Path | None = None) -> tuple[list[Visible], list[str]]
             if not NAME_RE.fullmatch(f.stem):
                 continue
             try:
-                trust.check_file(f, "cluster file", _FIX_FILE)
+                trust.check_file(f, "cluster file", FIX_FILE)
             except UserError as exc:
                 refused.append(str(exc))
                 continue

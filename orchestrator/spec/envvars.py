@@ -58,6 +58,16 @@ class ProcessEnv(Strict):
         ),
     )
     workdir: str | None = Field(None, description="Directory to run in; default: the run dir.")
+    distributed_env: bool | None = Field(
+        None,
+        description=(
+            "Export the rendezvous variables (RANK, LOCAL_RANK, NODE_RANK, WORLD_SIZE, "
+            "MASTER_ADDR, MASTER_PORT; MASTER_NODE under srun): true always, false never; "
+            "default: only when the job runs more than one task (nodes x tasks per node > 1), "
+            "so that a single-process job sees the environment it would see without gh-run "
+            "(libraries such as accelerate start a process group when they find them)."
+        ),
+    )
 
     @field_validator("env", mode="before")
     @classmethod

@@ -247,27 +247,49 @@ def _yaml_fix(problem: str) -> str:
     return f"{problem}; fix the syntax at that line (indentation, quotes, brackets)"
 
 
-def read_file(path: Path) -> Located:
-    """Read a YAML file, following `extends: other.yaml` (relative to this file)."""
-    return _read(path, depth=0, chain=())
+@dataclass(frozen=True)
+class Trusted:
+    """Read every file of the chain as `trust.read_checked` reads a file gh-run acts on (its
+    owner and mode checked on the descriptor it is read from): `kind` names it, `fix` says what
+    to do instead."""
+
+    kind: str
+    fix: str
 
 
-def _read(path: Path, depth: int, chain: tuple[Path, ...]) -> Located:
+def read_file(path: Path, trusted: Trusted | None = None) -> Located:
+    """Read a YAML file, following `extends: other.yaml` (relative to this file). With
+    `trusted`, every file of the chain is checked as the first is (issue 42, class 2: a user's
+    own cluster file that extends a file anyone can write takes that file's setup lines)."""
+    return _read(path, depth=0, chain=(), trusted=trusted)
+
+
+def _read(path: Path, depth: int, chain: tuple[Path, ...], trusted: Trusted | None) -> Located:
     src = display_path(path)
     if depth > MAX_EXTENDS_DEPTH:
         raise UserError(f"{src}: extends: more than {MAX_EXTENDS_DEPTH} levels; flatten the chain")
     real = path.resolve()
     if real in chain:
         raise UserError(f"{src}: extends: the file extends itself through a loop; break the loop")
-    if not path.is_file():
-        raise UserError(f"{src}: no such file; check the path")
+    too_big = UserError(
+        f"{src}: the file is larger than {MAX_FILE_BYTES // 1024} KiB (a spec is a few "
+        "lines); check that this is the file you meant"
+    )
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(
-                f"{src}: the file is larger than {MAX_FILE_BYTES // 1024} KiB (a spec is a few "
-                "lines); check that this is the file you meant"
-            )
-        text = path.read_text(encoding="utf-8")
+        if trusted is not None:
+            from orchestrator.core import trust
+
+            kind = trusted.kind if depth == 0 else f"{trusted.kind} (extended by {chain[0]})"
+            data = trust.read_checked(path, kind, trusted.fix, MAX_FILE_BYTES)
+            if len(data) > MAX_FILE_BYTES:
+                raise too_big
+            text = data.decode("utf-8")
+        else:
+            if not path.is_file():
+                raise UserError(f"{src}: no such file; check the path")
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise too_big
+            text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{src}: not UTF-8 text; save the file as UTF-8") from None
     except OSError as exc:
@@ -286,7 +308,7 @@ def _read(path: Path, depth: int, chain: tuple[Path, ...]) -> Located:
             f"{here.locate(('extends',))}: extends: {base_name} does not exist next to this file; "
             "fix the path (it is relative to this file)"
         )
-    base = _read(path.parent / base_name, depth + 1, (*chain, real))
+    base = _read(path.parent / base_name, depth + 1, (*chain, real), trusted)
     merged = Located(data=deep_merge(base.data, here.data), source=src)
     merged.where.update(base.where)
     merged.where.update(here.where)

@@ -9,7 +9,8 @@ from typing import Any
 
 from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
-from orchestrator.store.db import Run, Store, as_dict, record, sql_limit
+from orchestrator.store import row_seal
+from orchestrator.store.db import Run, Store, record, sql_limit
 
 # Campaign states.
 PLANNED = "PLANNED"  # plan in the store, submissions under way
@@ -54,6 +55,8 @@ class GroupRecord(Strict):
     state: str
     job_id: str | None = None
     submitted_at: float | None = None
+    # row_seal.py: the group's script is sent only while this is the user's seal for the home
+    seal: str | None = None
 
 
 class VariantRecord(Strict):
@@ -81,7 +84,7 @@ def write_plan(
     """The whole plan, every run as an INTENT row, in one transaction; `notes`: what a run's
     intent event adds (run id -> text), e.g. that its cluster file is not the site's."""
     notes = notes or {}
-    run_rows = [as_dict(r) for r in runs]
+    run_rows = [store.sealed(r) for r in runs]
     cols = ", ".join(run_rows[0])
     marks = ", ".join(f":{k}" for k in run_rows[0])
     with store.tx() as db:
@@ -90,6 +93,8 @@ def write_plan(
             f"INSERT INTO campaigns ({', '.join(c)}) VALUES ({', '.join(':' + k for k in c)})", c
         )
         g = [x.model_dump() for x in groups]
+        for row in g:  # the key exists: the runs above were sealed with it
+            row["seal"] = row_seal.seal_group(store.home_key, row)
         db.executemany(
             f"INSERT INTO campaign_groups ({', '.join(g[0])}) "
             f"VALUES ({', '.join(':' + k for k in g[0])})",
@@ -284,5 +289,5 @@ def runs_of(store: Store, campaign_id: str) -> dict[str, Run]:
     out: dict[str, Run] = {}
     for row in rows:
         name = row.pop("v_name")
-        out[name] = record(Run, row)
+        out[name] = store.run_of(row)
     return out

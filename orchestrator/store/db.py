@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.core.errors import GhRunError, RuntimeFailure, UserError
+from orchestrator.store import row_seal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -48,7 +49,9 @@ CREATE TABLE IF NOT EXISTS runs (
     collected_at  REAL,
     transport     TEXT,
     slurm_cluster   TEXT,
-    clusters_option TEXT
+    clusters_option TEXT,
+    script_sha256   TEXT,
+    seal            TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
 CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign_id);
@@ -99,6 +102,7 @@ CREATE TABLE IF NOT EXISTS campaign_groups (
     state         TEXT NOT NULL,
     job_id        TEXT,
     submitted_at  REAL,
+    seal          TEXT,
     PRIMARY KEY (campaign_id, group_index)
 );
 CREATE TABLE IF NOT EXISTS campaign_variants (
@@ -203,6 +207,15 @@ class Run:
     slurm_cluster: str | None = None
     # --clusters for every SLURM command about this run (its cluster file's multi_cluster).
     clusters_option: str | None = None
+    # The sha256 of the job script written for the run: a retry submits it only while it is
+    # still that script.
+    script_sha256: str | None = None
+    # HMAC of the fields that say what runs where, under this user's key, for this home
+    # (row_seal.py): what tells a run of the user's own from a row read from elsewhere.
+    seal: str | None = None
+    # Not a column: why gh-run must not act on this row (row_seal.run_problem), None when its
+    # seal verifies. The store sets it as it reads the row; a Run made otherwise is not bound.
+    unbound: str | None = field(default=row_seal.NOT_READ, compare=False, repr=False)
 
     @property
     def terminal(self) -> bool:
@@ -227,12 +240,17 @@ class ArtifactRecord:
     collected_at: float
 
 
-RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(Run))
+# Fields of a Run that are not columns of the store.
+NOT_COLUMNS = frozenset({"unbound"})
+RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(Run)) - NOT_COLUMNS
 
 
 def as_dict(row: Any) -> dict[str, Any]:
-    """A store record as a plain dict (JSON-ready: the fields are str, int, float or None)."""
-    return dataclasses.asdict(row)
+    """A store record as a plain dict of its columns (JSON-ready: str, int, float or None)."""
+    out = dataclasses.asdict(row)
+    for name in NOT_COLUMNS:
+        out.pop(name, None)
+    return out
 
 
 # SQLite stores a NaN as NULL, which reads back as "no value": a metric that came out NaN
@@ -261,7 +279,9 @@ def iso(ts: float | None) -> str:
 # an older one is migrated forward when opened for writing.
 # 2: runs.transport (how the run's cluster is reached).
 # 4: runs.slurm_cluster and runs.clusters_option (which SLURM cluster the run went to).
-SCHEMA_VERSION = 4
+# 5: runs.script_sha256, runs.seal and campaign_groups.seal (row_seal.py): rows of older
+#    stores carry no seal and are acted on only once adopted (`gh-run adopt`).
+SCHEMA_VERSION = 5
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:
@@ -291,7 +311,7 @@ def _known_fields(model: type) -> frozenset[str]:
     if known is None:
         names = getattr(model, "model_fields", None)
         if names is None:
-            names = [f.name for f in dataclasses.fields(model)]
+            names = [f.name for f in dataclasses.fields(model) if f.name not in NOT_COLUMNS]
         known = _KNOWN[model] = frozenset(names)
     return known
 
@@ -325,6 +345,7 @@ class Store:
         self.home = home
         self.path = home / "state.db"
         self.readonly = False
+        self._home_key: str | None = None
         try:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
         except FileExistsError:
@@ -347,6 +368,9 @@ class Store:
             try:
                 self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
                 self._db.row_factory = sqlite3.Row
+                # No SQL function runs from the file's own schema (a trigger or view in a store
+                # written elsewhere): only gh-run's statements act here.
+                self._db.execute("PRAGMA trusted_schema = OFF")
                 version = self._version()
                 if fresh:
                     os.chmod(self.path, 0o600)
@@ -398,6 +422,7 @@ class Store:
                 shutil.copyfile(src, copy.with_name(copy.name + suffix))
         self._db = sqlite3.connect(copy, isolation_level=None)
         self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA trusted_schema = OFF")
         if self._version() < SCHEMA_VERSION:
             self._migrate()  # the snapshot only: an old or absent store reads like a current one
         self._db.execute("PRAGMA query_only = ON")
@@ -502,8 +527,54 @@ class Store:
                     raise
 
     # -- runs -------------------------------------------------------------------------------
-    def add_run(self, run: Run, detail: str = "intent written before submission") -> None:
+    # -- seals (row_seal.py) ------------------------------------------------------------------
+    @property
+    def home_key(self) -> str:
+        if self._home_key is None:
+            self._home_key = row_seal.home_key(self.home)
+        return self._home_key
+
+    def sealed(self, run: Run) -> dict[str, Any]:
+        """The run's columns with its seal for this home and user (what an INSERT writes)."""
         data = as_dict(run)
+        try:
+            data["seal"] = row_seal.seal_run(self.home_key, data)
+        except (row_seal.KeyUnavailable, OSError) as exc:
+            raise RuntimeFailure(
+                f"your gh-run key cannot be made or read ({exc}); gh-run binds each run to you "
+                f"with it: make {row_seal.key_path().parent} a folder of yours (or set "
+                "XDG_DATA_HOME to one)"
+            ) from None
+        return data
+
+    def run_of(self, row: sqlite3.Row | Mapping[str, Any]) -> Run:
+        """A row as a Run, with why it must not be acted on (`Run.unbound`) when its seal is
+        not this user's for this home."""
+        data = dict(row)
+        run = record(Run, data)
+        run.unbound = row_seal.run_problem(self.home_key, data)
+        return run
+
+    def adopt(self, run_id: str, script_sha256: str | None, detail: str) -> Run:
+        """Bind a run to this home and user (`gh-run adopt`): its script's sha256 as it is now,
+        and the seal of its fields, with an event saying so."""
+        with self.tx() as db:
+            row = db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UserError(f"run {run_id} is not in the state store {self.path}")
+            data = {**dict(row), "script_sha256": script_sha256}
+            db.execute(
+                "UPDATE runs SET script_sha256 = ?, seal = ? WHERE run_id = ?",
+                (script_sha256, row_seal.seal_run(self.home_key, data), run_id),
+            )
+            db.execute(
+                "INSERT INTO events (run_id, ts, state, detail) VALUES (?, ?, ?, ?)",
+                (run_id, time.time(), row["state"], detail),
+            )
+        return self.get_run(run_id)
+
+    def add_run(self, run: Run, detail: str = "intent written before submission") -> None:
+        data = self.sealed(run)
         cols = ", ".join(data)
         marks = ", ".join(f":{k}" for k in data)
         with self.tx() as db:
@@ -517,7 +588,7 @@ class Store:
         """Many intent rows in one transaction (a campaign's plan)."""
         if not runs:
             return
-        data = [as_dict(r) for r in runs]
+        data = [self.sealed(r) for r in runs]
         cols = ", ".join(data[0])
         marks = ", ".join(f":{k}" for k in data[0])
         with self.tx() as db:
@@ -581,7 +652,7 @@ class Store:
         rows = self._q("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise UserError(f"no run {run_id!r} in {self.path}; `gh-run status` lists the runs")
-        return record(Run, rows[0])
+        return self.run_of(rows[0])
 
     def find_run(self, ref: str) -> Run:
         """A run by id, unique id prefix, job id, or `last`: the one resolver of run references
@@ -591,7 +662,7 @@ class Store:
             last = self._q("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1")
             if not last:
                 raise NoSuchRun(f"no runs yet in {self.path}; submit one with `gh-run submit`")
-            return record(Run, last[0])
+            return self.run_of(last[0])
         rows = self._q(
             "SELECT * FROM runs WHERE run_id = ? OR job_id = ? OR run_id LIKE ? ESCAPE '\\' "
             "ORDER BY created_at DESC",
@@ -599,9 +670,9 @@ class Store:
         )
         exact = [r for r in rows if r["run_id"] == ref or r["job_id"] == ref]
         if len(exact) == 1:
-            return record(Run, exact[0])
+            return self.run_of(exact[0])
         if len(rows) == 1:
-            return record(Run, rows[0])
+            return self.run_of(rows[0])
         if not rows:
             raise NoSuchRun(
                 f"no run matches {ref!r} in {self.path}; `gh-run status` lists the runs (give "
@@ -633,7 +704,7 @@ class Store:
         sql += " ORDER BY created_at DESC, rowid DESC"
         if limit:
             sql += f" LIMIT {sql_limit(limit)}"
-        return [record(Run, r) for r in self._q(sql, args)]
+        return [self.run_of(r) for r in self._q(sql, args)]
 
     def events(self, run_id: str) -> list[Event]:
         rows = self._q(
@@ -689,8 +760,11 @@ class Store:
 
     def dump_run(self, run_id: str) -> dict[str, Any]:
         run = self.get_run(run_id)
+        shown = as_dict(run)
+        shown.pop("seal", None)
+        shown["bound"] = run.unbound is None
         return {
-            "run": as_dict(run),
+            "run": shown,
             "events": [as_dict(e) for e in self.events(run_id)],
             "artifacts": [as_dict(a) for a in self.artifacts(run_id)],
         }

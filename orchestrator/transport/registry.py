@@ -49,6 +49,14 @@ def for_descriptor(descriptor: str | None) -> Transport:
 
 
 def for_run(run: Run) -> Transport:
+    """The transport the run recorded, only for a run of this user's in this home: the SSH
+    settings of a row (its options may name programs OpenSSH runs, e.g. ProxyCommand) are
+    used only when the row's seal is the user's own (row_seal.py)."""
+    if run.transport and run.unbound is not None:
+        from orchestrator.core.errors import UserError
+        from orchestrator.store.row_seal import refusal
+
+        raise UserError(refusal(run.run_id, run.unbound, "no connection was made for it"))
     return for_descriptor(run.transport)
 
 

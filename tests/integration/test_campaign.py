@@ -66,7 +66,13 @@ def _campaign_rows(home: Path) -> list[sqlite3.Row]:
     if not (home / "state.db").exists():
         return []
     with _db(home) as con:
-        return con.execute("SELECT * FROM campaigns ORDER BY created_at").fetchall()
+        try:
+            return con.execute("SELECT * FROM campaigns ORDER BY created_at").fetchall()
+        except sqlite3.OperationalError as exc:
+            # the launcher's gh-run made the file a moment ago and is writing its tables
+            if "no such table" in str(exc):
+                return []
+            raise
 
 
 def _cid(text: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 from orchestrator.core import tools
 from orchestrator.store.db import Store
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.nsys_records]
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = str(REPO / "jobs" / "smoke_profiled.yaml")
@@ -210,13 +210,16 @@ def test_containall_keeps_rank_variables_and_binds(  # type: ignore[no-untyped-d
     dev_cluster, cli, gh_home: Path, prefix: Path, tmp_path: Path
 ) -> None:
     """--containall (private /tmp, PID and IPC namespaces, clean environment) with nsys inside
-    the image: the rank variables still arrive, and a job bind writes through to the host."""
+    the image: the rank variables still arrive (asked for: a single-process job gets none unless
+    its spec says `workload.distributed_env`, tests/integration/test_job_env.py), and a job bind
+    writes through to the host."""
     shared = tmp_path / "shared"
     shared.mkdir()
     _submit(
         cli,
         prefix,
         "resources.nodes=1",
+        "workload.distributed_env=true",
         "profile.nsys_placement=container",
         f"profile.nsys_path={prefix}/bin/nsys",
         "container.containall=true",

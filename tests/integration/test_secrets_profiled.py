@@ -26,7 +26,7 @@ import yaml
 from orchestrator.core import tools
 from orchestrator.store.db import Store
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.nsys_records]
 
 SECRET = "hf_s3cr3t 'q' $NOT_EXPANDED `nor this` \"d\"\\end"
 

@@ -102,8 +102,10 @@ def test_not_measured_follows_the_sources() -> None:
     assert views.value("osrt_s", cpu_only) is not None
     # unchecked, as the state store's headline has always read a trace without kernels
     assert views.value("gpu_idle_pct", cpu_only, check=False) == 0.0
-    # the workload's own numbers only beside its metrics.json
-    assert views.value("tokens_per_s", nsys) is None
+    # the workload's own numbers only beside its metrics.json (nsys exports too, issue 35)
+    bare = analyze_paths([DATA / "nsys" / "cloverleaf-cuda_perlmutter.sqlite"])
+    assert views.value("tokens_per_s", bare) is None
+    assert views.value("tokens_per_s", nsys) is not None
     assert views.value("tokens_per_s", kineto) is not None
 
 

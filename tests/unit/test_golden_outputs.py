@@ -50,6 +50,20 @@ RECORDINGS = {
     "rec/memory_h200/activations": "memory_h200/activations",
     "rec/memory_h200/activations_ckpt": "memory_h200/activations_ckpt",
     "rec/nsys2026": "nsys2026",
+    "rec/causes_h200/dl_backward": "causes_h200/dl_backward",
+    "rec/causes_h200/dl_clean": "causes_h200/dl_clean",
+    "rec/causes_h200/dl_fp32": "causes_h200/dl_fp32",
+    "rec/causes_h200/dl_host": "causes_h200/dl_host",
+    "rec/causes_h200/hf_fp32": "causes_h200/hf_fp32",
+    "rec/causes_h200/hf_w0": "causes_h200/hf_w0",
+    "rec/causes_h200/hf_w4": "causes_h200/hf_w4",
+    "rec/causes_h200/img_input_w0": "causes_h200/img_input_w0",
+    "rec/causes_h200/img_input_w6": "causes_h200/img_input_w6",
+    "rec/causes_h200/img_pageable": "causes_h200/img_pageable",
+    "rec/causes_h200/img_pinned": "causes_h200/img_pinned",
+    "rec/causes_h200/ml_eager": "causes_h200/ml_eager",
+    "rec/causes_h200/ml_graphs": "causes_h200/ml_graphs",
+    "rec/causes_h200/ml_sync": "causes_h200/ml_sync",
 }
 # Variants of real 2026 exports derived in the workspace (tests/fixtures/export_variants.py):
 # workspace folder -> the export (in a RECORDINGS folder) they are derived from
@@ -90,6 +104,8 @@ CASES = [
     _one("gpu_metrics_ddp", "rec/gpu_metrics/ddp", REPORT),
     _one("unannotated_kineto", "data/unannotated/kineto", COMPARE, REPORT),
     _one("unannotated_nsys", "rec/unannotated/nsys", COMPARE, REPORT),
+    # the planted-cause workloads (issue 35 item 7) and their pairs (issue 41)
+    _one("causes_h200", "rec/causes_h200", COMPARE),
     # other projects' traces (HTA's and TraceLens's test data): unrelated runs, one folder
     _one("public_traces", "data/public_traces"),
     # real nsys 2026 exports (another project's test data) and variants derived from them

@@ -1,9 +1,10 @@
 """gh-run's memory figures against what the workloads measured themselves (issue 39), on the real
 H200 recordings of tests/data/memory_h200 (README there): every category within 5 % of the
 truth the workload planted and measured, the leak's growth per step within 5 %, and the first
-memory finding naming the planted cause. The out-of-memory explanation is checked on a
-STAND-IN made from the real `activations` recording (bench/memory_oom_standin.py: the real
-out-of-memory run has not been recorded yet; the README says why)."""
+memory finding naming the planted cause. The out-of-memory explanation is checked on the real
+out-of-memory recording (`oom/`) and on a STAND-IN made from the real `activations` recording
+(bench/memory_oom_standin.py: an out-of-memory cut in the forward, which the real run does not
+show: it ran out in backward)."""
 
 from __future__ import annotations
 

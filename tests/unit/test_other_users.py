@@ -220,16 +220,16 @@ def test_the_template_cache_is_a_private_folder_of_ones_own(
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "GH_RUN_HOME": str(tmp_path / "home")}
     res = gh_run(["render", str(SMOKE)], tmp_path, env)
     assert res.returncode == 0 and res.stderr == "", res.stderr
-    folder = tmp_path / "cache" / "gh-run" / "jinja"
+    folder = tmp_path / "cache" / "gh-run" / "jinja-sandboxed"
     assert folder.stat().st_mode & 0o777 == 0o700
     assert any(f.name.startswith("__jinja2_") for f in folder.iterdir())
     # Taken by another user first: rendering still works, without the cache, and says so.
     taken = tmp_path / "taken"
-    (taken / "gh-run" / "jinja").mkdir(parents=True, mode=0o777)
-    chown(other_user, taken / "gh-run" / "jinja")
+    (taken / "gh-run" / "jinja-sandboxed").mkdir(parents=True, mode=0o777)
+    chown(other_user, taken / "gh-run" / "jinja-sandboxed")
     res = gh_run(["render", str(SMOKE)], tmp_path, {**env, "XDG_CACHE_HOME": str(taken)})
     assert res.returncode == 0, res.stderr
-    assert f"{taken / 'gh-run' / 'jinja'} is owned by user ghrun-other" in res.stderr
+    assert f"{taken / 'gh-run' / 'jinja-sandboxed'} is owned by user ghrun-other" in res.stderr
     assert "compiled afresh" in res.stderr
-    assert list((taken / "gh-run" / "jinja").iterdir()) == []
+    assert list((taken / "gh-run" / "jinja-sandboxed").iterdir()) == []
     assert res.stdout.startswith("#!/bin/bash")

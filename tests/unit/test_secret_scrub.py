@@ -38,6 +38,12 @@ def _folder(tmp: Path) -> Path:
     assert VALUE.encode() in (art / "r.sqlite").read_bytes()
     (art / "r.nsys-rep").write_bytes(b"NVIDIA report ... compressed stream, no plain value")
     (art / "other.nsys-rep").write_bytes(b"clean report")
+    clean = sqlite3.connect(art / "other.sqlite")  # its export, holding no value
+    clean.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    clean.commit()
+    clean.close()
+    # a report without its export (a job stopped before the export): nothing shows it clean
+    (art / "alone.nsys-rep").write_bytes(b"report of a stopped job")
     (art / "t.json.gz").write_bytes(gzip.compress(f'{{"a": "{VALUE}"}}'.encode()))
     (art / "r_osrt_sum.csv").write_text("name,calls\nread,3\n")
     (run / "7_0_log.out").write_bytes(b"x" * 100 + VALUE.encode() + b" tail\n")
@@ -61,8 +67,10 @@ def test_every_file_is_cleaned_or_removed(
     assert rows[2] == "kernel" and "HF_TOKEN=<secret HF_TOKEN>\0LANG=C" in rows[1]
     assert db.execute("SELECT typeof(value) FROM META").fetchone()[0] == "blob"
     db.close()
-    # its report: removed (it may hold the value compressed); another report: kept
+    # its report: removed (it may hold the value compressed); another report with its clean
+    # export: kept; a report without its export: removed
     assert not (art / "r.nsys-rep").exists() and (art / "other.nsys-rep").exists()
+    assert not (art / "alone.nsys-rep").exists() and "alone.nsys-rep" in err
     assert not (art / "t.json.gz").exists()
     # the log: same size, the value overwritten
     assert (run / "7_0_log.out").stat().st_size == log_size
@@ -71,6 +79,16 @@ def test_every_file_is_cleaned_or_removed(
     for p in run.rglob("*"):
         if p.is_file() and p.name != S.SECRETS_FILE:
             assert VALUE.encode() not in p.read_bytes(), p
+    # what is left is vouched for, file by file
+    import hashlib
+    import json
+
+    state = json.loads((run / S.ATTESTATION).read_text())["files"]
+    assert state == {
+        str(p.relative_to(run)): [p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest()]
+        for p in run.rglob("*")
+        if p.is_file() and p.name not in S.SKIP
+    }
     # said by name, never by value
     assert "HF_TOKEN" in err and "r.nsys-rep" in err and VALUE not in err
 
@@ -80,4 +98,5 @@ def test_nothing_to_do_without_values(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.delenv("HF_TOKEN", raising=False)
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     assert S.main([str(run), "HF_TOKEN"]) == 0
-    assert before == {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != S.ATTESTATION}
+    assert before == after

@@ -43,7 +43,7 @@ def test_unknown_key_is_refused_with_its_line_and_the_known_keys(tmp_path: Path)
         load_spec(p)
     assert str(exc.value) == (
         f"{p}:4: workload.bogus: unknown key 'bogus'; remove it or use one of: "
-        "env, secret_env, workdir, kind, command, args"
+        "env, secret_env, workdir, distributed_env, kind, command, args"
     )
 
 

@@ -264,7 +264,8 @@ def _gaps(tl: T.RankTimeline) -> tuple[Any, Any]:
 @pytest.mark.parametrize(
     ("host_kind", "name", "cause"),
     [
-        (T.OSRT, "pthread_cond_wait", "queue-wait"),
+        # a blocking wait whose target no stack or worker names: no cause is claimed
+        (T.OSRT, "pthread_cond_wait", "unclassified"),
         (T.CUDA_API, "cudaStreamSynchronize", "sync"),
         (T.CPU_OP, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "input"),
         (T.CPU_OP, "aten::nonzero", "host-compute"),
@@ -287,20 +288,18 @@ def test_each_idle_interval_gets_the_cause_the_host_shows(
     assert top.ms_per_step == pytest.approx(5.0, abs=0.01)
 
 
-def test_a_running_main_thread_before_the_batch_copy_is_input() -> None:
+def test_the_batch_copy_alone_is_no_proof_of_input() -> None:
+    """A host-to-device copy after each gap, and nothing recorded of the host: the copy names no
+    cause (host work after a loss's logging is copied next too), so nothing is claimed; the host
+    work that recurs before each copy is input (tests/unit/test_idle_planted.py)."""
     kernels, gaps = loop(4, FWD_BWD, 5_000_000)
     copies = [(b, b + 1_000, 1 << 20) for _, b in gaps[1:]]
     kernels = [(n, s + (2_000 if any(s == b for _, b in gaps) else 0), e) for n, s, e in kernels]
     tl = timeline(kernels, copies=copies)
     gs, ge = _gaps(tl)
     causes = idle_causes.attribute(tl, tl.gpu, gs, ge, int((ge - gs).sum()), [], MAIN)
-    assert causes is not None and causes.causes[0].cause == "input"
-    assert "host-to-device copy (1.0 MiB" in causes.causes[0].evidence
-    # without the copy the same running thread is host compute
-    tl = timeline(kernels)
-    gs, ge = _gaps(tl)
-    causes = idle_causes.attribute(tl, tl.gpu, gs, ge, int((ge - gs).sum()), [], MAIN)
-    assert causes is not None and causes.causes[0].cause == "host-compute"
+    assert causes is not None and causes.causes[0].cause == "unclassified"
+    assert all(c.cause != "input" for c in causes.causes)
 
 
 def test_sync_while_idle_counts_only_the_idle_part() -> None:

@@ -336,6 +336,17 @@ CATALOGUE: list[Metric] = [
            "the workload's own median step time (its metrics.json), slowest rank",
            rank=lambda r: r.workload.median_step_time_s if r.workload else None, across="max",
            better="lower", sources=WORKLOAD_FILE),
+    Metric("capture_slowdown_pct", "Steps", "capture slowdown (workload)", "%",
+           "the workload's median step inside the capture window against its median step"
+           " outside it (its metrics.json: step walls and cuda_profiler_window): what the"
+           " profiler cost the steps it recorded",
+           rank=lambda r: r.profiler_overhead.slowdown_pct if r.profiler_overhead else None,
+           across="max", better="lower", sources=WORKLOAD_FILE),
+    Metric("profiler_overhead_pct", "Steps", "profiler overhead recorded", "%",
+           "nsys's own overhead records of the process (PROFILER_OVERHEAD,"
+           " CUPTI_ACTIVITY_KIND_OVERHEAD), their union inside the GPU span, percent of the span",
+           rank=lambda r: r.profiler_overhead.recorded_pct_of_span if r.profiler_overhead
+           else None, better="lower", sources=NSYS_GPU),
     Metric("tokens_per_s", "Steps", "throughput (workload)", "tok/s",
            "the workload's own training throughput (its metrics.json), summed over ranks",
            rank=lambda r: r.workload.tokens_per_s if r.workload and r.workload.tokens_per_s
@@ -355,23 +366,32 @@ CATALOGUE: list[Metric] = [
            if r.steps and r.steps.total_ns else None, better="lower"),
     # ---- why the GPU waits (idle_causes): idle intervals by what the host did in them
     Metric("idle_input_ms_per_step", "Idle causes", "GPU idle for input", "ms",
-           "GPU-idle time per step in intervals where the host loaded data on the main thread"
-           " or waited on a queue or lock (idle_causes: input, queue-wait)",
-           rank=_idle_ms("input", "queue-wait"), better="lower", sources=GPU),
+           "GPU-idle time per step claimed for input: the main thread loaded or made the batch,"
+           " or waited on the loader while its workers ran (idle_causes: input)",
+           rank=_idle_ms("input"), better="lower", sources=GPU),
     Metric("idle_host_ms_per_step", "Idle causes", "GPU idle for host compute", "ms",
-           "GPU-idle time per step in intervals where the main thread ran without launching"
-           " GPU work (idle_causes: host-compute)",
+           "GPU-idle time per step claimed for host work that is not the batch's: on the main"
+           " thread, or on autograd's thread while backward() waits (idle_causes: host-compute)",
            rank=_idle_ms("host-compute"), better="lower", sources=GPU),
+    Metric("idle_launch_ms_per_step", "Idle causes", "GPU idle waiting for launches", "ms",
+           "GPU-idle time per step before work launched after the GPU ran dry: µs gaps between"
+           " short kernels, and host windows spent in the launch path (idle_causes:"
+           " launch-bound)",
+           rank=_idle_ms("launch-bound"), better="lower", sources=GPU),
     Metric("idle_sync_ms_per_step", "Idle causes", "GPU idle in syncs", "ms",
-           "GPU-idle time per step in intervals the main thread spent in CUDA sync calls"
-           " (idle_causes: sync)",
+           "GPU-idle time per step claimed for CUDA syncs: the host in a sync call, and the"
+           " drain after one (idle_causes: sync)",
            rank=_idle_ms("sync"), better="lower", sources=GPU),
     Metric("idle_comm_ms_per_step", "Idle causes", "GPU idle for communication", "ms",
-           "GPU-idle time per step in intervals covered by collectives (idle_causes:"
-           " communication)",
+           "GPU-idle time per step claimed for collectives (idle_causes: communication)",
            rank=_idle_ms("communication"), better="lower", sources=GPU),
+    Metric("idle_unclassified_ms_per_step", "Idle causes", "GPU idle, cause unclassified",
+           "ms",
+           "GPU-idle time per step in intervals whose evidence singles out no cause by the"
+           " margin (idle_causes: unclassified)",
+           rank=_idle_ms("unclassified"), better="lower", sources=GPU),
     Metric("idle_short_ms_per_step", "Idle causes", "GPU idle in short gaps", "ms",
-           "GPU-idle time per step in gaps shorter than the intervals examined (launch gaps)",
+           "GPU-idle time per step in µs gaps before work launched in time (back to back)",
            rank=_idle_ms("short-gaps"), better="lower", sources=GPU),
     # ---- communication (breakdown, communication, cross_rank)
     Metric("comm_share_pct", "Communication", "communication share of kernel time (HTA)", "%",

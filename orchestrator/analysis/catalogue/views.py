@@ -208,13 +208,17 @@ ANALYZE: Layout = [
         _s("workload_step_median_s", "median step (workload)"),
         _s("tokens_per_s", "tokens/s (workload)",
            show=lambda r: L.num(r.workload.tokens_per_s if r.workload else None)),
+        _s("capture_slowdown_pct"),
+        _s("profiler_overhead_pct"),
     ]),
     ("Why the GPU waits (per step)", [
         _s("idle_input_ms_per_step", "input"),
         _s("idle_host_ms_per_step", "host compute"),
+        _s("idle_launch_ms_per_step", "launch-bound"),
         _s("idle_sync_ms_per_step", "sync"),
         _s("idle_comm_ms_per_step", "communication"),
-        _s("idle_short_ms_per_step", "short gaps"),
+        _s("idle_unclassified_ms_per_step", "unclassified"),
+        _s("idle_short_ms_per_step", "back-to-back gaps"),
     ]),
     ("CPU / sync", [
         _s("sync_calls"),
@@ -256,8 +260,9 @@ COMPARE: Layout = [
         _s("tokens_per_s"),
     ]),
     ("Why the GPU waits (per step)", [
-        _s("idle_input_ms_per_step"), _s("idle_host_ms_per_step"), _s("idle_sync_ms_per_step"),
-        _s("idle_comm_ms_per_step"), _s("idle_short_ms_per_step"),
+        _s("idle_input_ms_per_step"), _s("idle_host_ms_per_step"),
+        _s("idle_launch_ms_per_step"), _s("idle_sync_ms_per_step"), _s("idle_comm_ms_per_step"),
+        _s("idle_unclassified_ms_per_step"), _s("idle_short_ms_per_step"),
     ]),
     ("Communication", [
         _s("comm_share_pct"), _s("comm_comp_overlap_pct"), _s("idle_host_wait_pct"),

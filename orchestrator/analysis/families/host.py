@@ -127,6 +127,20 @@ def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
     return group_step_ranges(out)[:TOP_RANGES]
 
 
+def family_rows(rows: Iterable[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """The rows of the step family `steps` picks (most ranges, then largest total), by start:
+    a trace may hold two nested families (Kineto's `ProfilerStep#N` around a `step_N`)."""
+    fams: dict[str, list[tuple[str, int, int]]] = {}
+    for row in rows:
+        fam = step_family(row[0])
+        if fam is not None:
+            fams.setdefault(fam, []).append(row)
+    if not fams:
+        return []
+    _, items = max(fams.items(), key=lambda kv: (len(kv[1]), sum(r[2] for r in kv[1])))
+    return sorted(items, key=lambda r: (r[1], r[2]))
+
+
 def steps(rows: Iterable[tuple[str, int, int]]) -> StepStats | None:
     """Step-time statistics from (name, start, duration) ranges; the largest family wins."""
     fams: dict[str, list[tuple[int, int]]] = {}

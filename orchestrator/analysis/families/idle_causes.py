@@ -1,153 +1,96 @@
-"""Why the GPU waits: the idle intervals that hold most idle time, each attributed to what the
-host did inside it (issue 28 item 2).
+"""Why the GPU waits: the GPU-idle time of one entry by cause, each with its evidence, its cost
+per step and its knob (issues 28 item 2, 35 items 1-3).
 
-The intervals: the gaps of the GPU's busy union (kernels, copies, memsets of the entry), longest
-first, until they hold `HELD` of the idle time; none shorter than `MIN_GAP_NS` (the µs gaps
-between launches are not looked at one by one: they are the `short-gaps` class, whose cause is
-HTA's idle breakdown), at most `MAX_GAPS`.
+Two kinds of idle time:
+- the long intervals: the gaps of the GPU's busy union of `MIN_GAP_NS` or more, the longest
+  `MAX_GAPS` of them. Each is judged from
+  every piece of evidence about the host in it (`idle_evidence`) and claimed for a cause only
+  where that evidence outweighs the others (`idle_classes`), else `unclassified`;
+- the short gaps (every other gap: µs between kernels), judged in bulk by HTA's rule on what
+  ended them: the next work launched after the gap began means the GPU waited for the launch
+  (`launch-bound`: launches slower than the kernels run, the step's µs gaps between short
+  kernels); a gap that began while the main thread was in a CUDA sync is the drain that sync
+  causes (`sync`: the GPU idles until the host, released, launches again); the rest ran back to
+  back, launched in time (`short-gaps`: launch latency on the GPU's side).
 
-What the host did in each interval, from the main thread (`host.main_thread`) and the whole
-process:
-- the workload's ranges and CPU operators on the main thread (Kineto: `enumerate(DataLoader)#...
-  __next__`, `Optimizer.step#...`; NVTX ranges of the workload's own): the one that covers most
-  of the interval names it;
-- the main thread's CUDA synchronisation calls (a sync while the GPU is idle blocks on nothing
-  of this GPU: another device, an event, a collective);
-- the main thread's OS-runtime calls: blocking waits on a condition variable, semaphore or lock
-  (`host.BLOCKING_WAITS`) and waits for I/O or a queue's pipe (`IO_WAITS`);
-- communication: NCCL's ranges (a library's, `library_ranges`) or collective operators.
-
-- the main thread's CPU samples inside the interval and the DataLoader worker threads' samples
-  (`cpu_samples`: nsys exports recorded with `--sample`), read after the ranges, CUDA API and
-  OS-runtime calls and before the inferred rules (docs/metrics.md "Why the GPU waits" gives the
-  order); each class's evidence says which of these answered it.
-
-Classes, first that holds at least half of the interval (`COVER`):
-- `input`: a data-loading range or operator (`step_names.is_data_wait`, `DATA_OPS`); or the
-  main thread ran (no sync, no blocking call, no collective covers the interval) and the GPU's
-  first work after the interval is a host-to-device copy (the batch arriving): data loading /
-  input on the main thread;
-- `communication`: a collective range or operator;
-- `sync`: the main thread in a CUDA synchronisation call;
-- `queue-wait`: the main thread blocked on a queue, lock or I/O (e.g. a DataLoader's queue when
-  its workers fall behind);
-- `host-compute`: the main thread ran without launching GPU work (Python overhead, host-side
-  work) — named by the operator that covers it where the trace has operators.
-
-Each class carries its evidence: how many intervals, what covered them, the named operators.
-Costs are per step where the rank has steps (`step_rules`), else over the span.
+Costs are per step over the steps that start after the GPU span does (`steps_in_span`): a
+capture that opens at a step's start has that step's wait before the first kernel, outside the
+span. Each
+cause's `ms_per_step` is the GPU time it takes from a step: what removing it would give back.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from orchestrator.analysis.families import host
+from orchestrator.analysis.families import idle_classes as C
+from orchestrator.analysis.families import idle_evidence as E
 from orchestrator.analysis.families.stats import pct
-from orchestrator.analysis.metrics import IdleBreakdown, IdleCause, IdleCauses
-from orchestrator.analysis.readers import cpu_samples
+from orchestrator.analysis.metrics import (
+    IdleBreakdown,
+    IdleCause,
+    IdleCauses,
+    IdleInterval,
+    LaunchStats,
+)
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals
-from orchestrator.analysis.timeline.step_names import is_data_wait, step_family
 
 MIN_GAP_NS = 100_000
-MIN_SAMPLES = 2  # main-thread CPU samples an interval needs before they may answer
-# the sample groups of a main thread making a batch: data-loading frames, the interpreter and
-# libc (native code of the application or the framework is host compute, not input)
-COMPUTE = ("data", "interpreter")
-HELD = 0.8
 MAX_GAPS = 10_000
-COVER = 0.5
-NEXT_WORK = 3  # the first activities after an interval looked at for the batch's copy
-NAMED = 50  # intervals (longest first) whose covering operator or calls are named
-IO_WAITS = frozenset(
-    {"poll", "ppoll", "select", "pselect", "pselect6", "epoll_wait", "epoll_pwait", "read",
-     "recv", "recvfrom", "recvmsg", "futex", "nanosleep", "usleep", "sleep"}
-)  # fmt: skip
-DATA_OPS = re.compile(
-    r"(?i)dataloader|_next_data|collate|__getitem__|pin_memory|fetch|get_batch|next_batch"
-)
-COMM_OPS = re.compile(
-    r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|c10d::|gloo|alltoall"
-)
+EXAMPLES = 3  # judged intervals kept per cause
 LABELS = {
-    "input": "data loading / input on the main thread",
-    "queue-wait": "the host waits on a queue or lock",
-    "host-compute": "host compute (Python overhead, host-side work)",
+    "input": "data loading / input",
+    "host-compute": "host compute (work on the host between launches)",
+    "launch-bound": "launch-bound (µs gaps: kernels shorter than launching them)",
     "sync": "synchronisation while the GPU is idle",
     "communication": "communication wait",
-    "short-gaps": "µs gaps between kernels (launch-bound or back-to-back work)",
+    "unclassified": "unclassified (no cause outweighs the others)",
+    "short-gaps": "µs gaps between kernels launched in time (back to back)",
+}
+KNOBS = {
+    "input": "load the next batches while the GPU computes: DataLoader(num_workers=N,"
+    " pin_memory=True, prefetch_factor=...), cheaper items (tokenise and decode ahead)",
+    "host-compute": "take the host work off the step: do it every N steps or asynchronously"
+    " (a background thread or process; non_blocking copies of what it needs), vectorise it or"
+    " run it on the GPU; in a backward hook: move it out of backward",
+    "launch-bound": "fewer, larger launches: CUDA graphs (torch.cuda.graphs,"
+    " torch.compile(mode='reduce-overhead')), fused kernels (torch.compile), a larger batch",
+    "sync": "remove the host syncs inside the step (.item(), .cpu(), torch.cuda.synchronize(),"
+    " printing tensors) or defer them (read values after the step, non_blocking copies and an"
+    " event)",
+    "communication": "overlap communication with computation (DDP buckets, overlap_grad_sync);"
+    " look for a straggler",
+    "unclassified": "see what the host did in the step picture: the evidence does not single"
+    " out a cause (record with CPU sampling and OS-runtime backtraces, or NVTX ranges)",
+    "short-gaps": "nothing on the host side: the kernels ran back to back (fusing them,"
+    " torch.compile, removes the gaps)",
 }
 
 
 @dataclass
-class _Tally:
-    ns: int = 0
-    gaps: int = 0
-    what: dict[str, int] = field(default_factory=dict)
-    # per `what` that CPU samples answered: [samples in the class's frames, main-thread
-    # samples, worker-thread samples] and the frames named
-    counts: dict[str, list[int]] = field(default_factory=dict)
-    frames: dict[str, list[str]] = field(default_factory=dict)
+class Judged:
+    """The examined intervals as judged, for the steps' boundaries (`step_rules.realign`) and
+    their pattern (`step_pattern`): each interval's start, end and host-window end, and the ns
+    claimed for each class."""
 
-    def add(self, ns: int, what: str, counts: tuple[int, int, int] | None = None,
-            frames: list[str] | None = None) -> None:  # fmt: skip
-        self.ns += ns
-        self.gaps += 1
-        self.what[what] = self.what.get(what, 0) + ns
-        if counts is not None:
-            c = self.counts.setdefault(what, [0, 0, 0])
-            for i, x in enumerate(counts):
-                c[i] += x
-            self.frames.setdefault(what, []).extend(frames or [])
-
-    def text(self, what: str) -> str:
-        """`what` with its sample counts and most frequent frames filled in."""
-        c = self.counts.get(what)
-        if c is None:
-            return what
-        named = ", ".join(f"`{f}`" for f in cpu_samples.top(self.frames.get(what, [])))
-        return what.format(n=c[0], m=c[1], w=c[2], frames=f" ({named})" if named else "")
+    a: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    b: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    h: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    claims: list[dict[str, int]] = field(default_factory=list)
+    # the launch of each interval's batch copy (`idle_evidence`), -1 without one
+    batch_launch: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # the short gaps judged in bulk: start, length, class (SHORT_CLASSES)
+    short_a: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    short_len: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    short_cls: Any = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
 
-class _Cover:
-    """The union of some host rows, for how much of many intervals it covers at once."""
-
-    def __init__(self, h: T.HostTable, m: Any) -> None:
-        idx = np.flatnonzero(m)
-        order = np.argsort(h.start[idx], kind="stable")
-        idx = idx[order]
-        self.s, self.e = merge_intervals(h.start[idx], h.end[idx])
-        self.before = np.r_[0, np.cumsum(self.e - self.s)]
-
-    def _until(self, x: Any) -> Any:
-        if self.s.size == 0:
-            return np.zeros(x.size, dtype=np.int64)
-        k = np.searchsorted(self.s, x, side="right") - 1
-        kk = np.maximum(k, 0)
-        part = np.clip(x - self.s[kk], 0, self.e[kk] - self.s[kk])
-        return np.where(k >= 0, self.before[kk] + part, 0)
-
-    def cover(self, a: Any, b: Any) -> Any:
-        """Covered ns inside each [a[i], b[i])."""
-        return self._until(b) - self._until(a)
-
-
-def _longest(h: T.HostTable, rows: Any, names: list[str], a: int, b: int) -> str | None:
-    """The name of the row (of the index array `rows`) that covers most of [a, b)."""
-    cand = rows[(h.end[rows] > a) & (h.start[rows] < b)]
-    if cand.size == 0:
-        return None
-    ns = np.minimum(h.end[cand], b) - np.maximum(h.start[cand], a)
-    return names[int(h.name[cand[int(np.argmax(ns))]])]
-
-
-def _base(name: str) -> str:
-    return name.split("@", 1)[0]
+SHORT_CLASSES = ("launch-bound", "sync", "short-gaps")
 
 
 def attribute(
@@ -159,179 +102,78 @@ def attribute(
     step_starts: list[int],
     main: tuple[int, int] | None,
 ) -> IdleCauses | None:
-    """The idle attribution of one entry (see the module docstring); None without idle time.
-    Per step: over the steps that start inside the GPU span (`step_starts`), since the idle
-    time of a step that opens before the first GPU work (a capture that opens at a step's start,
-    whose wait comes before the first kernel) lies outside the span and is not seen."""
+    """The idle attribution of one entry (see the module docstring); None without idle time."""
+    return judge(tl, rows, gap_starts, gap_ends, idle_ns, step_starts, main)[0]
+
+
+def judge(
+    tl: T.RankTimeline,
+    rows: T.GpuTable,
+    gap_starts: Any,
+    gap_ends: Any,
+    idle_ns: int,
+    step_starts: list[int],
+    main: tuple[int, int] | None,
+) -> tuple[IdleCauses | None, Judged]:
+    """`attribute`, with the intervals as judged."""
     if idle_ns <= 0 or gap_starts.size == 0:
-        return None
+        return None, Judged()
     lens = gap_ends - gap_starts
     big = np.flatnonzero(lens >= MIN_GAP_NS)  # few: the µs launch gaps are most gaps
     order = big[np.argsort(-lens[big], kind="stable")]
-    held = np.cumsum(lens[order])
-    take = int(np.searchsorted(held, HELD * idle_ns)) + 1
-    pick = order[: min(take, MAX_GAPS)]
-    h = tl.host
-    names = tl.names
-    on_main = (h.pid == main[0]) & (h.tid == main[1]) if main is not None else np.ones(h.size, bool)
-    is_step = tl.name_mask(lambda n: step_family(n) is not None)
-    is_data = tl.name_mask(lambda n: is_data_wait(n) or DATA_OPS.search(n) is not None)
-    waiting = tl.name_mask(lambda n: _base(n) in host.BLOCKING_WAITS or _base(n) in IO_WAITS)
-    op_m = on_main & np.isin(h.kind, (T.CPU_OP, T.ANNOTATION)) & ~is_step[h.name]
-    data_m = op_m & is_data[h.name]
-    blocks_m = on_main & (h.kind == T.OSRT) & waiting[h.name]
-    comm_m = np.isin(h.kind, (T.CPU_OP, T.ANNOTATION, T.LIBRARY_ANNOTATION))
-    comm_m &= tl.name_mask(COMM_OPS.search)[h.name]
-    sync_m = on_main & (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+    pick = np.sort(order[:MAX_GAPS])
     a, b = gap_starts[pick], gap_ends[pick]
-    half = COVER * (b - a)
-    got = {
-        k: _Cover(h, m).cover(a, b) >= half
-        for k, m in (("data", data_m), ("ops", op_m), ("comm", comm_m), ("sync", sync_m),
-                     ("block", blocks_m))
-    }  # fmt: skip
-    # the GPU's next work after each interval: a host-to-device copy is the batch arriving
-    # (the entry's rows are sorted by start)
-    htod = T.COPY_CODES["HtoD"]
-    j = np.searchsorted(rows.start, b)
-    batch = np.zeros(pick.size, dtype=bool)
-    batch_bytes = np.zeros(pick.size, dtype=np.int64)
-    seen = np.zeros(pick.size, dtype=np.int64)
-    last = max(rows.size - 1, 0)
-    for k in range(4 * NEXT_WORK):  # past GPU-side annotations, the first NEXT_WORK activities
-        at = np.minimum(j + k, last)
-        act = (j + k < rows.size) & (seen < NEXT_WORK) & T.is_activity(rows.kind[at])
-        hit = act & (rows.kind[at] == T.MEMCPY) & (rows.copy[at] == htod)
-        batch |= hit
-        batch_bytes += np.where(hit, rows.nbytes[at], 0)
-        seen += act
-    gs = _gap_samples(tl, a, b, main)
-    m_tot = gs.n.sum(axis=1) if gs is not None else np.zeros(pick.size, dtype=np.int64)
-    dom = gs.n.argmax(axis=1) if gs is not None else np.zeros(pick.size, dtype=np.int64)
-    dom_n = gs.n.max(axis=1) if gs is not None else np.zeros(pick.size, dtype=np.int64)
-    wk = gs.workers if gs is not None else np.zeros(pick.size, dtype=np.int64)
-    said = (m_tot >= MIN_SAMPLES) & (dom_n >= COVER * m_tot)  # the samples answer
-
-    def s_is(*groups: str) -> Any:
-        return said & np.isin(dom, [cpu_samples.GROUPS.index(g) for g in groups])
-
-    # the main thread computing on the host: neither waiting, syncing nor launching
-    comp_n = (
-        gs.n[:, [cpu_samples.GROUPS.index(g) for g in COMPUTE]].sum(axis=1)
-        if gs is not None
-        else np.zeros(pick.size, dtype=np.int64)
-    )
-    computing = (m_tot >= MIN_SAMPLES) & (comp_n >= COVER * m_tot)
-
-    cls = np.full(pick.size, "host-compute", dtype=object)
-    how = np.full(pick.size, "default", dtype=object)
-    unset = np.ones(pick.size, dtype=bool)
-    for name, rule, m in (
-        ("input", "ranges", got["data"]),
-        ("communication", "comm", got["comm"]),
-        ("sync", "cuda-api", got["sync"]),
-        ("queue-wait", "osrt", got["block"]),
-        ("input", "s-data", s_is("data")),
-        ("queue-wait", "s-wait", s_is("wait")),
-        ("sync", "s-sync", s_is("sync")),
-        ("communication", "s-comm", s_is("comm")),
-        # Python or libc running on the main thread while no data-loading worker ran, and the
-        # batch arrives next: the main thread made the batch
-        ("input", "s-input", computing & (wk == 0) & batch & ~got["ops"]),
-        ("host-compute", "s-compute", s_is("interpreter", "launch", "other") & ~got["ops"]),
-        ("input", "inferred", ~got["ops"] & batch),
-    ):
-        cls[unset & m] = name
-        how[unset & m] = rule
-        unset &= ~m
+    ev = E.collect(tl, rows, a, b, main)
+    scored = C.score(ev)
+    judged = Judged(
+        a, b, ev.h, [{c.cls: c.ns for c in cl} for cl in scored.claims],
+        np.where(ev.batch >= 0, rows.launch[np.maximum(ev.batch, 0)], -1),
+    )  # fmt: skip
     tallies: dict[str, _Tally] = {}
-    data_rows, op_rows = np.flatnonzero(data_m), np.flatnonzero(op_m)
-    for i in range(pick.size):
-        c, x, y, r = str(cls[i]), int(a[i]), int(b[i]), str(how[i])
-        named = i < NAMED  # names are looked up for the longest intervals only
-        counts: tuple[int, int, int] | None = None
-        frames: list[str] = []
-        workers = int(wk[i])
-        if r == "s-input" and gs is not None:
-            counts = (int(comp_n[i]), int(m_tot[i]), workers)
-            # the data-loading frames name it where there are any
-            frames = gs.frames(i, cpu_samples.GROUPS.index("data")) or [
-                f for g in COMPUTE for f in gs.frames(i, cpu_samples.GROUPS.index(g))
-            ]
-        elif r.startswith("s-") and gs is not None:
-            counts, frames = (int(dom_n[i]), int(m_tot[i]), workers), gs.frames(i, int(dom[i]))
-        if r == "ranges":
-            longest = _longest(h, data_rows, names, x, y) if named else None
-            what = f"ranges: `{longest}`" if named else "ranges: data-loading ranges"
-        elif r == "comm":
-            what = "ranges: collective ranges or operators"
-        elif r == "cuda-api":
-            what = "CUDA API: synchronisation calls of the main thread"
-        elif r == "osrt":
-            what = "OS runtime: the main thread blocked"
-            if named:
-                inside = blocks_m & (h.end > x) & (h.start < y)
-                funcs = sorted({_base(names[int(n)]) for n in h.name[inside].tolist()})
-                what += " in " + ", ".join(f"`{f}`" for f in funcs[:4])
-            if workers:
-                counts = (0, int(m_tot[i]), workers)
-                what += (
-                    " while data-loading worker threads ran ({w} samples: more workers or prefetch)"
-                )
-        elif r == "s-data":
-            what = "samples: {n} of {m} main-thread samples in data-loading frames{frames}"
-        elif r == "s-wait":
-            what = "samples: {n} of {m} main-thread samples blocked on a queue, lock or I/O{frames}"
-            what += (
-                ", data-loading worker threads busy ({w} samples): more workers or prefetch"
-                if workers
-                else ", no data-loading worker thread sampled"
-            )
-        elif r == "s-comm":
-            what = "samples: {n} of {m} main-thread samples in communication libraries{frames}"
-        elif r == "s-sync":
-            what = "samples: {n} of {m} main-thread samples in CUDA synchronisation{frames}"
-        elif r == "s-input":
-            what = (
-                "samples: {n} of {m} main-thread samples in data-loading frames, the Python"
-                " interpreter or libc{frames}, no data-loading worker thread sampled, and the"
-                " GPU's next work is a host-to-device copy (the batch)"
-            )
-        elif r == "s-compute":
-            what = "samples: {n} of {m} main-thread samples in " + SAMPLE_WORDS[int(dom[i])]
-            what += "{frames}"
-        elif r == "inferred":
-            what = (
-                "inferred: the main thread ran (no sync, blocking call or collective) and the"
-                f" GPU's next work is a host-to-device copy ({_size(int(batch_bytes[i]))}:"
-                " the batch)"
-            )
-        elif got["ops"][i]:
-            what = (
-                f"ranges: `{_longest(h, op_rows, names, x, y)}`"
-                if named
-                else "ranges: host operators"
-            )
-        else:
-            what = "inferred: the main thread ran without launching GPU work"
-        tallies.setdefault(c, _Tally()).add(y - x, what, counts, frames)
-    examined = int(lens[pick].sum()) if pick.size else 0
-    rest = idle_ns - examined
-    if rest > 0:
-        t = tallies.setdefault("short-gaps", _Tally())
-        t.ns, t.gaps = rest, int(lens.size - pick.size)
-        what = "gaps shorter than the intervals examined" + _launch_path(tl, rows, a, b, main)
-        t.what = {what: rest}
+    for i, claims in enumerate(scored.claims):
+        window = int(ev.h[i] - ev.a[i])
+        interval = IdleInterval(
+            start_ns=int(a[i]),
+            length_ns=int(b[i] - a[i]),
+            window_ns=max(window, 0),
+            shares_pct={
+                c: round(100 * int(v) / window, 1)
+                for c, v in zip((*C.CLASSES, "none"), scored.scores[i], strict=True)
+                if v > 0 and window > 0
+            },
+            claims={c.cls: c.ns for c in claims},
+            evidence="; ".join(f"{c.cls}: {c.what}" for c in claims),
+        )
+        for c in claims:
+            tallies.setdefault(c.cls, _Tally()).add(c.ns, c.parts, interval)
+    short = np.ones(lens.size, dtype=bool)
+    short[pick] = False
+    # kernels per step over every step (the first one's wait may lie before the span, its
+    # kernels do not)
+    launch, short_cls = launch_stats(tl, rows, gap_starts, gap_ends, short, main, len(step_starts))
+    idx = np.flatnonzero(short)
+    judged.short_a, judged.short_len, judged.short_cls = (
+        gap_starts[idx], lens[idx], short_cls,
+    )  # fmt: skip
+    for cls, ns, gaps, what in (
+        ("launch-bound", launch.launch_wait_ns, launch.launch_wait_gaps, _launch_what(launch)),
+        ("sync", launch.sync_drain_ns, launch.sync_drain_gaps,
+         "µs gaps that began while the main thread was in a CUDA sync: the GPU drained and"
+         " waited for the host to launch again"),
+        ("short-gaps", launch.back_to_back_ns, int(short.sum()) - launch.launch_wait_gaps
+         - launch.sync_drain_gaps, "µs gaps before work launched in time (back to back)"),
+    ):  # fmt: skip
+        if ns > 0:
+            tallies.setdefault(cls, _Tally()).add(ns, [C.Part(what, ns)], None, gaps)
+    # provisional (rank_metrics then divides by what the span shows: `per_step`): the steps
+    # that start after the span does
     lo_span = int(rows.start[0]) if rows.size else 0
-    steps = sum(1 for x in step_starts if x >= lo_span) or len(step_starts)
+    steps = sum(1 for x in step_starts if x > lo_span) or len(step_starts)
     per = max(steps, 1)
     causes = []
     for kind, t in tallies.items():
-        whats = sorted(t.what.items(), key=lambda kv: -kv[1])
-        ev = "; ".join(
-            f"{t.text(w)} ({100 * ns / t.ns:.0f} %)" if len(whats) > 1 else t.text(w)
-            for w, ns in whats[:3]
-        )
+        ev_text = C.text(list(t.parts.values()))
+        t.examples.sort(key=lambda x: -x.claims.get(kind, 0))
         causes.append(
             IdleCause(
                 cause=kind,
@@ -340,107 +182,206 @@ def attribute(
                 gaps=t.gaps,
                 ms_per_step=t.ns / per / 1e6,
                 share_of_idle_pct=pct(t.ns, idle_ns),
-                evidence=f"{t.gaps} interval{'s' if t.gaps != 1 else ''}: {ev}",
+                evidence=f"{t.gaps:,} interval{'s' if t.gaps != 1 else ''}: {ev_text}",
+                knob=KNOBS[kind],
+                examples=t.examples[:EXAMPLES],
             )
         )
-    causes.sort(key=lambda c: -c.total_ns)
+    causes.sort(key=lambda c: (c.cause in ("unclassified", "short-gaps"), -c.total_ns))
     return IdleCauses(
         steps=steps,
         idle_ns=idle_ns,
-        examined_ns=examined,
+        examined_ns=int(lens[pick].sum()) if pick.size else 0,
         examined_gaps=int(pick.size),
         min_gap_ns=MIN_GAP_NS,
         causes=causes,
+        evidence_read=ev.sources,
+        baseline_ms=None if scored.baseline_ns is None else scored.baseline_ns / 1e6,
+        preambles=scored.preambles,
+        launch=launch,
+    ), judged
+
+
+def per_step(
+    causes: IdleCauses,
+    judged: Judged,
+    steps: list[tuple[str, int, int]],
+    span: tuple[int, int],
+    rows: T.GpuTable | None = None,
+) -> None:
+    """Each cause's cost per step, from what the span shows of the steps: an interval that holds
+    a step boundary (the gap between one step's work and the next's) is one of the span's
+    boundaries, of which the span holds one fewer than steps (the first step's leading gap and
+    the last one's trailing gap lie outside it); any other idle (inside a step) is one of the
+    steps the span shows most of. A cause costs its boundary idle over the boundaries
+    plus its in-step idle over those steps. Without two steps, the total over all steps (over
+    the whole capture without steps). `causes.steps`: the steps inside the span."""
+    lo, hi = span
+    # a step the span shows most of: its range opens on the host a little before its first
+    # kernel and may close after its last one, so neither end need lie inside the span; a step
+    # a trimmed window cuts through is left out (its idle with it)
+    inside_steps = [(s, s + d) for _, s, d in steps if 2 * (min(s + d, hi) - max(s, lo)) >= d]
+    bounds = np.array(
+        [s for k, (_, s, _) in enumerate(steps) if k > 0 and lo <= s <= hi], dtype=np.int64
     )
+    if len(steps) < 2 or not inside_steps:
+        causes.steps = len(steps)
+        for c in causes.causes:
+            c.ms_per_step = c.total_ns / max(len(steps), 1) / 1e6
+        return
+    ws = np.array([w[0] for w in inside_steps], dtype=np.int64)
+    we = np.array([w[1] for w in inside_steps], dtype=np.int64)
+
+    def within(t: Any) -> Any:
+        k = np.searchsorted(ws, t, side="right") - 1
+        return (k >= 0) & (t < we[np.maximum(k, 0)])
+
+    at_bound: dict[str, float] = {}
+    in_step: dict[str, float] = {}
+    if judged.a.size:
+        holds = _boundary_intervals(judged, bounds, rows)
+        ok = within(judged.a)
+        for i, cl in enumerate(judged.claims):
+            for cls, ns in cl.items():
+                if holds[i]:
+                    at_bound[cls] = at_bound.get(cls, 0.0) + ns
+                elif ok[i]:
+                    in_step[cls] = in_step.get(cls, 0.0) + ns
+    if judged.short_a.size:
+        ok = within(judged.short_a)
+        for ci, cls in enumerate(SHORT_CLASSES):
+            sel = ok & (judged.short_cls == ci)
+            in_step[cls] = in_step.get(cls, 0.0) + float(judged.short_len[sel].sum())
+    causes.steps = len(inside_steps)
+    nb = max(int(bounds.size), 1)
+    for c in causes.causes:
+        got = at_bound.get(c.cause, 0.0) / nb + in_step.get(c.cause, 0.0) / len(inside_steps)
+        c.ms_per_step = got / 1e6
+
+
+def _boundary_intervals(judged: Judged, bounds: Any, rows: T.GpuTable | None) -> Any:
+    """Which judged intervals are a step boundary's gap: one that holds the boundary, else the
+    first that ends after it when it precedes a batch copy launched after the boundary (a step's
+    own ranges open on the host, ahead of the GPU still running the step before, so the gap
+    before its batch can open after its range does; a gap inside the step, a backward hook's,
+    precedes no batch copy)."""
+    del rows  # the boundary's gap is found by time and its batch copy
+    n = judged.a.size
+    holds = np.zeros(n, dtype=bool)
+    if bounds.size == 0 or n == 0:
+        return holds
+    k = np.searchsorted(bounds, judged.a, side="left")
+    holds |= (k < bounds.size) & (bounds[np.minimum(k, bounds.size - 1)] <= judged.b)
+    q = np.searchsorted(judged.b, bounds, side="right")  # judged intervals: sorted, disjoint
+    ok = q < n
+    q, t = q[ok], bounds[ok]
+    if judged.batch_launch.size:
+        after = judged.batch_launch[q] >= t
+        holds[q[after]] = True
+    return holds
+
+
+def periodic(causes: IdleCauses, cause: str, ms_every: float, every: int) -> None:
+    """A cause that makes every `every`-th step slower by `ms_every` costs that over `every`
+    steps in the long run, whichever steps the capture caught (a window of a few steps holds
+    one occurrence more or less than its share)."""
+    for c in causes.causes:
+        if c.cause == cause:
+            c.ms_per_step = ms_every / every
+
+
+class _Tally:
+    """One cause's intervals: their ns, count, evidence parts added up by what they are."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.gaps = 0
+        self.parts: dict[str, C.Part] = {}
+        self.examples: list[IdleInterval] = []
+
+    def add(
+        self, ns: int, parts: list[C.Part], interval: IdleInterval | None, gaps: int = 1
+    ) -> None:
+        self.ns += ns
+        self.gaps += gaps
+        for p in parts:
+            got = self.parts.setdefault(p.key, C.Part(p.key, 0))
+            got.ns += p.ns
+            got.names += p.names[:64]
+        if interval is not None:
+            self.examples.append(interval)
+
+
+def _launch_what(s: LaunchStats) -> str:
+    return (
+        "µs gaps before work launched after the gap began: the GPU"
+        f" waited for launches ({s.kernels_per_step:,.0f} kernels a step, median"
+        f" {s.median_kernel_us:.1f} µs each, launched every {s.median_launch_interval_us:.1f} µs"
+        " (median))"
+    )
+
+
+def launch_stats(
+    tl: T.RankTimeline,
+    rows: T.GpuTable,
+    gs: Any,
+    ge: Any,
+    short: Any,
+    main: tuple[int, int] | None,
+    steps: int,
+) -> tuple[LaunchStats, Any]:
+    """The short gaps by what ended them (each's index into SHORT_CLASSES), and the launch rate
+    (module docstring)."""
+    out = LaunchStats()
+    k = rows.kind == T.KERNEL
+    if bool(k.any()):
+        out.median_kernel_us = float(np.median(rows.end[k] - rows.start[k])) / 1e3
+        out.kernels = int(k.sum())
+        out.kernels_per_step = out.kernels / max(steps, 1)
+        launches = np.sort(rows.launch[k & (rows.launch >= 0)])
+        if launches.size > 1:
+            out.median_launch_interval_us = float(np.median(np.diff(launches))) / 1e3
+    idx = np.flatnonzero(short)
+    if idx.size == 0:
+        return out, np.zeros(0, dtype=np.int8)
+    a, b = gs[idx], ge[idx]
+    # the work that ends each gap: the first activity starting at its end (rows sorted by start)
+    j = np.searchsorted(rows.start, b)
+    jj = np.minimum(j, max(rows.size - 1, 0))
+    launch = np.where(j < rows.size, rows.launch[jj], -1)
+    drain = np.zeros(idx.size, dtype=bool)
+    if main is not None:
+        h = tl.host
+        m = (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+        m &= (h.pid == main[0]) & (h.tid == main[1])
+        if bool(m.any()):
+            ss, se = merge_intervals(h.start[m], h.end[m])
+            q = np.searchsorted(ss, a, side="right") - 1
+            # in a sync when the GPU ran dry, and the next work launched after that: the drain
+            # (a gap inside a sync before work already queued is back to back)
+            drain = (q >= 0) & (se[np.maximum(q, 0)] > a) & (launch > a)
+    waited = ~drain & (launch > a)
+    ln = b - a
+    out.sync_drain_ns = int(ln[drain].sum())
+    out.sync_drain_gaps = int(drain.sum())
+    out.launch_wait_ns = int(ln[waited].sum())
+    out.launch_wait_gaps = int(waited.sum())
+    out.back_to_back_ns = int(ln[~drain & ~waited].sum())
+    cls = np.full(idx.size, SHORT_CLASSES.index("short-gaps"), dtype=np.int8)
+    cls[waited] = SHORT_CLASSES.index("launch-bound")
+    cls[drain] = SHORT_CLASSES.index("sync")
+    return out, cls
 
 
 def explain_short_gaps(causes: IdleCauses, idle: IdleBreakdown) -> None:
-    """The short gaps' evidence from HTA's idle breakdown (host wait: launched after the previous
-    work ended, i.e. launch-bound; kernel wait: back-to-back launch overhead), and the CPU
-    samples' part (`_launch_path`) where the export had them."""
+    """The back-to-back gaps' evidence with HTA's idle breakdown over all streams."""
     for c in causes.causes:
         if c.cause == "short-gaps":
-            sampled = c.evidence.split("; samples: ", 1)
-            c.evidence = (
-                f"{c.gaps:,} gaps shorter than the intervals examined; over all streams HTA"
-                f" counts {idle.host_wait_pct:.0f} % of idle as host wait (launched late) and"
-                f" {idle.kernel_wait_pct:.0f} % as kernel wait (launch overhead)"
-            ) + (f"; samples: {sampled[1]}" if len(sampled) == 2 else "")
-
-
-SAMPLE_WORDS = {
-    cpu_samples.GROUPS.index("interpreter"): "the Python interpreter or libc",
-    cpu_samples.GROUPS.index("launch"): "the framework's launch path",
-    cpu_samples.GROUPS.index("other"): "native code (the application's or the framework's)",
-}
-
-
-@dataclass
-class _GapSamples:
-    """The main thread's CPU samples per examined interval and group, and the data-loading
-    worker threads' samples per interval."""
-
-    n: Any  # [intervals, groups]
-    workers: Any  # [intervals]
-    named: dict[tuple[int, int], list[str]]  # (interval, group) -> frames
-
-    def frames(self, i: int, g: int) -> list[str]:
-        return self.named.get((i, g), [])
-
-
-def _gap_samples(
-    tl: T.RankTimeline, a: Any, b: Any, main: tuple[int, int] | None
-) -> _GapSamples | None:
-    """The CPU samples inside the intervals [a, b) (nsys exports recorded with `--sample`);
-    None without them."""
-    if tl.source.kind != "nsys-sqlite" or main is None or a.size == 0:
-        return None
-    smp = cpu_samples.read(tl.source.path, a, b)
-    if smp is None:
-        return None
-    order = np.argsort(a, kind="stable")
-    k = order[np.maximum(np.searchsorted(a[order], smp.start, side="right") - 1, 0)]
-    is_main = (smp.pid == main[0]) & (smp.tid == main[1])
-    wanted = cpu_samples.workers(tl.threads)
-    is_worker = np.zeros(smp.start.size, dtype=bool)
-    if wanted:
-        pairs = zip(smp.pid.tolist(), smp.tid.tolist(), strict=True)
-        is_worker = np.fromiter((p in wanted for p in pairs), dtype=bool, count=smp.start.size)
-    n = np.zeros((a.size, len(cpu_samples.GROUPS)), dtype=np.int64)
-    np.add.at(n, (k[is_main], smp.group[is_main].astype(np.int64)), 1)
-    named: dict[tuple[int, int], list[str]] = {}
-    for j in np.flatnonzero(is_main).tolist():
-        g = int(smp.group[j])
-        f = smp.marks[j] or smp.leaf[j]
-        if f:
-            named.setdefault((int(k[j]), g), []).append(f)
-    return _GapSamples(n, np.bincount(k[is_worker], minlength=a.size), named)
-
-
-def _launch_path(
-    tl: T.RankTimeline, rows: T.GpuTable, a: Any, b: Any, main: tuple[int, int] | None
-) -> str:
-    """'; samples: ...' on the main thread's samples outside the examined intervals (inside the
-    GPU span) that were in the framework's launch path, or '' without samples."""
-    if tl.source.kind != "nsys-sqlite" or main is None or rows.size == 0:
-        return ""
-    lo, hi = int(rows.start[0]), int(rows.end.max())
-    o = np.argsort(a, kind="stable")
-    starts = np.r_[lo, b[o]].astype(np.int64)
-    ends = np.r_[a[o], hi].astype(np.int64)
-    keep = ends > starts
-    smp = cpu_samples.read(tl.source.path, starts[keep], ends[keep], thread=main, even=True)
-    if smp is None or smp.start.size < MIN_SAMPLES:
-        return ""
-    launch = smp.group == cpu_samples.GROUPS.index("launch")
-    n, m = int(launch.sum()), int(smp.start.size)
-    named = cpu_samples.top([smp.marks[j] for j in np.flatnonzero(launch).tolist()])
-    frames = " (" + ", ".join(f"`{f}`" for f in named) + ")" if named else ""
-    bound = "launch-bound: " if n >= COVER * m else ""
-    return (
-        f"; samples: {bound}{n} of {m} main-thread samples outside the intervals examined"
-        f" were in the framework's launch path{frames}"
-    )
+            c.evidence += (
+                f"; over all streams HTA counts {idle.host_wait_pct:.0f} % of idle as host wait"
+                f" (launched late) and {idle.kernel_wait_pct:.0f} % as kernel wait (launch"
+                " overhead)"
+            )
 
 
 def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:
@@ -464,10 +405,3 @@ def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:
         return np.where(k >= 0, before[kk] + part, 0)
 
     return int((idle_until(e) - idle_until(s)).sum())
-
-
-def _size(n: int) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n} B"

@@ -4,9 +4,13 @@ Each rule cites the metrics that fired it (`evidence`) and the thresholds below.
 phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's Hydra overrides
 (quoted below), the reference workload's flags, or generic PyTorch.
 
+Every piece of advice carries what its cause costs a step (`cost_ms`, `costs`), and `advise`
+ranks them by it (`ranked`): the order analyze, the verdict, the report and `analyze --json`
+show.
+
 - data-loader: GPU idle >= 10 % of the span and either the data-wait ranges (their union inside
-  the span) or the idle intervals `idle_causes` attributes to input (loading on the main
-  thread, waiting on the loader's queue) >= 5 % of it → `model.data.num_workers=4` (more
+  the span) or the idle `idle_causes` claims for input (loading on the main thread, waiting on
+  the loader while its workers run) >= 5 % of it → `model.data.num_workers=4` (more
   data-loader workers); the message gives the GPU time lost per step and its evidence. The
   main thread's blocking waits (condition variables, semaphores, ... inside the span) are cited
   when measured, but never fire the rule alone: a wait says the thread waited, not that it
@@ -23,8 +27,11 @@ phrased for the workload that ran (`KNOBS`, by `Metrics.workload_kind`): NeMo's 
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time (with the
   migrated bytes by cause, nsys `migrationCause`, where the trace says)
   → keep the working set on the GPU (`model.peft.peft_scheme=lora`) or prefetch.
-- sync-overhead: CUDA sync calls while the GPU is idle >= 10 % of the span → remove per-step
-  host syncs. A sync that waits for a busy GPU costs the GPU nothing and does not count.
+- host-compute, launch-bound, idle-unclassified: the idle claimed for that cause >= 5 % of the
+  span → the cause's knob (`idle_causes.KNOBS`), its evidence in the message.
+- sync-overhead: CUDA sync calls while the GPU is idle >= 10 % of the span, or the idle claimed
+  for sync (the calls and the drains after them) >= 5 % → remove per-step host syncs. A sync that
+  waits for a busy GPU costs the GPU nothing and does not count.
 - low-overlap: communication kernels >= 10 % of the kernel-type time and computation overlaps
   < 50 % of the communication time (HTA's comm/comp overlap) → overlap gradient reduction with
   backward (DDP buckets, NeMo `overlap_grad_sync`); on a rank that waits for a named straggler
@@ -47,6 +54,7 @@ autocast), no "offload fewer layers" without offloading on.
 from __future__ import annotations
 
 from orchestrator.analysis.metrics import IdleCause, Metrics, RankMetrics
+from orchestrator.analysis.presentation import costs
 from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.core.base import Strict
 
@@ -59,6 +67,7 @@ UM_TIME_PCT = 10.0
 SYNC_PCT = 10.0
 COMM_SHARE_PCT = 10.0
 LOW_OVERLAP_PCT = 50.0
+IDLE_CAUSE_PCT = 5.0  # an idle cause (host compute, ...) of the median step (the span)
 
 # The knob of each rule in the words of the workload that ran (`Metrics.workload_kind`): NeMo's
 # Hydra overrides, the reference workload's own flags (workloads/sft.py), or generic PyTorch.
@@ -119,6 +128,10 @@ class Advice(Strict):
     evidence: dict[str, float]
     message: str
     checked: str | None = None
+    # the GPU time the cause costs (`costs`): ms per step, or in the whole capture where the
+    # run has no steps (`cost_basis`); None where no time can be put on it (GPU-metric rules)
+    cost_ms: float | None = None
+    cost_basis: str | None = None
 
 
 class AdviceGroup(Strict):
@@ -265,6 +278,7 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
     if not r.activity.kernel_count:
         return out  # no kernels: no window to judge by (verdict.holdings says what it holds)
     span = r.span_ns or 1
+    n_per, basis = costs.per(r)
     # both are unions clipped to the span (the readers' job), so neither can pass 100 %
     data_wait_pct = 100 * r.data_wait_ns / span
     inputs = _input_causes(r)
@@ -285,7 +299,7 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
             evidence["input_idle_ms_per_step"] = per_step
             top = max(inputs, key=lambda c: c.total_ns)
             message = (
-                f"rank {r.rank}: the GPU waits {per_step:.1f} ms per step for input"
+                f"rank {r.rank}: the GPU waits {per_step:.1f} ms {basis} for input"
                 f" ({top.label}; {input_pct:.1f}% of the span; {top.evidence})"
             )
         else:
@@ -293,6 +307,9 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 f"rank {r.rank}: GPU idle {r.idle_pct:.1f}% of the span, data-wait ranges"
                 f" {data_wait_pct:.1f}% of it{detail}"
             )
+        # the idle claimed for input; data-wait ranges alone (no interval claimed) cost their
+        # union inside the span, an upper bound
+        cost = costs.idle(r, "input") * n_per * 1e6 if inputs else r.data_wait_ns
         out.append(
             Advice(
                 rule="data-loader",
@@ -302,8 +319,11 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 checked=checked,
                 evidence=evidence,
                 message=message,
+                cost_ms=cost / n_per / 1e6,
+                cost_basis=basis,
             )
         )
+    out += _idle_rules(r, n_per, basis)
     by_dir = {c.direction: c for c in r.copies}
     htod, dtoh = by_dir.get("HtoD"), by_dir.get("DtoH")
     activity = r.activity.kernel_ns + r.activity.memcpy_ns + r.activity.memset_ns
@@ -330,6 +350,8 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                     f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time"
                     f" with activation offloading on ({r.offloading_evidence})"
                 ),
+                cost_ms=costs.exposed_copies(r),
+                cost_basis=basis,
             )
         )
     elif (htod or dtoh) and copy_pct >= COPY_PCT:
@@ -345,8 +367,11 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 ),
                 evidence=copy_evidence,
                 message=(
-                    f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time"
+                    f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time;"
+                    f" {costs.exposed_copies(r):.1f} ms {basis} only copies ran"
                 ),
+                cost_ms=costs.exposed_copies(r),
+                cost_basis=basis,
             )
         )
     if r.fp32_gemm_pct >= FP32_PCT:
@@ -360,7 +385,10 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 evidence={"fp32_gemm_pct_of_kernel_time": r.fp32_gemm_pct},
                 message=(
                     f"rank {r.rank}: fp32 GEMM kernels are {r.fp32_gemm_pct:.1f}% of kernel time"
+                    f" ({costs.fp32_gemms(r):.1f} ms {basis}; on tensor cores a fraction of it)"
                 ),
+                cost_ms=costs.fp32_gemms(r),
+                cost_basis=basis,
             )
         )
     um = r.unified_memory
@@ -397,12 +425,18 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                         else ""
                     )
                 ),
+                cost_ms=costs.um_migrations(r),
+                cost_basis=basis,
             )
         )
     # only the sync time while the GPU is idle costs GPU time: a host waiting for a busy GPU
     # (`.item()` at a step's end) is not overhead
     sync_pct = 100 * r.sync.idle_wall_ns / span
-    if sync_pct >= SYNC_PCT:
+    sync_cost = costs.idle(r, "sync") if r.idle_causes is not None else None
+    sync_cost_pct = 100 * (sync_cost or 0.0) * n_per * 1e6 / span
+    if sync_pct >= SYNC_PCT or sync_cost_pct >= IDLE_CAUSE_PCT:
+        if sync_cost is None:
+            sync_cost = r.sync.idle_wall_ns / n_per / 1e6
         out.append(
             Advice(
                 rule="sync-overhead",
@@ -415,9 +449,12 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                     "sync_all_pct_of_span": 100 * r.sync.wall_ns / span,
                 },
                 message=(
-                    f"rank {r.rank}: CUDA sync calls block {sync_pct:.1f}% of the span while"
-                    " the GPU is idle"
+                    f"rank {r.rank}: the GPU idles {sync_cost:.1f} ms {basis} in and after CUDA"
+                    f" syncs (the calls block {sync_pct:.1f}% of the span while the GPU is idle;"
+                    f" {_sync_evidence(r)})"
                 ),
+                cost_ms=sync_cost,
+                cost_basis=basis,
             )
         )
     comm = sum(v for k, v in r.kernel_types.items() if "COMMUNICATION" in k)
@@ -440,23 +477,97 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                     f"rank {r.rank}: communication kernels are {comm:.1f}% of the GPU kernel time"
                     f" and only {overlap:.1f}% of their time overlaps computation"
                 ),
+                cost_ms=costs.comm_alone(r),
+                cost_basis=basis,
             )
         )
     return out
 
 
 def _input_causes(r: RankMetrics) -> list[IdleCause]:
-    """The idle causes that are the input's (`idle_causes`): loading on the main thread, or
-    waiting on the loader's queue."""
+    """The idle claimed for input (`idle_causes`): loading on the main thread, or waiting on the
+    loader while its workers ran."""
     if r.idle_causes is None:
         return []
-    return [c for c in r.idle_causes.causes if c.cause in ("input", "queue-wait")]
+    return [c for c in r.idle_causes.causes if c.cause == "input"]
+
+
+def _sync_evidence(r: RankMetrics) -> str:
+    c = (
+        next((c for c in r.idle_causes.causes if c.cause == "sync"), None)
+        if r.idle_causes
+        else None
+    )
+    return c.evidence if c is not None else f"{r.sync.calls} sync calls"
+
+
+# the idle causes that are advice of their own (input is the data-loader rule's)
+IDLE_RULES = {
+    "host-compute": ("host-compute", "the GPU sits idle while the host computes between launches"),
+    "launch-bound": ("launch-bound", "the GPU runs out of work between short kernels: launching"
+                     " them takes longer than running them"),
+    "unclassified": ("idle-unclassified", "the GPU sits idle and no cause outweighs the others"),
+}  # fmt: skip
+
+
+def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
+    """An advice per idle cause (host compute, launch-bound, unclassified) that costs
+    IDLE_CAUSE_PCT of the median step (of the span where the rank has no steps), costed as the
+    idle claimed for it, with its evidence."""
+    if r.idle_causes is None:
+        return []
+    span = r.span_ns or 1
+    step = r.steps.p50_ns if r.steps is not None and r.steps.p50_ns else None
+    out = []
+    for c in r.idle_causes.causes:
+        share = 100 * c.ms_per_step * 1e6 / step if step else 100 * c.total_ns / span
+        if c.cause not in IDLE_RULES or share < IDLE_CAUSE_PCT:
+            continue
+        rule, cause = IDLE_RULES[c.cause]
+        cost = c.ms_per_step
+        out.append(
+            Advice(
+                rule=rule,
+                rank=r.rank,
+                cause=cause,
+                knob=c.knob,
+                evidence={
+                    f"{c.cause}_ms_{basis.replace(' ', '_')}": cost,
+                    f"{c.cause}_pct_of_span": 100 * c.total_ns / span,
+                },
+                message=f"rank {r.rank}: the GPU idles {cost:.1f} ms {basis}{_of_step(r, cost)}"
+                f" for {c.label} ({c.evidence})",
+                cost_ms=cost,
+                cost_basis=basis,
+            )
+        )
+    return out
+
+
+def _of_step(r: RankMetrics, ms: float) -> str:
+    """` (12 % of the median step)` where the rank has steps."""
+    if r.steps is None or not r.steps.p50_ns:
+        return ""
+    return f" ({100 * ms * 1e6 / r.steps.p50_ns:.0f} % of the median step)"
+
+
+def ranked(advice: list[Advice]) -> list[Advice]:
+    """Advice by what it costs, most first (the order every view shows); advice without a
+    cost after, in the order it came."""
+    return sorted(advice, key=lambda a: (a.cost_ms is None, -(a.cost_ms or 0.0)))
 
 
 def _straggler(metrics: Metrics) -> list[Advice]:
     s = metrics.cross_rank.straggler
     if s is None:
         return []
+    late = s.evidence.get("late_us_per_step")
+    cost = (
+        late / 1e3
+        if late is not None
+        else s.evidence.get("median_step_ms", 0.0)
+        - s.evidence.get("median_step_ms_over_ranks", 0.0)
+    )
     return [
         Advice(
             rule="straggler",
@@ -474,6 +585,8 @@ def _straggler(metrics: Metrics) -> list[Advice]:
             ),
             evidence=s.evidence,
             message=s.message,
+            cost_ms=cost,
+            cost_basis="per step",
         )
     ]
 

@@ -1,10 +1,11 @@
 """The verdict a report opens with: one idle figure with the window it covers, HTA's split
 explained once, and the three findings that matter, each with its number and the knob.
 
-Findings come from the advice first (one per rule, its worst rank, ordered by how much of the
-run each one concerns: `_score`), then, while fewer than three, from observations every run has
-(how idle the GPU is and why, the kernel that takes most time, the step time). A trace without
-GPU activity says so instead of showing zeros.
+Findings come from the advice first (one per rule, its costliest rank, ranked by what each costs
+a step: `Advice.cost_ms`, the order every view keeps; advice without a cost after, by `_score`),
+then, while fewer than three, from observations every run has (how idle the GPU is and why when
+no idle cause is advice of its own, slow steps and their cause, the kernel that takes most time,
+the step time). A trace without GPU activity says so instead of showing zeros.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.analysis.catalogue import views
-from orchestrator.analysis.metrics import Metrics, merged_top_kernels
+from orchestrator.analysis.metrics import Metrics, RankMetrics, merged_top_kernels
 from orchestrator.analysis.presentation import gpu_metric_findings
 from orchestrator.analysis.presentation.advice import Advice
 from orchestrator.analysis.timeline.kernel_names import short_kernel
@@ -33,6 +34,9 @@ TITLES = {
     "sync-overhead": "The host blocks on CUDA synchronisation",
     "low-overlap": "Communication does not overlap computation",
     "straggler": "One rank holds the others back",
+    "host-compute": "The host computes while the GPU waits",
+    "launch-bound": "Launch-bound: the GPU waits between short kernels",
+    "idle-unclassified": "The GPU waits; no cause outweighs the others",
     **gpu_metric_findings.TITLES,
 }
 
@@ -221,9 +225,11 @@ def idle_figures(m: Metrics) -> IdleFigures | None:
 
 
 def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
-    best: dict[str, tuple[float, Advice, int]] = {}
+    """One finding per rule (its costliest entry), ranked as every view ranks them: by the GPU
+    time each costs a step (`Advice.cost_ms`), the findings without a cost after, by `_score`."""
+    best: dict[str, tuple[tuple[int, float], Advice, int]] = {}
     for a in advice:
-        sc = _score(a)
+        sc = (0, a.cost_ms) if a.cost_ms is not None else (-1, _score(a))
         seen = best.get(a.rule)
         n = (seen[2] if seen else 0) + 1
         if seen is None or sc > seen[0]:
@@ -231,7 +237,7 @@ def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
         else:
             best[a.rule] = (seen[0], seen[1], n)
     out = []
-    for _, a, n in sorted(best.values(), key=lambda x: -x[0]):
+    for _, a, n in sorted(best.values(), key=lambda x: (-x[0][0], -x[0][1])):
         ranks = f" ({n} of {len(m.ranks)} entries; the worst shown)" if n > 1 else ""
         out.append(
             Finding(title=TITLES.get(a.rule, a.rule), number=a.message + ranks, knob=a.knob,
@@ -270,7 +276,7 @@ def _idle_finding(m: Metrics) -> Finding:
             title="The GPU waits for the host",
             number=f"{who}GPU idle {r.idle_pct:.1f} % of the span; {per} of it {top.label}"
             f" ({top.evidence})",
-            knob=IDLE_KNOBS.get(top.cause, knobs_other()),
+            knob=top.knob or knobs_other(),
         )
     knobs = {
         "host_wait": "the host launches work too slowly: CUDA graphs"
@@ -291,17 +297,39 @@ def knobs_other() -> str:
     return "see what the GPU waits for in the step picture below (host work, data, synchronisation)"
 
 
-# the knob per idle cause (`idle_causes`) when the GPU waits in long intervals
-IDLE_KNOBS = {
-    "input": "more DataLoader workers (num_workers), pin_memory=True, prefetch_factor: load the"
-    " next batch while the GPU computes",
-    "queue-wait": "the loader's workers fall behind: more workers, prefetch_factor, cheaper items",
-    "host-compute": "move the host work out of the step (precompute, a background thread) or cut"
-    " Python overhead (torch.compile)",
-    "sync": "remove the sync that blocks while the GPU is idle (.item(), torch.cuda.synchronize())",
-    "communication": "overlap communication with computation (DDP buckets, overlap_grad_sync);"
-    " look for a straggler",
-}
+def pattern_sentence(r: RankMetrics) -> str | None:
+    """The slow steps of an entry and their cause, in one sentence (None: no step is slow)."""
+    p = r.steps.pattern if r.steps is not None else None
+    if p is None:
+        return None
+    every = f", every {p.every} steps" if p.every else ""
+    if p.cause:
+        cause = f": {p.cause} ({p.cause_ms:.1f} ms more in them; {p.evidence})"
+    elif r.idle_causes is None:
+        cause = " (no GPU idle was attributed in this trace to say why)"
+    else:
+        cause = ": no idle cause makes the difference (the GPU's own work is longer)"
+    return (
+        f"{', '.join(p.slow_steps)} of {p.of}{every} take {p.extra_ms:.1f} ms more than the"
+        f" median step ({p.median_ms:.1f} ms){cause}"
+    )
+
+
+def _pattern_finding(m: Metrics) -> Finding | None:
+    """Slow steps at a period or alone, with the cause that makes them slow."""
+    for r in m.ranks:
+        said = pattern_sentence(r)
+        p = r.steps.pattern if r.steps is not None else None
+        if said is None or p is None:
+            continue
+        who = f"rank {r.rank}: " if len(m.ranks) > 1 else ""
+        title = f"Every {p.every}th step is slower" if p.every else "Some steps are slower"
+        knob = next(
+            (c.knob for c in (r.idle_causes.causes if r.idle_causes else []) if c.cause == p.cause),
+            "see what the slow steps do differently in the step picture",
+        )
+        return Finding(title=title, number=who + said, knob=knob)
+    return None
 
 
 def _top_kernel(m: Metrics) -> Finding | None:
@@ -409,9 +437,11 @@ def verdict(m: Metrics, advice: list[Advice]) -> Verdict:
     if not gpu:
         return Verdict(gpu=False, idle=idle_sentence(m), findings=_cpu_findings(m), memory=memory)
     found = _from_advice(advice, m)
-    if "data-loader" not in {f.rule for f in found}:
+    idle_rules = {"data-loader", "host-compute", "launch-bound", "sync-overhead",
+                  "idle-unclassified"}  # fmt: skip
+    if not idle_rules & {f.rule for f in found}:
         found.append(_idle_finding(m))
-    for extra in (_top_kernel(m), _step_finding(m)):
+    for extra in (_pattern_finding(m), _top_kernel(m), _step_finding(m)):
         if extra is not None:
             found.append(extra)
     sm = gpu_metric_findings.sentence(m)

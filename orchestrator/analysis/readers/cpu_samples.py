@@ -16,10 +16,12 @@ Each sample is put in one group by its frames (`group`), first that matches:
 - `wait`: blocked on a queue, lock or I/O (`futex`, `pthread_cond_wait`, `sem_wait`, `poll`,
   `PyThread_acquire_lock`, a Python `Queue.get`);
 - `comm`: communication (MPI, NCCL, libfabric's `cxip_`/`fi_`, UCX, gloo, `c10d::`);
-- `launch`: the framework's launch path (`cuLaunchKernel`, `cudaLaunchKernel`, the CUDA runtime
-  library, torch's dispatcher `c10::Dispatcher`, `at::_ops::`);
-- `data`: data-loading frames (`DataLoader`, `collate`, `__getitem__`, `fetch`, tokenisers, PIL
-  and libjpeg/libpng, numpy);
+- `launch`: the launch path (`cuLaunchKernel`, `cudaLaunchKernel`, `cudaMemcpyAsync`, any frame
+  in the CUDA driver or runtime, torch's CUDA libraries); torch's dispatcher without them runs a
+  CPU operator (`other`);
+- `data`: data-loading frames (the DataLoader, Dataset, collate and pin-memory paths where frames
+  name Python functions; tokenisers, PIL, libjpeg/libpng and other decoders); never numpy or
+  BLAS, which a loss's logging runs as readily as an augmentation;
 - `interpreter`: every frame in the Python interpreter or the C library (libpython, the python
   binary, libc, libm, libz, the vDSO): Python code running, no framework below it;
 - `other`: anything else (the framework's CPU kernels, the application's own native code).
@@ -54,14 +56,19 @@ WAIT = re.compile(
 COMM = re.compile(
     r"(?i)^P?MPI_|^MPI[A-Z]+_|^ompi_|nccl|^cxip_|^fi_|^ofi_|^ucp_|^uct_|^ucs_|^psm2_|gloo|c10d::"
 )
+# the launch path reaches the CUDA libraries: torch's dispatcher alone runs CPU operators too
 LAUNCH = re.compile(
     r"cuLaunchKernel|cudaLaunchKernel|cuLaunchCooperative|cudaLaunchCooperative|cuGraphLaunch"
-    r"|cudaGraphLaunch|c10::Dispatcher|at::_ops::|\[libcudart"
+    r"|cudaGraphLaunch|cudaMemcpyAsync|cuMemcpy|\[libcudart[^\]]*\]|\[libcuda\.so[^\]]*\]"
+    r"|\[libtorch_cuda[^\]]*\]|\[libc10_cuda[^\]]*\]"
 )
+# data loading: the DataLoader/Dataset/collate/pin-memory paths (where frames name Python
+# functions) and the libraries that decode or tokenise samples; never numerical libraries
+# (numpy, BLAS), which a loss's logging runs as readily as an augmentation
 DATA = re.compile(
-    r"(?i)dataloader|_next_data|collate|__getitem__|\bfetch\b|_fetch|get_batch|next_batch"
-    r"|tokeni[sz]|PIL\b|_imaging|ImagingCore|\[libjpeg|\[libpng|\[libturbojpeg|\[libwebp"
-    r"|_multiarray_umath|\[libopenblas"
+    r"(?i)dataloader|_next_data|collate|__getitem__|_worker_loop|pin_memory_loop|_pin_memory"
+    r"|get_batch|next_batch|tokeni[sz]|PIL\b|_imaging|ImagingCore|\[libjpeg|\[libpng"
+    r"|\[libturbojpeg|\[libwebp|\[libavcodec|\[libsndfile|\[tokenizers"
 )
 INTERPRETER = re.compile(
     r"\[(libpython[\d.]*\.so[\d.]*|python[\d.]*|libc\.so[\d.]*|libm\.so[\d.]*|libz\.so[\d.]*"
@@ -70,7 +77,8 @@ INTERPRETER = re.compile(
 WORKER_THREAD = re.compile(r"(?i)pt_data_worker|pt_data_pin|pin_memory|dataloader|data_worker")
 TEMPLATE = re.compile(r"<[^<>]*>")
 NAME_CHARS = 80
-ADDRESS = re.compile(r"^0x[0-9a-f]+$|^\[Broken backtraces\]$|^\[Unknown\]$")
+# no frame of the workload's: an address, nsys's markers, nsys's own wrappers of OS-runtime calls
+ADDRESS = re.compile(r"^0x[0-9a-f]+$|^\[Broken backtraces\]$|^\[Unknown\]$|^NSYS_")
 
 
 @dataclass
@@ -113,10 +121,14 @@ def group(frames: list[tuple[str, str]]) -> tuple[int, str]:
     """(index into GROUPS, the frame that decided) of one callchain, top first, as
     (symbol, module) pairs (module: the library's file name)."""
     texts = [f"{s} [{m}]" for s, m in frames]
-    for gi, rx in ((0, SYNC), (1, WAIT), (2, COMM), (3, LAUNCH), (4, DATA)):
-        for (sym, _), text in zip(frames, texts, strict=True):
+    # data before launch: pinning a batch (`_pin_memory`) or a Dataset's GPU work calls the CUDA
+    # libraries on the loader's behalf
+    for gi, rx in ((0, SYNC), (1, WAIT), (2, COMM), (4, DATA), (3, LAUNCH)):
+        for k, ((sym, _), text) in enumerate(zip(frames, texts, strict=True)):
             if rx.search(sym) or (gi in (3, 4) and rx.search(text)):
-                return gi, sym
+                # a module matched an unnamed frame: name the group by the next named one
+                named = next((f for f, _ in frames[k:] if f and not ADDRESS.match(f)), sym)
+                return gi, named
     if frames and all(INTERPRETER.search(t) for t in texts):
         return 5, ""
     return 6, ""
@@ -211,12 +223,30 @@ def _empty() -> Samples:
     return Samples(z, z, z, np.zeros(0, dtype=np.int8), [], [])
 
 
+def strip_templates(text: str) -> str:
+    """`text` without its C++ template arguments: every `<...>` that closes, nested ones
+    included, as removing the innermost `<[^<>]*>` again and again until nothing changes does,
+    in one pass (that loop took minutes on one 45 KB nested name: a pass per level). A `>`
+    with no `<` open before it, and a `<` never closed, stay."""
+    if "<" not in text:
+        return text
+    out: list[str] = []
+    opened: list[int] = []  # where each open `<` sits in `out`
+    for ch in text:
+        if ch == "<":
+            opened.append(len(out))
+            out.append(ch)
+        elif ch == ">" and opened:
+            del out[opened.pop() :]
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def short(symbol: str) -> str:
     """A frame's name without C++ template and call arguments (`at::_ops::cat::call`), at most
-    `NAME_CHARS` long."""
-    out, prev = symbol, ""
-    while out != prev:  # innermost template arguments first
-        prev, out = out, TEMPLATE.sub("", out)
+    `NAME_CHARS` long. Linear in the name's length."""
+    out = strip_templates(symbol)
     if "(" in out[1:]:
         out = out[: out.index("(", 1)]
     out = out.removeprefix("void ").strip()

@@ -105,20 +105,31 @@ def key_of(name: str) -> str | None:
 
 
 def multipliers(config: str | None) -> dict[str, float]:
+    """Each metric's multiplier from the export's `GpuMetricsConfig` (`read_multipliers`)."""
+    return read_multipliers(config)[0]
+
+
+def read_multipliers(config: str | None) -> tuple[dict[str, float], str | None]:
     """Each metric's multiplier from the export's `GpuMetricsConfig` (YAML: metric sets, each
     metric's `subMetrics` with `name` and an optional `multiplier`), by the name the export gives
-    the metric ("GPC Clock Frequency [MHz]"). Sets that disagree on a name: the first set's
-    word stands (the sets of one chip family agree; what differs is the chips). An older config
-    without sub-metrics: its clocks (`.per_second` ids) in Hz, read as MHz."""
+    the metric ("GPC Clock Frequency [MHz]"), and a note when the configuration could not be
+    read. Sets that disagree on a name: the first set's word stands (the sets of one chip family
+    agree; what differs is the chips). An older config without sub-metrics: its clocks
+    (`.per_second` ids) in Hz, read as MHz. The YAML is read by the bounded loader
+    (`side_inputs.load_yaml`: its size and the values it builds, aliases counted as used) and
+    a multiplier that is not a finite number is left out."""
     if not config:
-        return {}
-    import yaml  # a small document, read once per export
+        return {}, None
+    import math
+
+    from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml
 
     try:
-        doc = yaml.safe_load(config)
-    except yaml.YAMLError:
-        return {}
+        doc = load_yaml(config)
+    except SideInputError as exc:
+        return {}, f"the export's GpuMetricsConfig is not read ({exc}): no multiplier applied"
     out: dict[str, float] = {}
+    dropped = 0
     sets = doc.get("metricSets") if isinstance(doc, dict) else doc
     for s in sets if isinstance(sets, list) else []:
         for m in (s.get("metrics") or []) if isinstance(s, dict) else []:
@@ -129,7 +140,18 @@ def multipliers(config: str | None) -> dict[str, float]:
                 for sub in subs:
                     if isinstance(sub, dict) and "multiplier" in sub:
                         with_unit = f"{m['name']} [{sub.get('name', '')}]"
-                        out.setdefault(with_unit, float(sub["multiplier"]))
+                        value = sub["multiplier"]
+                        ok = isinstance(value, int | float) and not isinstance(value, bool)
+                        if not ok or not math.isfinite(float(value)):
+                            dropped += 1
+                            continue
+                        out.setdefault(with_unit, float(value))
             elif str(m.get("id", "")).endswith(".per_second"):
                 out.setdefault(str(m["name"]), 1e-6)
-    return out
+    note = (
+        f"the export's GpuMetricsConfig gives {dropped} multiplier(s) that are not numbers: left"
+        " out"
+        if dropped
+        else None
+    )
+    return out, note

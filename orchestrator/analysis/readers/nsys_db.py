@@ -24,6 +24,8 @@ from orchestrator.core.errors import UserError
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+# whole CUDA graph executions (nsys --cuda-graph-trace=graph, its default): one row a launch
+GRAPH = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 OSRT = "OSRT_API"

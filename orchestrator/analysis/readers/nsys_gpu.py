@@ -6,10 +6,14 @@ activity's launch time from the runtime calls.
   ENUM_CUDA_MEMCPY_OPER: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, 11/12/13 Unified HtoD/DtoH/DtoD,
   bytes), CUPTI_ACTIVITY_KIND_MEMSET; memcpys and memsets are named `Memcpy HtoD`, `Memset` in
   the timeline (so HTA's name rules class them as memory);
+- CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a CUDA graph launch traced whole (nsys's default
+  `--cuda-graph-trace=graph`: the graph's kernels get no rows of their own), one kernel-kind row
+  of the graph's duration named `CUDA graph <graphId>`, launched by its `cudaGraphLaunch`; without
+  it a workload of CUDA graphs reads as a GPU idle all along;
 - CUPTI_ACTIVITY_KIND_RUNTIME: the launch time of every GPU activity (same correlationId: HTA's
   idle-time breakdown needs it).
 
-All three GPU tables are queued on the reader's thread pool at once (`queue`), in parts
+The GPU tables are queued on the reader's thread pool at once (`queue`), in parts
 (`sqlite_columns.TableRead`), and put together once read (`collect`); the UM copies' migration
 causes come from the memcpy table's scan (`nsys_memory`).
 """
@@ -26,6 +30,7 @@ import numpy as np
 from orchestrator.analysis.readers import nsys_memory
 from orchestrator.analysis.readers import table_parts as TP
 from orchestrator.analysis.readers.nsys_db import (
+    GRAPH,
     KERNEL,
     MEMCPY,
     MEMSET,
@@ -67,9 +72,11 @@ def _plan(ex: Export) -> list[tuple[str, list[str], TP.Shape | None, int]]:
     plan = []
     offset = 0
     name_col = db.kernel_name_col()
-    for table, extra in ((KERNEL, ()), (MEMCPY, ("copyKind", "bytes")), (MEMSET, ("bytes",))):
+    tables = ((KERNEL, ()), (MEMCPY, ("copyKind", "bytes")), (MEMSET, ("bytes",)),
+              (GRAPH, ("graphId",)))  # fmt: skip
+    for table, extra in tables:
         if not db.has(table, "start", "end", "deviceId") or (table == KERNEL and not name_col):
-            if table not in db.tables:
+            if table not in db.tables and table != GRAPH:  # no graphs: nothing missing
                 ex.missing.append(table)
             continue
         cols = ["start", "end", "deviceId", *ex.opt(table, "streamId", "correlationId")]
@@ -148,7 +155,7 @@ def collect(ex: Export, pending: GpuReads) -> GpuRead:
             )
         rows = slice(sl.start, sl.start + got)
         keep.append(rows)
-        kind = {KERNEL: T.KERNEL, MEMCPY: T.MEMCPY, MEMSET: T.MEMSET}[table]
+        kind = {KERNEL: T.KERNEL, MEMCPY: T.MEMCPY, MEMSET: T.MEMSET, GRAPH: T.KERNEL}[table]
         gpu.kind[rows] = kind
         if table == KERNEL:
             gpu.name[rows] = kernel_names(ex, extra, ex.db.kernel_name_col())
@@ -159,6 +166,10 @@ def collect(ex: Export, pending: GpuReads) -> GpuRead:
             }
             gpu.name[rows] = map_ids(code, lut)
             gpu.copy[rows] = code.astype(np.int8)
+        elif table == GRAPH:
+            ids = extra if "graphId" in cols else np.zeros(got, dtype=np.int64)
+            lut = {k: ex.names.id(f"CUDA graph {k}") for k in np.unique(ids).tolist()}
+            gpu.name[rows] = map_ids(ids, lut)
         else:
             gpu.name[rows] = ex.names.id("Memset")
         del extra

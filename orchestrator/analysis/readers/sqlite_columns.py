@@ -215,13 +215,17 @@ def fetch_into(
     part: TP.Part | None = None,
     subset: Subset | None = None,
     text: Text | None = None,
+    whole: tuple[str, ...] = (),
 ) -> tuple[int, int]:
     """Fill `out[i][:n]` with column i of the rows of a table (or of `part`: a rowid range and
     the rows it holds, `table_parts`) whose integer start <= end, and return (n, rows left out);
     `out` arrays must hold the part's rows. The rows met must be the rows the part holds, else
     `table_parts.DamagedTable` (a damaged b-tree: refused, never a fraction of the table).
     `subset`: columns of some of the rows read, gathered in the same scan; `text`: one TEXT
-    column of the rows kept, likewise.
+    column of the rows kept, likewise. `whole`: columns whose rows are left out (and counted)
+    when they hold text, a blob or a real that is not an integer, where CAST would read a
+    number that is not there (text as 0); a NULL is kept as -1, as the page reader keeps it
+    (which leaves every range holding such a value to this path, so both read the same rows).
 
     With the compiled reader built (`sqlite_pages`) the rows are read from the file's pages, in
     one call for the range. What it leaves to SQLite (a text or real value, a file or table it
@@ -248,6 +252,9 @@ def fetch_into(
         times = (
             f' AND {integral("start")} AND {integral(END)} AND "end" >= start' if has_times else ""
         )
+        for col in whole:
+            quoted = f'"{col}"'
+            times += f" AND (typeof({quoted}) = 'null' OR {integral(quoted)})"
         # the lowest rowid the scan met: a damaged tree can walk SQLite's range scan (a seek by
         # the keys, then leaf after leaf) past the range's lower end (its upper end is checked
         # on every row)
@@ -340,12 +347,24 @@ def fetch_columns(
     subset: Subset | None = None,
 ) -> list[Any]:
     """`fetch_into` new int64 arrays (sized by the table's rows), trimmed to the rows read."""
+    return fetch_columns_counted(path, table, cols, has_times, subset)[0]
+
+
+def fetch_columns_counted(
+    path: Path,
+    table: str,
+    cols: list[str],
+    has_times: bool = True,
+    subset: Subset | None = None,
+    whole: tuple[str, ...] = (),
+) -> tuple[list[Any], int]:
+    """`fetch_columns`, and the number of rows left out (by the time rule, or by `whole`)."""
     shape = table_shape(path, table)
     if shape is None:
-        return [np.zeros(0, dtype=np.int64) for _ in cols]
+        return [np.zeros(0, dtype=np.int64) for _ in cols], 0
     out = [np.empty(shape.rows, dtype=np.int64) for _ in cols]
-    n, _ = fetch_into(path, table, cols, out, has_times, shape.whole(), subset)
-    return [a[:n] for a in out]
+    n, left = fetch_into(path, table, cols, out, has_times, shape.whole(), subset, whole=whole)
+    return [a[:n] for a in out], left
 
 
 def _parts(path: Path, shape: TP.Shape) -> list[TP.Part]:

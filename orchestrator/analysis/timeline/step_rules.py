@@ -291,6 +291,11 @@ def _period(
     )
 
 
+# The profiler-window rule builds one row per step the workload says the window holds.
+MAX_WINDOW_STEPS = 1_000_000
+MIN_STEP_NS = 1_000
+
+
 def _profiler_window(
     opened: tuple[int | None, int | None], known: tuple[int, str] | None
 ) -> tuple[FoundSteps | None, str]:
@@ -302,6 +307,15 @@ def _profiler_window(
             "a cudaProfilerStart/Stop window, but the run does not say how many steps it holds"
         )
     count, where = known
+    # the workload's word is a side input: a count past one step per microsecond of the
+    # window, or past MAX_WINDOW_STEPS, says nothing real and would build that many rows
+    most = min(MAX_WINDOW_STEPS, (hi - lo) // MIN_STEP_NS)
+    if count > most:
+        return None, (
+            f"{where} says {count} steps in a {(hi - lo) / 1e6:.3f} ms cudaProfilerStart/Stop"
+            f" window: more than {most} (one per {MIN_STEP_NS // 1000} us, at most"
+            f" {MAX_WINDOW_STEPS}), not used"
+        )
     width = (hi - lo) / count
     bounds = [(lo + round(i * width), lo + round((i + 1) * width)) for i in range(count)]
     return FoundSteps(
@@ -310,3 +324,35 @@ def _profiler_window(
         " steps (their mean, not each step's time)",
         _rows(bounds),
     ), ""
+
+
+def realign(
+    rows: list[tuple[str, int, int]], a: Any, h: Any, input_ns: Any
+) -> tuple[list[tuple[str, int, int]], int]:
+    """Steps that end where the workload's own step ends (issue 35 item 4): a step found by the
+    optimizer or period rule closes with its last kernel, but what the loop does after the
+    optimizer (logging, a sync, evaluation) is still that step, and the next step starts with
+    its data fetch. Each boundary that opens a GPU-idle interval (start `a`, host window up to
+    `h`, the next work's launch) moves to where the interval's input begins: `h` less the time
+    claimed for input (`input_ns`, the part nearest the next batch's copy); with no input, to
+    `h` (the next step's first launch). (rows, boundaries moved)."""
+    if len(rows) < 2 or a.size == 0:
+        return rows, 0
+    order = np.argsort(a, kind="stable")
+    sa = a[order]
+    names = [n for n, _, _ in rows]
+    starts = [s for _, s, _ in rows]
+    ends = [s + d for _, s, d in rows]
+    moved = 0
+    for k in range(len(rows) - 1):
+        t = ends[k]
+        i = int(np.searchsorted(sa, t))
+        if i >= sa.size or sa[i] != t:
+            continue  # no examined idle interval opens at this boundary
+        j = int(order[i])
+        new = int(max(a[j], h[j] - min(int(input_ns[j]), int(h[j] - a[j]))))
+        if new == t:
+            continue
+        moved += 1
+        ends[k] = starts[k + 1] = new
+    return [(n, s, e - s) for n, s, e in zip(names, starts, ends, strict=True)], moved
