@@ -363,6 +363,31 @@ class IdleCauses(Strict):
     launch: LaunchStats | None = None
 
 
+class LeverProjection(Strict):
+    """One lever replayed on the step's dependency structure (`critical_path`): the step it
+    would leave at the knob's typical effect (`step_ms`) and at the ends of its range, what
+    it gives back, and the assumption in one line."""
+
+    lever: str
+    step_ms: float
+    low_ms: float
+    high_ms: float
+    removed_ms: float
+    assumption: str
+
+
+class StepProjections(Strict):
+    """The levers' projections of one entry: `base_ms` the step they start from (the mean
+    step over the steps the span shows; the span where there are none: `basis`)."""
+
+    base_ms: float
+    basis: str
+    # whole steps between the boundaries the span shows (0: fewer than two, the projection
+    # scales the span by the step instead, which a wait at the step boundaries does not fit)
+    whole_steps: int = 0
+    levers: list[LeverProjection] = []
+
+
 class Timeline(Strict):
     """Busy fraction (0-1) per equal time bucket of the span."""
 
@@ -488,6 +513,8 @@ class RankMetrics(Strict):
     idle_breakdown: IdleBreakdown | None = None
     # why the GPU waits (`idle_causes`), on the rank's first entry
     idle_causes: IdleCauses | None = None
+    # what removing each cost would leave of the step (`critical_path`), on the first entry
+    projections: StepProjections | None = None
     profiler_overhead: ProfilerOverhead | None = None
     activity: Activity = Activity()
     copies: list[CopyDirection] = []
@@ -627,6 +654,12 @@ class RankedFinding(Strict):
     cause: str
     message: str
     knob: str
+    # the step its knob would leave (presentation.projections), with the range, and the one
+    # line every view shows (None: no projection; the line then says why where it can)
+    projected_ms: float | None = None
+    projected_low_ms: float | None = None
+    projected_high_ms: float | None = None
+    projection: str | None = None
 
 
 class Metrics(Strict):

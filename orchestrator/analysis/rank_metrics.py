@@ -19,6 +19,7 @@ from orchestrator.analysis.catalogue.model import Entry
 from orchestrator.analysis.families import (
     breakdown,
     communication,
+    critical_path,
     gaps,
     gpu_metrics,
     gpu_time,
@@ -130,6 +131,14 @@ def _entry(
             causes, judged, host.family_rows(step_rows),
             (span_lo, int(rows.end.max())) if rows.size else (0, 0), rows,
         )  # fmt: skip
+    graph = (
+        critical_path.build(
+            tl, rows, gap_s, gap_e, judged, names_cls, main[0] if main else None,
+            host.family_rows(step_rows),
+        )
+        if causes is not None
+        else None
+    )  # fmt: skip
     del gap_s, gap_e  # views of the gaps: let go with them below
     busy_timeline = gaps.busy_timeline(
         g.union.gap_starts, g.union.gap_ends, g.union.start, g.union.end
@@ -226,6 +235,14 @@ def _entry(
         notes=notes,
         memory=_memory(tl, devices, first, step_rows),
     )
+    if graph is not None:
+        st = rm.steps
+        base = st.mean_ns / 1e6 if st is not None and st.count >= 2 else None
+        per = {c.cause: c.ms_per_step for c in causes.causes} if causes is not None else {}
+        rm.projections = critical_path.project(
+            graph, base, "per step" if base is not None else "in the capture", per, u.span / 1e6
+        )
+        del graph
     entry = Entry(timeline=tl, rows=rows, devices=devices, first=first, span=(u.start, u.end))
     rm.figures = {m.key: m.compute(entry) for m in views.computed() if m.compute is not None}
     c = CrossRankInput(

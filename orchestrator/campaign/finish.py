@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.campaign import explain, report
@@ -35,6 +35,8 @@ class Outcome:
     result: CampaignResult
     paths: dict[str, Path]
     notified: str | None
+    # `try_advice`: the tries scored and submitted tonight, a line each
+    tries: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -144,8 +146,14 @@ def judge(
         ended_at=time.time(),
         report_dir=str(out_dir),
     )
+    tries: list[str] = []
+    if campaign.try_advice:
+        from orchestrator.campaign import advice_tries
+
+        tries = advice_tries.score_ended(store, home, warn)
+        tries += advice_tries.submit_tries(store, home, campaign, campaign_id, analyses, warn)
     notified = None
     problem = result.state != db.PASSED
     if campaign.notify and (campaign.notify.when == "always" or problem):
         notified = run_notify(campaign.notify, paths["html"], warn)
-    return Outcome(result, paths, notified)
+    return Outcome(result, paths, notified, tries)

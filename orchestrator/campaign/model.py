@@ -417,6 +417,12 @@ class Campaign(Strict):
     baseline: Baseline = Field(default_factory=Baseline)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
     notify: Notify | None = None
+    try_advice: bool = Field(
+        False,
+        description="When a night ends, submit each variant's costliest finding that has a"
+        " knob in the spec as a run of its own with the knob applied (gh-run try), and score"
+        " the tries of earlier nights that have ended: each night says which advice held.",
+    )
 
     @field_validator("matrix", mode="before")
     @classmethod

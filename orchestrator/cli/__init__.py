@@ -65,6 +65,10 @@ COMMANDS: dict[str, Entry] = {
         "Nightly profiling campaigns: a matrix of one job, as job arrays, compared with the "
         "last good night.",
     ),
+    "try": Entry("trial", "Run a finding's knob and check its projection."),
+    "scores": Entry(
+        "trial", "How the projections held: each try, and the running accuracy per rule."
+    ),
     "doctor": Entry("doctor", "What this machine has for gh-run, or what one job needs here."),
     "init": Entry("init", "Start a project here: starter jobs, their schemas and a .gh-run home."),
 }

@@ -69,6 +69,19 @@ def _default_resolve(arg: str) -> AnalysisInput:
     return analysis_input(STATE.store(), STATE.home, arg)
 
 
+def _records() -> dict[str, str]:
+    """The rules whose projections were often wrong (store/scores.py), where this home has a
+    state store; none where it has not (analysing a trace creates no store)."""
+    from orchestrator.cli.state import STATE
+
+    if not (STATE.home / "state.db").is_file():
+        return {}
+    from orchestrator.store import scores
+    from orchestrator.store.db import Store
+
+    return scores.often_wrong(Store(STATE.home))
+
+
 def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
     """Add `analyze`, `compare` and `report` to the gh-run Typer app."""
     res = resolve or _default_resolve
@@ -186,14 +199,15 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             typer.echo(out.model_dump_json(indent=2))
             return
         console = console_for_stdout()  # piped: Rich's bytes without importing Rich
+        records = _records()
         if len(found.runs) == 1:
-            print_metrics(found.runs[0], console, per_rank=per_rank)
+            print_metrics(found.runs[0], console, per_rank=per_rank, records=records)
             return
         offer = print_split(console, found, paths)
         for n, m in enumerate(found.runs, 1):
             console.print()
             console.print(f"run {n} of {len(found.runs)}: {plain(m.label or '')}", markup=False)
-            print_metrics(m, console, per_rank=per_rank)
+            print_metrics(m, console, per_rank=per_rank, records=records)
         console.print()
         console.print(offer, markup=False)
 

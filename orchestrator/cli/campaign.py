@@ -103,6 +103,8 @@ def _finish_and_report(cid: str, timeout: float | None) -> None:
         # What `submit --wait` shows of a failed run: its stderr's last lines.
         run_view.print_stderr_tail(store.get_run(v.run_id), lines=5, indent="    ")
     out.print(f"  report: {outcome.paths['html']}")
+    for line in outcome.tries:
+        out.print(f"  advice: {markup(line)}")
     if outcome.notified:
         out.print(f"  notified: {outcome.notified}")
     if outcome.exit_code:

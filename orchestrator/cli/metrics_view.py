@@ -113,7 +113,9 @@ def _groups(m: Metrics) -> list[tuple[str, list[Row]]]:
     return groups if has_kernels(m) else [(g, rows) for g, rows in groups if g in HOST_GROUPS]
 
 
-def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
+def print_metrics(
+    m: Metrics, console: Out, per_rank: bool = False, records: dict[str, str] | None = None
+) -> None:
     from orchestrator.cli import memory_view
 
     memory_view.print_oom(m, console)  # an out of memory leads
@@ -140,7 +142,7 @@ def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
                     cells.append(_worst(row, m, labels))
                 body.append([plain(f"  {row.label}"), *(plain(c) for c in cells)])
         _plain(console, m.label or "analysis", header, body)
-        _after_table(m, console, wide)
+        _after_table(m, console, wide, records)
         return
     from rich import box  # a terminal: Rich lays the table out
     from rich.table import Table
@@ -171,10 +173,12 @@ def print_metrics(m: Metrics, console: Out, per_rank: bool = False) -> None:
             t.add_row(term(f"  {row.label}"), *(term(c) for c in cells))
         t.add_section()
     console.print(t)
-    _after_table(m, console, wide)
+    _after_table(m, console, wide, records)
 
 
-def _after_table(m: Metrics, console: Out, wide: bool) -> None:
+def _after_table(
+    m: Metrics, console: Out, wide: bool, records: dict[str, str] | None = None
+) -> None:
     """What follows the metrics table: peak-memory sources, top kernels, the cross-rank view,
     notes, how to open the whole timeline, and the advice."""
     if not wide:
@@ -217,13 +221,14 @@ def _after_table(m: Metrics, console: Out, wide: bool) -> None:
 
     memory_view.print_memory(m, console)
     # ranked by what each costs a step, as the verdict and the report rank them
-    for a in fold(advise(m), len(m.ranks)):
+    for a in fold(advise(m, records), len(m.ranks)):
         checked = f" (checked: {markup(a.checked)})" if a.checked else ""
         ex = a.example if isinstance(a, AdviceGroup) else a
         cost = f" ({ex.cost_ms:.1f} ms {ex.cost_basis})" if ex.cost_ms is not None else ""
+        proj = f"; {markup(ex.projection.sentence())}" if ex.projection is not None else ""
         console.print(
             f"[bold yellow]advice[/] {markup(a.rule)}{markup(cost)}: {markup(a.message)}; knob:"
-            f" {markup(a.knob)}{checked}"
+            f" {markup(a.knob)}{checked}{proj}"
         )
 
 

@@ -117,6 +117,23 @@ CREATE TABLE IF NOT EXISTS campaign_variants (
     regressed      INTEGER,
     PRIMARY KEY (campaign_id, variant)
 );
+CREATE TABLE IF NOT EXISTS projection_scores (
+    -- a finding's projection checked by running its knob (`gh-run try`, store/scores.py,
+    -- schema 6): the run it was made on, the run with the knob, what was predicted and came
+    try_run_id    TEXT PRIMARY KEY REFERENCES runs(run_id),
+    base_run_id   TEXT NOT NULL REFERENCES runs(run_id),
+    rule          TEXT NOT NULL,
+    knob          TEXT NOT NULL,
+    base_ms       REAL,
+    predicted_ms  REAL,
+    low_ms        REAL,
+    high_ms       REAL,
+    measured_ms   REAL,
+    error_pct     REAL,
+    created_at    REAL NOT NULL,
+    scored_at     REAL,
+    note          TEXT
+);
 """
 
 
@@ -281,7 +298,8 @@ def iso(ts: float | None) -> str:
 # 4: runs.slurm_cluster and runs.clusters_option (which SLURM cluster the run went to).
 # 5: runs.script_sha256, runs.seal and campaign_groups.seal (row_seal.py): rows of older
 #    stores carry no seal and are acted on only once adopted (`gh-run adopt`).
-SCHEMA_VERSION = 5
+# 6: projection_scores (a finding's projection against the run of its knob).
+SCHEMA_VERSION = 6
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:

@@ -118,7 +118,8 @@ def test_the_terminal_says_what_each_knob_checked() -> None:
     res = CliRunner(env={"COLUMNS": "250"}).invoke(cli(), ["analyze", str(H100 / "lora_um")])
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("advice unified-memory"))
-    assert line.endswith("(checked: metrics.json: config.peft = lora)")
+    # the checked setting right after the knob, then the projection (here: none, said why)
+    assert "(checked: metrics.json: config.peft = lora); no honest projection:" in line
 
 
 def test_settings_from_commands_hydra_and_specs(tmp_path: Path) -> None:

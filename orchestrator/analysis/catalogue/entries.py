@@ -86,6 +86,40 @@ def _idle_ms(*causes: str) -> Callable[[RankMetrics], float | None]:
     return get
 
 
+def _lever_ms(lever: str) -> Callable[[RankMetrics], float | None]:
+    """The step the replay leaves with `lever`'s cause removed (critical_path)."""
+
+    def get(r: RankMetrics) -> float | None:
+        p = r.projections
+        x = next((x for x in p.levers if x.lever == lever), None) if p else None
+        return x.step_ms if x is not None else None
+
+    return get
+
+
+# the replay's levers (critical_path.EFFECTS) shown as metrics, with their labels
+PROJECTED = (
+    ("input", "without the input wait"),
+    ("host-compute", "without the host compute"),
+    ("launch-bound", "as one CUDA graph"),
+    ("sync", "without the syncs"),
+    ("fp32-gemms", "in bf16"),
+    ("copies", "with pinned copies"),
+    ("comm-overlap", "comm. overlapped"),
+)
+
+
+def _projected(lever: str, label: str) -> Metric:
+    return Metric(
+        f"projected_step_{lever.replace('-', '_')}_ms", "Projections", label, "ms",
+        f"the mean step once the {lever} lever's cost is removed at its knob's typical effect,"
+        " replayed on the step's dependency structure (critical_path; the data-loader advice"
+        " adds the loader's own floor); none where the entry has none of that cost",
+        rank=_lever_ms(lever), better="lower", sources=GPU,
+        views=frozenset({"analyze"}),
+    )  # fmt: skip
+
+
 def _peak_basis(m: Metrics) -> str | None:
     # "nsys memory-usage events: device memory (…), held at capture start" → its source
     srcs = sorted({s.split(":")[0] for r in m.ranks if (s := r.peak_gpu_memory_source)})
@@ -393,6 +427,8 @@ CATALOGUE: list[Metric] = [
     Metric("idle_short_ms_per_step", "Idle causes", "GPU idle in short gaps", "ms",
            "GPU-idle time per step in µs gaps before work launched in time (back to back)",
            rank=_idle_ms("short-gaps"), better="lower", sources=GPU),
+    # ---- what removing each cause would leave of the step (critical_path: the replay)
+    *(_projected(lever, label) for lever, label in PROJECTED),
     # ---- communication (breakdown, communication, cross_rank)
     Metric("comm_share_pct", "Communication", "communication share of kernel time (HTA)", "%",
            "HTA kernel types with communication (NCCL kernels), percent of the kernel-type"

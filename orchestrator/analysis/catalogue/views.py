@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from orchestrator.analysis.catalogue.entries import CATALOGUE, FAMILIES, WAIT_FUNCS
+from orchestrator.analysis.catalogue.entries import CATALOGUE, FAMILIES, PROJECTED, WAIT_FUNCS
 from orchestrator.analysis.catalogue.memory_entries import CATEGORIES as MEMORY_CATEGORIES
 from orchestrator.analysis.catalogue.model import Family, Metric
 from orchestrator.core import human as L
@@ -153,6 +153,19 @@ MEMORY_ROWS = [
     _s("mem_growth_per_step_bytes", when=_memory),
 ]
 
+
+def _has_lever(lever: str) -> Callable[[Ranks], bool]:
+    """A projection row only where some entry's replay has that lever."""
+
+    def has(ranks: Ranks) -> bool:
+        return any(
+            r.projections is not None and any(x.lever == lever for x in r.projections.levers)
+            for r in ranks
+        )
+
+    return has
+
+
 ANALYZE: Layout = [
     ("GPU time", [
         _s(None, "device", show=lambda r: r.device_name or "-", ranked=False),
@@ -219,6 +232,10 @@ ANALYZE: Layout = [
         _s("idle_comm_ms_per_step", "communication"),
         _s("idle_unclassified_ms_per_step", "unclassified"),
         _s("idle_short_ms_per_step", "back-to-back gaps"),
+    ]),
+    ("Projected step (the replay)", [
+        _s(f"projected_step_{lever.replace('-', '_')}_ms", label, when=_has_lever(lever))
+        for lever, label in PROJECTED
     ]),
     ("CPU / sync", [
         _s("sync_calls"),

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from orchestrator.analysis.metrics import IdleCause, Metrics, RankMetrics
 from orchestrator.analysis.presentation import costs
+from orchestrator.analysis.presentation.projections import Projection
 from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.core.base import Strict
 
@@ -132,6 +133,8 @@ class Advice(Strict):
     # run has no steps (`cost_basis`); None where no time can be put on it (GPU-metric rules)
     cost_ms: float | None = None
     cost_basis: str | None = None
+    # what the knob would leave of the step (`projections`), set by `advise`
+    projection: Projection | None = None
 
 
 class AdviceGroup(Strict):
@@ -147,6 +150,7 @@ class AdviceGroup(Strict):
     example: Advice
     message: str
     checked: str | None = None
+    projection: Projection | None = None
 
 
 FOLD_OVER = 3  # a rule that fires on more ranks than this is one line for all of them
@@ -204,6 +208,7 @@ def fold(advice: list[Advice], entries: int, over: int = FOLD_OVER) -> list[Advi
                 evidence_range=ranges,
                 example=a,
                 checked=a.checked,
+                projection=a.projection,
                 message=(
                     f"ranks {rank_ranges(ranks)} ({len(same)} of {entries}): {shown}; e.g."
                     f" {a.message}"

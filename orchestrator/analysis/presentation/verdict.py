@@ -50,6 +50,8 @@ class Finding(Strict):
     rule: str | None = None
     # the run's setting the knob was chosen by (`Advice.checked`)
     checked: str | None = None
+    # what the knob would leave of the step (`Advice.projection`), one line
+    projection: str | None = None
 
 
 class Verdict(Strict):
@@ -241,7 +243,8 @@ def _from_advice(advice: list[Advice], m: Metrics) -> list[Finding]:
         ranks = f" ({n} of {len(m.ranks)} entries; the worst shown)" if n > 1 else ""
         out.append(
             Finding(title=TITLES.get(a.rule, a.rule), number=a.message + ranks, knob=a.knob,
-                    rule=a.rule, checked=a.checked)
+                    rule=a.rule, checked=a.checked,
+                    projection=a.projection.sentence() if a.projection else None)
         )  # fmt: skip
     return out
 

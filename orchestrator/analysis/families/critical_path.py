@@ -1,0 +1,489 @@
+"""What each cause's removal would give back: the steps replayed on their dependency structure
+(issue 41 item 1), as Holistic Trace Analysis's critical path sees a step: the GPU waits for
+what the host launches, the host waits for the GPU where it synchronises.
+
+The GPU's busy union splits the span into busy segments and the gaps between them. Each gap
+is one of three edges:
+
+- **host**: the work after it was launched during the gap (or its launch is unknown): the GPU
+  waited for the host, so the segment after it can start once the host launches it. Host time
+  removed before it (an idle class's claims: input, host compute, ...) moves that launch, and
+  every later one, earlier;
+- **sync**: the main thread sat in a CUDA synchronisation when the GPU went idle and came out
+  of it in the gap: the host waited for the GPU, so what follows starts the gap's own length
+  after the GPU's new end (the host is re-anchored to the GPU there);
+- **gpu**: the work after it had been launched before the gap began: the GPU waited for
+  something on its own side (another stream, an event), kept as it is.
+
+A segment starts at the later of its ready time and the previous segment's end (a max-plus
+recurrence, computed for all segments at once: `replay`). A cost the GPU hides, or one that
+another cost also covers, gives back nothing in the replay: removing input where the host also
+computes leaves the host compute's wait; shortening GEMMs of a step the host bounds moves the
+bottleneck to the host. Each lever is replayed on its own, at the knob's typical effect and at
+the two ends of its range (`EFFECTS`).
+
+The projected step is the mean step over the steps the span shows, scaled by how much the
+replay shortens the stretch of the span those steps cover; without steps, the span's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from orchestrator.analysis.families import host
+from orchestrator.analysis.families.idle_causes import SHORT_CLASSES, Judged
+from orchestrator.analysis.families.kernel_classes import HTA_TYPES, gemm_precision
+from orchestrator.analysis.metrics import LeverProjection, StepProjections
+from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.intervals import merge_intervals
+
+# the idle classes whose host time a knob removes (idle_classes.CLASSES)
+IDLE_LEVERS = ("input", "host-compute", "launch-bound", "sync", "communication")
+# the claims no lever of their own removes, which a composite lever does (a CUDA graph runs the
+# step's µs gaps too; pinned memory takes the host's staging after a pageable copy, whatever
+# class its time was given)
+OTHER_CLAIMS = ("short-gaps", "unclassified")
+# what a CUDA graph of the whole step removes: the host's gaps between its launches, wherever
+# they lie (the loop's own Python between steps is replayed by the graph too), and the waits
+# no cause explains (in a launch-heavy step they are the host's: the graph leaves the host out
+# of the step altogether); the input wait and communication stay
+GRAPH_CLASSES = ("launch-bound", "host-compute", "sync", "short-gaps", "unclassified")
+# the knob's effect: (typical, best, worst). For idle levers the share of the claimed host time
+# removed; for launch-bound the ns left of each launch gap (one CUDA graph's node-to-node gap);
+# for GPU levers how many times faster the work runs (copies, fp32 GEMMs: `OTHER_X` for the
+# other compute kernels) or the share of the exposed time hidden (communication)
+EFFECTS: dict[str, tuple[float, float, float]] = {
+    "input": (1.0, 1.0, 1.0),  # the loader's own floor: presentation.projections
+    "host-compute": (1.0, 1.0, 0.5),
+    "launch-bound": (500.0, 200.0, 2_000.0),
+    "sync": (1.0, 1.0, 0.5),
+    "communication": (1.0, 1.0, 0.5),
+    "fp32-gemms": (12.0, 16.0, 6.0),
+    "copies": (2.0, 3.0, 1.5),
+    "comm-overlap": (0.75, 1.0, 0.5),
+}
+ASSUMPTIONS = {
+    "input": "the main thread's loading leaves the step (DataLoader workers keep up); the GPU"
+    " work and the rest of the host's stays",
+    "host-compute": "the host work the GPU waited for leaves the step (asynchronous or every N"
+    " steps); half of it stays at worst",
+    "launch-bound": "the step replayed as one CUDA graph: every host gap in it (launches,"
+    " dispatch, syncs, waits no cause explains) shrinks to 0.5 µs (0.2-2 µs: a graph's"
+    " node-to-node gap); the input wait and the kernels stay",
+    "sync": "the syncs inside the step go (the host no longer waits for the GPU in them); half"
+    " the drain stays at worst",
+    "communication": "the waits for communication leave the step",
+    "fp32-gemms": "bf16 autocast: fp32 GEMMs run 12x faster on tensor cores (6-16x: Hopper's and"
+    " Ampere's bf16 tensor-core peak is 15x their fp32 one), other compute kernels move half"
+    " the bytes (1.6x; 1-2x)",
+    "copies": "host-device copies run 2x faster from pinned memory (1.5-3x); nothing else changes",
+    "comm-overlap": "three quarters of the communication that runs alone hides behind"
+    " computation (half to all)",
+}
+# bf16 autocast's effect on the compute kernels that are not GEMMs (elementwise, norms,
+# attention), with the fp32 GEMMs' (typical, best, worst)
+OTHER_X = (1.6, 2.0, 1.0)
+LATENCY_NS = (1_000, 20_000)  # the launch-to-start latency measured is kept inside these
+_NEG = -(2**61)
+
+
+@dataclass
+class StepGraph:
+    """The GPU's work in start order as the replay needs it: each op's exclusive time (what it
+    adds to the busy union), its ready time on the host's side (launch + latency; _NEG where
+    the GPU, not the host, held it), the wait it had on the GPU's side, the host time each idle
+    class claims before its launch, each GPU lever's share of it, and the main thread's
+    syncs (call start, release, the GPU work they awaited)."""
+
+    start: Any  # each op's start (ns)
+    excl: Any  # exclusive ns
+    ready: Any  # host-side ready time, _NEG where none binds
+    gpu_wait: Any  # the wait on the GPU's side before it (ns)
+    launch: Any  # the launch (ns; _NEG where unknown)
+    gap_at: Any  # per gap of the union: when the host ended it (the launch of the work after)
+    gap_order: Any  # the gaps in the order of gap_at
+    removable: dict[str, Any]  # idle class -> ns per gap
+    launch_gaps: Any  # per gap: 1 where launch-bound claimed it
+    at_bound: Any  # per gap: a step boundary lies in it
+    after_copy: Any  # per gap: it follows a host-device copy
+    gpu_time: dict[str, Any]  # GPU lever -> exclusive ns per op
+    sync_s: Any  # main-thread syncs: call start
+    sync_e: Any  # release
+    window: Any  # the step boundaries of whole periods (`_window`)
+
+
+def build(
+    tl: T.RankTimeline,
+    rows: T.GpuTable,
+    gap_s: Any,
+    gap_e: Any,
+    judged: Judged,
+    names_cls: Any,
+    main: tuple[int, int] | None,
+    steps: list[tuple[str, int, int]],
+) -> StepGraph | None:
+    """The step graph of one entry (rows sorted by start); None without GPU work."""
+    if rows.size == 0:
+        return None
+    window = _window(int(rows.start[0]), int(rows.end.max()), steps)
+    window, part = _bounded(rows.start, window)
+    if part is not None:  # the replay's stretch only: its gaps and claims with it
+        keep = (gap_e > rows.start[part.start]) & (gap_s < rows.start[part.stop - 1])
+        gap_s, gap_e = gap_s[keep], gap_e[keep]
+        rows = rows.take(part)
+    act = np.flatnonzero(np.isin(rows.kind, T.ACTIVITY_KINDS))
+    if act.size == 0:
+        return None
+    s = rows.start[act].astype(np.int64)
+    e = rows.end[act].astype(np.int64)
+    before = np.r_[np.int64(s[0]), np.maximum.accumulate(e)[:-1]]
+    excl = np.maximum(e - np.maximum(s, before), 0)
+    launch = rows.launch[act].astype(np.int64)
+    known = (launch != T.NONE) & (launch <= s)
+    gapped = s > before
+    lag = s - launch
+    # the launch latency: what the host-bound ops (launched inside the gap they end) waited
+    hb = gapped & known & (launch >= before)
+    lat = int(np.clip(np.median(lag[hb]) if hb.any() else LATENCY_NS[0], *LATENCY_NS))
+    # an op launched after the GPU ran out of work was waited for: ready when it started (its
+    # launch's own latency included); any other was ready a latency after its launch
+    ready = np.where(hb, s, np.where(known, launch + np.minimum(lag, lat), _NEG))
+    # launched within 20 µs of a host-device copy's end: the host waited for the copy (a
+    # pageable copy blocks the launching thread; nsys keeps no row of that wait), so the work
+    # after it follows the copy, not the host's clock
+    idx = np.arange(s.size)
+    top = np.maximum.accumulate(np.where(e >= np.maximum.accumulate(e), idx, 0))
+    prev = np.r_[0, top[:-1]]
+    copied = (rows.kind[act] == T.MEMCPY) & np.isin(rows.copy[act], (1, 2))
+    blocked = hb & (launch - before <= LATENCY_NS[1]) & copied[prev] & (idx > 0)
+    gpu_wait = np.where(gapped & ~hb, s - before, 0)
+    n_gap = int(gap_s.size)
+    removable = {c: np.zeros(n_gap, dtype=np.int64) for c in (*IDLE_LEVERS, *OTHER_CLAIMS)}
+    launch_gaps = np.zeros(n_gap, dtype=np.int64)
+    if judged.a.size and n_gap:
+        gi = np.searchsorted(gap_s, judged.a)
+        ok = (gi < n_gap) & (gap_s[np.minimum(gi, n_gap - 1)] == judged.a)
+        for i in np.flatnonzero(ok).tolist():
+            claims = judged.claims[i]
+            for cls, ns in claims.items():
+                if cls in removable:
+                    removable[cls][gi[i]] += ns
+            if "launch-bound" in claims:
+                launch_gaps[gi[i]] += 1
+    if judged.short_a.size and n_gap:
+        gi = np.searchsorted(gap_s, judged.short_a)
+        ok = (gi < n_gap) & (gap_s[np.minimum(gi, n_gap - 1)] == judged.short_a)
+        for ci, cls in enumerate(SHORT_CLASSES):
+            if cls in removable:
+                sel = ok & (judged.short_cls == ci)
+                removable[cls] += np.bincount(
+                    gi[sel], weights=judged.short_len[sel], minlength=n_gap
+                ).astype(np.int64)
+                if cls == "launch-bound":
+                    launch_gaps += np.bincount(gi[sel], minlength=n_gap)
+    if n_gap:
+        lens = gap_e - gap_s
+        for cls in removable:
+            np.minimum(removable[cls], lens, out=removable[cls])
+    # per gap: a step boundary inside it (the wait between steps, which no graph of one step
+    # removes), and a host-device copy right before it (the host staging a pageable batch)
+    starts = np.array(sorted(x for _, x, _ in steps), dtype=np.int64)
+    at_bound = np.zeros(n_gap, dtype=bool)
+    if starts.size:
+        k = np.searchsorted(starts, gap_s, side="left")
+        at_bound = (k < starts.size) & (starts[np.minimum(k, starts.size - 1)] <= gap_e)
+    ending = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
+    after_copy = copied[prev[ending]] if n_gap else np.zeros(0, dtype=bool)
+    at = _gap_at(s, launch, known, gap_e)
+    ss, se = _syncs(tl, main)
+    if blocked.any():  # each such wait as a sync: from the copy's launch to the next launch
+        b = np.flatnonzero(blocked)
+        cs = np.where(known[prev[b]], launch[prev[b]], s[prev[b]])
+        order = np.argsort(np.r_[ss, cs], kind="stable")
+        ss, se = merge_intervals(np.r_[ss, cs][order], np.r_[se, launch[b]][order])
+        ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
+    return StepGraph(
+        s, excl, ready, gpu_wait, np.where(known, launch, _NEG), at, np.argsort(at, kind="stable"),
+        removable, launch_gaps, at_bound, after_copy,
+        _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
+        window,
+    )  # fmt: skip
+
+
+def _gap_at(s: Any, launch: Any, known: Any, gap_e: Any) -> Any:
+    """When the host ended each gap: the launch of the work that ends it (its start where the
+    launch is unknown): the host time removed in a gap moves what is launched from then on."""
+    k = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
+    return np.where(known[k], launch[k], gap_e).astype(np.int64)
+
+
+# copies block the host too: a device-to-host copy into pageable memory (`.item()`,
+# `.cpu()`) returns once it is done, whatever its name says
+_COPY_RE = re.compile(r"(?i)^cu(da)?Memcpy")
+
+
+def _waits(name: str) -> bool:
+    return bool(host.SYNC_RE.match(name) or _COPY_RE.match(name))
+
+
+def _syncs(tl: T.RankTimeline, main: tuple[int, int] | None) -> tuple[Any, Any]:
+    """The main thread's CUDA calls that may wait for the GPU (syncs and copies), merged (any
+    thread's without a main); `replay` re-anchors the host only at those that did."""
+    h = tl.host
+    if h.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    m = (h.kind == T.CUDA_API) & tl.name_mask(_waits)[h.name]
+    if main is not None:
+        m &= (h.pid == main[0]) & (h.tid == main[1])
+    order = np.argsort(h.start[m], kind="stable")
+    s, e = merge_intervals(h.start[m][order], h.end[m][order])
+    return np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)
+
+
+def _gpu_levers(
+    tl: T.RankTimeline, rows: T.GpuTable, act: Any, excl: Any, names_cls: Any
+) -> dict[str, Any]:
+    """Each op's exclusive time that a GPU lever shortens: fp32 GEMMs (and, with them, the
+    other compute kernels autocast shortens), host-device copies, communication."""
+    kind, name = rows.kind[act], rows.name[act]
+    kernel = kind == T.KERNEL
+    fp32_name = np.fromiter(
+        (gemm_precision(n) == "fp32" for n in tl.names), dtype=bool, count=len(tl.names)
+    )
+    comm_name = (
+        names_cls == HTA_TYPES.index("COMMUNICATION")
+        if len(names_cls)
+        else np.zeros(len(tl.names), bool)
+    )
+    fp32 = kernel & fp32_name[name] if fp32_name.size else np.zeros(act.size, bool)
+    comm = kernel & comm_name[name] if comm_name.size else np.zeros(act.size, bool)
+    copy = (kind == T.MEMCPY) & np.isin(rows.copy[act], (1, 2))
+    zero = np.zeros(act.size, dtype=np.int64)
+    return {
+        "fp32-gemms": np.where(fp32, excl, zero),
+        "fp32-others": np.where(kernel & ~fp32 & ~comm, excl, zero) if fp32.any() else zero,
+        "copies": np.where(copy, excl, zero),
+        "comm-overlap": np.where(comm, excl, zero),
+    }
+
+
+def _window(lo: int, hi: int, steps: list[tuple[str, int, int]]) -> Any:
+    """The step boundaries that bound whole periods inside the span (each period one step's
+    work and the wait before the next step): the starts after the span's start up to its end,
+    and the end of the last step where it ends inside. Two or more, else the span's ends."""
+    cuts = sorted({s for _, s, _ in steps if lo < s <= hi})
+    if steps:
+        _, s, d = max(steps, key=lambda x: x[1])
+        if lo < s + d <= hi and (not cuts or s + d > cuts[-1]):
+            cuts.append(s + d)
+    if len(cuts) < 2:
+        cuts = [lo, hi]
+    return np.array(cuts, dtype=np.int64)
+
+
+MAX_PERIODS = 64  # whole steps the replay runs over (from the middle of the span)
+MAX_OPS = 250_000  # and GPU operations
+
+
+def _bounded(starts: Any, window: Any) -> tuple[Any, slice | None]:
+    """The window cut to what the replay needs (a cost per step is a mean over steps): at most
+    MAX_PERIODS whole steps, and MAX_OPS operations (at least two steps), from the middle of
+    the span; and the rows it needs (from the op before its start to the op after its end).
+    Without steps, the middle MAX_OPS operations' stretch. None: every row."""
+    n = int(starts.size)
+    t = window
+    if t.size > 2:
+        if t.size - 1 > MAX_PERIODS:
+            mid = (t.size - 1 - MAX_PERIODS) // 2
+            t = t[mid : mid + MAX_PERIODS + 1]
+        while t.size > 3:
+            ops = int(np.searchsorted(starts, t[-1]) - np.searchsorted(starts, t[0]))
+            if ops <= MAX_OPS:
+                break
+            keep = max((t.size - 1) // 2, 2)
+            mid = (t.size - 1 - keep) // 2
+            t = t[mid : mid + keep + 1]
+    elif n > MAX_OPS:
+        mid = (n - MAX_OPS) // 2
+        t = np.array([starts[mid], starts[mid + MAX_OPS - 1]], dtype=np.int64)
+    a = max(int(np.searchsorted(starts, t[0], side="right")) - 2, 0)
+    b = min(int(np.searchsorted(starts, t[-1], side="right")) + 2, n)
+    if a == 0 and b == n:
+        return t, None
+    return t, slice(a, b)
+
+
+def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
+    """Each op's new end once `removed` host ns per gap (before the launches after it) and
+    `cut` exclusive ns per op are gone: op k starts at the later of its host-side ready time
+    (less the host time removed since the last sync) and the previous op's end plus its own
+    GPU-side wait. At each main-thread sync the host is re-anchored: it leaves the sync at the
+    later of its own (shifted) time and the new end of the work launched before the sync
+    (the release's own latency kept). `anchored=False`: the syncs no longer wait.
+
+    Between two syncs the recurrence is a max-plus scan, computed for all ops at once (a
+    cumulative maximum per chunk); only the chain from one sync to the next is a loop, over
+    plain numbers."""
+    d = g.excl - np.asarray(cut, dtype=np.int64)
+    cum = np.r_[np.int64(0), np.cumsum(np.asarray(removed, dtype=np.int64)[g.gap_order])]
+    at = g.gap_at[g.gap_order]
+
+    def removed_before(t: Any) -> Any:  # host ns removed in gaps the host ended by t
+        return cum[np.searchsorted(at, t, side="right")]
+
+    n = g.start.size
+    sync_s, sync_e = (g.sync_s, g.sync_e) if anchored else (g.sync_s[:0], g.sync_e[:0])
+    n_chunks = sync_e.size + 1
+    # the chunk of each op: the syncs released before its launch (kept in GPU order)
+    chunk = np.searchsorted(sync_e, g.launch, side="right")
+    chunk = np.maximum.accumulate(np.where(g.launch > _NEG, chunk, 0))
+    bounds = np.searchsorted(chunk, np.arange(n_chunks + 1), side="left")
+    # within a chunk, relative to its start: cb the GPU's own time (waits and work), v what the
+    # host's readiness asks beyond it (before the chunk's shift)
+    cb = np.cumsum(g.gpu_wait + d)
+    cb -= np.r_[np.int64(0), cb][bounds[:-1]][chunk]
+    real = g.ready > _NEG
+    v = np.where(real, g.ready - removed_before(g.launch) + d - cb, 0)
+    vmin = int(v[real].min()) if real.any() else 0
+    span = int(v[real].max()) - vmin + 2 if real.any() else 2
+    lifted = np.where(real, v - vmin + 1, 0)  # 0: no readiness binds (yet)
+    if n_chunks * span < 2**62:  # one cumulative maximum, each chunk lifted above the last
+        cm = np.maximum.accumulate(lifted + chunk * span) - chunk * span
+    else:
+        cm = np.empty(n, dtype=np.int64)
+        for c in range(n_chunks):
+            sl = slice(int(bounds[c]), int(bounds[c + 1]))
+            if sl.stop > sl.start:
+                cm[sl] = np.maximum.accumulate(lifted[sl])
+    has = cm > 0
+    cm_val = np.where(has, cm - 1 + vmin, 0)
+    run_end = np.maximum.accumulate(g.start + g.excl)
+    last = bounds[1:] - 1
+    nonempty = (bounds[1:] > bounds[:-1]).tolist()
+    li = np.maximum(last, 0)
+    m_c = np.where(has[li], cm_val[li], _NEG).tolist()
+    cb_c, orig_c = cb[li].tolist(), run_end[li].tolist()
+    rem_at_sync = removed_before(sync_e).tolist()
+    ss, se = sync_s.tolist(), sync_e.tolist()
+    pe_in, shift_in, base_in = [0] * n_chunks, [0] * n_chunks, [0] * n_chunks
+    prev_end = orig_end = int(g.start[0])
+    shift = rem_base = 0
+    for c in range(n_chunks):
+        pe_in[c], shift_in[c], base_in[c] = prev_end, shift, rem_base
+        if nonempty[c]:
+            m = m_c[c]
+            prev_end = cb_c[c] + (max(prev_end, m - shift + rem_base) if m > _NEG else prev_end)
+            orig_end = orig_c[c]
+        if c == n_chunks - 1:
+            break
+        # leaving sync c: a call that waited leaves once the work ends (the host got there at
+        # its start); one that did not, in its own time
+        sigma, rho, rem_c = ss[c], se[c], rem_at_sync[c]
+        gained = shift + (rem_c - rem_base)
+        if sigma < orig_end <= rho:
+            new_rho = max(sigma - gained, prev_end + (rho - orig_end))
+        else:
+            new_rho = rho - gained
+        shift, rem_base = rho - new_rho, rem_c
+    pe = np.asarray(pe_in, dtype=np.int64)[chunk]
+    adj = (np.asarray(base_in, dtype=np.int64) - np.asarray(shift_in, dtype=np.int64))[chunk]
+    return cb + np.where(has, np.maximum(pe, cm_val + adj), pe)
+
+
+def moved(g: StepGraph, ends: Any, cut: Any, t: Any) -> Any:
+    """Times `t` of the original timeline on the replayed one (`ends` of each op, `cut` off
+    each): inside an op's exclusive time, the same offset from its new start (up to its new
+    end); inside a gap, the same distance before the next op's new start (not before the
+    previous op's new end)."""
+    n = g.start.size
+    new_start = ends - (g.excl - cut)
+    k = np.maximum(np.searchsorted(g.start, t, side="right") - 1, 0)
+    orig_end = g.start[k] + g.excl[k]
+    inside = new_start[k] + np.minimum(t - g.start[k], ends[k] - new_start[k])
+    nxt = np.minimum(k + 1, n - 1)
+    in_gap = np.where(
+        k + 1 < n, np.maximum(ends[k], new_start[nxt] - (g.start[nxt] - t)), ends[k] + t - orig_end
+    )
+    return np.where(t <= orig_end, inside, in_gap)
+
+
+def _removal(g: StepGraph, lever: str, f: float) -> Any:
+    """Host ns per gap that `lever` removes at effect `f`."""
+    if lever == "launch-bound":  # the step as one CUDA graph: its host gaps, `f` ns left
+        inner = sum(g.removable[c] for c in GRAPH_CLASSES)
+        left = (f * (inner > 0)).astype(np.int64)
+        return np.maximum(inner - left, 0)
+    return (g.removable[lever] * f).astype(np.int64)
+
+
+def project(
+    g: StepGraph,
+    base_ms: float | None,
+    basis: str,
+    per_step: dict[str, float] | None = None,
+    span_ms: float | None = None,
+) -> StepProjections:
+    """Each lever replayed at its knob's typical effect and the ends of its range.
+    `per_step`: each idle class's cost per step (`idle_causes.per_step`): a lever of one class
+    gives back its replay's share of that (the window's whole periods need not hold a periodic
+    cause in its proportion). `span_ms`: the capture, what a run without steps projects."""
+    t = g.window
+    w0 = int(t[-1] - t[0])
+    base = base_ms if base_ms is not None else (span_ms or w0 / 1e6)
+    # whole periods between the boundaries; without them the stretch stands for the step (or
+    # the capture) in proportion
+    whole = t.size - 1 if t.size > 2 else 0
+    periods = whole or max(w0 / 1e6 / base, 1e-9)
+    inside = (g.gap_at >= t[0]) & (g.gap_at <= t[-1])
+    out: list[LeverProjection] = []
+    zero_gap = np.zeros(g.gap_at.size, dtype=np.int64)
+    zero_op = np.zeros(g.start.size, dtype=np.int64)
+    for lever, effect in EFFECTS.items():
+        runs: list[tuple[Any, Any, bool]] = []
+        scale = 1.0
+        if lever in IDLE_LEVERS:
+            first = _removal(g, lever, effect[0])
+            if not first.any():
+                continue
+            claimed = float(first[inside].sum()) / periods / 1e6
+            want = (per_step or {}).get(lever)
+            # a periodic cause the window's periods over-represent gives back its own share;
+            # never more than the replay (a window of partial steps under-represents nothing)
+            if lever != "launch-bound" and want is not None and claimed > 0 and base_ms:
+                scale = min(want / claimed, 1.0)
+            for f in effect:
+                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1))
+        else:
+            busy = g.gpu_time[lever]
+            if not busy.any():
+                continue
+            for f, o in zip(effect, OTHER_X, strict=True):
+                share = f if lever == "comm-overlap" else 1.0 - 1.0 / f
+                cut = busy * share
+                if lever == "fp32-gemms":
+                    cut = cut + g.gpu_time["fp32-others"] * (1.0 - 1.0 / o)
+                staging = zero_gap
+                if lever == "copies":  # the host's work after a pageable copy goes with it
+                    staging = (
+                        (g.removable["host-compute"] + g.removable["unclassified"]) * g.after_copy
+                    ).astype(np.int64)
+                runs.append((staging, cut.astype(np.int64), True))
+        ms = []
+        for rg, cs, anchored in runs:
+            t2 = moved(g, replay(g, rg, cs, anchored), cs, t)
+            ms.append(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6)
+        out.append(
+            LeverProjection(
+                lever=lever,
+                step_ms=round(ms[0], 4),
+                low_ms=round(min(ms), 4),
+                high_ms=round(max(ms), 4),
+                removed_ms=round(base - ms[0], 4),
+                assumption=ASSUMPTIONS[lever],
+            )
+        )
+    return StepProjections(base_ms=round(base, 4), basis=basis, whole_steps=whole, levers=out)

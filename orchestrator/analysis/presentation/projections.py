@@ -1,0 +1,161 @@
+"""What each finding's knob would buy (issue 41 items 1, 4): the step the finding's cause
+leaves when removed, from the replay of the step's dependency structure
+(`families/critical_path.py`), with its range and its assumption in one line, or why no
+honest projection exists.
+
+A finding maps to one lever of the replay (`LEVERS`). The data loader's projection adds the
+loader's own floor: N workers deliver a batch every (loading time) / N, so the step cannot
+fall below that however much of the wait the replay removes. Findings whose cause the replay
+cannot remove say so (`NONE`): an interval no cause outweighs, Unified-Memory migrations
+(they stall kernels from inside, so their time bounds the gain and says nothing of it), a
+straggler (another rank's cause), the GPU-metric rules (no time on them).
+
+A rule whose checked projections were often wrong (`scores`: the state store's running
+accuracy, passed in) says so beside its projection.
+"""
+
+from __future__ import annotations
+
+from orchestrator.analysis.metrics import LeverProjection, RankMetrics
+from orchestrator.analysis.settings import RunSettings
+from orchestrator.core.base import Strict
+
+# the lever of `critical_path` each rule's knob pulls
+LEVERS = {
+    "data-loader": "input",
+    "host-compute": "host-compute",
+    "launch-bound": "launch-bound",
+    "sync-overhead": "sync",
+    "fp32-kernels": "fp32-gemms",
+    "host-device-copies": "copies",
+    "low-overlap": "comm-overlap",
+}
+NONE = {
+    "idle-unclassified": "no cause outweighs the others in these intervals, so no knob is known"
+    " to remove them",
+    "unified-memory": "migrations stall kernels from inside them, so their time bounds the gain"
+    " (at most the migrations' time) without saying how much of it a prefetch gives back",
+    "offload-traffic": "offloading fewer layers trades memory for speed by an amount the trace"
+    " does not hold",
+    "straggler": "the straggler's own cause lies on another rank; project that rank's findings",
+}
+# whole steps the capture must show for a wait at the step boundaries (an idle lever)
+MIN_WHOLE_STEPS = 2
+DEFAULT_WORKERS = 4  # the data-loader knob's workers from none (advice.KNOBS)
+OFTEN_WRONG_PCT = 10.0  # a rule whose projections miss by more than this, on the median
+OFTEN_WRONG_MIN = 3  # checked projections before a rule is called often wrong
+
+
+class Projection(Strict):
+    """One finding's projection: the step now (`step_ms`), the step the knob would leave
+    (`projected_ms`, None: no honest projection, `none_because` says why), its range, the
+    speed-up, the assumption in one line, and the rule's record where it has one."""
+
+    lever: str | None = None
+    step_ms: float | None = None
+    projected_ms: float | None = None
+    low_ms: float | None = None
+    high_ms: float | None = None
+    speedup: float | None = None
+    basis: str = "per step"
+    assumption: str | None = None
+    none_because: str | None = None
+    record: str | None = None
+
+    def sentence(self) -> str:
+        """One line for every view."""
+        if self.projected_ms is None or self.step_ms is None:
+            text = f"no honest projection: {self.none_because}"
+        else:
+            rng = (
+                ""
+                if self.low_ms is None or self.high_ms is None or self.low_ms == self.high_ms
+                else f", {self.low_ms:.1f}-{self.high_ms:.1f}"
+            )
+            unit = "step" if self.basis == "per step" else "capture"
+            text = (
+                f"projected {unit} {self.step_ms:.1f} -> {self.projected_ms:.1f} ms"
+                f" ({self.speedup:.2f}x{rng}), assuming {self.assumption}"
+            )
+        return f"{text}; {self.record}" if self.record else text
+
+
+def loader_workers(st: RunSettings) -> tuple[int, int]:
+    """(workers now, workers the knob asks for): 4 from none; from some, twice as many."""
+    w = st.data_workers
+    now = 0
+    if w is not None and isinstance(w.value, int) and not isinstance(w.value, bool):
+        now = w.value
+    return now, DEFAULT_WORKERS if now == 0 else max(2 * now, now + 2)
+
+
+def project(
+    rule: str,
+    r: RankMetrics,
+    st: RunSettings,
+    records: dict[str, str] | None = None,
+) -> Projection | None:
+    """The projection of `rule`'s finding on entry `r` (None: a rule no view projects)."""
+    record = (records or {}).get(rule)
+    if rule in NONE:
+        return Projection(none_because=NONE[rule], record=record)
+    lever_name = LEVERS.get(rule)
+    if lever_name is None:
+        return None
+    p = r.projections
+    if p is None:
+        return Projection(
+            lever=lever_name, none_because="the entry has no idle time or no GPU work to replay",
+            record=record,
+        )  # fmt: skip
+    lever = next((x for x in p.levers if x.lever == lever_name), None)
+    if lever is None:
+        return Projection(
+            lever=lever_name, step_ms=p.base_ms, basis=p.basis, record=record,
+            none_because="the replay finds none of this cause's time on the step's critical"
+            " path",
+        )  # fmt: skip
+    idle_lever = lever_name in ("input", "host-compute", "sync", "communication")
+    if idle_lever and p.basis == "per step" and p.whole_steps < MIN_WHOLE_STEPS:
+        return Projection(
+            lever=lever_name, step_ms=p.base_ms, basis=p.basis, record=record,
+            none_because=f"the capture shows {p.whole_steps or 'fewer than two'} whole"
+            " step(s) between boundaries, and a wait at the boundaries needs two to be put"
+            " per step (capture more steps)",
+        )  # fmt: skip
+    low, mid, high = lever.low_ms, lever.step_ms, lever.high_ms
+    assumption = lever.assumption
+    if lever_name == "input":
+        mid, high, assumption = _loader_floor(r, st, lever, p.base_ms)
+    mid = max(mid, 0.0)
+    return Projection(
+        lever=lever_name,
+        step_ms=p.base_ms,
+        projected_ms=round(mid, 2),
+        low_ms=round(max(min(low, mid), 0.0), 2),
+        high_ms=round(max(high, mid), 2),
+        speedup=round(p.base_ms / mid, 2) if mid > 0 else None,
+        basis=p.basis,
+        assumption=assumption,
+        record=record,
+    )
+
+
+def _loader_floor(
+    r: RankMetrics, st: RunSettings, lever: LeverProjection, base_ms: float
+) -> tuple[float, float, str]:
+    """(projected, high, assumption) of the data loader's knob. From no workers: the replay's
+    step, the loader's steady state the range's high end (N workers deliver a batch every
+    load / N ms once their prefetched batches are used up, loading one taking what the main
+    thread's did); from some workers (they are behind): that steady state."""
+    now, want = loader_workers(st)
+    load = base_ms * now if now else lever.removed_ms
+    floor = load / want
+    mid = max(lever.step_ms, floor) if now else lever.step_ms
+    return (
+        mid,
+        max(lever.high_ms, floor, mid),
+        f"{want} DataLoader workers keep up (at worst a batch every {floor:.1f} ms once their"
+        " prefetched batches are used: the range's high end); the GPU work and the rest of the"
+        " host's stays",
+    )

@@ -1,0 +1,142 @@
+"""`gh-run try` (a finding's knob, run and scored) and `gh-run scores` (how the projections
+held): the CLI side of runs/trial.py and store/scores.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli.state import STATE, warn
+from orchestrator.cli.table import paint
+from orchestrator.executors.choose import ExecutorKind
+
+if TYPE_CHECKING:
+    from orchestrator.store.db import Run, Store
+
+
+def try_cmd(
+    run: Annotated[str, typer.Argument(help="The run whose finding to try (id, prefix, 'last').")],
+    finding: Annotated[
+        str | None,
+        typer.Argument(
+            help="the finding: its rule (data-loader, fp32-kernels, launch-bound, ...) or its"
+            " place in the ranking (1: the costliest); default the costliest",
+            show_default=False,
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            "-s",
+            metavar="KEY=VALUE",
+            help="apply this change instead of the finding's mapped knob (repeatable): for a"
+            " knob that is no spec field, e.g. --set workload.args.3=--cuda-graphs",
+        ),
+    ] = None,
+    executor: Annotated[
+        ExecutorKind,
+        typer.Option("--executor", "-x", help="slurm, local, or auto (as submit)."),
+    ] = "auto",
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait/--no-wait",
+            help="track the try to its end, collect it and score it (--no-wait: `gh-run scores"
+            " --refresh` scores it later)",
+        ),
+    ] = True,
+    timeout: Annotated[
+        float | None, typer.Option(help="Stop waiting after this many seconds.")
+    ] = None,
+) -> None:
+    """Run a finding's knob and check its projection.
+
+    Submits the run's own spec (its spec.lock.yaml) again with the finding's knob as a --set
+    of the spec field it maps to (data-loader workers, precision, pinned memory, CUDA graphs,
+    NeMo's fields), tracks it, and reports the step the finding's projection predicted against
+    the step the try measured. The score is kept in the state store (`gh-run scores`). A knob
+    that is no spec field is named, not guessed: give it with --set."""
+    from orchestrator.analysis.presentation.advise import advise
+    from orchestrator.checks import prepare as P
+    from orchestrator.executors.choose import choose_executor
+    from orchestrator.runs import lifecycle as R
+    from orchestrator.runs import trial
+    from orchestrator.store import scores
+
+    store = STATE.store()
+    base = store.find_run(run)
+    metrics = trial.analysed(store, STATE.home, base.run_id)
+    advice = advise(metrics, scores.often_wrong(store))
+    plan = trial.plan(base, metrics, advice, finding, list(set_ or []))
+    a = plan.finding
+    print(f"{paint(a.rule, 'bold')} on {base.run_id}: {a.message}")
+    if a.projection is not None:
+        print(f"  {a.projection.sentence()}")
+    print(f"  trying: {plan.change.says} ({' '.join('--set ' + s for s in plan.change.sets)})")
+    prep = P.prepare(plan.spec_path, list(plan.change.sets), None)
+    ex = choose_executor(executor, warn=warn, cluster=prep.cluster)
+    tried = R.submit(store, prep, ex, STATE.home)
+    trial.record(store, plan, tried)
+    print(f"submitted {paint(tried.run_id, 'bold')} as {ex.name} job {tried.job_id}")
+    if not wait:
+        print(f"  score it once it ends: gh-run scores --refresh   (gh-run wait {tried.run_id})")
+        return
+    done = _finish(store, [tried], timeout)
+    if not done:
+        raise typer.Exit(1)
+
+
+def _finish(store: Store, runs: list[Run], timeout: float | None) -> bool:
+    """Wait for the tries, collect and score them (runs/trial.finish); False where one did
+    not complete or measured nothing."""
+    from orchestrator.runs import trial
+
+    ok = True
+    for r, s in trial.finish(store, STATE.home, runs, timeout, warn):
+        if s is None:
+            print(f"{r.run_id}: still {r.state}; `gh-run scores --refresh` scores it later")
+            ok = False
+            continue
+        print(trial.sentence(s))
+        ok &= r.state == "COMPLETED" and s.measured_ms is not None
+    return ok
+
+
+def scores_cmd(
+    refresh: Annotated[
+        bool,
+        typer.Option("--refresh", help="score the tries that have ended since (collect them)"),
+    ] = False,
+) -> None:
+    """How the projections held: each try, and the running accuracy per rule.
+
+    A rule whose projections missed by more than 10 % on the median, over 3 checks or more,
+    says so in its advice from then on."""
+    from orchestrator.store import scores
+
+    store = STATE.store()
+    if refresh:
+        pending = [
+            store.get_run(s.try_run_id) for s in scores.all_scores(store) if s.scored_at is None
+        ]
+        if pending:
+            _finish(store, pending, timeout=0)
+    from orchestrator.runs import trial
+
+    all_ = scores.all_scores(store)
+    if not all_:
+        print("no projection has been tried yet: `gh-run try RUN` runs one")
+        return
+    for s in all_:
+        print(trial.sentence(s))
+    print()
+    for acc in scores.accuracy(all_):
+        flag = f" {paint('(often wrong)', 'bold red')}" if acc.often_wrong else ""
+        print(f"{acc.sentence()}{flag}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("try")(try_cmd)
+    app.command("scores")(scores_cmd)

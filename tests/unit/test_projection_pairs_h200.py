@@ -1,0 +1,70 @@
+"""Projections against the planted-cause pairs recorded on an H200 (issue 41 "done means"):
+tests/data/causes_h200 (branch `cause`, bench/workloads/causes/pairs.md), each pair the same
+workload without and with a knob, recorded through `gh-run submit` under nsys 2024.2.3. The
+finding's projection on the run without the knob is set against the step of the run with it,
+as gh-run measures it (`trial.measured_step_ms`: the mean traced step, or, where gh-run finds
+that the capture slowed that run by more than 10 %, the workload's own steps outside the
+capture). Within 10 %: asserted. The pairs the projection misses are xfail(strict) with their
+figures and why (docs/metrics.md, "Projections checked"): they fail loudly the day they pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis.loader import analyze_paths
+from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.presentation.advise import advise
+from orchestrator.runs.trial import measured_step_ms
+from tests.fixtures.recordings import unpacked
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "causes_h200"
+_CACHE: dict[str, Metrics] = {}
+
+
+def _metrics(name: str) -> Metrics:
+    if name not in _CACHE:
+        _CACHE[name] = analyze_paths([unpacked(DATA / name)])
+    return _CACHE[name]
+
+
+def _miss(why: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=why)
+
+
+PAIRS = [
+    pytest.param("dl_host", "dl_clean", "host-compute", marks=_miss(
+        "predicted 8.7 ms, measured 7.7 outside the capture (+12.5 %; the capture slowed"
+        " dl_clean 15 %), 8.9 inside it (-2.6 %)")),
+    ("dl_backward", "dl_clean", "host-compute"),
+    ("dl_fp32", "dl_clean", "fp32-kernels"),
+    ("hf_w0", "hf_w4", "data-loader"),
+    pytest.param("img_input_w0", "img_input_w6", "data-loader", marks=_miss(
+        "predicted 5.4 ms (the replay: 6 workers keep up), measured 4.1 ms outside the capture"
+        " (which slowed the run 40 %); 6.2 inside it")),
+    pytest.param("ml_eager", "ml_graphs", "launch-bound", marks=_miss(
+        "predicted 10.6 ms (+22 %), measured 8.7: gh-run's cost of the eager step's gaps is short"
+        " of the workload's own (64.9 ms a step), the kernels' own time is what is left")),
+    pytest.param("hf_fp32", "hf_w4", "fp32-kernels", marks=_miss(
+        "predicted 47.1 ms, measured 36.3 outside the capture (55.1 inside, slowed 51 %):"
+        " bf16 speeds this model's other kernels more than the 1.6x assumed")),
+    pytest.param("img_pageable", "img_pinned", "host-device-copies", marks=_miss(
+        "predicted 12.5 ms, measured 4.4: the pageable copies cost 11.5 ms a step by the walls,"
+        " of which the trace shows the copies' GPU time (6.0) and host work it gives to other"
+        " causes")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "after", "rule"), PAIRS)
+def test_projection_within_ten_percent_of_the_run_with_the_knob(
+    before: str, after: str, rule: str
+) -> None:
+    m = _metrics(before)
+    a = next((x for x in advise(m) if x.rule == rule), None)
+    assert a is not None and a.projection is not None and a.projection.projected_ms is not None
+    got = measured_step_ms(_metrics(after), a.rank)
+    assert got is not None
+    err = (a.projection.projected_ms - got) / got
+    assert abs(err) <= 0.10, (a.projection.sentence(), got, f"{100 * err:+.1f} %")
