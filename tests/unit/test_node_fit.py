@@ -58,7 +58,8 @@ def test_one_rank_per_node_runs_the_node_wide_collectors() -> None:
     assert "--event-sample=system-wide" in sampler and "--sample=system-wide" in sampler
     assert "--event-sample=none" in other and "--sample=process-tree" in other
     task = extract_files(r.script)["task.sh"]
-    assert 'if [ "$LOCAL_RANK" = 0 ]; then' in task
+    # by SLURM's own variable: set whether or not the rank variables are exported
+    assert 'if [ "${SLURM_LOCALID:-0}" = 0 ]; then' in task
 
 
 def test_two_samplers_per_node_are_refused() -> None:
