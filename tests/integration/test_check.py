@@ -115,8 +115,9 @@ def test_a_partition_the_controller_lacks_is_named_as_missing(  # type: ignore[n
 
 def _problems(err: str) -> list[str]:
     """The problems of one `error:` message: the sentence itself, or each `  - ` line of a
-    list of several."""
-    text = err.strip()
+    list of several. Before it, `check` may say which nsys it runs to ask it (issue 42)."""
+    kept = [line for line in err.strip().splitlines() if not line.startswith("nsys: running `")]
+    text = "\n".join(kept)
     assert text.startswith("error: "), err
     lines = text.splitlines()
     if len(lines) == 1:
