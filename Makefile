@@ -17,7 +17,7 @@ RUNTIME := $(VENV)/.installed-runtime
 WORKLOAD := $(VENV)/.installed-workload
 DEV := $(VENV)/.installed
 
-.PHONY: install install-runtime workload deps demo test test-unit test-pythons cluster-up \
+.PHONY: install install-runtime workload deps demo test test-unit test-pythons test-arm64 cluster-up \
 	cluster-down cluster-status lint check schema bench mutate dist clean golden
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip); a fresh machine lacks it.
@@ -96,6 +96,15 @@ check: lint
 # 3.13, 3.14), each in its own venv (.venvs/X.Y), with every warning an error.
 test-pythons: install deps cluster-up
 	PYTEST_WORKERS=$(UNIT_WORKERS) bash scripts/test-pythons.sh
+
+# gh-run on aarch64 (GH200's Grace) under qemu-user emulation, one process at a time, nothing
+# registered with the kernel: an arm64 Debian root, PyPI's arm64 wheels, the C readers compiled
+# there; the wheel with and without a compiler, the readers' tests, the golden analyses and the
+# in-job analysis script, byte for byte as on x86-64 (scripts/test-arm64.sh). Not part of `make
+# test` nor of CI: 15 to 38 minutes from nothing on the 2-core development machine, by its
+# load (DEVELOPERS.md).
+test-arm64: install
+	bash scripts/test-arm64.sh
 
 # Regenerate the golden outputs (rendered job scripts, analyze / compare / report of every
 # committed trace) and docs/metrics.md's catalogue table after an intended change; review

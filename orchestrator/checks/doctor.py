@@ -348,13 +348,32 @@ def nsys_check(
     spec: JobSpec,
     part: Partition,
     part_name: str,
+    setup_lines: list[str] | None = None,
     configured: Sequence[str] = (),
     say: Say | None = None,
 ) -> Need | None:
     """Is the nsys this job is rendered for the one this machine runs, and does it take what
-    the job is rendered with? (None: not an nsys job.)"""
+    the job is rendered with? (None: not an nsys job.) Where the nodes load nsys as an
+    environment module (`setup_lines`: the cluster's and the partition's), this machine's
+    nsys is not theirs and is not asked (nsys_where.py)."""
+    from orchestrator.checks.nsys_where import nodes_nsys
+    from orchestrator.nsys.profile import nsys_setup
+
     if spec.profile.tool != "nsys":
         return None
+    lines = part.setup if setup_lines is None else setup_lines
+    where = nodes_nsys(spec, nsys_setup(spec.profile, part.nsys, part_name), lines)
+    if where.kind == "module":
+        setup = nsys_setup(spec.profile, part.nsys, part_name)
+        rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
+        m = where.module_version
+        ok = m is None or m.family == setup.version.family
+        return Need(
+            what="nsys",
+            ok=ok,
+            detail=f"{rendered}; {where.stated()} ({where.judged})",
+            fix=None if ok or m is None else mismatch_fix(m),
+        )
     setup, caps, how = nsys_probe_caps(spec, part, part_name, configured, say)
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
     if caps is None:
@@ -396,10 +415,14 @@ def job_needs(
     part: Partition,
     part_name: str,
     image_where: str,
+    setup_lines: list[str] | None = None,
     configured: Sequence[str] = (),
     say: Say | None = None,
 ) -> list[Need]:
-    """What running this job from this machine needs, each found or not, with the fix."""
+    """What running this job from this machine needs, each found or not, with the fix
+    (`setup_lines`: the cluster's and the partition's, which say where the nodes' nsys is;
+    `configured`: the nsys paths the site's or user's configuration names; `say`: told before
+    a program is run here to ask it)."""
     from orchestrator.core.errors import UserError
     from orchestrator.spec.container import REMOTE_IMAGE_RE, check_image
 
@@ -437,7 +460,7 @@ def job_needs(
             except UserError as exc:
                 # the refusal names its fix already (build or pull it, or fix the path)
                 needs.append(Need(what="image", ok=False, detail=exc.message))
-    found = nsys_check(spec, part, part_name, configured, say)
+    found = nsys_check(spec, part, part_name, setup_lines, configured, say)
     if found is not None:
         needs.append(found)
     from orchestrator.checks import gpu_counters

@@ -152,37 +152,63 @@ def secrets(prep: Prepared) -> Finding | None:
 
 
 def nsys(prep: Prepared, say: Callable[[str], None] | None = None) -> Finding | None:
-    """Ask the nsys the job will run (on this machine: on the host or inside the image) for its
-    version. Undeclared (rendered for gh-run's default) and of another family: refused, since
-    the flags and report names would be wrong; declared and different: a warning (the nodes
-    may have another nsys than this machine)."""
+    """Judge the nsys the nodes will run, where this machine can ask it (nsys_where.py): the
+    image's (asked through the runtime here), a path's (asked here), or, where the nodes load
+    it as an environment module, the version the cluster file declares against the version the
+    module's name says; the finding says which it judged. Undeclared (rendered for gh-run's
+    default) and of another family: refused, since the flags and report names would be wrong;
+    declared and different: a warning. `say`: told before a program is run here to ask it."""
     from orchestrator.checks import doctor
+    from orchestrator.checks.nsys_where import nodes_nsys
+    from orchestrator.nsys.profile import nsys_setup
 
-    if prep.spec.profile.tool != "nsys":
+    spec = prep.spec
+    if spec.profile.tool != "nsys":
         return None
-    setup, found, how = doctor.nsys_probe(
-        prep.spec,
-        prep.partition,
-        prep.partition_name,
-        doctor.configured_nsys(prep.cluster, prep.partition),
-        say,
-    )
+    setup = nsys_setup(spec.profile, prep.partition.nsys, prep.partition_name)
+    where = nodes_nsys(spec, setup, [*prep.cluster.defaults.setup, *prep.partition.setup])
     rendered = f"rendered for nsys {setup.version} ({setup.version_from})"
-    if found is None:
-        return Finding(
-            what="nsys", detail=f"nsys: {rendered}; could not ask it here: {how}", warning=True
+    default = setup.version_from.startswith("gh-run's default")
+    judged = where.judged
+    if where.kind == "module":
+        found = where.module_version
+        if found is None:
+            detail = f"nsys: {rendered}; {where.stated()} ({judged})"
+            if default:
+                return Finding(
+                    what="nsys",
+                    detail=f"{detail}; declare its version (partitions.{prep.partition_name}"
+                    ".nsys.version, or profile.nsys_version)",
+                    warning=True,
+                )
+            return Finding(what="nsys", detail=detail, shown=True)
+        said = where.stated(found)
+    else:
+        setup, found, how = doctor.nsys_probe(
+            spec,
+            prep.partition,
+            prep.partition_name,
+            doctor.configured_nsys(prep.cluster, prep.partition),
+            say,
         )
+        if found is None:
+            return Finding(
+                what="nsys",
+                detail=f"nsys: {rendered}; could not ask it here: {how} ({judged})",
+                warning=True,
+            )
+        said = f"{how} is {found}"
     if found.family == setup.version.family:
-        return Finding(what="nsys", detail=f"nsys: {rendered}; {how} is {found}", shown=True)
+        return Finding(what="nsys", detail=f"nsys: {rendered}; {said} ({judged})", shown=True)
     fix = doctor.mismatch_fix(found)
-    if setup.version_from.startswith("gh-run's default"):
-        where = prep.located("profile")
+    if default:
+        where_ = prep.located("profile")
         return _problem(
             "nsys",
-            UserError(f"{where}: profile: the job is {rendered}, but {how} is {found}; {fix}"),
+            UserError(f"{where_}: profile: the job is {rendered}, but {said} ({judged}); {fix}"),
         )
     return Finding(
-        what="nsys", detail=f"nsys: {rendered}, but {how} is {found}; {fix}", warning=True
+        what="nsys", detail=f"nsys: {rendered}, but {said} ({judged}); {fix}", warning=True
     )
 
 

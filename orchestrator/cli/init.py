@@ -190,7 +190,9 @@ def _plan(target: Path, cl: Cluster, ref: str, part_name: str) -> list[Planned]:
         if cpus == part.cpus_per_node
         else "",
         "time": format_time(min(parse_time(SFT_TIME), part.max_time_seconds)),
-        "runtime": part.container.runtime if part.container.runtime != "none" else "singularity",
+        "runtime": part.container.runtime
+        if part.container.runtime not in (None, "none")
+        else "singularity",
         "arch": part.arch,
     }
     home = target / ".gh-run"

@@ -107,7 +107,7 @@ def list_cmd(
             p.max_time,
             p.default_time,
             _or_dash(p.features),
-            p.container.runtime,
+            p.container.runtime or "any",
         ]
         for name, p in cl.partitions.items()
     ]
@@ -151,9 +151,15 @@ def partition_table(cl: Cluster, name: str) -> Table:
         ("QoS", _or_dash(p.qos) if p.qos else "any"),
         ("features (--constraint)", _or_dash(p.features)),
         ("sbatch options every job gets", _or_dash(p.sbatch_options)),
-        ("container runtime", p.container.runtime),
+        ("container runtime", p.container.runtime or "not declared (any the job asks for)"),
         ("container binds", _or_dash(p.container.binds)),
         ("launcher", " ".join([p.launcher.kind, *p.launcher.options])),
+        (
+            "task binding (one task per GPU)",
+            f"gpu {p.binding.gpu}, cpu {p.binding.cpu}, memory {p.binding.memory}"
+            if p.binding
+            else "-",
+        ),
         ("setup lines", "\n".join(p.setup) or "-"),
         ("environment", "\n".join(f"{k}={v}" for k, v in p.env.items()) or "-"),
         ("template", f"partitions/{p.template or name}.sbatch.j2 (if present)"),

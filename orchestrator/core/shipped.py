@@ -31,7 +31,15 @@ EXAMPLE_TRACES = {
 def folder(package: str) -> Path:
     """A data package's folder on the file system (pip installs wheels unpacked; a zipped
     install could not hand Jinja or nsys a path)."""
-    where = files(package)
+    try:
+        where = files(package)
+    except ModuleNotFoundError:
+        # a source folder on PYTHONPATH: the build maps the data folders, so they are missing
+        raise RuntimeFailure(
+            f"gh-run's package data {package} is missing: this gh-run "
+            f"({Path(__file__).parents[1]}) is a source folder that was never installed; "
+            "install it (pip install -e <checkout>, or the wheel)"
+        ) from None
     path = Path(str(where))
     if not path.is_dir():
         raise RuntimeFailure(

@@ -704,15 +704,6 @@ def profiler_prefix(
     return argv
 
 
-def sampler_ranks(spec: ProfileSpec, profiled: list[int], tasks_per_node: int) -> list[int]:
-    """The profiled ranks whose nsys samples GPU metrics: local rank `sampler_local_rank` of
-    each node (SLURM's default block distribution: rank = node * tasks_per_node + local)."""
-    gm = spec.gpu_metrics
-    if gm is None or spec.tool != "nsys":
-        return []
-    return [r for r in profiled if r % tasks_per_node == gm.sampler_local_rank]
-
-
 class StatsCsv(Strict):
     """One CSV `nsys stats` must write: the report (as this version spells it) and its path."""
 

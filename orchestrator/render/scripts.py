@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,17 +28,19 @@ from orchestrator.core.base import Strict
 from orchestrator.core.errors import UserError
 from orchestrator.core.paths import user_cache_dir
 from orchestrator.core.shipped import templates_dir
+from orchestrator.core.units import parse_time
+from orchestrator.nsys import node_wide
 from orchestrator.nsys.memory_collect import MemoryHook, hook_for, hook_sources
 from orchestrator.nsys.profile import (
-    PostReport,
     nsys_output,
     nsys_setup,
     post_reports,
     profiler_prefix,
     report_files,
-    sampler_ranks,
 )
+from orchestrator.render.binding import Binding, bind
 from orchestrator.render.node_gh_run import candidates
+from orchestrator.render.node_post import NodePost, node_post, rank_ranges
 from orchestrator.render.own_workloads import with_interpreter
 from orchestrator.site.cluster import Cluster, Partition
 from orchestrator.spec.container import exec_prefix, forwarded_env
@@ -46,6 +49,8 @@ from orchestrator.spec.nemo import UM_BOOTSTRAP, UM_BOOTSTRAP_NAME, NemoWorkload
 from orchestrator.spec.yamlio import display_path
 
 LauncherKind = Literal["srun", "direct"]
+# A setup line that calls environment modules (`module load x`, `ml x`, possibly after `&&`)
+_MODULE_RE = re.compile(r"(^|.*[;&|]\s*)\s*(module|ml)(\s|$)")
 # The post-processing script of nsys jobs (templates/sbatch/nsys_post.sh.j2), in the run folder.
 NSYS_POST_NAME = "nsys_post.sh"
 # A job with secrets: the file the batch script moves their values into (base.sbatch.j2 names it
@@ -118,6 +123,9 @@ class RenderContext(Strict):
     directives: list[str]
     env: dict[str, str] = Field(description="Exported in the batch script (all tasks see it).")
     setup: list[str] = Field(description="Admin shell lines from the partition, verbatim.")
+    setup_modules: bool = Field(
+        False, description="A setup line runs `module`/`ml`: the script defines it if missing."
+    )
     task_env: dict[str, str] = Field(description="The workload's own environment.")
     workdir: str | None
     argv: list[str] = Field(
@@ -130,14 +138,26 @@ class RenderContext(Strict):
     )
     sampler_argv: list[str] | None = Field(
         None,
-        description="The profiled command of the rank of each node that samples GPU metrics "
-        "(local rank `sampler_local_rank`); None: `argv` samples, or nothing does.",
+        description="The profiled command of the rank of each node that runs the node-wide "
+        "collectors (local rank `sampler_local_rank`); None: `argv` runs them, or none is asked.",
     )
     sampler_local_rank: int = Field(0, description="The local rank that runs `sampler_argv`.")
-    profile_ranks: list[int] | None = Field(
-        None, description="Only these ranks run `argv` (profiled); None: every rank does."
+    node_wide: list[str] = Field(
+        default_factory=list,
+        description="The node-wide collectors `sampler_argv` runs (field=value).",
     )
-    srun_options: list[str]
+    profile_ranks: str | None = Field(
+        None,
+        description="Only these ranks (ranges: 0-3,8) run `argv` (profiled); None: every rank.",
+    )
+    srun_options: list[str] = Field(
+        description="Flags of the tasks' srun: the partition's launcher.options, then its "
+        "binding's (render/binding.py)."
+    )
+    binding: list[str] = Field(
+        default_factory=list,
+        description="Why the tasks are bound as they are (or not): comment lines of the script.",
+    )
     distributed_env: bool = Field(
         True,
         description="Export the rendezvous and rank variables (the workload's distributed_env; "
@@ -174,13 +194,9 @@ class RenderContext(Strict):
     nsys_placement: str | None = Field(
         None, description="profile tool nsys: container (inside the image) or host (around it)."
     )
-    nsys_post: list[PostReport] = Field(
-        default_factory=list,
-        description="profile tool nsys: per report, the export and stats that nsys_post.sh runs.",
-    )
-    analysis_reports: list[str] = Field(
-        default_factory=list,
-        description="The exports analysis_post.sh analyses on the nodes (in-job analysis).",
+    node_post: NodePost | None = Field(
+        None,
+        description="profile tool nsys: what nsys_post.sh runs for each report, on each node.",
     )
     analysis_gh_run: list[str] = Field(
         default_factory=list,
@@ -343,9 +359,15 @@ def _directive(option: str, value: object | None = None) -> str:
 
 
 def directives_for(
-    spec: JobSpec, part_name: str, part: Partition, job_name: str, run_dir: str
+    spec: JobSpec,
+    part_name: str,
+    part: Partition,
+    job_name: str,
+    run_dir: str,
+    binding: Binding | None = None,
 ) -> list[str]:
     res = spec.resources
+    binding = binding or bind(spec, part)
     out = [
         _directive("--job-name", job_name),
         _directive("--partition", part_name),
@@ -354,7 +376,9 @@ def directives_for(
         _directive("--cpus-per-task", res.cpus_per_task),
     ]
     if res.gpus_per_node:
-        if part.gpu_directive == "gres":
+        if binding.gpu_request:  # as many GPUs, one to each task (render/binding.py)
+            out.append(binding.gpu_request)
+        elif part.gpu_directive == "gres":
             gres = (
                 f"gpu:{part.gpu_type}:{res.gpus_per_node}"
                 if part.gpu_type
@@ -363,6 +387,7 @@ def directives_for(
             out.append(_directive("--gres", gres))
         else:
             out.append(_directive("--gpus-per-node", res.gpus_per_node))
+    out += binding.directives
     out.append(_directive("--time", res.time or part.default_time))
     if res.mem:
         out.append(_directive("--mem", res.mem))
@@ -435,6 +460,7 @@ def build_context(
     job_name = f"ghr-{run_id}"
     workload = spec.workload
     res, prof = spec.resources, spec.profile
+    binding = bind(spec, part)
     world = res.nodes * res.tasks_per_node
     artifacts_dir = f"{run_dir}/artifacts"
     container = exec_prefix(spec.container, part.container.binds, run_dir)
@@ -453,9 +479,11 @@ def build_context(
     report_base = prof.report_base(spec.name)
     setup = nsys_setup(prof, part.nsys, part_name)
     output = nsys_output(artifacts_dir, report_base, world > 1)
-    # one GPU-metric sampler per node: the others' nsys run without the flags (a multi-rank job)
-    profiler = profiler_prefix(prof, output, setup, sampler=world == 1)
-    sampling = profiler_prefix(prof, output, setup) if world > 1 and prof.gpu_metrics else None
+    # node-wide collectors (GPU metrics, system-wide sampling): one rank per node runs them; the
+    # others' nsys keep what is their own (node_wide.py). A node of one task runs them itself.
+    split = world > 1 and res.tasks_per_node > 1 and bool(node_wide.collectors(prof))
+    profiler = profiler_prefix(node_wide.others(prof) if split else prof, output, setup)
+    sampling = profiler_prefix(prof, output, setup) if split else None
     # nsys inside the image (`runtime exec IMAGE nsys profile APP`) or on the host around the
     # runtime (`nsys profile runtime exec IMAGE APP`); the same without a container.
     on_host = setup.placement == "host"
@@ -468,24 +496,35 @@ def build_context(
         sampler_argv = [*sampling, *container, *app] if on_host else [*container, *sampling, *app]
     # Rank filtering: when only some ranks are profiled, task.sh picks by SLURM_PROCID.
     profiled = prof.ranks if prof.ranks is not None else list(range(world))
-    profile_ranks = profiled if prof.tool == "nsys" and set(profiled) != set(range(world)) else None
-    reports = report_files(artifacts_dir, report_base, profiled if world > 1 else None)
-    samplers = None
-    if world > 1:
-        samplers = report_files(
-            artifacts_dir, report_base, sampler_ranks(prof, profiled, res.tasks_per_node)
+    filtered = prof.tool == "nsys" and set(profiled) != set(range(world))
+    profile_ranks = rank_ranges(profiled) if filtered else None
+    post_plan = None
+    if prof.tool == "nsys":
+        stem = f"{artifacts_dir}/{report_base}"
+        one_base = report_files(artifacts_dir, report_base, profiled[:1] if world > 1 else None)[0]
+        one = post_reports(prof, [one_base], setup, [] if on_host else container)[0]
+        gpu_checked = prof.gpu_metrics is not None and prof.export_sqlite
+        post_plan = node_post(
+            one,
+            one_base,
+            stem,
+            profiled,
+            per_rank=world > 1,
+            nodes=res.nodes,
+            tasks_per_node=res.tasks_per_node,
+            time_limit_s=parse_time(res.time or part.default_time),
+            sampler_local_rank=node_wide.sampler_local_rank(prof) if gpu_checked else None,
+            # each export analysed on its node, before the secrets check reads the run folder
+            analysis=cluster.analysis.in_job and prof.export_sqlite,
         )
-    nsys_post = post_reports(prof, reports, setup, [] if on_host else container, samplers)
-    post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if nsys_post else []
-    # each export analysed on the nodes, before the secrets check reads the run folder
-    analysis_reports = [r.sqlite for r in nsys_post if r.sqlite] if cluster.analysis.in_job else []
-    gh_runs = candidates(cluster, container) if analysis_reports else []
-    if analysis_reports:
-        post.append(["bash", f"{run_dir}/{ANALYSIS_POST_NAME}"])
+    post = [["bash", f"{run_dir}/{NSYS_POST_NAME}"]] if post_plan else []
+    # the gh-runs each node's analysis may use, first choice first (node_gh_run.py)
+    gh_runs = candidates(cluster, container) if post_plan and post_plan.analysis else []
     if secrets_file is not None:
         # run by the batch script's EXIT trap (base.sbatch.j2), not as a post step: last, after
         # the reports are exported and summarised, and on every way the job ends
         files.append(EmbeddedFile(name=SECRET_SCRUB_NAME, content=_scrub_source(), mode="0600"))
+    setup_lines = [*cluster.defaults.setup, *part.setup]
     memory_hook = hook_for(prof, run_dir, artifacts_dir, part.gpu_mem)
     if memory_hook is not None:  # the allocator's history, recorded from outside the workload
         for name, source in hook_sources().items():
@@ -513,19 +552,22 @@ def build_context(
         partition=part_name,
         run_dir=run_dir,
         launcher=launcher,
-        directives=directives_for(spec, part_name, part, job_name, run_dir),
+        directives=directives_for(spec, part_name, part, job_name, run_dir, binding),
         env=env,
-        setup=[*cluster.defaults.setup, *part.setup],
+        setup=setup_lines,
+        setup_modules=any(_MODULE_RE.match(line) for line in setup_lines),
         task_env=dict(workload.env),
         workdir=workload.workdir,
         argv=argv,
         plain_argv=[*container, *app],
         sampler_argv=sampler_argv,
-        sampler_local_rank=prof.gpu_metrics.sampler_local_rank if prof.gpu_metrics else 0,
+        sampler_local_rank=node_wide.sampler_local_rank(prof),
+        node_wide=node_wide.collectors(prof) if split else [],
         profile_ranks=profile_ranks,
         post=post,
         files=files,
-        srun_options=list(part.launcher.options),
+        srun_options=[*part.launcher.options, *binding.srun],
+        binding=binding.why,
         distributed_env=world > 1 if workload.distributed_env is None else workload.distributed_env,
         nodes=spec.resources.nodes,
         tasks_per_node=spec.resources.tasks_per_node,
@@ -540,8 +582,7 @@ def build_context(
         ),
         nsys_version=str(setup.version) if prof.tool == "nsys" else None,
         nsys_placement=setup.placement if prof.tool == "nsys" else None,
-        nsys_post=nsys_post,
-        analysis_reports=analysis_reports,
+        node_post=post_plan,
         analysis_gh_run=gh_runs[-1] if gh_runs else [],
         analysis_gh_runs=gh_runs,
         memory_hook=memory_hook,
@@ -554,7 +595,6 @@ def render_context(ctx: RenderContext, template: str, search_path: list[Path]) -
         values = ctx.model_dump()
         values["files"] = ctx.files  # objects, so templates can use f.delimiter
         values["array"] = ctx.array
-        values["nsys_post"] = ctx.nsys_post
         return env.get_template(template).render(**values)
     except jinja2.TemplateNotFound as exc:
         raise UserError(
@@ -592,13 +632,13 @@ def render_job(
     ctx.files.insert(
         0, EmbeddedFile(name="task.sh", content=task if task.endswith("\n") else task + "\n")
     )
-    if ctx.nsys_post:
+    if ctx.node_post:
         post = render_context(ctx, "sbatch/nsys_post.sh.j2", templates)
         ctx.files.insert(
             1,
             EmbeddedFile(name=NSYS_POST_NAME, content=post if post.endswith("\n") else post + "\n"),
         )
-    if ctx.analysis_reports:
+    if ctx.node_post and ctx.node_post.analysis:
         step = render_context(ctx, "sbatch/analysis_post.sh.j2", templates)
         ctx.files.insert(2, EmbeddedFile(name=ANALYSIS_POST_NAME, content=step.rstrip("\n") + "\n"))
     if ctx.secrets_file:

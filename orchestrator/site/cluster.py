@@ -17,6 +17,7 @@ from orchestrator.core.base import Strict
 from orchestrator.core.errors import GhRunError, UserError, combine
 from orchestrator.core.units import format_mem, format_time, parse_mem_mib, parse_time
 from orchestrator.nsys.profile import NsysSetup, NsysSite, check_for_version, nsys_setup
+from orchestrator.site.binding import BINDING_FLAGS, TaskBinding
 from orchestrator.site.config import FIX_FILE, FoundCluster, find_cluster
 from orchestrator.site.limits import SizeLimits
 from orchestrator.spec import yamlio
@@ -39,7 +40,11 @@ class Launcher(Strict):
 class PartitionContainer(Strict):
     """The container platform a partition offers, and binds every job gets."""
 
-    runtime: Literal["none", "singularity", "apptainer"] = "none"
+    runtime: Literal["none", "singularity", "apptainer"] | None = Field(
+        None,
+        description="The runtime its nodes have (none: no container); jobs asking for another "
+        "are refused. Unset: not checked.",
+    )
     binds: list[str] = Field(default_factory=list)
 
 
@@ -77,6 +82,11 @@ class Partition(Strict):
         "inside the image or on the host around it.",
     )
     launcher: Launcher = Field(default_factory=Launcher)
+    binding: TaskBinding | None = Field(
+        None,
+        description="Each task on its GPU, the cores of that GPU's socket and that socket's "
+        "memory (GH200), for jobs of one task per GPU; unset: the site's defaults.",
+    )
     template: str | None = Field(
         None, description="Template name under partitions/ (default: the partition's name)."
     )
@@ -119,6 +129,18 @@ class Partition(Strict):
                 f"default_time {self.default_time} is longer than max_time {self.max_time}; "
                 "lower default_time or raise max_time"
             )
+        if self.binding is not None:
+            both = [o for o in self.launcher.options if o.split("=", 1)[0] in BINDING_FLAGS]
+            if both:
+                raise ValueError(
+                    f"launcher.options {', '.join(both)} and binding both bind the tasks; drop "
+                    "the option (binding renders it) or the binding"
+                )
+            if self.binding.gpu != "none" and self.gpus_per_node == 0:
+                raise ValueError(
+                    f"binding.gpu: {self.binding.gpu} on a partition without GPUs "
+                    "(gpus_per_node: 0); set binding.gpu: none"
+                )
         return self
 
     @field_validator("sbatch_options")

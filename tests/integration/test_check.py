@@ -115,8 +115,9 @@ def test_a_partition_the_controller_lacks_is_named_as_missing(  # type: ignore[n
 
 def _problems(err: str) -> list[str]:
     """The problems of one `error:` message: the sentence itself, or each `  - ` line of a
-    list of several."""
-    text = err.strip()
+    list of several. Before it, `check` may say which nsys it runs to ask it (issue 42)."""
+    kept = [line for line in err.strip().splitlines() if not line.startswith("nsys: running `")]
+    text = "\n".join(kept)
     assert text.startswith("error: "), err
     lines = text.splitlines()
     if len(lines) == 1:
@@ -183,5 +184,60 @@ def test_gh_run_refuses_before_asking_the_controller(  # type: ignore[no-untyped
     res = cli("check", SMOKE, *args)
     assert res.rc == 2, res.text
     assert sentence in _problems(res.err)
+    assert "the SLURM controller accepts" not in res.out  # never asked
+    assert "Traceback" not in res.err
+
+
+PROFILED = "jobs/smoke_profiled.yaml"
+X86_SIF = "/opt/gh-run/images/gh-run-test.sif"  # the real test image, built here for x86-64
+
+
+@pytest.mark.parametrize(
+    ("job", "args", "sentence"),
+    [
+        # issue 40: a system-wide sampler on a node another job may share
+        (
+            PROFILED,
+            ["--set", "profile.sample=system-wide"],
+            "jobs/smoke_profiled.yaml:18: resources.exclusive: the node-wide collectors "
+            "(sample=system-wide) record the whole node, and another job on a node of partition "
+            "'gh' would run its own (two samplers per node); set resources.exclusive: true, or "
+            "ask for every GPU and core of the node",
+        ),
+        # the runtime the partition declares, not another
+        (
+            PROFILED,
+            ["--set", "container.runtime=singularity"],
+            "jobs/smoke_profiled.yaml (--set container.runtime): container.runtime: partition "
+            "'gh' runs containers with apptainer, not singularity; set container.runtime: "
+            "apptainer",
+        ),
+        # the real x86-64 SIF, read from its header, against an aarch64 partition
+        (
+            PROFILED,
+            [
+                "--cluster",
+                "gh200",
+                "--set",
+                "container.runtime=singularity",
+                "--set",
+                "resources.nodes=1",
+                "--set",
+                "profile.nsys_placement=container",
+            ],
+            f"jobs/smoke_profiled.yaml:24: container.image: {X86_SIF} was built for x86_64 (its "
+            "SIF header says so), but partition 'gh' runs aarch64 nodes; use an aarch64 build "
+            "of the image",
+        ),
+    ],
+)
+def test_gh200_node_checks_refuse_before_asking_the_controller(  # type: ignore[no-untyped-def]
+    dev_cluster: None, cli, job: str, args: list[str], sentence: str
+) -> None:
+    if not Path(X86_SIF).is_file():
+        pytest.fail(f"no test image {X86_SIF}: `make deps` builds it")
+    res = cli("check", job, *args)
+    assert res.rc == 2, res.text
+    assert sentence in _problems(res.err), res.err
     assert "the SLURM controller accepts" not in res.out  # never asked
     assert "Traceback" not in res.err

@@ -130,12 +130,13 @@ def test_reports_left_and_analysed_on_the_nodes(  # type: ignore[no-untyped-def]
     run = Store(gh_home).find_run("last")
     run_dir = Path(run.run_dir)
     log = "".join(p.read_text() for p in run_dir.glob("*_log.err"))
-    # the image's gh-run first (the test image has none: passed over, and why), then the
-    # Python that submitted, which answers with this gh-run's version
+    # each node analyses the report its rank left there (one rank per node here): the image's
+    # gh-run first (the test image has none: passed over, and why), then the Python that
+    # submitted, which answers with this gh-run's version
     assert "in-job analysis: passed over apptainer exec" in log and "gh-run-test.sif gh-run:" in log
     assert (
-        f"in-job analysis: 2 report(s) with gh-run {__version__} ({sys.executable} -m orchestrator)"
-        in log
+        log.count(f"with gh-run {__version__} ({sys.executable} -m orchestrator)") == 2
+        and log.count("in-job analysis: 1 report(s) on ") == 2
     ), log
     for r in (0, 1):
         assert (run_dir / "artifacts" / f"smoke-profiled.{r}.sqlite.gh-run.json").is_file()
@@ -184,7 +185,9 @@ def test_the_images_own_gh_run_is_the_first_choice(  # type: ignore[no-untyped-d
     run = Store(gh_home).find_run("last")
     log = "".join(p.read_text() for p in Path(run.run_dir).glob("*_log.err"))
     assert "passed over" not in log, log
-    assert f"in-job analysis: 2 report(s) with gh-run {__version__} (apptainer exec" in log, log
+    # each node analyses its own report (one rank per node), with the image's gh-run
+    assert log.count(f"with gh-run {__version__} (apptainer exec") == 2, log
+    assert log.count("in-job analysis: 1 report(s) on ") == 2, log
     for r in (0, 1):
         assert (
             Path(run.run_dir) / "artifacts" / f"smoke-profiled.{r}.sqlite.gh-run.json"

@@ -108,7 +108,7 @@ def test_submit_refuses_a_missing_image_before_anything_is_written(
 ) -> None:
     res = cli(
         "submit", "jobs/smoke.yaml", "--executor", "local",
-        "--set", "container.runtime=singularity",
+        "--set", "container.runtime=apptainer",
         "--set", f"container.image={tmp_path}/missing.sif",
     )  # fmt: skip
     assert res.rc == 2, res.text
@@ -120,7 +120,7 @@ def test_render_works_without_the_image() -> None:
     job = JobSpec.model_validate(
         {
             "name": "x",
-            "container": {"runtime": "singularity", "image": "/nowhere/nemo.sif"},
+            "container": {"runtime": "apptainer", "image": "/nowhere/nemo.sif"},
             "workload": {"command": "true"},
         }
     )
@@ -129,7 +129,7 @@ def test_render_works_without_the_image() -> None:
 
     pn, part = validate_job(job, cluster)
     script = render_job(job, cluster, pn, part, "r", "/runs/r").script
-    assert "singularity exec --nv --bind /runs/r:/runs/r /nowhere/nemo.sif" in script.replace(
+    assert "apptainer exec --nv --bind /runs/r:/runs/r /nowhere/nemo.sif" in script.replace(
         " \\\n  ", " "
     )
 

@@ -190,21 +190,26 @@ def test_multi_rank_outputs_per_rank_and_post_per_rank() -> None:
     ctx = r.context
     assert "--output=/runs/r/artifacts/prof.%q{SLURM_PROCID}" in ctx.argv
     assert ctx.profile_ranks is None
-    assert [r.rep for r in ctx.nsys_post] == [
-        "/runs/r/artifacts/prof.0.nsys-rep",
-        "/runs/r/artifacts/prof.1.nsys-rep",
-    ]
-    assert [r.export[-1] for r in ctx.nsys_post] == [r.rep for r in ctx.nsys_post]
-    # then each export analysed on the nodes (clusters/dev.yaml: analysis.in_job by default)
-    assert ctx.post == [["bash", "/runs/r/nsys_post.sh"], ["bash", "/runs/r/analysis_post.sh"]]
-    assert ctx.analysis_reports == [r.sqlite for r in ctx.nsys_post]
+    # one loop over ranks 0-1 of reports /runs/r/artifacts/prof.RANK, one task per node
+    post = ctx.node_post
+    assert post is not None
+    assert (post.base, post.ranks, post.per_rank, post.nodes) == (
+        "/runs/r/artifacts/prof",
+        "0-1",
+        True,
+        2,
+    )
+    assert post.export[-1] == "--type=sqlite"
+    # then each export analysed on its node (clusters/dev.yaml: analysis.in_job by default)
+    assert post.analysis
+    assert ctx.post == [["bash", "/runs/r/nsys_post.sh"]]
 
 
 def test_ranks_restrict_profiling_at_run_time(tmp_path: Path) -> None:
     r = _render(_job({"tool": "nsys", "ranks": [1]}, nodes=2))
-    assert r.context.profile_ranks == [1]
+    assert r.context.profile_ranks == "1"
     assert r.context.plain_argv == ["app", "--x", "1"]
-    assert [p.rep for p in r.context.nsys_post] == ["/runs/r/artifacts/p.1.nsys-rep"]
+    assert r.context.node_post is not None and r.context.node_post.ranks == "1"
     # run task.sh as rank 0 and rank 1 with a stand-in `nsys` on PATH that prints its argv
     task = tmp_path / "task.sh"
     task.write_text(extract_files(r.script)["task.sh"])

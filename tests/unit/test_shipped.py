@@ -41,3 +41,26 @@ def test_analyze_names_the_examples() -> None:
     assert good.returncode == 0, good.stderr
     assert good.stdout.startswith("example:offload\n") and "NVIDIA H100" in good.stdout
     assert "example:baseline" in gh_run("analyze", "--help").stdout
+
+
+def test_an_uninstalled_source_folder_says_so(tmp_path: Path) -> None:
+    """gh-run run from a copy of its code alone on PYTHONPATH (never installed, so without the
+    data packages the build maps in): one sentence, exit 1, instead of an import traceback."""
+    import shutil
+
+    shutil.copytree(REPO / "orchestrator", tmp_path / "orchestrator",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-S", "-c",
+         "import sys; sys.path.insert(0, sys.argv[1]); "
+         "from orchestrator.core.errors import GhRunError; from orchestrator.core import shipped\n"
+         "try:\n    shipped.templates_dir()\n"
+         "except GhRunError as e:\n    print(e.exit_code, e.message)",
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("1 gh-run's package data orchestrator.templates is missing"), (
+        res.stdout
+    )
+    assert "never installed; install it (pip install -e <checkout>, or the wheel)" in res.stdout

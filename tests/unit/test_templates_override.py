@@ -47,7 +47,10 @@ def test_admin_override_changes_the_setup_block_and_nothing_else() -> None:
     # setup block: after the environment exports, before the run-folder lines.
     assert inserted[0].startswith("# Site modules (examples/admin-templates)")
     assert "  module load cuda/12.4 nvhpc/24.3" in inserted
-    assert a[i1] == 'echo "gh-run: partition setup line on $(hostname)"'
+    # ... before the partition's lines, which run between set +u and set -u (module scripts)
+    assert a[i1].startswith("# The site's setup lines")
+    mine = a.index('echo "gh-run: partition setup line on $(hostname)"')
+    assert a[mine - 1] == "set +u" and a[mine + 1] == "set -u"
     assert [line for line in a[:i1] if line][-1].startswith("export ")
     assert a.index('mkdir -p "$GH_RUN_ARTIFACTS"') > i1
 
