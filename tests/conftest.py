@@ -137,6 +137,19 @@ def nsys_recording() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cli_state() -> Iterator[None]:
+    """The CLI's process-wide options start clean in each test. A test that runs `main([...])`
+    in-process leaves the home its root callback read from GH_RUN_HOME in `cli.state.STATE`; a
+    later test in the same worker that registers commands on an app of its own (no root
+    callback) would read that home, not its own (which tests ran before is xdist's choice)."""
+    from orchestrator.cli.state import STATE, CliState
+
+    fresh = CliState()
+    yield
+    STATE.home_override, STATE.debug, STATE._store = fresh.home_override, fresh.debug, None
+
+
+@pytest.fixture(autouse=True)
 def _nsys_turn(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test marked `nsys_records` records through gh-run's own jobs, so it holds the
     recording slot for its whole length (taken before the dev cluster, as every holder does)."""

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 KEY_NAME = "row-seal.key"
+KEY_FOLDER = "keys"
 KEY_BYTES = 32
 # The sealed fields of a run row (store.Run), in this order; the state, the job id and the
 # times change as the run goes and are not sealed, nor is the SLURM cluster it went to (it
@@ -67,11 +68,13 @@ class KeyUnavailable(Exception):
 
 
 def key_path() -> Path:
-    """The user's sealing key: in the per-user gh-run folder ($XDG_DATA_HOME/gh-run, else
-    ~/.local/share/gh-run), which no project carries."""
+    """The user's sealing key: in a folder of its own (0700) inside the per-user gh-run folder
+    ($XDG_DATA_HOME/gh-run, else ~/.local/share/gh-run), which no project carries. Not in that
+    folder itself: it is also the default gh-run home, made with the user's umask (0755 as a
+    rule) by earlier versions and by any first command, and a key must not depend on it."""
     from orchestrator.core.paths import user_home
 
-    return user_home() / KEY_NAME
+    return user_home() / KEY_FOLDER / KEY_NAME
 
 
 _KEY: dict[Path, bytes] = {}
