@@ -92,8 +92,6 @@ FIRST_MISSES = {
     " gaps), under the rules' 5 % of the 16.3 ms step",
 }
 COST_MISSES = {
-    "ml_eager": "launch-bound 46.9 ms against 64.9: the eager step's longer host gaps (Adam's"
-    " foreach preparation between its kernels, leaf-only samples) are claimed host compute (13.4)",
     "img_pageable": "copies 6.0 ms against 11.5: the 4.9 ms the main thread runs unsampled after"
     " each pageable copy returns (kernel time) is claimed host compute (5.4 ms)",
     "ml_sync": FIRST_MISSES["ml_sync"],
