@@ -222,6 +222,36 @@ def test_two_foreach_bursts_a_step_step_aside_for_the_period() -> None:
     assert len(found.rows) >= 4
 
 
+def test_foreach_bursts_split_by_per_parameter_kernels_are_one_optimizer_step() -> None:
+    """An eager optimizer whose foreach ops alternate with a kernel per parameter (Adam with
+    `capturable=True`: three bursts a step) and steps whose kernels differ (a check that syncs in
+    every 2nd step adds kernels): no period repeats and the bursts are not one a step, but
+    bursts closer than half the longest distance between two are one optimizer step; the steps
+    found are the loop's."""
+    params = [f"elementwise_{i % 2}" for i in range(30)]
+    opt = [
+        *["multi_tensor_apply_kernel"] * 3, *params, *["multi_tensor_apply_kernel"] * 2,
+        *params, "multi_tensor_apply_kernel",
+    ]  # fmt: skip
+    fwd_bwd = [f"layer_{i}" for i in range(80)]
+    kernels: list[tuple[str, int, int]] = []
+    t, ends = 10_000_000, []
+    for step in range(8):
+        t += 3_000_000  # the loop between steps: the GPU waits
+        body = [*fwd_bwd, *(["abs", "mean"] * 4 if step % 2 else []), *opt]
+        for name in body:
+            kernels.append((name, t, t + 50_000))
+            t += 52_000
+        ends.append(t - 2_000)
+    found = step_rules.find(timeline(kernels))
+    assert found.rule == "optimizer", found.evidence
+    assert "bursts joined" in found.evidence and "3 bursts" not in found.evidence
+    # each step closes where its optimizer's last kernel ends
+    assert [s + d for _, s, d in found.rows] == ends[1:] or [
+        s + d for _, s, d in found.rows
+    ] == ends[: len(found.rows)]
+
+
 def test_no_rule_answers_and_it_says_why() -> None:
     rng = np.random.default_rng(7)
     names = [f"k{int(x)}" for x in rng.integers(0, 40, size=300)]

@@ -6,7 +6,10 @@ Each label of the host window counts for one class:
   worker threads ran; host work that recurs before each batch's copy (below);
 - `communication`: collective ranges, waits and frames;
 - `sync`: CUDA synchronisation calls, waits and frames;
-- `launch-bound`: the launch path (launching kernels into a GPU that ran out of work);
+- `launch-bound`: the launch path (launching kernels into a GPU that ran out of work), and host
+  code run between two kernels of one optimizer step (`idle_evidence.optimizer_spans`: the
+  optimizer preparing its next launches; with leaf-only samples nothing else tells it from a
+  loop's host work);
 - `host-compute`: host work on the main thread that is not the batch's (numpy, torch's CPU
   operators, Python, sleeping), and the host code autograd's threads run while the main thread
   waits in `backward()` (a backward hook);
@@ -49,6 +52,7 @@ LATE_NS = 1_000_000  # the GPU starting work this long after its launch waited f
 WORKER_SAMPLES = 2  # DataLoader worker samples that make a wait the loader's
 CLASSES = ("input", "host-compute", "launch-bound", "sync", "communication")
 NEUTRAL = ("sleep", "io", "s-host", "range-op", "running")
+OPTIMIZER_HOST = ("s-host", "range-op", "running")  # host code, not a sleep or a read
 BLOCKED = ("wait-python", "wait-lock", "s-wait", "off-cpu")
 
 
@@ -138,7 +142,12 @@ def score(ev: E.Evidence) -> Scored:
     """The class nanoseconds and claims of each interval (module docstring)."""
     n = ev.a.size
     window = np.maximum(ev.h - ev.a, 0)
-    neutral = _col(ev, *NEUTRAL)
+    # host code run between two kernels of one optimizer step is the optimizer preparing its
+    # next launches (the framework's overhead a fused optimizer or a CUDA graph removes), not
+    # the loop's host work: it counts for launch-bound
+    inside = ev.in_optimizer if ev.in_optimizer is not None else np.zeros(n, dtype=bool)
+    opt_host = np.where(inside, _col(ev, *OPTIMIZER_HOST), 0)
+    neutral = _col(ev, *NEUTRAL) - opt_host
     rec, extra, amb, base, pre = split_neutral(ev, neutral)
     blocked = _col(ev, *BLOCKED)
     loader = ev.workers >= WORKER_SAMPLES
@@ -150,7 +159,7 @@ def score(ev: E.Evidence) -> Scored:
     sc = np.zeros((n, len(CLASSES) + 1), dtype=np.int64)
     sc[:, 0] = _col(ev, "range-data", "s-data") + rec + np.where(loader, blocked, 0)
     sc[:, 1] = extra + (ag * frac[:, k["host"]]).astype(np.int64)
-    sc[:, 2] = _col(ev, "s-launch") + (ag * frac[:, k["launch"]]).astype(np.int64)
+    sc[:, 2] = _col(ev, "s-launch") + opt_host + (ag * frac[:, k["launch"]]).astype(np.int64)
     sc[:, 3] = _col(ev, "cuda-sync", "wait-sync", "s-sync") + (ag * frac[:, k["sync"]]).astype(
         np.int64
     )
@@ -266,6 +275,10 @@ def describe(ev: E.Evidence, i: int, cls: str, rec: int, extra: int) -> list[Par
             _names(ev, i, "autograd"))  # fmt: skip
     elif cls == "launch-bound":
         add(ns[E.L["s-launch"]], "samples: the launch path", _names(ev, i, "s-launch"))
+        if ev.in_optimizer is not None and bool(ev.in_optimizer[i]):
+            add(sum(int(ns[E.L[x]]) for x in OPTIMIZER_HOST),
+                "host code between two kernels of one optimizer step: the optimizer preparing"
+                " its next launches", _names(ev, i, "s-host", "range-op"))  # fmt: skip
         add(ns[E.L["wait-autograd"]], "autograd's thread launching", _names(ev, i, "autograd"))
     elif cls == "sync":
         add(ns[E.L["cuda-sync"]], "CUDA API: synchronisation calls of the main thread")

@@ -44,6 +44,7 @@ from orchestrator.analysis.readers import cpu_samples, osrt_stacks, sched_events
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals
 from orchestrator.analysis.timeline.step_names import is_data_wait, step_family
+from orchestrator.analysis.timeline.step_rules import GENERIC, MAX_INTERLEAVE, SPECIFIC
 
 LABELS = (
     "range-data",
@@ -113,6 +114,8 @@ class Evidence:
     names: dict[tuple[int, int], list[str]] = field(default_factory=dict)
     samples: Any = None  # [intervals]: main-thread samples
     next_kind: list[str] = field(default_factory=list)  # per interval: "HtoD copy", "kernel", ...
+    # per interval: the GPU idled between two kernels of one optimizer step (`optimizer_spans`)
+    in_optimizer: Any = None
 
 
 AUTOGRAD_KINDS = ("launch", "sync", "comm", "host", "waiting")
@@ -176,6 +179,7 @@ def collect(
         np.zeros((n, len(AUTOGRAD_KINDS)), dtype=np.int64), next_kind=next_kind,
     )  # fmt: skip
     ev.samples = np.zeros(n, dtype=np.int64)
+    ev.in_optimizer = inside_optimizer(tl, rows, a, b)
     if main is None or n == 0:
         return ev
     on_main = (h_all.pid == main[0]) & (h_all.tid == main[1])
@@ -251,6 +255,40 @@ def collect(
         ns[:, i] = now - covered
         covered = now
     return ev
+
+
+def optimizer_spans(tl: T.RankTimeline, rows: T.GpuTable) -> tuple[Any, Any]:
+    """(starts, ends) of the optimizer's steps on the GPU: its kernels (`step_rules`' optimizer
+    families and multi-tensor `foreach` kernels) grouped where fewer other kernels than
+    MAX_INTERLEAVE, or than half the longest distance between two of them, lie between: an eager
+    optimizer runs several bursts a step, split by per-parameter kernels, while the forward and
+    backward (the longest distance) separate two steps."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    k = np.flatnonzero(rows.kind == T.KERNEL)
+    if k.size == 0:
+        return none
+    k = k[np.argsort(rows.start[k], kind="stable")]
+    is_opt = tl.name_mask(lambda x: SPECIFIC.search(x) is not None or GENERIC.search(x) is not None)
+    idx = np.flatnonzero(is_opt[rows.name[k]])
+    if idx.size < 2:
+        return none
+    d = np.diff(idx)
+    limit = max(MAX_INTERLEAVE + 1, int(d.max()) // 2)
+    cut = np.flatnonzero(d > limit)
+    first = idx[np.r_[0, cut + 1]]
+    last = idx[np.r_[cut, idx.size - 1]]
+    return rows.start[k[first]], np.maximum.accumulate(rows.end[k])[last]
+
+
+def inside_optimizer(tl: T.RankTimeline, rows: T.GpuTable, a: Any, b: Any) -> Any:
+    """Per interval [a, b): the GPU idled inside one optimizer step (`optimizer_spans`): after
+    one of its kernels began and before its last one ended."""
+    s, e = optimizer_spans(tl, rows)
+    if s.size == 0 or a.size == 0:
+        return np.zeros(a.size, dtype=bool)
+    j = np.searchsorted(s, a, side="right") - 1
+    jj = np.maximum(j, 0)
+    return (j >= 0) & (a >= s[jj]) & (b <= e[jj])
 
 
 def _kind(rows: T.GpuTable, i: int) -> str:

@@ -22,10 +22,16 @@ workload's own ranges.
    boundary is the place in the period where the GPU waits longest (the median over periods of
    the gap before each position): what a loop does between steps (loading data, logging) shows
    there; with no gap every place is as good.
-4. `profiler-window`: the cudaProfilerStart/Stop window divided by the step count the run's own
+4. `optimizer`, bursts joined: where multi-tensor kernels came in bursts that gave uneven
+   steps and no period repeats (a step's kernels vary: checks that sync in some steps only), the
+   bursts less than half the longest distance between two of them apart are one optimizer step:
+   an eager optimizer whose foreach ops alternate with per-parameter kernels runs several bursts
+   a step, and the longest distance is the forward and backward between two steps. It steps
+   aside, as rule 2 does, when the steps would not hold about the same number of kernels.
+5. `profiler-window`: the cudaProfilerStart/Stop window divided by the step count the run's own
    metrics.json says the window holds (`cuda_profiler_window` S:E): even steps, a mean only.
 
-Rules 2 and 3 count a step from a closing to the next. The first step opens where the capture
+Rules 2 to 4 count a step from a closing to the next. The first step opens where the capture
 opens (the end of the cudaProfilerStart call, where the trace holds it; else the first GPU
 activity) and is counted when it holds at least `FULL_STEP` of a step's kernels; after the last
 closing (rule 2) the kernels are a partial step and are not counted. When no rule answers, the
@@ -105,6 +111,12 @@ def find(tl: T.RankTimeline, known: tuple[int, str] | None = None) -> FoundSteps
         if found is not None:
             return found
         asides.append(why)
+        if bool(tl.name_mask(GENERIC.search)[names].any()):
+            found, why = _optimizer(tl, names, start, end, GENERIC, "multi-tensor (foreach)",
+                                    opened, joined=True)  # fmt: skip
+            if found is not None:
+                return found
+            asides.append(why)
     else:
         asides.append("no kernels to find a period in")
     found, why = _profiler_window(opened, known)
@@ -197,15 +209,20 @@ def _optimizer(
     rx: re.Pattern[str],
     family: str,
     opened: tuple[int | None, int | None],
+    joined: bool = False,
 ) -> tuple[FoundSteps | None, str]:
     is_opt = tl.name_mask(rx.search)
     idx = np.flatnonzero(is_opt[names])
     if idx.size == 0:
         return None, f"no {family} kernels"
     # a burst ends where more than MAX_INTERLEAVE other kernels follow, or (steps of only a few
-    # kernels) where the distance is over half the longest one
+    # kernels) where the distance is over half the longest one; `joined` (module docstring,
+    # rule 4): only where the distance is over half the longest one
     d = np.diff(idx)
-    limit = min(MAX_INTERLEAVE + 1, max(1, int(d.max()) // 2)) if d.size else 1
+    half = max(1, int(d.max()) // 2) if d.size else 1
+    limit = half if joined else min(MAX_INTERLEAVE + 1, half)
+    if joined:
+        family = f"{family} bursts joined"
     cut = np.flatnonzero(d > limit)
     lasts = [int(x) for x in np.r_[idx[cut], idx[-1]]]
     example = tl.names[int(names[idx[0]])]
@@ -218,10 +235,16 @@ def _optimizer(
             f" {max(counts)} kernels: not one burst per step"
         )
     word = m.group(0) if (m := rx.search(example)) else family
+    how = (
+        f" (bursts less than {half} kernels apart are one optimizer step: its foreach ops"
+        " alternate with per-parameter kernels)"
+        if joined
+        else ""
+    )
     return FoundSteps(
         "optimizer",
         f"{family} kernels close each step ({idx.size} kernels named like `{word}` in"
-        f" {len(lasts)} bursts, e.g. {short_kernel(example, 60)}); {note}",
+        f" {len(lasts)} bursts{how}, e.g. {short_kernel(example, 60)}); {note}",
         _rows(bounds),
     ), ""
 
