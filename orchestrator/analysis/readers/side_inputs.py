@@ -23,6 +23,10 @@ MAX_JSON_BYTES = 16 << 20
 MAX_YAML_BYTES = 4 << 20
 # values a YAML side input may build (nsys's GpuMetricsConfig: about 11,000)
 MAX_YAML_NODES = 100_000
+# lists and objects inside one another in a side JSON file (gh-run's and a workload's: a few).
+# Python's json refused deep nesting only through RecursionError, which 3.14's parser no
+# longer raises at the depths it did: the bound is gh-run's own, the same under every Python.
+MAX_JSON_DEPTH = 256
 
 
 class SideInputError(ValueError):
@@ -60,11 +64,31 @@ def load_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
 
     data = read_bytes(path, limit)
     try:
-        return json.loads(data)
+        value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SideInputError(f"not readable JSON ({' '.join(str(exc).split())[:200]})") from None
     except RecursionError:
         raise SideInputError("not readable JSON (nested too deeply)") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise SideInputError(f"not readable JSON (nested more than {MAX_JSON_DEPTH} deep)")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest past `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def load_yaml_file(path: Path, limit: int = MAX_YAML_BYTES) -> Any:
