@@ -53,13 +53,15 @@ def run_reports(
 ) -> None:
     """runs/<variant>/report.html beside the campaign report, linked from its variant."""
     from orchestrator.analysis import write_report
+    from orchestrator.store import scores
 
+    records = scores.often_wrong(store)
     for v in result.variants:
         m = analysis(store, home, v.run_id, analyses, warn)
         if m is None:
             continue
         folder = out_dir / "runs" / v.variant
-        write_report([m], folder, title=f"{result.name} {v.variant}: run {v.run_id}")
+        write_report([m], folder, f"{result.name} {v.variant}: run {v.run_id}", records)
         v.report = f"runs/{v.variant}/report.html"
 
 

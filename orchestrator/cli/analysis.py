@@ -193,7 +193,8 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
         if json_out:
             from orchestrator.analysis.presentation.advise import with_findings
 
-            runs = [with_findings(r) for r in found.runs]
+            records = _records()
+            runs = [with_findings(r, records) for r in found.runs]
             one = len(runs) == 1
             out = runs[0] if one else found.model_copy(update={"runs": runs})
             typer.echo(out.model_dump_json(indent=2))
@@ -317,7 +318,7 @@ def register(app: typer.Typer, resolve: Resolver | None = None) -> None:
             ]
         for note in split_notes:
             typer.echo(f"note: {note}", err=True)
-        for kind, p in write_report(ms, out, title).items():
+        for kind, p in write_report(ms, out, title, _records()).items():
             typer.echo(f"{kind}: {p}")
 
 
@@ -352,12 +353,13 @@ def _on_cluster(refs: list[str], json_out: bool, per_rank: bool) -> None:
             typer.echo(json.dumps({"format": "gh-run.on-cluster/1", "runs": docs}, indent=2))
         return
     console = console_for_stdout()
+    records = _records()
     for m in found:
         if isinstance(m, RunSet):
             for one in m.runs:
-                print_metrics(one, console, per_rank=per_rank)
+                print_metrics(one, console, per_rank=per_rank, records=records)
         else:
-            print_metrics(cast(Metrics, m), console, per_rank=per_rank)
+            print_metrics(cast(Metrics, m), console, per_rank=per_rank, records=records)
 
 
 def _judge_campaigns(store: Store, campaigns: list[str], found: list[object]) -> None:

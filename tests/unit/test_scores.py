@@ -62,3 +62,24 @@ def test_the_advice_carries_the_rule_record(tmp_path: Path) -> None:
     assert a.projection is not None and a.projection.sentence().endswith(
         "careful: this rule's projections were often wrong (...)"
     )
+
+
+def test_the_report_and_json_carry_the_rule_record(tmp_path: Path) -> None:
+    """The record is said wherever the projection is: the report's html and md (issue 41 item 4
+    said it in analyze and try only) and analyze --json's findings; without a record, not."""
+    from orchestrator.analysis.loader import analyze_paths
+    from orchestrator.analysis.presentation.advise import with_findings
+    from orchestrator.analysis.presentation.report import write_report
+    from tests.fixtures.standin_loop import Knobs, write
+
+    (tmp_path / "x").mkdir()
+    m = analyze_paths([write(tmp_path / "x" / "l.sqlite", Knobs(num_workers=0, load_ms=30))])
+    said = "careful: the projections of this rule were often wrong (1 of 4 within 10 %)"
+    paths = write_report([m], tmp_path / "with", "t", {"data-loader": said})
+    plain = write_report([m], tmp_path / "without", "t")
+    for kind in ("html", "md"):  # each escapes its own way: the words are what must be there
+        assert "the projections of this rule were often wrong" in paths[kind].read_text()
+        assert "often wrong" not in plain[kind].read_text()
+    found = with_findings(m, {"data-loader": said}).findings
+    assert any(f.rule == "data-loader" and said in (f.projection or "") for f in found)
+    assert not any("often wrong" in (f.projection or "") for f in with_findings(m).findings)

@@ -37,8 +37,9 @@ def attach(
     return out
 
 
-def with_findings(metrics: Metrics) -> Metrics:
-    """`metrics` with its findings (`advise`, ranked by cost) for `analyze --json`."""
+def with_findings(metrics: Metrics, records: dict[str, str] | None = None) -> Metrics:
+    """`metrics` with its findings (`advise`, ranked by cost) for `analyze --json`; `records`:
+    the rules whose projections were often wrong, said in their projection sentences."""
     found = [
         RankedFinding(
             rule=a.rule,
@@ -53,6 +54,6 @@ def with_findings(metrics: Metrics) -> Metrics:
             projected_high_ms=a.projection.high_ms if a.projection else None,
             projection=a.projection.sentence() if a.projection else None,
         )
-        for a in advise(metrics)
+        for a in advise(metrics, records)
     ]
     return metrics.model_copy(update={"findings": found})

@@ -457,8 +457,10 @@ def timeline_hints(m: Metrics) -> list[str]:
     ]
 
 
-def _run_context(m: Metrics, label: str, name: str) -> dict[str, object]:
-    fired = advise(m)
+def _run_context(
+    m: Metrics, label: str, name: str, records: dict[str, str] | None = None
+) -> dict[str, object]:
+    fired = advise(m, records)
     v = verdict(m, fired)
     views = [
         (L.dur(r.step_view.end_ns - r.step_view.start_ns), r, r.step_view)
@@ -559,9 +561,14 @@ def compare_view(c: Comparison) -> list[tuple[str, str, list[str], list[str]]]:
 
 
 def write_report(
-    metrics_list: list[Metrics], out_dir: Path, title: str = "gh-run analysis"
+    metrics_list: list[Metrics],
+    out_dir: Path,
+    title: str = "gh-run analysis",
+    records: dict[str, str] | None = None,
 ) -> dict[str, Path]:
     """Write report.html, report.md and report.json into out_dir; returns their paths.
+    `records`: the rules whose projections were often wrong (store/scores.py), said beside
+    their projections as `analyze` says them.
 
     Several runs: the report opens with what changed in each against the first (the verdict
     `compare` prints), then a short table of what matters (`compare.key_rows`), the whole
@@ -570,7 +577,7 @@ def write_report(
     env = _env()
     names = [m.label or f"run {i}" for i, m in enumerate(metrics_list)]
     short, legend = _legend(names)
-    runs = [_run_context(m, short[i], names[i]) for i, m in enumerate(metrics_list)]
+    runs = [_run_context(m, short[i], names[i], records) for i, m in enumerate(metrics_list)]
     comparison: Comparison | None = (
         compare(metrics_list, labels=names) if len(metrics_list) > 1 else None
     )
