@@ -100,9 +100,9 @@ test-pythons: install deps cluster-up
 # gh-run on aarch64 (GH200's Grace) under qemu-user emulation, one process at a time, nothing
 # registered with the kernel: an arm64 Debian root, PyPI's arm64 wheels, the C readers compiled
 # there; the wheel with and without a compiler, the readers' tests, the golden analyses and the
-# in-job analysis script, byte for byte as on x86-64 (scripts/test-arm64.sh). Not part of `make
-# test` nor of CI: 15 to 38 minutes from nothing on the 2-core development machine, by its
-# load (DEVELOPERS.md).
+# in-job analysis script, byte for byte as on x86-64 (scripts/test-arm64.sh). CI runs it after
+# `make test` and `make lint` (.ci/run); not part of `make test`, the developer's answer: 15
+# minutes from nothing on the 2-core development machine at a load of ~5 (DEVELOPERS.md).
 test-arm64: install
 	bash scripts/test-arm64.sh
 
