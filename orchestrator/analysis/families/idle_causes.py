@@ -49,6 +49,7 @@ LABELS = {
     "launch-bound": "launch-bound (µs gaps: kernels shorter than launching them)",
     "sync": "synchronisation while the GPU is idle",
     "communication": "communication wait",
+    "copy-staging": "the host side of pageable copies (staging them, releasing their memory)",
     "unclassified": "unclassified (no cause outweighs the others)",
     "short-gaps": "µs gaps between kernels launched in time (back to back)",
 }
@@ -65,6 +66,9 @@ KNOBS = {
     " event)",
     "communication": "overlap communication with computation (DDP buckets, overlap_grad_sync);"
     " look for a straggler",
+    "copy-staging": "copy from pinned host memory: DataLoader(pin_memory=True), or"
+    " tensor.pin_memory() / cudaMallocHost for buffers reused each step, with non_blocking"
+    " copies",
     "unclassified": "see what the host did in the step picture: the evidence does not single"
     " out a cause (record with CPU sampling and OS-runtime backtraces, or NVTX ranges)",
     "short-gaps": "nothing on the host side: the kernels ran back to back (fusing them,"
