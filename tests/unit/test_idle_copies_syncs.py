@@ -17,6 +17,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from orchestrator.analysis.loader import analyze_paths
 from orchestrator.analysis.metrics import RankMetrics
@@ -64,6 +65,15 @@ def test_pageable_copies_are_what_plain_sql_says() -> None:
     assert bool(got.htod.any())
     pinned = pageable_copies.read(str(_export("img_pinned")), 0, 2**62)
     assert pinned is not None and pinned.start.size == 0
+
+
+def test_a_runtime_table_too_big_to_scan_steps_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_RUNTIME_ROWS runtime rows the calls are not looked up: None (the evidence not
+    read), never copies without their calls."""
+    path = str(_export("img_pageable"))
+    assert pageable_copies.read(path, 0, 2**62) is not None
+    monkeypatch.setattr(pageable_copies, "MAX_RUNTIME_ROWS", 10)
+    assert pageable_copies.read(path, 0, 2**62) is None
 
 
 def test_an_export_without_memory_kinds_says_nothing(tmp_path: Path) -> None:

@@ -284,7 +284,9 @@ def _pageable_calls(
     export cannot say."""
     if a.size == 0:
         return None
-    got = pageable_copies.read(tl.source.path, int(a.min()) - RELEASE_AFTER_NS, int(h.max()))
+    got = pageable_copies.read(
+        tl.source.path, int(a.min()) - RELEASE_AFTER_NS, int(h.max()), (a, h, RELEASE_AFTER_NS)
+    )
     if got is None:
         return None
     m = (got.pid == main[0]) & (got.tid == main[1])

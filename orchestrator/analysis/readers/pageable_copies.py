@@ -50,9 +50,22 @@ def _cols(db: sqlite3.Connection, table: str) -> set[str]:
     return {str(c[1]) for c in db.execute(f'PRAGMA table_info("{table}")')}
 
 
-def read(path: str, lo: int, hi: int) -> Copies | None:
+MAX_COPIES = 20_000  # pageable copies whose calls are looked up per read
+# the runtime table is scanned for the calls (no index on correlationId): over this many rows the
+# reader steps aside (None: the evidence is not read) rather than add seconds to an analysis;
+# the main reader's own runtime scan keeping the copies' calls would lift it
+MAX_RUNTIME_ROWS = 2_000_000
+CALL_BEFORE_NS = 1_000_000_000  # a copy's call starts at most this long before the copy does
+
+
+def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) -> Copies | None:
     """The pageable copies whose call overlaps [lo, hi); None where the export cannot say
-    (no memory-kind enum, no srcKind/dstKind, no runtime rows)."""
+    (no memory-kind enum, no srcKind/dstKind, no runtime rows). The copies are found first (the
+    memcpy table, filtered by kind); the runtime table, many times larger, is read only where
+    there are some, once, for their correlation ids (a scan of it: the export has no index on
+    them), and not at all past MAX_RUNTIME_ROWS (None). `near` (starts, ends, reach): only
+    the copies within `reach` of one of these windows (the idle intervals asked about), at most
+    MAX_COPIES of them."""
     try:
         with _open(path) as db:
             mem = _cols(db, "CUPTI_ACTIVITY_KIND_MEMCPY")
@@ -68,29 +81,68 @@ def read(path: str, lo: int, hi: int) -> Copies | None:
             if len(ids) != 1:
                 return None
             pg = ids[0]
-            pid_m = "m.globalPid" if "globalPid" in mem else "NULL"
-            rows = db.execute(
-                f'SELECT r.start, r."end", r.globalTid, m.start, m."end", m.bytes, m.copyKind,'
-                f" {pid_m} FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN CUPTI_ACTIVITY_KIND_RUNTIME r"
-                " ON r.correlationId = m.correlationId"
-                " WHERE ((m.copyKind = ? AND m.srcKind = ?) OR (m.copyKind = ? AND m.dstKind = ?))"
-                ' AND r."end" > ? AND r.start < ? ORDER BY r.start',
-                (HTOD, pg, DTOH, pg, int(lo), int(hi)),
+            (last,) = db.execute("SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+            if last is not None and int(last) > MAX_RUNTIME_ROWS:
+                return None
+            pid_m = "globalPid" if "globalPid" in mem else "NULL"
+            # the call overlaps [lo, hi): its copy starts after the call does (before hi + the
+            # call's reach) and ends after the call starts
+            copies = db.execute(
+                f'SELECT correlationId, {pid_m}, start, "end", bytes, copyKind'
+                " FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE ((copyKind = ? AND srcKind = ?)"
+                ' OR (copyKind = ? AND dstKind = ?)) AND "end" > ? AND start < ?'
+                " AND correlationId IS NOT NULL",
+                (HTOD, pg, DTOH, pg, int(lo) - CALL_BEFORE_NS, int(hi) + CALL_BEFORE_NS),
             ).fetchall()
+            if near is not None and copies:
+                copies = _near(copies, *near)
+            if not copies:
+                return _empty()
+            copies = copies[:MAX_COPIES]
+            corr = sorted({int(r[0]) for r in copies})
+            marks = ",".join("?" * len(corr))
+            calls: dict[int, list[tuple[int, int, int]]] = {}
+            for c, s, e, g in db.execute(
+                f'SELECT correlationId, start, "end", globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME'
+                f" WHERE correlationId IN ({marks})",
+                corr,
+            ):
+                calls.setdefault(int(c), []).append((int(s), int(e), int(g)))
     except sqlite3.Error:
         return None
+    rows = []
+    for c, gpid, s, e, nbytes, kind in copies:
+        for cs, ce, g in calls.get(int(c), []):
+            pid = (g >> 24) & 0xFFFFFF
+            # a correlation id is unique within a process: where the copy names its process,
+            # the call of that process (two processes' ids may coincide)
+            if gpid is not None and ((int(gpid) >> 24) & 0xFFFFFF) != pid:
+                continue
+            if ce > lo and cs < hi:
+                rows.append((cs, ce, pid, g & 0xFFFFFF, int(s), int(e), int(nbytes), int(kind)))
     if not rows:
-        z = np.zeros(0, dtype=np.int64)
-        return Copies(z, z, z, z, z, z, z, np.zeros(0, dtype=bool))
-    arr = np.array([r[:7] for r in rows], dtype=np.int64)
-    gtid = arr[:, 2]
-    pid = (gtid >> 24) & 0xFFFFFF
-    # a correlationId is unique within a process: where the copy names its process, keep the
-    # call of that process (two processes' ids may coincide)
-    gpid = np.array([-1 if r[7] is None else int(r[7]) for r in rows], dtype=np.int64)
-    same = (gpid < 0) | (((gpid >> 24) & 0xFFFFFF) == pid)
-    arr, pid = arr[same], pid[same]
+        return _empty()
+    arr = np.array(sorted(rows), dtype=np.int64)
     return Copies(
-        arr[:, 0], arr[:, 1], pid, arr[:, 2] & 0xFFFFFF, arr[:, 3], arr[:, 4], arr[:, 5],
-        arr[:, 6] == HTOD,
+        arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4], arr[:, 5], arr[:, 6],
+        arr[:, 7] == HTOD,
     )  # fmt: skip
+
+
+def _near(copies: list[Any], starts: Any, ends: Any, reach: int) -> list[Any]:
+    """The copies whose [start - reach, end + reach] meets one of the windows [starts, ends)."""
+    if np.size(starts) == 0:
+        return []
+    order = np.argsort(starts, kind="stable")
+    ws = np.asarray(starts, dtype=np.int64)[order]
+    we = np.maximum.accumulate(np.asarray(ends, dtype=np.int64)[order])
+    cs = np.array([int(r[2]) for r in copies], dtype=np.int64) - reach
+    ce = np.array([int(r[3]) for r in copies], dtype=np.int64) + reach
+    k = np.searchsorted(ws, ce, side="right") - 1  # the last window starting before the end
+    ok = (k >= 0) & (we[np.maximum(k, 0)] > cs)
+    return [r for r, keep in zip(copies, ok.tolist(), strict=True) if keep]
+
+
+def _empty() -> Copies:
+    z = np.zeros(0, dtype=np.int64)
+    return Copies(z, z, z, z, z, z, z, np.zeros(0, dtype=bool))
