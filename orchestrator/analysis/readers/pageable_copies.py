@@ -25,6 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis.readers import export_tables
+
+MEMCPY, RUNTIME, MEM_KIND = (
+    "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND",
+)  # fmt: skip
 HTOD, DTOH = 1, 2  # ENUM_CUDA_MEMCPY_OPER ids nsys writes (the timeline's COPY_CODES agree)
 
 
@@ -68,28 +73,30 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
     MAX_COPIES of them."""
     try:
         with _open(path) as db:
-            mem = _cols(db, "CUPTI_ACTIVITY_KIND_MEMCPY")
-            rt = _cols(db, "CUPTI_ACTIVITY_KIND_RUNTIME")
-            enum = _cols(db, "ENUM_CUDA_MEM_KIND")
+            # each table by whatever name the export gives it (versioned names, another case)
+            name = export_tables.read_schema(db, (MEMCPY, RUNTIME, MEM_KIND)).name
+            mem = _cols(db, name(MEMCPY))
+            rt = _cols(db, name(RUNTIME))
+            enum = _cols(db, name(MEM_KIND))
             need = {"start", "end", "correlationId", "copyKind", "srcKind", "dstKind", "bytes"}
             if not need <= mem or not {"start", "end", "correlationId", "globalTid"} <= rt:
                 return None
             if not {"id", "name"} <= enum:
                 return None
-            q = "SELECT id FROM ENUM_CUDA_MEM_KIND WHERE upper(name) LIKE '%PAGEABLE%'"
+            q = f"SELECT id FROM \"{name(MEM_KIND)}\" WHERE upper(name) LIKE '%PAGEABLE%'"
             ids = [int(r[0]) for r in db.execute(q)]
             if len(ids) != 1:
                 return None
             pg = ids[0]
-            (last,) = db.execute("SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+            (last,) = db.execute(f'SELECT max(rowid) FROM "{name(RUNTIME)}"').fetchone()
             if last is not None and int(last) > MAX_RUNTIME_ROWS:
                 return None
             pid_m = "globalPid" if "globalPid" in mem else "NULL"
             # the call overlaps [lo, hi): its copy starts after the call does (before hi + the
             # call's reach) and ends after the call starts
             copies = db.execute(
-                f'SELECT correlationId, {pid_m}, start, "end", bytes, copyKind'
-                " FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE ((copyKind = ? AND srcKind = ?)"
+                f'SELECT correlationId, {pid_m}, start, "end", coalesce(bytes, 0), copyKind'
+                f' FROM "{name(MEMCPY)}" WHERE ((copyKind = ? AND srcKind = ?)'
                 ' OR (copyKind = ? AND dstKind = ?)) AND "end" > ? AND start < ?'
                 " AND correlationId IS NOT NULL",
                 (HTOD, pg, DTOH, pg, int(lo) - CALL_BEFORE_NS, int(hi) + CALL_BEFORE_NS),
@@ -103,8 +110,9 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
             marks = ",".join("?" * len(corr))
             calls: dict[int, list[tuple[int, int, int]]] = {}
             for c, s, e, g in db.execute(
-                f'SELECT correlationId, start, "end", globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME'
-                f" WHERE correlationId IN ({marks})",
+                f'SELECT correlationId, start, "end", globalTid FROM "{name(RUNTIME)}"'
+                f' WHERE correlationId IN ({marks}) AND start IS NOT NULL AND "end" IS NOT NULL'
+                " AND globalTid IS NOT NULL",
                 corr,
             ):
                 calls.setdefault(int(c), []).append((int(s), int(e), int(g)))
