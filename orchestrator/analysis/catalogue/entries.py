@@ -419,6 +419,12 @@ CATALOGUE: list[Metric] = [
     Metric("idle_comm_ms_per_step", "Idle causes", "GPU idle for communication", "ms",
            "GPU-idle time per step claimed for collectives (idle_causes: communication)",
            rank=_idle_ms("communication"), better="lower", sources=GPU),
+    Metric("idle_copy_staging_ms_per_step", "Idle causes",
+           "GPU idle for pageable copies' host side", "ms",
+           "GPU-idle time per step claimed for the host side of copies from or to pageable memory:"
+           " the main thread in the copy's call (the driver staging it), releasing the mapped"
+           " batch it had just copied (idle_causes: copy-staging; host-device-copies adds it)",
+           rank=_idle_ms("copy-staging"), better="lower", sources=GPU),
     Metric("idle_unclassified_ms_per_step", "Idle causes", "GPU idle, cause unclassified",
            "ms",
            "GPU-idle time per step in intervals whose evidence singles out no cause by the"

@@ -230,6 +230,7 @@ ANALYZE: Layout = [
         _s("idle_launch_ms_per_step", "launch-bound"),
         _s("idle_sync_ms_per_step", "sync"),
         _s("idle_comm_ms_per_step", "communication"),
+        _s("idle_copy_staging_ms_per_step", "pageable copies (host side)"),
         _s("idle_unclassified_ms_per_step", "unclassified"),
         _s("idle_short_ms_per_step", "back-to-back gaps"),
     ]),

@@ -46,7 +46,7 @@ IDLE_LEVERS = ("input", "host-compute", "launch-bound", "sync", "communication")
 # the claims no lever of their own removes, which a composite lever does (a CUDA graph runs the
 # step's µs gaps too; pinned memory takes the host's staging after a pageable copy, whatever
 # class its time was given)
-OTHER_CLAIMS = ("short-gaps", "unclassified")
+OTHER_CLAIMS = ("short-gaps", "unclassified", "copy-staging")
 # what a CUDA graph of the whole step removes: the host's gaps between its launches, wherever
 # they lie (the loop's own Python between steps is replayed by the graph too), and the waits
 # no cause explains (in a launch-heavy step they are the host's: the graph leaves the host out
@@ -470,6 +470,7 @@ def project(
                 if lever == "copies":  # the host's work after a pageable copy goes with it
                     staging = (
                         (g.removable["host-compute"] + g.removable["unclassified"]) * g.after_copy
+                        + g.removable["copy-staging"]
                     ).astype(np.int64)
                 runs.append((staging, cut.astype(np.int64), True))
         ms = []

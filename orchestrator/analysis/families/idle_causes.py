@@ -12,6 +12,9 @@ Two kinds of idle time:
   kernels); a gap that began while the main thread was in a CUDA sync is the drain that sync
   causes (`sync`: the GPU idles until the host, released, launches again); the rest ran back to
   back, launched in time (`short-gaps`: launch latency on the GPU's side).
+Then what each host sync costs after it (`sync_refill`: the gaps that would have shrunk had the
+host not blocked, replayed up to the next sync) moves from whatever class had it to `sync`: the
+late launches after the queue drained look like launch waits by themselves.
 
 Costs are per step over the steps that start after the GPU span does (`steps_in_span`): a
 capture that opens at a step's start has that step's wait before the first kernel, outside the
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.families import host
+from orchestrator.analysis.families import host, sync_refill
 from orchestrator.analysis.families import idle_classes as C
 from orchestrator.analysis.families import idle_evidence as E
 from orchestrator.analysis.families.stats import pct
@@ -49,6 +52,7 @@ LABELS = {
     "launch-bound": "launch-bound (µs gaps: kernels shorter than launching them)",
     "sync": "synchronisation while the GPU is idle",
     "communication": "communication wait",
+    "copy-staging": "the host side of pageable copies (staging them, releasing their memory)",
     "unclassified": "unclassified (no cause outweighs the others)",
     "short-gaps": "µs gaps between kernels launched in time (back to back)",
 }
@@ -65,6 +69,9 @@ KNOBS = {
     " event)",
     "communication": "overlap communication with computation (DDP buckets, overlap_grad_sync);"
     " look for a straggler",
+    "copy-staging": "copy from pinned host memory: DataLoader(pin_memory=True), or"
+    " tensor.pin_memory() / cudaMallocHost for buffers reused each step, with non_blocking"
+    " copies",
     "unclassified": "see what the host did in the step picture: the evidence does not single"
     " out a cause (record with CPU sampling and OS-runtime backtraces, or NVTX ranges)",
     "short-gaps": "nothing on the host side: the kernels ran back to back (fusing them,"
@@ -125,6 +132,9 @@ def judge(
     a, b = gap_starts[pick], gap_ends[pick]
     ev = E.collect(tl, rows, a, b, main)
     scored = C.score(ev)
+    refill = sync_refill.caused(tl, rows, gap_starts, gap_ends, main)
+    for i, p in enumerate(pick.tolist()):
+        _to_sync(scored.claims[i], int(refill[p]))
     judged = Judged(
         a, b, ev.h, [{c.cls: c.ns for c in cl} for cl in scored.claims],
         np.where(ev.batch >= 0, rows.launch[np.maximum(ev.batch, 0)], -1),
@@ -152,14 +162,15 @@ def judge(
     # kernels do not)
     launch, short_cls = launch_stats(tl, rows, gap_starts, gap_ends, short, main, len(step_starts))
     idx = np.flatnonzero(short)
-    judged.short_a, judged.short_len, judged.short_cls = (
-        gap_starts[idx], lens[idx], short_cls,
-    )  # fmt: skip
+    judged.short_a, judged.short_len, judged.short_cls = _split_refill(
+        launch, gap_starts[idx], lens[idx], short_cls, refill[idx]
+    )
     for cls, ns, gaps, what in (
         ("launch-bound", launch.launch_wait_ns, launch.launch_wait_gaps, _launch_what(launch)),
         ("sync", launch.sync_drain_ns, launch.sync_drain_gaps,
-         "µs gaps that began while the main thread was in a CUDA sync: the GPU drained and"
-         " waited for the host to launch again"),
+         "µs gaps after the main thread's CUDA syncs: the GPU drained, then waited for the"
+         " host to launch again until it was ahead (what those gaps lose had the host not"
+         " blocked)"),
         ("short-gaps", launch.back_to_back_ns, int(short.sum()) - launch.launch_wait_gaps
          - launch.sync_drain_gaps, "µs gaps before work launched in time (back to back)"),
     ):  # fmt: skip
@@ -200,6 +211,64 @@ def judge(
         preambles=scored.preambles,
         launch=launch,
     ), judged
+
+
+SYNC_PART = (
+    "the drain and late launches after a host sync (what this gap loses had the host not"
+    " blocked: `sync_refill`)"
+)
+
+
+# the claims a sync's refill takes from: the host only launching. A window the evidence gives
+# to input, host compute or communication keeps its claim (the sync only kept that work from
+# overlapping the GPU's, which the other cause's knob fixes too), and so does one where the host
+# waited for something no evidence names (`unclassified`: an exchange the sync was there for,
+# say)
+REFILL_FROM = ("launch-bound",)
+
+
+def _to_sync(claims: list[C.Claim], ns: int) -> None:
+    """Move up to `ns` of an interval's `REFILL_FROM` claims to `sync` (the largest first)."""
+    if ns <= 0:
+        return
+    got = next((c for c in claims if c.cls == "sync"), None)
+    left = ns
+    for c in sorted((c for c in claims if c.cls in REFILL_FROM), key=lambda c: -c.ns):
+        take = min(c.ns, left)
+        c.ns -= take
+        left -= take
+    moved = ns - left
+    claims[:] = [c for c in claims if c.ns > 0 or c.cls == "sync"]
+    if moved <= 0:
+        return
+    if got is None:
+        claims.append(C.Claim("sync", moved, [C.Part(SYNC_PART, moved)]))
+    else:
+        got.ns += moved
+        got.parts.append(C.Part(SYNC_PART, moved))
+
+
+def _split_refill(s: LaunchStats, a: Any, ln: Any, cls: Any, refill: Any) -> tuple[Any, Any, Any]:
+    """The short gaps with what the syncs caused in each split off as `sync` (the same start,
+    that length), and the launch stats' sums moved with it."""
+    sync = SHORT_CLASSES.index("sync")
+    take = np.where(cls == sync, 0, np.minimum(refill, ln))
+    m = take > 0
+    if not bool(m.any()):
+        return a, ln, cls
+    lb = cls == SHORT_CLASSES.index("launch-bound")
+    s.launch_wait_ns -= int(take[m & lb].sum())
+    s.back_to_back_ns -= int(take[m & ~lb].sum())
+    s.sync_drain_ns += int(take[m].sum())
+    whole = m & (take == ln)
+    s.launch_wait_gaps -= int((whole & lb).sum())
+    s.sync_drain_gaps += int(m.sum())
+    keep = ~whole
+    a2 = np.r_[a[keep], a[m]]
+    ln2 = np.r_[(ln - take)[keep], take[m]]
+    cls2 = np.r_[cls[keep], np.full(int(m.sum()), sync, dtype=cls.dtype)]
+    order = np.argsort(a2, kind="stable")
+    return a2[order], ln2[order], cls2[order]
 
 
 def per_step(

@@ -13,17 +13,26 @@ Each label of the host window counts for one class:
 - `host-compute`: host work on the main thread that is not the batch's (numpy, torch's CPU
   operators, Python, sleeping), and the host code autograd's threads run while the main thread
   waits in `backward()` (a backward hook);
+- `copy-staging`: the host side of copies from or to pageable memory: the main thread inside
+  the CUDA call that issues one (the driver staging it through a bounce buffer), and releasing
+  the mapped storage of the batch it has just copied (`idle_evidence`: `munmap` under
+  `at::MapAllocator` right after the copy's call); what pinned memory removes with the copy;
 - waits with no target (a lock, a pipe with no worker running, off the CPU) and autograd's
   threads waiting themselves are evidence of no class: they count against every claim.
 
 Host work ("neutral": the interpreter, numerical libraries, CPU operators, a sleep, a read) says
-what ran, not for whom. It is the batch's when it recurs: each batch's copy (the first
-host-to-device copy launched from the interval's start to 2 ms after its end) has a preamble,
-the neutral host work of the intervals before it; the steps' baseline is the 25th percentile of
-the preambles (at least two of them); a preamble within `EXTRA` of it is all input, a longer one
-gives the baseline to input (the part nearest the copy) and the rest to host compute (the every-
-Nth-step work a loop adds: logging, evaluation). Neutral host work before no batch copy is host
-compute; before the only one, ambiguous (no recurrence to read).
+what ran, not for whom. It is the batch's when it recurs and loading shows in it: each batch's
+copy (the first host-to-device copy launched from the interval's start to 2 ms after its end)
+has a preamble, the neutral host work of the intervals before it; the steps' baseline is the
+25th percentile of the preambles (at least two of them); a preamble within `EXTRA` of it is all
+recurring, a longer one gives the baseline to the recurring part (the part nearest the copy) and
+the rest to host compute (the every-Nth-step work a loop adds: logging, evaluation). The
+recurring part is input only where the preambles show loading somewhere (`loading_seen`:
+data-loading ranges or frames, a tensor built from Python data, sleeps or reads of the main
+thread): a loop's own per-step host code (the next batch drawn by one CPU operator, the loop's
+bookkeeping) also recurs before each copy, and recurrence alone does not tell them apart, so
+without loading it is ambiguous (`unclassified`, its evidence shown). Neutral host work before
+no batch copy is host compute; before the only one, ambiguous (no recurrence to read).
 
 An interval is claimed for the class with most evidence when that evidence covers `COVER` of its
 host window and `MARGIN` times the next class (or the waits with no target); an interval whose
@@ -50,7 +59,7 @@ EXTRA = 0.15  # a preamble this much over the baseline (and SLACK_NS) has extra 
 SLACK_NS = 1_000_000
 LATE_NS = 1_000_000  # the GPU starting work this long after its launch waited for more than it
 WORKER_SAMPLES = 2  # DataLoader worker samples that make a wait the loader's
-CLASSES = ("input", "host-compute", "launch-bound", "sync", "communication")
+CLASSES = ("input", "host-compute", "launch-bound", "sync", "communication", "copy-staging")
 NEUTRAL = ("sleep", "io", "s-host", "range-op", "running")
 OPTIMIZER_HOST = ("s-host", "range-op", "running")  # host code, not a sleep or a read
 BLOCKED = ("wait-python", "wait-lock", "s-wait", "off-cpu")
@@ -135,7 +144,23 @@ def split_neutral(ev: E.Evidence, neutral: Any) -> tuple[Any, Any, Any, int | No
             rec[i] += take
             extra[i] -= take
             left -= take
+    if not loading_seen(ev, [i for v in groups.values() for i in v]):
+        amb += rec  # recurring, but nothing says it loads: the loop's own host code as much
+        rec = np.zeros(n, dtype=np.int64)
     return rec, extra, amb, base, len(groups)
+
+
+def loading_seen(ev: E.Evidence, preamble: list[int]) -> bool:
+    """Whether the preambles (intervals before a batch copy) show loading anywhere: data-loading
+    ranges or frames (a tensor built from Python data among them), the main thread sleeping or
+    reading (a storage read, a rate limit, a Dataset's own wait), or waiting while DataLoader
+    workers ran. Sampled evidence is sparse (a sample a millisecond), so the steps' preambles
+    are read together: loading is what the workload does each step, not in one step alone."""
+    if not preamble:
+        return False
+    idx = np.asarray(preamble, dtype=np.int64)
+    seen = _col(ev, "range-data", "s-data", "sleep", "io")[idx]
+    return bool((seen > 0).any() or (ev.workers[idx] >= WORKER_SAMPLES).any())
 
 
 def score(ev: E.Evidence) -> Scored:
@@ -166,8 +191,9 @@ def score(ev: E.Evidence) -> Scored:
     sc[:, 4] = _col(ev, "range-comm", "wait-comm", "s-comm") + (ag * frac[:, k["comm"]]).astype(
         np.int64
     )
-    sc[:, 5] = np.where(loader, 0, blocked) + amb + np.where(ag_tot > 0, 0, ag)
-    sc[:, 5] += (ag * frac[:, k["waiting"]]).astype(np.int64)
+    sc[:, 5] = _col(ev, "copy-pageable", "release")
+    sc[:, -1] = np.where(loader, 0, blocked) + amb + np.where(ag_tot > 0, 0, ag)
+    sc[:, -1] += (ag * frac[:, k["waiting"]]).astype(np.int64)
     out = Scored(sc, baseline_ns=base, preambles=pre)
     for i in range(n):
         out.claims.append(_claims(ev, sc[i], int(window[i]), i, int(rec[i]), int(extra[i])))
@@ -284,6 +310,13 @@ def describe(ev: E.Evidence, i: int, cls: str, rec: int, extra: int) -> list[Par
         add(ns[E.L["cuda-sync"]], "CUDA API: synchronisation calls of the main thread")
         add(ns[E.L["wait-sync"]], "OS runtime: waits under a CUDA sync", _names(ev, i, "wait-sync"))
         add(ns[E.L["s-sync"]], "samples: CUDA synchronisation", _names(ev, i, "s-sync"))
+    elif cls == "copy-staging":
+        add(ns[E.L["copy-pageable"]],
+            "CUDA API: the main thread in calls that copy from or to pageable memory (the"
+            " driver staging them)")  # fmt: skip
+        add(ns[E.L["release"]],
+            "OS runtime: the main thread releasing the mapped storage of the pageable batch"
+            " it had just copied", _names(ev, i, "release"))  # fmt: skip
     elif cls == "communication":
         add(ns[E.L["range-comm"]], "ranges: collectives", _names(ev, i, "range-comm"))
         add(

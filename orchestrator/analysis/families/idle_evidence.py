@@ -11,10 +11,16 @@ about the main thread (`LABELS`, highest first; a lower label counts only where 
 does):
 1. the workload's ranges and operators: data loading (`step_names.is_data_wait`, DataLoader
    operators, collate, pin_memory), collectives;
-2. CUDA synchronisation calls of the main thread;
+2. CUDA synchronisation calls of the main thread, and its CUDA calls that issue a copy from or
+   to pageable memory (`pageable_copies`: the driver stages it through a bounce buffer while
+   the call lasts);
 3. its OS-runtime calls and what their stacks say they wait for (`osrt_stacks`): autograd's
    engine (the backward pass on autograd's threads), a CUDA sync, a collective, a sleep, a read,
-   a lock or pipe of the Python interpreter, another lock;
+   a lock or pipe of the Python interpreter, another lock; and the release of a tensor storage
+   mapped from shared memory (`munmap` under `at::MapAllocator`) that starts within
+   `RELEASE_AFTER_NS` of a pageable copy's call returning on that thread: the host dropping the
+   pageable batch it has just copied (a DataLoader worker's batch, which `pin_memory=True`
+   releases on the pinning thread instead);
 4. its CPU samples (`cpu_samples`), each standing for the sampling period around it: in a CUDA
    sync, a collective, data-loading code (Python frames of the DataLoader/Dataset/collate/pin-
    memory paths, decoders and tokenisers), the launch path (cuLaunchKernel and the CUDA
@@ -40,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.families import host
-from orchestrator.analysis.readers import cpu_samples, osrt_stacks, sched_events
+from orchestrator.analysis.readers import cpu_samples, osrt_stacks, pageable_copies, sched_events
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals
 from orchestrator.analysis.timeline.step_names import is_data_wait, step_family
@@ -50,11 +56,13 @@ LABELS = (
     "range-data",
     "range-comm",
     "cuda-sync",
+    "copy-pageable",
     "wait-autograd",
     "wait-sync",
     "wait-comm",
     "sleep",
     "io",
+    "release",
     "wait-python",
     "wait-lock",
     "s-sync",
@@ -80,6 +88,7 @@ CALL_LABEL = {
     "io": "io",
     "python": "wait-python",
     "lock": "wait-lock",
+    "release": "release",
 }
 DATA_OPS = re.compile(
     r"(?i)dataloader|_next_data|collate|__getitem__|pin_memory|get_batch|next_batch"
@@ -89,6 +98,7 @@ COMM_OPS = re.compile(
 )
 AUTOGRAD_THREAD = re.compile(r"(?i)^pt_autograd")
 BATCH_AFTER = 2_000_000  # ns after an interval in which its batch's copy is looked for
+RELEASE_AFTER_NS = 1_000_000  # a release this soon after a pageable copy's call is its batch's
 MIN_CALL_NS = 20_000  # OS-runtime calls read with their stacks: those at least this long
 NAMED = 50  # intervals whose ranges, calls and frames are named in the evidence
 PERIOD_RANGE = (50_000, 20_000_000)  # a sampling period, ns, is taken inside this range
@@ -201,17 +211,26 @@ def collect(
     _name_rows(ev, tl, op_m, "range-op")
     autograd = {k for k, v in tl.threads.items() if k[0] == main[0] and AUTOGRAD_THREAD.search(v)}
     nsys = tl.source.kind == "nsys-sqlite"
+    # the main thread's calls of copies from or to pageable memory
+    paged = _pageable_calls(tl, main, a, h) if nsys else None
+    if paged is not None:
+        layers["copy-pageable"].append(paged)
+        if paged[0].size:
+            ev.sources.append("copies' memory kinds and their calls")
     # OS-runtime calls with what they wait for
     if nsys and tl.osrt_traced:
         calls = osrt_stacks.read(tl.source.path, a, h, {main} | autograd, MIN_CALL_NS)
         if calls is not None:
             ev.sources.append("OS-runtime calls and their stacks")
             mine = (calls.pid == main[0]) & (calls.tid == main[1])
+            release = calls.target == osrt_stacks.TARGETS.index("release")
             for t, lab in CALL_LABEL.items():
                 sel = mine & (calls.target == osrt_stacks.TARGETS.index(t))
+                if t == "release":
+                    sel &= _follows(calls.start, paged)
                 layers[lab].append((calls.start[sel], calls.end[sel]))
-            _name_calls(ev, calls, mine)
-            waiting = ~mine  # autograd's own threads in their engine's queue: idle
+            _name_calls(ev, calls, mine & (~release | _follows(calls.start, paged)))
+            waiting = ~mine & ~release  # autograd's own threads in their engine's queue: idle
             ag_wait = (calls.start[waiting], calls.end[waiting])
         else:
             ag_wait = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -255,6 +274,32 @@ def collect(
         ns[:, i] = now - covered
         covered = now
     return ev
+
+
+def _pageable_calls(
+    tl: T.RankTimeline, main: tuple[int, int], a: Any, h: Any
+) -> tuple[Any, Any] | None:
+    """(starts, ends) of the main thread's CUDA calls that issued a copy from or to pageable
+    memory, over the windows' whole range (and the release's reach before it); None where the
+    export cannot say."""
+    if a.size == 0:
+        return None
+    got = pageable_copies.read(
+        tl.source.path, int(a.min()) - RELEASE_AFTER_NS, int(h.max()), (a, h, RELEASE_AFTER_NS)
+    )
+    if got is None:
+        return None
+    m = (got.pid == main[0]) & (got.tid == main[1])
+    return got.call_start[m], got.call_end[m]
+
+
+def _follows(t: Any, paged: tuple[Any, Any] | None) -> Any:
+    """Per time t: a pageable copy's call returned at most RELEASE_AFTER_NS before it."""
+    if paged is None or paged[1].size == 0:
+        return np.zeros(np.shape(t), dtype=bool)
+    e = np.sort(paged[1])
+    k = np.searchsorted(e, t, side="right") - 1
+    return (k >= 0) & (t - e[np.maximum(k, 0)] <= RELEASE_AFTER_NS)
 
 
 def optimizer_spans(tl: T.RankTimeline, rows: T.GpuTable) -> tuple[Any, Any]:

@@ -20,8 +20,11 @@ show.
   metrics.json, the run's spec.lock.yaml or the trace's forward/backward copy pattern)
   → the memory/speed trade-off: fewer offloaded layers (`+model.cpu_offloading_num_layers`) or
   `+model.cpu_offloading=False`.
-- host-device-copies: the same copy share without evidence of offloading → pinned host memory,
-  asynchronous copies overlapped with compute, fewer and larger transfers.
+- host-device-copies: the same copy share without evidence of offloading, or the host side of
+  pageable copies (`idle_causes` claims for copy-staging: the driver staging the copy, the host
+  releasing the pageable batch it copied) >= 5 % of the median step → pinned host memory,
+  asynchronous copies overlapped with compute, fewer and larger transfers; costed as the time
+  only copies ran plus the idle claimed for their host side.
 - fp32-kernels: fp32 GEMM kernels (`kernel_classes.gemm_precision`) >= 10 % of kernel time
   → `trainer.precision=bf16-mixed`.
 - unified-memory: UM migrations >= 5 % of memory operations or >= 10 % of their time (with the
@@ -359,7 +362,12 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                 cost_basis=basis,
             )
         )
-    elif (htod or dtoh) and copy_pct >= COPY_PCT:
+    staging = costs.idle(r, "copy-staging")
+    copies_ms = costs.exposed_copies(r) + staging
+    staging_pct = _of_step_pct(r, staging)
+    if not (htod and dtoh and copy_pct >= COPY_PCT and r.offloading) and (
+        ((htod or dtoh) and copy_pct >= COPY_PCT) or staging_pct >= IDLE_CAUSE_PCT
+    ):
         out.append(
             Advice(
                 rule="host-device-copies",
@@ -370,12 +378,18 @@ def _rules(r: RankMetrics, kind: str = "generic", st: RunSettings | None = None)
                     " copies with compute (non_blocking=True / cudaMemcpyAsync on a side"
                     " stream), and move data fewer times in larger pieces (keep it on the GPU)"
                 ),
-                evidence=copy_evidence,
+                evidence={**copy_evidence, f"copy_staging_ms_{basis.replace(' ', '_')}": staging},
                 message=(
                     f"rank {r.rank}: HtoD+DtoH copies are {copy_pct:.1f}% of GPU activity time;"
                     f" {costs.exposed_copies(r):.1f} ms {basis} only copies ran"
+                    + (
+                        f", and the GPU idles {staging:.1f} ms {basis} for the host side of"
+                        f" copies from pageable memory ({_staging_evidence(r)})"
+                        if staging > 0
+                        else ""
+                    )
                 ),
-                cost_ms=costs.exposed_copies(r),
+                cost_ms=copies_ms,
                 cost_basis=basis,
             )
         )
@@ -547,6 +561,20 @@ def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
             )
         )
     return out
+
+
+def _staging_evidence(r: RankMetrics) -> str:
+    if r.idle_causes is None:
+        return ""
+    return "; ".join(c.evidence for c in r.idle_causes.causes if c.cause == "copy-staging")
+
+
+def _of_step_pct(r: RankMetrics, ms: float) -> float:
+    """`ms` as a percentage of the median step (of the span where the rank has no steps)."""
+    if r.steps is not None and r.steps.p50_ns:
+        return 100 * ms * 1e6 / r.steps.p50_ns
+    n, _ = costs.per(r)
+    return 100 * ms * 1e6 * n / (r.span_ns or 1)
 
 
 def _of_step(r: RankMetrics, ms: float) -> str:

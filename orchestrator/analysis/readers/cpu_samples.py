@@ -67,6 +67,8 @@ LAUNCH = re.compile(
 # (numpy, BLAS), which a loss's logging runs as readily as an augmentation
 DATA = re.compile(
     r"(?i)dataloader|_next_data|collate|__getitem__|_worker_loop|pin_memory_loop|_pin_memory"
+    # a tensor built from Python data (torch.tensor of a list): a Dataset's item, a collate
+    r"|torch::utils::tensor_ctor|internal_new_from_data"
     r"|get_batch|next_batch|tokeni[sz]|PIL\b|_imaging|ImagingCore|\[libjpeg|\[libpng"
     r"|\[libturbojpeg|\[libwebp|\[libavcodec|\[libsndfile|\[tokenizers"
 )

@@ -21,7 +21,11 @@ Each call gets a target (`TARGETS`), first rule that matches:
   (`PyThread_acquire_lock`, `select`/`poll` called from the interpreter's modules): what it
   waits for is named only by Python frames, which nsys 2024.2 does not export; a DataLoader's
   queue is one such wait;
-- `lock`: any other wait on a condition variable, semaphore, mutex, poll or join.
+- `lock`: any other wait on a condition variable, semaphore, mutex, poll or join;
+- `release`: an unmapping (`munmap`) that releases a tensor's storage mapped from shared memory
+  or a file (`at::MapAllocator`, `THPStorage_dealloc` below it): a batch a DataLoader worker
+  process made, dropped by the thread that holds it. Other unmappings are not read (the thread
+  runs: its scheduling says so).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 
 from orchestrator.analysis.readers.cpu_samples import COMM, SYNC, short
 
-TARGETS = ("autograd", "sync", "comm", "sleep", "io", "python", "lock")
+TARGETS = ("autograd", "sync", "comm", "sleep", "io", "python", "lock", "release")
 DEPTH = 48
 CHUNK = 500
 MAX_CALLS = 20_000  # calls whose stacks are read per export
@@ -49,6 +53,8 @@ WAITS = frozenset(
      "pthread_join", "poll", "ppoll", "select", "pselect", "pselect6", "epoll_wait",
      "epoll_pwait", "futex", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock"}
 )  # fmt: skip
+RELEASES = frozenset({"munmap"})
+STORAGE_RELEASE = re.compile(r"MapAllocator|THPStorage_dealloc|StorageImpl::release_resources")
 AUTOGRAD = re.compile(r"torch::autograd::(Engine::execute|Engine::thread_main|ReadyQueue::pop)")
 PYTHON_WAIT = re.compile(
     r"PyThread_acquire_lock|acquire_timed|lock_PyThread|select_poll|select_select|poll_poll"
@@ -82,7 +88,11 @@ def _tables(db: sqlite3.Connection) -> dict[str, set[str]]:
 
 def target(func: str, frames: list[tuple[str, str]]) -> tuple[int, str]:
     """(index into TARGETS, the deciding frame) of one call: its function and its stack, top
-    first, as (symbol, module file name) pairs."""
+    first, as (symbol, module file name) pairs; -1 for an unmapping that releases no tensor
+    storage (not a wait: left out)."""
+    if func in RELEASES:
+        got = next((sym for sym, _ in frames if STORAGE_RELEASE.search(sym)), None)
+        return (TARGETS.index("release"), got) if got else (-1, "")
     for sym, _ in frames:
         if AUTOGRAD.search(sym):
             return 0, sym
@@ -105,7 +115,8 @@ def target(func: str, frames: list[tuple[str, str]]) -> tuple[int, str]:
 def read(
     path: str, starts: Any, ends: Any, threads: set[tuple[int, int]], min_ns: int = 0
 ) -> Calls | None:
-    """The blocking, sleeping and reading OS-runtime calls (`WAITS`, `SLEEPS`, `IO`) of
+    """The blocking, sleeping, reading and storage-releasing OS-runtime calls (`WAITS`,
+    `SLEEPS`, `IO`, `RELEASES`) of
     `threads` (pid, tid) that overlap the windows [starts[i], ends[i]) and last at least
     `min_ns`, each with its target; None when the export has no OS-runtime table. The stacks of
     at most `MAX_CALLS` calls are read (the longest first); the others keep the target their
@@ -118,7 +129,7 @@ def read(
             api = cols.get("OSRT_API", set())
             if not {"start", "end", "globalTid", "nameId"} <= api or "StringIds" not in cols:
                 return None
-            wanted = sorted(WAITS | SLEEPS | IO)
+            wanted = sorted(WAITS | SLEEPS | IO | RELEASES)
             marks = ",".join("?" * len(wanted))
             ids = {int(i): str(v) for i, v in db.execute(
                 f"SELECT id, value FROM StringIds WHERE value IN ({marks})", wanted)}  # fmt: skip
@@ -160,7 +171,13 @@ def read(
         g, why = target(f, frames.get(cid, []))
         tgt[j] = g
         decided.append(short(why) if why else "")
-    return Calls(s[sel], e[sel], pid[sel], tid[sel], tgt, funcs, decided)
+    ok = tgt >= 0
+    idx = sel[ok]
+    return Calls(
+        s[idx], e[idx], pid[idx], tid[idx], tgt[ok],
+        [f for f, k in zip(funcs, ok.tolist(), strict=True) if k],
+        [d for d, k in zip(decided, ok.tolist(), strict=True) if k],
+    )  # fmt: skip
 
 
 def _chains(

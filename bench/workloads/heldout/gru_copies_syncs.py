@@ -1,0 +1,177 @@
+"""A held-out planted-cause workload (issue 35, branch cause3), written after the rules it checks
+and on purpose unlike bench/workloads/causes/: a GRU sequence model (cuDNN's fused RNN, a
+linear head) trained on synthetic sequences, no DataLoader, its own clock.
+
+Two planted causes, each switchable:
+- pageable copies: each step's batch (float32 [batch, seq, features]) is a numpy array from a
+  pool made once (pageable host memory, no allocation in the step), copied with
+  `torch.from_numpy(a).to(device)`; `--pinned` copies the same pool pinned, `non_blocking`;
+- syncs: `--checks K` reads K scalars back (`.item()`) in each step: a finiteness check of the
+  GRU's output, then gradient norms of K-1 parameters after backward, as a script that guards
+  its training might.
+Every step ends with `loss.item()` (the loss logged each step: in every phase alike).
+
+Phases (one process, the model shared): warm-up; the capture window (cudaProfilerStart/Stop
+around it: `--window` steps, pageable copies and checks on); then outside the capture the same
+loop three ways, `--outside` steps each: as in the window (A), with pinned copies (B), without
+the checks (C). The truth is the script's own walls: copies A - B, syncs A - C, mean ms a step
+(`truth.causes`), with every step's wall. A step's wall: time.perf_counter from the loop's top
+to after its closing `loss.item()`.
+
+    python3 gru_copies_syncs.py --output DIR [--device cpu: a dry run, no window, no pinning]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class SeqModel(nn.Module):
+    def __init__(self, features: int, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.gru = nn.GRU(features, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(x)
+        return self.head(out)
+
+
+def _profiler(start: bool) -> None:
+    lib: Any = None
+    try:
+        lib = torch.cuda.cudart()
+    except Exception:
+        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+    if lib is not None:
+        (lib.cudaProfilerStart if start else lib.cudaProfilerStop)()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--features", type=int, default=512)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--pool", type=int, default=4, help="host batches made once, used in turn")
+    p.add_argument("--checks", type=int, default=8, help=".item() reads a step (0: none)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--window", type=int, default=8)
+    p.add_argument("--outside", type=int, default=10)
+    p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
+    a = p.parse_args()
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    pool = [rng.standard_normal((a.batch, a.seq, a.features), dtype=np.float32)
+            for _ in range(a.pool)]  # fmt: skip
+    pinned = [torch.from_numpy(x).pin_memory() for x in pool] if cuda else []
+    model = SeqModel(a.features, a.hidden, a.layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    watched = [q for q in model.parameters() if q.dim() > 1][: max(a.checks - 1, 0)]
+    seen: list[float] = []
+
+    def step(i: int, pin: bool, checks: bool) -> float:
+        t = time.perf_counter()
+        if pin:
+            x = pinned[i % a.pool].to(dev, non_blocking=True)
+        else:
+            x = torch.from_numpy(pool[i % a.pool]).to(dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            y = model(x)
+            if checks and a.checks:
+                seen.append(float(torch.isfinite(y).all().item()))
+            loss = (y.float() - x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if checks:
+            for q in watched:
+                assert q.grad is not None
+                seen.append(q.grad.norm().item())
+        opt.step()
+        loss.item()  # the loss logged each step
+        return time.perf_counter() - t
+
+    walls: dict[str, list[float]] = {"warmup": [], "window": [], "A": [], "B": [], "C": []}
+    n = 0
+    for _ in range(a.warmup):
+        walls["warmup"].append(step(n, False, True))
+        n += 1
+    if cuda:
+        torch.cuda.synchronize()
+        _profiler(True)
+    for _ in range(a.window):
+        walls["window"].append(step(n, False, True))
+        n += 1
+    if cuda:
+        torch.cuda.synchronize()
+        _profiler(False)
+    for phase, pin, checks in (("A", False, True), ("B", True, True), ("C", False, False)):
+        if phase == "B" and not cuda:
+            continue
+        step(n, pin, checks)  # one step to settle after the switch, not timed
+        n += 1
+        for _ in range(a.outside):
+            walls[phase].append(step(n, pin, checks))
+            n += 1
+
+    def ms(k: str) -> float:
+        return 1e3 * statistics.fmean(walls[k]) if walls[k] else 0.0
+
+    causes = {
+        "host-device-copies": {"measured_by": "walls: A (pageable) less B (pinned), outside the"
+                               " capture", "ms_per_step": ms("A") - ms("B")},
+        "sync": {"measured_by": "walls: A (checks) less C (no checks), outside the capture",
+                 "ms_per_step": ms("A") - ms("C"), "reads_per_step": a.checks},
+    }  # fmt: skip
+    out = {
+        "workload": "gru_copies_syncs",
+        "config": {
+            **{k: v for k, v in vars(a).items() if k not in ("output",)},
+            "num_workers": 0,
+            "precision": "bf16",
+            "cuda_profiler_window": [a.warmup, a.warmup + a.window],
+        },
+        "step_times_s": walls["warmup"] + walls["window"],
+        "median_step_time_s": statistics.median(walls["window"]),
+        "truth": {
+            "causes": causes,
+            "window_wall_mean_ms": ms("window"),
+            "outside_wall_ms": {
+                "A_pageable_checks": ms("A"),
+                "B_pinned_checks": ms("B"),
+                "C_pageable_no_checks": ms("C"),
+            },
+            "walls_s": walls,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+            "torch": torch.__version__,
+        },
+    }
+    Path(a.output).mkdir(parents=True, exist_ok=True)
+    (Path(a.output) / "metrics.json").write_text(json.dumps(out, indent=1))
+    print(json.dumps({"window_ms": ms("window"), **out["truth"]["outside_wall_ms"],
+                      "truth": {k: v["ms_per_step"] for k, v in causes.items()}}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
