@@ -577,7 +577,7 @@ def _wait_for_campaign(home: Path, timeout: float) -> list[sqlite3.Row]:
     return _campaign_rows(home)
 
 
-@pytest.mark.cluster_exclusive  # rewrites the machine's crontab, as another session's test may
+@pytest.mark.crontab  # rewrites the machine's crontab, as another session's test may
 def test_cron_schedule_fires(dev_cluster: None, gh_home: Path, tmp_path: Path) -> None:
     """A `* * * * *` crontab entry (Debian's cron) really launches the campaign (<= 70 s)."""
     if shutil.which("cron") is None or shutil.which("crontab") is None:

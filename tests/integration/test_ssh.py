@@ -244,7 +244,7 @@ def test_campaign_over_ssh(laptop: Laptop, tmp_path: Path) -> None:
     assert metrics == (4,)
 
 
-@pytest.mark.cluster_exclusive  # rewrites the machine's crontab, as another session's test may
+@pytest.mark.crontab  # rewrites the machine's crontab, as another session's test may
 def test_cron_schedule_installed_on_the_login_node_fires(laptop: Laptop, tmp_path: Path) -> None:
     """The crontab is the login node's (gh-run has no crontab on its PATH); cron fires the
     campaign there, with gh-run as ssh.gh_run names it, into a gh-run home beside the runs."""
