@@ -55,6 +55,9 @@ def main() -> int:
             files[f][0] += float(r["wall"])  # type: ignore[arg-type]
             files[f][1] += float(r["cpu"]) + float(r["child_cpu"])  # type: ignore[arg-type]
             files[f][2] += 1
+        bad = [str(r["test"]) for r in group if r.get("outcome", "passed") not in ("passed", "?")]
+        for test in bad:
+            print(f"  not passed: {test}")
         print(f"  {'file':<52} {'tests':>5} {'wall s':>8} {'CPU s':>8} {'CPU%':>5}")
         for f, (w, c, n) in sorted(files.items(), key=lambda kv: -kv[1][1])[: args.top]:
             print(f"  {f:<52} {int(n):>5} {w:>8.1f} {c:>8.1f} {c / max(w, 1e-9):>5.0%}")

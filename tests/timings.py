@@ -28,6 +28,15 @@ def _cpu() -> tuple[float, float]:
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # the worst of setup, call and teardown: a test that passed and failed its teardown failed
+    if report.outcome != "passed" or report.nodeid not in _OUTCOMES:
+        _OUTCOMES[report.nodeid] = report.outcome
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     path = os.environ.get("GH_RUN_TEST_TIMES")
@@ -43,6 +52,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             "wall": round(wall, 3),
             "cpu": round(self1 - self0, 3),
             "child_cpu": round(kids1 - kids0, 3),
+            "outcome": _OUTCOMES.pop(item.nodeid, "?"),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "python": ".".join(map(str, sys.version_info[:2])),
         }
