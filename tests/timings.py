@@ -5,6 +5,10 @@ lock, a sleep: wall time, no CPU) and which is computing. Off unless asked for:
 
     GH_RUN_TEST_TIMES=/tmp/times.jsonl .venv/bin/pytest -p tests.timings -n 2 tests/unit
 
+`python -m pytest` puts the checkout on sys.path, so `-p tests.timings` is found. Do not use
+PYTHONPATH=<checkout> instead: the wheel tests' pip then finds the checkout's gh_run.egg-info
+and takes gh-run as installed already (test_newcomer fails with no `gh-run` in its venv).
+
 Under pytest-xdist each worker appends its own lines (one `write` per line, O_APPEND), so the
 file holds the whole run. The jobs a test submits run under slurmd, not under the test, so
 their CPU is not counted here: it is the cluster's.
