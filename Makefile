@@ -70,27 +70,35 @@ cluster-down:
 cluster-status:
 	bash scripts/devcluster.sh status
 
-# pytest-xdist workers. The whole suite: the integration tests mostly wait for SLURM (their jobs,
-# its polls), so the unit tests fill the cores meanwhile; tests share the dev cluster test by test
-# (tests/conftest.py, cluster_hold; docs/devcluster.md). worksteal: an idle worker takes tests
-# from a busy one, so a long test does not leave one core alone at the end.
+# pytest-xdist workers: TEST_WORKERS for the integration tests, which mostly wait for SLURM
+# (their jobs, its polls), so they outnumber the cores; UNIT_WORKERS (the cores) for the unit
+# tests, which compute. Tests share the dev cluster test by test (tests/conftest.py,
+# cluster_hold; docs/devcluster.md). worksteal: an idle worker takes tests from a busy one, so a
+# long test does not leave one core alone at the end.
 TEST_WORKERS ?= 4
 UNIT_WORKERS ?= 2
 XDIST = --dist worksteal
 
-# GH_RUN_NO_SKIPS=1: everything the suite needs is here, so a skipped test counts as a failure.
-# Then the unit tests under each extra interpreter (3.13, 3.14), warnings as errors (test-pythons).
+# Bytecode is written and reused (__pycache__, ignored by git) even where the environment sets
+# PYTHONDONTWRITEBYTECODE: else every `python -m orchestrator` a test starts compiles gh-run's
+# modules again, and every xdist worker rewrites the test modules again (scripts/test-suite.sh).
+export PYTHONDONTWRITEBYTECODE =
+
+# Every test under every interpreter, GH_RUN_NO_SKIPS=1 (a skipped test counts as a failure):
+# the integration tests, and beside them, at a lower priority so that they fill the cores while
+# the integration tests wait, the unit tests under the venv's Python and then under each extra
+# interpreter (3.13, 3.14; warnings as errors: test-pythons). Logs in .test-logs/.
 test: install deps cluster-up
-	GH_RUN_NO_SKIPS=1 $(BIN)/pytest -q -n $(TEST_WORKERS) $(XDIST)
-	PYTEST_WORKERS=$(UNIT_WORKERS) bash scripts/test-pythons.sh
+	TEST_WORKERS=$(TEST_WORKERS) UNIT_WORKERS=$(UNIT_WORKERS) bash scripts/test-suite.sh
 
 test-unit: install
-	$(BIN)/pytest -q -n $(UNIT_WORKERS) $(XDIST) tests/unit
-
-# The edit loop: lint, then the unit tests on both cores (no cluster to bring up, no extra
-# Pythons: `make test` has those).
-check: lint
 	$(BIN)/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) $(XDIST) tests/unit
+
+# The edit loop: lint, then the unit tests on both cores but the `slow` ones (tests/slow_tests.txt:
+# the test functions that cost the most CPU); no cluster to bring up, no extra Pythons. `make
+# test` runs everything.
+check: lint
+	$(BIN)/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) $(XDIST) -m "not slow" tests/unit
 
 # The unit tests under each extra interpreter `make deps` installs ($GH_RUN_TOOLS/python/X.Y:
 # 3.13, 3.14), each in its own venv (.venvs/X.Y), with every warning an error.

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,19 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     report = outcome.get_result()  # type: ignore[attr-defined]
     if NO_SKIPS and report.skipped:  # a module-level importorskip
         _as_failure(report)
+
+
+# The test functions that cost the most CPU (bench/suite_times.py --write-slow measured them):
+# marked `slow`, so that `make check` (`-m "not slow"`) answers in minutes; `make test` runs them.
+SLOW_TESTS = REPO / "tests" / "slow_tests.txt"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.is_file() else []
+    slow = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    for item in items:
+        if item.nodeid.split("[")[0] in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @dataclass
@@ -123,17 +137,25 @@ def real_nsys(family: str) -> Path:
 
 
 @contextlib.contextmanager
-def nsys_recording() -> Iterator[None]:
-    """Hold the machine's one slot for recording with a real nsys, across xdist workers and
-    pytest sessions. Two `nsys profile` sessions started at once under load have come back
-    with nothing recorded (2024.2: no OS-runtime rows at all) or failed in `sem_open` (2022.4),
-    which are nsys's own limits on concurrent sessions, not what the tests examine."""
-    with open(Path(tempfile.gettempdir()) / "gh-run-tests-nsys-recording.lock", "a") as lock:
+def _machine_turn(name: str) -> Iterator[None]:
+    """Hold one of this machine's test slots (a lock file in the temporary folder), across
+    xdist workers and pytest sessions of every checkout."""
+    with open(Path(tempfile.gettempdir()) / f"gh-run-tests-{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def nsys_recording() -> Iterator[None]:
+    """Hold the machine's one slot for recording with a real nsys, across xdist workers and
+    pytest sessions. Two `nsys profile` sessions started at once under load have come back
+    with nothing recorded (2024.2: no OS-runtime rows at all) or failed in `sem_open` (2022.4),
+    which are nsys's own limits on concurrent sessions, not what the tests examine."""
+    with _machine_turn("nsys-recording"):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -157,6 +179,20 @@ def _nsys_turn(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     with nsys_recording():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _crontab_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `crontab` writes this machine's crontab (root's: the dev cluster's login
+    node is this machine) and waits for cron to fire it: it takes turns with the others on a
+    slot of its own, and shares the dev cluster meanwhile, which it only submits jobs to. (It
+    held the whole cluster alone before: every cluster test of every session waited the minute
+    or two that cron takes.)"""
+    if request.node.get_closest_marker("crontab") is None:
+        yield
+        return
+    with _machine_turn("crontab"):
         yield
 
 
@@ -191,26 +227,56 @@ def cluster_hold(exclusive: bool, what: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _up_done_by_this_run() -> bool:
+    """Whether another xdist worker of this pytest run has already brought the dev cluster up
+    (`devcluster.sh up`, which also applies a change of this checkout's cluster files); marks
+    it done for the workers after this one. A pytest run without xdist: never."""
+    from tests import devcluster
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return False
+    stamps = devcluster.STATE_DIR / "pytest.up"
+    stamps.mkdir(parents=True, exist_ok=True)
+    for old in stamps.iterdir():  # the stamps of runs long over
+        with contextlib.suppress(OSError):
+            if old.stat().st_mtime < time.time() - 86400:
+                old.unlink()
+    try:
+        (stamps / run).touch(exist_ok=False)
+    except FileExistsError:
+        return True
+    return False
+
+
 @pytest.fixture(scope="session")
 def dev_cluster_up() -> None:
     """The real local SLURM cluster (scripts/devcluster.sh), started or reused if healthy,
-    once per session (xdist: per worker), while no test of any session uses it.
+    once per pytest run, while no test of any session uses it.
 
+    `up` holds the cluster alone, so it waits for the tests in flight in every session and
+    keeps new ones out meanwhile (cluster_hold's gate): done by each xdist worker, that stalled
+    every session once per worker. The first worker of a run that needs the cluster does it;
+    the others only ask, sharing the cluster, whether it is healthy (devcluster.healthy,
+    read-only), and hold it alone to start or repair it only when it is not.
     In CI it must come up; elsewhere a machine that cannot run it skips with the reason.
     """
     from tests import devcluster
 
-    with cluster_hold(True, "starting or checking the dev cluster"):
-        try:
-            devcluster.ensure_up()
-        except Exception as exc:
-            if os.environ.get("CI"):
-                pytest.fail(f"the dev SLURM cluster did not come up: {exc}")
-            pytest.skip(
-                f"the dev SLURM cluster cannot run on this machine: {exc} (another checkout's "
-                "cluster is shared with GH_RUN_DEVCLUSTER_DIR=<its .devcluster>; "
-                "docs/devcluster.md)"
-            )
+    with cluster_hold(False, "checking the dev cluster"):
+        reuse = _up_done_by_this_run() and devcluster.healthy()
+    if not reuse:
+        with cluster_hold(True, "starting or checking the dev cluster"):
+            try:
+                devcluster.ensure_up()
+            except Exception as exc:
+                if os.environ.get("CI"):
+                    pytest.fail(f"the dev SLURM cluster did not come up: {exc}")
+                pytest.skip(
+                    f"the dev SLURM cluster cannot run on this machine: {exc} (another "
+                    "checkout's cluster is shared with GH_RUN_DEVCLUSTER_DIR=<its "
+                    ".devcluster>; docs/devcluster.md)"
+                )
     for key, value in devcluster.slurm_env().items():
         if key.startswith("SLURM") or key == "GH_RUN_DEVCLUSTER_DIR":
             os.environ[key] = value

@@ -142,6 +142,38 @@ def ensure_up() -> None:
     _run(["up"], _UP_TIMEOUT_S, "starting the dev cluster")
 
 
+# The node states in which a node takes jobs (sinfo's short names; a `*` suffix, "not
+# responding", and down/drain/fail are not among them).
+_SERVING: Final = frozenset({"idle", "mix", "alloc", "comp"})
+
+
+def healthy() -> bool:
+    """Whether every daemon of the dev cluster runs and every node takes jobs: what `up` would
+    find and leave as it is (it then only reuses the cluster). Read-only: `devcluster.sh status`
+    starts, stops and writes nothing, so a test may ask while other tests use the cluster."""
+    try:
+        proc = subprocess.run(
+            ["bash", str(SCRIPT), "status"],
+            cwd=REPO_ROOT,
+            env=slurm_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    if proc.returncode != 0:
+        return False
+    states = {
+        line.split()[0]: line.split()[2]
+        for line in proc.stdout.splitlines()
+        if len(line.split()) >= 3 and line.split()[0] in NODES
+    }
+    return set(states) == set(NODES) and all(s in _SERVING for s in states.values())
+
+
 def down() -> None:
     """Stop every daemon the script started (state in .devcluster/ is kept)."""
     _run(["down"], _DAEMON_TIMEOUT_S, "stopping the dev cluster")

@@ -577,9 +577,9 @@ def _wait_for_campaign(home: Path, timeout: float) -> list[sqlite3.Row]:
     return _campaign_rows(home)
 
 
-@pytest.mark.cluster_exclusive  # rewrites the machine's crontab, as another session's test may
+@pytest.mark.crontab  # rewrites the machine's crontab, as another session's test may
 def test_cron_schedule_fires(dev_cluster: None, gh_home: Path, tmp_path: Path) -> None:
-    """A `* * * * *` crontab entry (Debian's cron) really launches the campaign (<= 70 s)."""
+    """A `* * * * *` crontab entry (Debian's cron) really launches the campaign."""
     if shutil.which("cron") is None or shutil.which("crontab") is None:
         pytest.skip("Debian's cron is not installed (apt-get install -y cron)")
     if subprocess.run(["pgrep", "-x", "cron"], capture_output=True, check=False).returncode != 0:
@@ -592,7 +592,9 @@ def test_cron_schedule_fires(dev_cluster: None, gh_home: Path, tmp_path: Path) -
         assert "# gh-run-campaign:cronfire" in tab
         listed = run_cli(["campaign", "list"], gh_home)
         assert "cronfire" in listed.out and "crontab entry present" in listed.out, listed.text
-        rows = _wait_for_campaign(gh_home, 100)
+        # cron fires within a minute; its job may then queue behind other tests' jobs (this
+        # test shares the cluster), so the wait is bounded well above that, and ends when done
+        rows = _wait_for_campaign(gh_home, 300)
         assert rows and rows[0]["name"] == "cronfire" and rows[0]["state"] == "PASSED", rows
     finally:
         gone = run_cli(["campaign", "unschedule", "cronfire"], gh_home)
