@@ -798,6 +798,33 @@ def test_a_thread_named_by_nsys_launcher_and_the_workload_is_the_workload(
     assert tl.threads[(PID - 1, PID - 1)] == "nsys-launcher"
 
 
+@pytest.mark.parametrize(
+    ("exe", "want"),
+    [
+        ("/root/.pyenv/versions/3.11.7/bin/python3.11", "python3.11"),
+        ("/opt/apps/a-very-long-program-name", "a-very-long-pro"),  # the kernel's 15 bytes
+        ("/opt/nvidia/nsys/target-linux-x64/nsys-launcher", "nsys-launcher"),
+    ],
+)
+def test_a_main_thread_named_only_by_nsys_launcher_takes_its_program_name(
+    tmp_path: Path, exe: str, want: str
+) -> None:
+    """Under load nsys may record the workload's main thread under its launcher's name alone
+    (named before exec, never again): the program PROCESSES names is what the kernel names the
+    thread at exec; a process that is the launcher keeps the launcher's name."""
+    from orchestrator.analysis.readers import nsys_sqlite
+
+    b = NsysBuilder(tmp_path / "t.sqlite", pid=PID)
+    b.db.execute("UPDATE PROCESSES SET name = ? WHERE pid = ?", (exe, PID))
+    b.add_thread(PID, "nsys-launcher")
+    b.add_thread(PID + 1, "nsys-launcher")  # not a main thread: its name stays
+    b.add_osrt(0, 30_000_000, "clock_nanosleep", tid=PID)
+    b.add_osrt(0, 1_000, "read", tid=PID + 1)
+    (tl,) = nsys_sqlite.read_timelines(b.close())
+    assert tl.threads[(PID, PID)] == want
+    assert tl.threads[(PID, PID + 1)] == "nsys-launcher"
+
+
 def test_tables_read_in_parts_give_the_rows_of_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

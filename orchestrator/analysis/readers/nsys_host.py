@@ -169,7 +169,25 @@ def thread_names(ex: Export, seen: set[int]) -> dict[tuple[int, int], str]:
             if traced and int(p) not in traced:
                 continue
             out.setdefault((int(p), int(t)), strs.get(nid, ""))
+        _exec_names(db, out)
     return out
+
+
+def _exec_names(db: Db, out: dict[tuple[int, int], str]) -> None:
+    """A main thread (tid == pid) named only `NSYS_LAUNCHER` was named before its exec and never
+    again (under load, nsys 2022.4 and 2024.2 recordings of one small workload, seen here). The
+    kernel names a thread at exec after the file it runs (its basename, cut to 15 bytes:
+    TASK_COMM_LEN), and PROCESSES holds that file: so that name, where PROCESSES names another
+    program for the process. Without PROCESSES, or naming the launcher, the name stays."""
+    launched = [k for k, name in out.items() if name == NSYS_LAUNCHER and k[0] == k[1]]
+    if not launched or not db.has("PROCESSES", "pid", "name"):
+        return
+    table = db.name("PROCESSES")
+    for key in launched:
+        row = next(iter(db.q(f'SELECT name FROM "{table}" WHERE pid = ? LIMIT 1', (key[0],))), None)
+        exe = row[0].rstrip("/").rsplit("/", 1)[-1] if row and isinstance(row[0], str) else ""
+        if exe and exe != NSYS_LAUNCHER:
+            out[key] = exe.encode()[:15].decode(errors="ignore")
 
 
 # nsys starts the workload through its launcher: a child of `nsys-launcher` carries that name
