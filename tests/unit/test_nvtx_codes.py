@@ -118,8 +118,9 @@ def test_codes_and_values_are_what_sqlites_rows_give(
     got, kept = _coded(path, 1, len(values))
     codes, distinct = _reference(path, 1, len(values))
     assert got.codes.tolist() == codes
-    values_read = [v.decode("utf-8", "replace") for v in got.values]
-    assert list(zip(values_read, got.cut, strict=True)) == distinct
+    values_read = [v.decode("utf-8", "replace") for v in got.values()]
+    assert list(zip(values_read, got.cut.tolist(), strict=True)) == distinct
+    assert got.texts() == values_read  # one decode of all-ASCII values, else one per value
     assert kept == [i for i in range(len(values)) if ends[i] >= i]
 
 
@@ -135,9 +136,11 @@ def test_many_distinct_values_over_many_pages_and_rowid_ranges(tmp_path: Path) -
         got, _ = _coded(path, lo, hi)
         codes, distinct = _reference(path, lo, hi)
         assert got.codes.tolist() == codes
-        assert [(v.decode(), c) for v, c in zip(got.values, got.cut, strict=True)] == distinct
+        assert [
+            (v.decode(), c) for v, c in zip(got.values(), got.cut.tolist(), strict=True)
+        ] == distinct
     got, _ = _coded(path, 1, len(values))
-    assert len(got.values) == 2500 + 700 and sum(got.cut) == 2500
+    assert len(got.values()) == 2500 + 700 and sum(got.cut.tolist()) == 2500
 
 
 @needs_reader
@@ -146,7 +149,7 @@ def test_without_patterns_every_value_is_interned_whole(tmp_path: Path) -> None:
     _table(path, ["a, op_id = 1", None, "a, op_id = 1", "b", "a, op_id = 2"])
     got, _ = _coded(path, 1, 5, cuts=())
     assert got.codes.tolist() == [0, -1, 0, 1, 2]
-    assert got.values == [b"a, op_id = 1", b"b", b"a, op_id = 2"] and not any(got.cut)
+    assert got.values() == [b"a, op_id = 1", b"b", b"a, op_id = 2"] and not any(got.cut.tolist())
 
 
 @needs_reader

@@ -169,14 +169,16 @@ typedef struct {
     uint8_t *tbuf;
     int64_t tcap, tlen;
     /* codes instead of the joined text (see the top): the cut patterns, the outputs, and the
-     * hash table of the distinct values so far (slots hold value + 1; 0 is empty) */
+     * hash table of the distinct values so far (a slot holds the value's 32-bit hash above its
+     * number + 1, 0 is empty: a probe compares bytes only where the hashes agree, and the table
+     * grows without hashing a value again) */
     const uint8_t *cuts;
     int64_t cuts_len;
     int32_t *codes;
     int64_t *name_end;
     uint8_t *name_cut;
     int64_t nnames;
-    int64_t *slots;
+    uint64_t *slots;
     uint64_t nslots;
     uint8_t cut_first[256]; /* the first bytes of the cut patterns */
     int32_t need; /* record columns needed: 1 + the largest index read */
@@ -213,10 +215,10 @@ static int64_t cut_at(const job_t *j, const uint8_t *v, int64_t n) {
     return n;
 }
 
-static uint64_t hash_bytes(const uint8_t *p, int64_t n, int cut) {
+static uint32_t hash_bytes(const uint8_t *p, int64_t n, int cut) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)cut; /* FNV-1a */
     for (int64_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h ^ (h >> 29);
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* the code of value `v` (n bytes) after its cut, a new one for a value not met yet; or NO_ROOM
@@ -225,33 +227,40 @@ static int64_t intern(job_t *j, const uint8_t *v, int64_t n) {
     int64_t len = j->cuts_len ? cut_at(j, v, n) : n;
     int cut = len < n;
     if ((uint64_t)j->nnames * 2 >= j->nslots) { /* grow: at most half full */
-        uint64_t ns = j->nslots ? j->nslots * 2 : 1024;
-        int64_t *s = calloc(ns, sizeof *s);
+        if (j->nslots >= ((uint64_t)1 << 32)) return GIVE_UP; /* the hash's bits: a guard */
+        /* first sized for every row distinct, up to 4 M slots (32 MB, its pages touched only
+         * where values land): a capture whose names are all distinct is never rehashed */
+        uint64_t ns = j->nslots * 2;
+        if (!j->nslots)
+            for (ns = 1024; ns < (uint64_t)j->cap * 2 && ns < ((uint64_t)1 << 22);) ns *= 2;
+        uint64_t *s = calloc(ns, sizeof *s);
         if (!s) return GIVE_UP;
-        for (int64_t k = 0; k < j->nnames; k++) {
-            int64_t b = k ? j->name_end[k - 1] : 0;
-            uint64_t h = hash_bytes(j->tbuf + b, j->name_end[k] - b, j->name_cut[k]) & (ns - 1);
+        for (uint64_t i = 0; i < j->nslots; i++) {
+            if (!j->slots[i]) continue;
+            uint64_t h = (j->slots[i] >> 32) & (ns - 1);
             while (s[h]) h = (h + 1) & (ns - 1);
-            s[h] = k + 1;
+            s[h] = j->slots[i];
         }
         free(j->slots);
         j->slots = s;
         j->nslots = ns;
     }
-    uint64_t h = hash_bytes(v, len, cut) & (j->nslots - 1);
+    uint32_t hv = hash_bytes(v, len, cut);
+    uint64_t h = hv & (j->nslots - 1);
     for (; j->slots[h]; h = (h + 1) & (j->nslots - 1)) {
-        int64_t k = j->slots[h] - 1, b = k ? j->name_end[k - 1] : 0;
+        if ((uint32_t)(j->slots[h] >> 32) != hv) continue;
+        int64_t k = (int64_t)(j->slots[h] & 0xffffffffULL) - 1, b = k ? j->name_end[k - 1] : 0;
         if (j->name_cut[k] == cut && j->name_end[k] - b == len &&
             memcmp(j->tbuf + b, v, (size_t)len) == 0)
             return k;
     }
-    if (j->nnames >= j->cap || j->nnames >= INT32_MAX) return GIVE_UP; /* cannot: a guard */
+    if (j->nnames >= j->cap || j->nnames >= INT32_MAX - 1) return GIVE_UP; /* cannot: a guard */
     if (j->tlen + len > j->tcap) return NO_ROOM;
     memcpy(j->tbuf + j->tlen, v, (size_t)len);
     j->tlen += len;
     j->name_end[j->nnames] = j->tlen;
     j->name_cut[j->nnames] = (uint8_t)cut;
-    j->slots[h] = j->nnames + 1;
+    j->slots[h] = ((uint64_t)hv << 32) | (uint64_t)(j->nnames + 1);
     return j->nnames++;
 }
 

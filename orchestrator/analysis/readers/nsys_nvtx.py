@@ -175,8 +175,8 @@ def _from_coded(parts: list[Coded], keys: _Keys) -> Any:
     out = []
     for part in parts:
         names = [
-            TEXT_MARK + v.decode("utf-8", "replace") + (_MARK if cut else "")
-            for v, cut in zip(part.values, part.cut, strict=True)
+            TEXT_MARK + v + _MARK if cut else TEXT_MARK + v
+            for v, cut in zip(part.texts(), part.cut.tolist(), strict=True)
         ]
         lut = np.append(keys.codes(names), null)  # code -1 (a NULL text): the last entry
         out.append(lut[part.codes])

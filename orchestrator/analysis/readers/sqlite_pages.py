@@ -160,12 +160,28 @@ def shape(path: Path, lay: Layout, step: int) -> TreeShape | None:
 @dataclass(frozen=True)
 class Coded:
     """A TEXT column of the kept rows as codes (`fetch`'s `cuts`): each row's code (int32;
-    -1 a NULL), the distinct values in order of first appearance (UTF-8 bytes, each after its
-    cut), and whether each was cut."""
+    -1 a NULL); the distinct values in order of first appearance, each after its cut, as UTF-8
+    bytes back to back in `data` (value k ends at `ends[k]`); whether each was cut (`cut`,
+    bool)."""
 
     codes: Any
-    values: list[bytes]
-    cut: list[bool]
+    data: bytes
+    ends: Any
+    cut: Any
+
+    def values(self) -> list[bytes]:
+        """The distinct values' bytes."""
+        return [self.data[a:b] for a, b in itertools.pairwise([0, *self.ends.tolist()])]
+
+    def texts(self) -> list[str]:
+        """The distinct values as text, each decoded on its own as the connection decodes text
+        (bad bytes as U+FFFD): all ASCII (the common case), one decode of the whole and
+        slices of it."""
+        bounds = itertools.pairwise([0, *self.ends.tolist()])
+        if self.data.isascii():
+            whole = self.data.decode("ascii")
+            return [whole[a:b] for a, b in bounds]
+        return [self.data[a:b].decode("utf-8", "replace") for a, b in bounds]
 
 
 @dataclass
@@ -269,9 +285,8 @@ def fetch(
     subset = [s[: subn[j]].copy() for j, s in enumerate(subs)]
     if tbuf is not None and cuts is not None:
         k = int(nnames.value)
-        buf = tbuf[: tlen.value].tobytes()
-        distinct = [buf[a:b] for a, b in itertools.pairwise([0, *ends[:k].tolist()])]
-        coded = Coded(codes[:kept].copy(), distinct, [bool(c) for c in was_cut[:k].tolist()])
+        data = tbuf[: tlen.value].tobytes()
+        coded = Coded(codes[:kept].copy(), data, ends[:k].copy(), was_cut[:k].astype(bool))
         return Read(int(kept), int(seen.value), subset, coded=coded)
     got = tbuf[: tlen.value].tobytes() if tbuf is not None else None
     return Read(int(kept), int(seen.value), subset, got)
