@@ -395,15 +395,13 @@ def _samples(
         if f and len(got) < 64:
             got.append(f)
     wanted = cpu_samples.workers(tl.threads)
+    # each sample's thread looked up once per distinct thread, not once per sample
+    threads, of_row = host.thread_groups(smp.pid, smp.tid) if wanted or autograd else ([], None)
     if wanted:
-        w = np.fromiter(((int(p), int(t)) in wanted for p, t in
-                         zip(smp.pid.tolist(), smp.tid.tolist(), strict=True)),
-                        dtype=bool, count=smp.start.size) & inside  # fmt: skip
+        w = np.array([k in wanted for k in threads], dtype=bool)[of_row] & inside
         ev.workers = np.bincount(iv[w], minlength=a.size)
     if autograd:
-        ag = np.fromiter(((int(p), int(t)) in autograd for p, t in
-                          zip(smp.pid.tolist(), smp.tid.tolist(), strict=True)),
-                         dtype=bool, count=smp.start.size) & inside  # fmt: skip
+        ag = np.array([k in autograd for k in threads], dtype=bool)[of_row] & inside
         if bool(ag.any()):
             ahalf = _period(smp.start[ag]) // 2
             kinds = {"launch": ("launch",), "sync": ("sync",), "comm": ("comm",),
