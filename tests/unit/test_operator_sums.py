@@ -94,7 +94,7 @@ def test_sums_per_name_are_a_loops_sums(seed: int, threads: int, clash: bool, hu
     got = [(o.name, o.count, o.total_ns, o.self_ns) for o in operators.operators(tl)]
     assert got == _reference(tl)
     for o in operators.operators(tl):
-        assert o.mean_ns == o.total_ns / o.count
+        assert o.mean_ns == float(o.total_ns) / o.count
 
 
 def _self_times_before(s: Any, e: Any) -> Any | None:

@@ -235,12 +235,14 @@ def _table(
     kind_of[lib_name & ~is_op] = T.LIBRARY_ANNOTATION
     kind = kind_of[code]
     kind[domain != 0] = T.LIBRARY_ANNOTATION
-    by_name = rank[code]
-    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
-        order = np.arange(start.size)  # stored in start order, no ties: that order (exports met)
-    else:
-        order = sort_keys.lexsort((by_name, gtid, end, start))
     ids = np.array([ex.names.id(n) for n in ordered], dtype=np.int32)
+    # each code's name id (a code no range holds has no rank: -1, never looked up)
+    id_of = np.where(rank >= 0, ids[np.maximum(rank, 0)] if ids.size else 0, -1).astype(np.int32)
+    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
+        # stored in start order, no ties (the exports met): that order, no gather of the rows
+        pid, tid = pid_tid(gtid)
+        return T.HostTable(start=start, end=end, pid=pid, tid=tid, kind=kind, name=id_of[code])
+    order = sort_keys.lexsort((rank[code], gtid, end, start))
     pid, tid = pid_tid(gtid[order])
     return T.HostTable(
         start=start[order],
@@ -248,5 +250,5 @@ def _table(
         pid=pid,
         tid=tid,
         kind=kind[order],
-        name=ids[by_name[order]],
+        name=id_of[code[order]],
     )
