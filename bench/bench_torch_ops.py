@@ -11,6 +11,13 @@ million PyTorch operator ranges, and the real 2026 exports of tests/data/nsys202
 2. In this process, `loader.analyze_paths` of each real export after one warm-up: the analysis
    alone, without the interpreter's start-up or imports.
 
+Compiled modules: every case runs once before the rounds with bytecode writing on, so the rounds
+read gh-run's (and the baseline's) modules from their .pyc files, as an installed wheel does
+(PYTHONDONTWRITEBYTECODE=1, set in some environments, would otherwise have every run compile
+every module). One case, `mock (no .pyc)`, shows that cost: the start-up from a copy of the
+`orchestrator` package without its __pycache__ folders, run with PYTHONDONTWRITEBYTECODE=1 (gh-run's
+modules compiled on every run; Python's and the libraries' read from their .pyc).
+
 The stand-in (bench/gen_nsys.py --torch-ops N) is written once to --out: 200 k kernels, 20 k
 copies, 2 k memsets, 20 k OS-runtime calls, 400 steps and N operator ranges named and nested as
 `torch.autograd.profiler.emit_nvtx` names them (`aten::linear, seq = 12, op_id = 3401`).
@@ -24,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,6 +94,13 @@ def main() -> int:
                                                  {"GH_RUN_NO_NATIVE_SCAN": "1"})  # fmt: skip
         if args.baseline is not None and name in ("stand-in", "h100_2gpu_1s", "mock"):
             cases[f"{name} (baseline)"] = (analyze_cmd(path), args.baseline, {})
+    nopyc = Path(tempfile.mkdtemp(prefix="gh-run-nopyc-"))
+    shutil.copytree(ROOT / "orchestrator", nopyc / "orchestrator",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    cases["mock (no .pyc)"] = (analyze_cmd(real["mock"]), nopyc, {"PYTHONDONTWRITEBYTECODE": "1"})
+    for name, (cmd, cwd, env) in cases.items():  # .pyc written where they are missing or stale
+        if "no .pyc" not in name:
+            timed(cmd, cwd, {**env, "PYTHONDONTWRITEBYTECODE": ""})
     runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cases}
     for _ in range(args.repeat):  # interleaved: every case meets the same load
         for name, (cmd, cwd, env) in cases.items():
@@ -110,6 +126,11 @@ def main() -> int:
         for n in ("stand-in", "h100_2gpu_1s", "mock"):
             b, a = med[f"{n} (baseline)"][0], med[n][0]
             print(f"{n}: baseline {b:.3f} s, this tree {a:.3f} s: {b / a:.2f}x")
+            bc, ac = med[f"{n} (baseline)"][1], med[n][1]
+            print(f"{n}: CPU baseline {bc:.3f} s, this tree {ac:.3f} s: {bc / ac:.2f}x")
+    print(f"\nstart-up CPU with .pyc (mock) {med['mock'][1]:.3f} s, compiling gh-run's modules"
+          f" (no .pyc) {med['mock (no .pyc)'][1]:.3f} s")  # fmt: skip
+    shutil.rmtree(nopyc, ignore_errors=True)
 
     from orchestrator.analysis import loader
 

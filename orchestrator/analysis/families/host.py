@@ -226,8 +226,11 @@ def threads(tl: T.RankTimeline, main: tuple[int, int] | None = None) -> list[Thr
             sel = inv == j
             s, e = os_[sel], oe[sel]
             keep = e >= s
-            order = np.argsort(s[keep], kind="stable")
-            stat(key).cpu_op_ns = union_of_sorted(s[keep][order], e[keep][order]).busy
+            s, e = s[keep], e[keep]
+            if s.size > 1 and not bool((s[1:] >= s[:-1]).all()):  # rows come in start order
+                order = np.argsort(s, kind="stable")
+                s, e = s[order], e[order]
+            stat(key).cpu_op_ns = union_of_sorted(s, e).busy
     if main is not None:
         stat(main).main = True
     ranked = sorted(out.values(), key=lambda t: (-(t.osrt_ns + t.cpu_op_ns), t.name, t.tid))

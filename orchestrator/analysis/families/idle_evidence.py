@@ -48,6 +48,7 @@ import numpy as np
 from orchestrator.analysis.families import host
 from orchestrator.analysis.readers import cpu_samples, osrt_stacks, pageable_copies, sched_events
 from orchestrator.analysis.timeline import model as T
+from orchestrator.analysis.timeline.group_rows import first_per_group
 from orchestrator.analysis.timeline.intervals import merge_intervals
 from orchestrator.analysis.timeline.step_names import is_data_wait, step_family
 from orchestrator.analysis.timeline.step_rules import GENERIC, MAX_INTERLEAVE, SPECIFIC
@@ -102,6 +103,7 @@ RELEASE_AFTER_NS = 1_000_000  # a release this soon after a pageable copy's call
 MIN_CALL_NS = 20_000  # OS-runtime calls read with their stacks: those at least this long
 NAMED = 50  # intervals whose ranges, calls and frames are named in the evidence
 PERIOD_RANGE = (50_000, 20_000_000)  # a sampling period, ns, is taken inside this range
+ROW_NAMES = 32  # names of ranges kept per interval and label (the first ones, in row order)
 
 
 @dataclass
@@ -197,10 +199,12 @@ def collect(
     is_step = tl.name_mask(lambda s: step_family(s) is not None)
     is_data = tl.name_mask(lambda s: is_data_wait(s) or DATA_OPS.search(s) is not None)
     is_comm = tl.name_mask(COMM_OPS.search)
-    ops = np.isin(h_all.kind, (T.CPU_OP, T.ANNOTATION)) & ~is_step[h_all.name]
+    # comparisons, not np.isin: a million rows against two or three kinds
+    ops = ((h_all.kind == T.CPU_OP) | (h_all.kind == T.ANNOTATION)) & ~is_step[h_all.name]
     data_m = on_main & ops & is_data[h_all.name]
     layers["range-data"].append((h_all.start[data_m], h_all.end[data_m]))
-    comm_m = np.isin(h_all.kind, (T.CPU_OP, T.ANNOTATION, T.LIBRARY_ANNOTATION))
+    comm_m = (h_all.kind == T.CPU_OP) | (h_all.kind == T.ANNOTATION)
+    comm_m |= h_all.kind == T.LIBRARY_ANNOTATION
     comm_m &= is_comm[h_all.name]
     layers["range-comm"].append((h_all.start[comm_m], h_all.end[comm_m]))
     sync_m = on_main & (h_all.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h_all.name]
@@ -383,9 +387,13 @@ def _name_rows(ev: Evidence, tl: T.RankTimeline, m: Any, label: str) -> None:
     k = np.searchsorted(sa, h.end[idx], side="left") - 1
     ok = (k >= 0) & (ev.h[order[np.maximum(k, 0)]] > h.start[idx])
     ok &= _named(ev)[order[np.maximum(k, 0)]]
-    for r, kk in zip(idx[ok].tolist(), k[ok].tolist(), strict=True):
+    rows, ks = idx[ok], k[ok]
+    # at most the first ROW_NAMES rows of an interval are named: the rest are left out here at
+    # once (a million operator rows in the named gaps), never looked at one by one
+    first = first_per_group(ks, ROW_NAMES)
+    for r, kk in zip(rows[first].tolist(), ks[first].tolist(), strict=True):
         got = ev.names.setdefault((int(order[kk]), L[label]), [])
-        if len(got) < 32:
+        if len(got) < ROW_NAMES:
             got.append(tl.names[int(h.name[r])])
 
 
@@ -432,15 +440,13 @@ def _samples(
         if f and len(got) < 64:
             got.append(f)
     wanted = cpu_samples.workers(tl.threads)
+    # each sample's thread looked up once per distinct thread, not once per sample
+    threads, of_row = host.thread_groups(smp.pid, smp.tid) if wanted or autograd else ([], None)
     if wanted:
-        w = np.fromiter(((int(p), int(t)) in wanted for p, t in
-                         zip(smp.pid.tolist(), smp.tid.tolist(), strict=True)),
-                        dtype=bool, count=smp.start.size) & inside  # fmt: skip
+        w = np.array([k in wanted for k in threads], dtype=bool)[of_row] & inside
         ev.workers = np.bincount(iv[w], minlength=a.size)
     if autograd:
-        ag = np.fromiter(((int(p), int(t)) in autograd for p, t in
-                          zip(smp.pid.tolist(), smp.tid.tolist(), strict=True)),
-                         dtype=bool, count=smp.start.size) & inside  # fmt: skip
+        ag = np.array([k in autograd for k in threads], dtype=bool)[of_row] & inside
         if bool(ag.any()):
             ahalf = _period(smp.start[ag]) // 2
             kinds = {"launch": ("launch",), "sync": ("sync",), "comm": ("comm",),

@@ -43,14 +43,16 @@ def operators(tl: T.RankTimeline) -> list[OperatorStat]:
             known[at] = False
         else:
             self_ns[at] = got
-    order = np.argsort(name, kind="stable")
-    name, s, e = name[order], s[order], e[order]
-    self_ns, known = self_ns[order], known[order]
-    first = np.flatnonzero(np.r_[True, name[1:] != name[:-1]])
-    count = np.diff(np.r_[first, name.size])
-    total = np.add.reduceat(e - s, first)
-    own = np.add.reduceat(self_ns, first)
-    whole = np.logical_and.reduceat(known, first)
+    # sums per name id (ids index tl.names: a few thousand at most), no sort of the rows;
+    # np.add.at sums int64 exactly
+    size = int(name.max()) + 1
+    count = np.bincount(name, minlength=size)
+    total = np.zeros(size, dtype=np.int64)
+    np.add.at(total, name, e - s)
+    own = np.zeros(size, dtype=np.int64)
+    np.add.at(own, name, self_ns)
+    whole = np.bincount(name[~known], minlength=size) == 0
+    present = np.flatnonzero(count)
     out = [
         OperatorStat(
             name=tl.names[int(i)],
@@ -59,7 +61,9 @@ def operators(tl: T.RankTimeline) -> list[OperatorStat]:
             mean_ns=float(t) / int(c),
             self_ns=int(o) if w else None,
         )
-        for i, c, t, o, w in zip(name[first], count, total, own, whole, strict=True)
+        for i, c, t, o, w in zip(
+            present, count[present], total[present], own[present], whole[present], strict=True
+        )
     ]
     out.sort(key=lambda x: (-x.total_ns, x.name))
     return out[:TOP_OPERATORS]
@@ -68,30 +72,45 @@ def operators(tl: T.RankTimeline) -> list[OperatorStat]:
 def _self_times(s: Any, e: Any) -> Any | None:
     """Self time of each interval [s, e) of one thread (in the order given), or None when they
     do not nest."""
-    dur = e - s
-    pos = np.flatnonzero(dur > 0)
-    out = dur.copy()
-    if pos.size < 2:
+    out = e - s
+    positive = out > 0
+    every = bool(positive.all())  # no zero-length rows (the common case): no index needed
+    pos = None if every else np.flatnonzero(positive)
+    if (s.size if pos is None else pos.size) < 2:
         return out
-    sp = s[pos]
+    sp = s if pos is None else s[pos]
     # already in start order without ties (the readers' order): kept, else sorted
     in_order = bool((sp[1:] > sp[:-1]).all())
-    order = pos if in_order else pos[sort_keys.lexsort((-e[pos], sp))]
-    ss, ee = s[order], e[order]
+    if in_order:
+        order = pos
+    else:
+        base = np.arange(s.size) if pos is None else pos
+        order = base[sort_keys.lexsort((-e[base], sp))]
+    ss, ee = (s, e) if order is None else (s[order], e[order])
+    dur = out if order is None else out[order]
     # open intervals when each starts: those started before it (the order) minus those ended
-    ends = np.sort(ee)
-    depth = np.arange(ss.size) - np.searchsorted(ends, ss, side="right")
+    depth = np.arange(ss.size) - np.searchsorted(np.sort(ee), ss, side="right")
+    deepest = int(depth.max())
+    if deepest == 0:
+        return out  # nothing nested: each row's time is its own
     parent = np.full(ss.size, -1, dtype=np.int64)
-    for d in range(1, int(depth.max()) + 1):
+    for d in range(1, deepest + 1):
         kids = np.flatnonzero(depth == d)
         above = np.flatnonzero(depth == d - 1)
         at = np.searchsorted(above, kids) - 1
         if bool((at < 0).any()):
             return None  # a row with no interval open around it at that depth: no nesting
         parent[kids] = above[at]
-    inner = parent >= 0
-    if bool((ee[inner] > ee[parent[inner]]).any()) or bool((ss[inner] < ss[parent[inner]]).any()):
+    inner = np.flatnonzero(parent >= 0)
+    up = parent[inner]
+    # a parent comes before its child in start order, so it never starts after it; a child
+    # that ends after its parent does not nest
+    if bool((ee[inner] > ee[up]).any()):
         return None
-    child = np.bincount(parent[inner], weights=(ee - ss)[inner], minlength=ss.size)
-    out[order] = (ee - ss) - child.astype(np.int64)
+    child = np.zeros(ss.size, dtype=np.int64)
+    np.add.at(child, up, dur[inner])
+    got = dur - child
+    if order is None:
+        return got
+    out[order] = got
     return out

@@ -30,7 +30,15 @@
  * - the text column (`text_col` >= 0): the kept rows' values of one TEXT column as SQLite's
  *   `group_concat(CASE WHEN c IS NULL THEN '' ELSE char(2) || c END, char(31))` writes them: a
  *   value is byte 2 then its bytes, a NULL nothing, rows joined by byte 31; a value of another
- *   type, or a file whose text is not UTF-8: GIVE_UP (SQLite's rules then apply).
+ *   type, or a file whose text is not UTF-8: GIVE_UP (SQLite's rules then apply);
+ * - or, asked for codes (`codes` not NULL), that column's distinct values instead of its rows:
+ *   each kept row's code (its value's number among the distinct values in order of first
+ *   appearance; -1 a NULL) in codes[], each distinct value's bytes once in tbuf (value k ends
+ *   at name_end[k]). With cut patterns (`cuts`: byte strings, each ended by a 0 byte), a value
+ *   is cut at the first place where any of them starts (name_cut[k] = 1: it was cut): the
+ *   values are interned after the cut (a million PyTorch operator names, `aten::mul, op_id =
+ *   322567`, are a few dozen operators), so Python touches each distinct value once, not each
+ *   row (nsys_nvtx.py).
  * Columns are stored at their array's width (1, 2, 4 or 8 bytes), as a numpy assignment casts.
  */
 #define _FILE_OFFSET_BITS 64
@@ -160,6 +168,19 @@ typedef struct {
     int32_t text_col;
     uint8_t *tbuf;
     int64_t tcap, tlen;
+    /* codes instead of the joined text (see the top): the cut patterns, the outputs, and the
+     * hash table of the distinct values so far (a slot holds the value's 32-bit hash above its
+     * number + 1, 0 is empty: a probe compares bytes only where the hashes agree, and the table
+     * grows without hashing a value again) */
+    const uint8_t *cuts;
+    int64_t cuts_len;
+    int32_t *codes;
+    int64_t *name_end;
+    uint8_t *name_cut;
+    int64_t nnames;
+    uint64_t *slots;
+    uint64_t nslots;
+    uint8_t cut_first[256]; /* the first bytes of the cut patterns */
     int32_t need; /* record columns needed: 1 + the largest index read */
     /* what was read */
     int64_t kept, seen, last_rowid;
@@ -179,6 +200,68 @@ typedef struct {
 
 static int within(const bounds_t *b, int64_t v) {
     return (!b->has_lo || v > b->lo) && (!b->has_hi || v <= b->hi);
+}
+
+/* where `v` (n bytes) is cut: the first place a cut pattern starts, else n */
+static int64_t cut_at(const job_t *j, const uint8_t *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (!j->cut_first[v[i]]) continue;
+        for (const uint8_t *p = j->cuts; p < j->cuts + j->cuts_len;) {
+            int64_t len = (int64_t)strlen((const char *)p);
+            if (len <= n - i && memcmp(v + i, p, (size_t)len) == 0) return i;
+            p += len + 1;
+        }
+    }
+    return n;
+}
+
+static uint32_t hash_bytes(const uint8_t *p, int64_t n, int cut) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)cut; /* FNV-1a */
+    for (int64_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* the code of value `v` (n bytes) after its cut, a new one for a value not met yet; or NO_ROOM
+ * (tbuf too small) or GIVE_UP (out of memory) */
+static int64_t intern(job_t *j, const uint8_t *v, int64_t n) {
+    int64_t len = j->cuts_len ? cut_at(j, v, n) : n;
+    int cut = len < n;
+    if ((uint64_t)j->nnames * 2 >= j->nslots) { /* grow: at most half full */
+        if (j->nslots >= ((uint64_t)1 << 32)) return GIVE_UP; /* the hash's bits: a guard */
+        /* first sized for every row distinct, up to 4 M slots (32 MB, its pages touched only
+         * where values land): a capture whose names are all distinct is never rehashed */
+        uint64_t ns = j->nslots * 2;
+        if (!j->nslots)
+            for (ns = 1024; ns < (uint64_t)j->cap * 2 && ns < ((uint64_t)1 << 22);) ns *= 2;
+        uint64_t *s = calloc(ns, sizeof *s);
+        if (!s) return GIVE_UP;
+        for (uint64_t i = 0; i < j->nslots; i++) {
+            if (!j->slots[i]) continue;
+            uint64_t h = (j->slots[i] >> 32) & (ns - 1);
+            while (s[h]) h = (h + 1) & (ns - 1);
+            s[h] = j->slots[i];
+        }
+        free(j->slots);
+        j->slots = s;
+        j->nslots = ns;
+    }
+    uint32_t hv = hash_bytes(v, len, cut);
+    uint64_t h = hv & (j->nslots - 1);
+    for (; j->slots[h]; h = (h + 1) & (j->nslots - 1)) {
+        if ((uint32_t)(j->slots[h] >> 32) != hv) continue;
+        int64_t k = (int64_t)(j->slots[h] & 0xffffffffULL) - 1, b = k ? j->name_end[k - 1] : 0;
+        if (j->name_cut[k] == cut && j->name_end[k] - b == len &&
+            memcmp(j->tbuf + b, v, (size_t)len) == 0)
+            return k;
+    }
+    if (j->nnames >= j->cap || j->nnames >= INT32_MAX - 1) return GIVE_UP; /* cannot: a guard */
+    if (j->tlen + len > j->tcap) return NO_ROOM;
+    memcpy(j->tbuf + j->tlen, v, (size_t)len);
+    j->tlen += len;
+    j->name_end[j->nnames] = j->tlen;
+    j->name_cut[j->nnames] = (uint8_t)cut;
+    j->slots[h] = ((uint64_t)hv << 32) | (uint64_t)(j->nnames + 1);
+    return j->nnames++;
 }
 
 /* one leaf cell: 0 done with it, GIVE_UP or NO_ROOM */
@@ -267,6 +350,15 @@ static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c, co
         uint64_t t = types[j->text_col];
         uint64_t n = kinds[j->text_col] == V_NULL ? 0 : (t - 13) / 2;
         if (kinds[j->text_col] != V_NULL && (t < 13 || !(t & 1) || !f->utf8)) return GIVE_UP;
+        if (j->codes) {
+            int64_t code = -1;
+            if (kinds[j->text_col] != V_NULL) {
+                code = intern(j, at[j->text_col], (int64_t)n);
+                if (code < 0) return code;
+            }
+            j->codes[j->kept++] = (int32_t)code;
+            return 0;
+        }
         int64_t need = (j->kept ? 1 : 0) + (kinds[j->text_col] == V_NULL ? 0 : 1 + (int64_t)n);
         if (j->tlen + need > j->tcap) return NO_ROOM;
         if (j->kept) j->tbuf[j->tlen++] = 31;
@@ -374,25 +466,45 @@ static void close_file(file_t *f) {
 
 /* The version of this file's calling conventions: sqlite_pages.py loads a build only when it
  * answers the one it declares (a build older than a change of arguments is left unused). */
-int32_t sqlite_pages_abi(void) { return 2; }
+int32_t sqlite_pages_abi(void) { return 3; }
 
 /* The rows with lo <= rowid <= hi of the table whose b-tree root is page `root` of the file at
  * `path` (see the top of this file): dest d of capacity `cap` rows from record column src[d]
  * (-1: the rowid); the subset's nsub columns into subs (each of capacity `cap`, their counts in
  * subn); with text_col >= 0, that column's values into tbuf (capacity tcap bytes, *tlen
- * written). Returns the rows kept, or GIVE_UP / NO_ROOM; *seen is the rows the range held. */
+ * written); with `codes`, the column's codes and distinct values instead (see the top: cut
+ * patterns `cuts` of cuts_len bytes, name_end and name_cut of `cap` entries, *nnames values).
+ * Returns the rows kept, or GIVE_UP / NO_ROOM; *seen is the rows the range held. */
 int64_t sqlite_pages_fetch(const char *path, int64_t root, int64_t lo, int64_t hi,
                            int32_t ndest, const int32_t *src, const int32_t *widths, void **dests,
                            int64_t cap, int32_t tstart, int32_t tend, int32_t cond_col,
                            const int64_t *cond_vals, int32_t ncond, int32_t nsub,
                            const int32_t *sub_src, const int64_t *sub_null, int64_t **subs,
                            int64_t *subn, int32_t text_col, uint8_t *tbuf, int64_t tcap,
-                           int64_t *tlen, int64_t *seen) {
-    job_t j = {lo, hi, ndest, src, widths, dests, cap, tstart, tend, cond_col, ncond, cond_vals,
-               nsub, sub_src, sub_null, subs, text_col, tbuf, tcap, 0,
-               0, 0, 0, INT64_MIN, subn, 0, 0, 0, 0, NULL};
+                           int64_t *tlen, const uint8_t *cuts, int64_t cuts_len, int32_t *codes,
+                           int64_t *name_end, uint8_t *name_cut, int64_t *nnames,
+                           int64_t *seen) {
+    job_t j;
+    memset(&j, 0, sizeof j);
+    j.lo = lo, j.hi = hi, j.ndest = ndest, j.src = src, j.widths = widths, j.dests = dests;
+    j.cap = cap, j.tstart = tstart, j.tend = tend;
+    j.cond_col = cond_col, j.ncond = ncond, j.cond_vals = cond_vals;
+    j.nsub = nsub, j.sub_src = sub_src, j.sub_null = sub_null, j.subs = subs, j.subn = subn;
+    j.text_col = text_col, j.tbuf = tbuf, j.tcap = tcap;
+    j.last_rowid = INT64_MIN;
     *seen = 0;
     *tlen = 0;
+    *nnames = 0;
+    if (codes) {
+        if (text_col < 0 || !name_end || !name_cut || (cuts_len && (!cuts || cuts[cuts_len - 1])))
+            return GIVE_UP;
+        j.codes = codes, j.name_end = name_end, j.name_cut = name_cut;
+        j.cuts = cuts, j.cuts_len = cuts_len;
+        for (const uint8_t *p = cuts; p && p < cuts + cuts_len; p += strlen((const char *)p) + 1) {
+            if (!*p) return GIVE_UP; /* an empty pattern would cut every value at 0 */
+            j.cut_first[*p] = 1;
+        }
+    }
     for (int32_t i = 0; i < nsub; i++) subn[i] = 0;
     int32_t cols[3 + 2 * MAX_COLS], nc = 0;
     cols[nc++] = tstart;
@@ -415,8 +527,10 @@ int64_t sqlite_pages_fetch(const char *path, int64_t root, int64_t lo, int64_t h
     if (open_file(&f, path) == 0) r = walk(&j, &f, (uint64_t)root, 0, &all);
     if (r == 0) r = j.kept;
     close_file(&f);
+    free(j.slots);
     *seen = j.seen;
     *tlen = j.tlen;
+    *nnames = j.nnames;
     return r;
 }
 

@@ -12,10 +12,13 @@ How it is read (a PyTorch-annotated step holds thousands of ranges, nearly every
   reader (`sqlite_columns`: the compiled page reader where it reads exactly, else SQLite); rows
   whose start or end is missing, not an integer, or ends before it starts are no intervals and
   are left out there (a NULL end: a mark; a range type without one gets a note);
-- the `text` names in the same scan (`sqlite_columns.Text`: the page reader copies them out, or
-  SQLite's `group_concat`), one text joined by U+001F; PyTorch's suffixes stripped in one pass
-  over it (`torch_ranges.strip_joined`), names turned into codes by C-level passes: no Python
-  code per row (where a name holds the joining character the rows are read again one by one);
+- the `text` names in the same scan (`sqlite_columns.Text`): the page reader cuts PyTorch's
+  suffixes (`torch_ranges.SUFFIXES`) and interns the names where it reads them, handing back each
+  row's code and the distinct names (`sqlite_pages.Coded`: Python touches each distinct name
+  once); SQLite's path (`group_concat`) gives one text joined by U+001F, PyTorch's suffixes
+  stripped in one pass over it (`torch_ranges.strip_joined`) and names turned into codes by
+  C-level passes: no Python code per row (where a name holds the joining character the rows are
+  read again one by one). Both give the same codes (tests/unit/test_nvtx_codes.py);
 - the name rules (library, PyTorch operator, step, data wait) run once per distinct name.
 Rows are ordered by (start, end, thread, name), names interned in name order: never the stored
 order.
@@ -36,12 +39,15 @@ from orchestrator.analysis.readers.sqlite_columns import (
     fetch_into,
     table_shape,
 )
+from orchestrator.analysis.readers.sqlite_pages import Coded
 from orchestrator.analysis.timeline import library_ranges, sort_keys, torch_ranges
 from orchestrator.analysis.timeline import model as T
 
 RANGE_TYPES = (59, 60, 70)
 UNNAMED = "(unnamed)"
 _MARK = "\x1e"  # follows a PyTorch operator's name in `_text_keys`' keys
+# PyTorch's suffixes as the page reader cuts them (`sqlite_pages.fetch`'s `cuts`)
+_CUTS = tuple(s.encode() for s in torch_ranges.SUFFIXES)
 
 
 def ranges(ex: Export) -> T.HostTable:
@@ -58,7 +64,7 @@ def ranges(ex: Export) -> T.HostTable:
     cols = ["start", "end", "eventType", "rowid", *[str(db.col(NVTX, c)) for c in opt]]
     out = [np.empty(shape.rows, dtype=np.int64) for _ in cols]
     text_col = db.col(NVTX, "text")
-    text = Text(text_col) if text_col is not None else None
+    text = Text(text_col, cuts=_CUTS) if text_col is not None else None
     n, skipped = fetch_into(ex.path, table, cols, out, True, shape.whole(), text=text)
     got = dict(zip(["start", "end", "eventType", "rowid", *opt], (a[:n] for a in out), strict=True))
     del out
@@ -128,7 +134,7 @@ def _names(
         has = text_id >= 0
         code[has] = map_ids(text_id[has], {**{i: int(code[0]) for i in ids}, **lut})
     if text is not None and rowid.size:
-        got = keys.codes(_text_keys(ex, table, rowid, text))
+        got = _text_codes(ex, table, rowid, text, keys)
         named = got != null  # a NULL text: the name its textId gave
         code[named] = got[named]
     labels, ops = [], []
@@ -146,6 +152,37 @@ def _marked(name: str) -> str:
     return op + _MARK if is_op else name
 
 
+def _text_codes(ex: Export, table: str, rowid: Any, text: Text, keys: _Keys) -> Any:
+    """Each row's code of its key (`_text_keys`): from the page reader's codes where it read
+    every row (each distinct name decoded and interned once), else from the keys."""
+    if text.coded and not text.parts:
+        got = _from_coded(text.coded, keys)
+        text.coded.clear()
+        if got.size == rowid.size:
+            return got
+        return keys.codes(_keys_by_rowid(ex, table, rowid, text.col))  # a guard: never met
+    if any(c.codes.size for c in text.coded):  # ranges of both readers: read by rowid
+        text.parts.clear()
+        return keys.codes(_keys_by_rowid(ex, table, rowid, text.col))
+    return keys.codes(_text_keys(ex, table, rowid, text))
+
+
+def _from_coded(parts: list[Coded], keys: _Keys) -> Any:
+    """The rows' codes of the page reader's parts: each distinct value's key as `_text_keys`
+    makes it (decoded as the connection decodes text, bad bytes as U+FFFD; a cut one marked),
+    interned in the order the rows first hold them, as `_Keys.codes` of every row's key would."""
+    null = keys.code("")
+    out = []
+    for part in parts:
+        names = [
+            TEXT_MARK + v + _MARK if cut else TEXT_MARK + v
+            for v, cut in zip(part.texts(), part.cut.tolist(), strict=True)
+        ]
+        lut = np.append(keys.codes(names), null)  # code -1 (a NULL text): the last entry
+        out.append(lut[part.codes])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
 def _text_keys(ex: Export, table: str, rowid: Any, text: Text) -> list[str]:
     """Each row's key: TEXT_MARK + its marked name (`_marked`), or "" for a NULL text; from the
     text read with the rows, split at once (`torch_ranges.strip_joined`). Where a name holds the
@@ -160,7 +197,11 @@ def _text_keys(ex: Export, table: str, rowid: Any, text: Text) -> list[str]:
             return keys
         del keys
     del joined
-    col = text.col
+    return _keys_by_rowid(ex, table, rowid, text.col)
+
+
+def _keys_by_rowid(ex: Export, table: str, rowid: Any, col: str) -> list[str]:
+    """`_text_keys` read row by row, by rowid."""
     pairs = ex.db.q(
         f'SELECT rowid, CASE WHEN "{col}" IS NULL THEN \'\' ELSE char(2) || "{col}" END'
         f' FROM "{table}" WHERE rowid IN (SELECT value FROM json_each(?))',
@@ -194,12 +235,14 @@ def _table(
     kind_of[lib_name & ~is_op] = T.LIBRARY_ANNOTATION
     kind = kind_of[code]
     kind[domain != 0] = T.LIBRARY_ANNOTATION
-    by_name = rank[code]
-    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
-        order = np.arange(start.size)  # stored in start order, no ties: that order (exports met)
-    else:
-        order = sort_keys.lexsort((by_name, gtid, end, start))
     ids = np.array([ex.names.id(n) for n in ordered], dtype=np.int32)
+    # each code's name id (a code no range holds has no rank: -1, never looked up)
+    id_of = np.where(rank >= 0, ids[np.maximum(rank, 0)] if ids.size else 0, -1).astype(np.int32)
+    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
+        # stored in start order, no ties (the exports met): that order, no gather of the rows
+        pid, tid = pid_tid(gtid)
+        return T.HostTable(start=start, end=end, pid=pid, tid=tid, kind=kind, name=id_of[code])
+    order = sort_keys.lexsort((rank[code], gtid, end, start))
     pid, tid = pid_tid(gtid[order])
     return T.HostTable(
         start=start[order],
@@ -207,5 +250,5 @@ def _table(
         pid=pid,
         tid=tid,
         kind=kind[order],
-        name=ids[by_name[order]],
+        name=id_of[code[order]],
     )

@@ -168,10 +168,17 @@ class Text:
     value, or "" for a NULL, rows joined by `TEXT_SEP`, in the rows' order; what SQLite's
     `group_concat(CASE WHEN c IS NULL THEN '' ELSE char(2) || c END, char(31))` writes, which is
     what the page reader writes too (`sqlite_pages.fetch`'s `text`). `joined()` after the read;
-    a value holding `TEXT_SEP` makes the rows miscount: the caller checks the count."""
+    a value holding `TEXT_SEP` makes the rows miscount: the caller checks the count.
+
+    With `cuts` (byte patterns), the page reader hands back the rows' codes and the distinct
+    values, each cut where the first pattern starts (`sqlite_pages.Coded`, in `coded`), instead
+    of the joined text; the ranges SQLite reads still come as joined text (`parts`): a caller
+    takes `coded` where `parts` is empty, else reads the text."""
 
     col: str
     parts: list[str] = field(default_factory=list)
+    cuts: tuple[bytes, ...] | None = None
+    coded: list[sqlite_pages.Coded] = field(default_factory=list)
 
     @property
     def expr(self) -> str:
@@ -327,13 +334,16 @@ def _fetch_native(
         subset.values if subset is not None else (),
         subset.cols if subset is not None else (),
         text=text.col if text is not None else None,
+        cuts=text.cuts if text is not None else None,
     )  # fmt: skip
     if read is None:
         return None
     TP.check(table, part, read.seen)
     if subset is not None:
         subset.parts.append(read.subset)
-    if text is not None and read.kept:
+    if text is not None and read.coded is not None:
+        text.coded.append(read.coded)
+    elif text is not None and read.kept:
         # decoded as the connection decodes text (`nsys_db.connect_ro`: bad bytes as U+FFFD)
         text.parts.append((read.text or b"").decode("utf-8", "replace"))
     return read.kept, read.seen - read.kept

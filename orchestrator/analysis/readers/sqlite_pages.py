@@ -22,6 +22,7 @@ off, as it does the Kineto scan.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ SIGNATURES = {
             _I32, _P64, _I32,  # subset: condition column, its values
             _I32, _P32, _P64, _PP64, _P64,  # subset columns, NULL defaults, arrays, counts
             _I32, _PU8, _I64, _P64,  # text column, its buffer, capacity, length
+            _PU8, _I64, _P32, _P64, _PU8, _P64,  # codes: cut patterns, codes, distinct values
             _P64,  # rows seen
         ),
     ),
@@ -67,8 +69,9 @@ SIGNATURES = {
     "sqlite_pages_abi": native.Signature(_I32, ()),
 }  # fmt: skip
 # `sqlite_pages_abi()` of a build whose functions take the arguments declared here (2: the text
-# column of `fetch`); a stale build (an install not rebuilt since) answers otherwise or lacks it
-ABI = 2
+# column of `fetch`; 3: its codes and distinct values); a stale build (an install not rebuilt
+# since) answers otherwise or lacks it
+ABI = 3
 
 
 def _library() -> Any | None:
@@ -154,15 +157,43 @@ def shape(path: Path, lay: Layout, step: int) -> TreeShape | None:
     return TreeShape(int(rows.value), tuple(marks[: nmarks.value]), int(last.value))
 
 
+@dataclass(frozen=True)
+class Coded:
+    """A TEXT column of the kept rows as codes (`fetch`'s `cuts`): each row's code (int32;
+    -1 a NULL); the distinct values in order of first appearance, each after its cut, as UTF-8
+    bytes back to back in `data` (value k ends at `ends[k]`); whether each was cut (`cut`,
+    bool)."""
+
+    codes: Any
+    data: bytes
+    ends: Any
+    cut: Any
+
+    def values(self) -> list[bytes]:
+        """The distinct values' bytes."""
+        return [self.data[a:b] for a, b in itertools.pairwise([0, *self.ends.tolist()])]
+
+    def texts(self) -> list[str]:
+        """The distinct values as text, each decoded on its own as the connection decodes text
+        (bad bytes as U+FFFD): all ASCII (the common case), one decode of the whole and
+        slices of it."""
+        bounds = itertools.pairwise([0, *self.ends.tolist()])
+        if self.data.isascii():
+            whole = self.data.decode("ascii")
+            return [whole[a:b] for a, b in bounds]
+        return [self.data[a:b].decode("utf-8", "replace") for a, b in bounds]
+
+
 @dataclass
 class Read:
     """What one call read: rows kept, rows the range held, the subset's columns, the text
-    column's values (`fetch`'s `text`; None: none asked)."""
+    column's values (`fetch`'s `text`; None: none asked), or their codes (`fetch`'s `cuts`)."""
 
     kept: int
     seen: int
     subset: list[Any]
     text: bytes | None = None
+    coded: Coded | None = None
 
 
 def fetch(
@@ -176,14 +207,18 @@ def fetch(
     values: tuple[int, ...] = (),
     sub: tuple[tuple[str, int], ...] = (),
     text: str | None = None,
+    cuts: tuple[bytes, ...] | None = None,
 ) -> Read | None:
     """The rows with bounds[0] <= rowid <= bounds[1] into `out` (column i of `cols` into out[i]:
     1-D contiguous integer arrays that hold the range); with `has_times`, only the rows whose
     start and end are integers and end >= start. With `cond`: the subset, rows whose `cond`
     column holds one of `values`, with the columns of `sub` (name, its value for NULL). With
     `text`: that TEXT column of the kept rows, as SQLite's `group_concat(CASE WHEN c IS NULL THEN
-    '' ELSE char(2) || c END, char(31))` writes it (UTF-8 bytes). None when the range holds what
-    this reader leaves to SQLite (see the module docstring)."""
+    '' ELSE char(2) || c END, char(31))` writes it (UTF-8 bytes); with `cuts` too, that column
+    as codes instead (`Coded`: each value cut where the first of the `cuts` patterns starts,
+    then interned; a million PyTorch operator names touched once per distinct operator in
+    Python). None when the range holds what this reader leaves to SQLite (see the module
+    docstring)."""
     assert _LIB is not None
     cap = min(a.size for a in out) if out else 0
     for a in out:
@@ -201,6 +236,9 @@ def fetch(
         return None  # a column the table lacks: SQLite names it
     if text is not None and text_col < 0:
         return None  # the rowid is no text
+    if cuts is not None and (text is None or any(not c or b"\0" in c for c in cuts)):
+        raise ValueError("cut patterns need a text column, and are non-empty without a 0 byte")
+    pats = b"".join(c + b"\0" for c in cuts or ())
     i32, i64 = ctypes.c_int32, ctypes.c_int64
     p64 = ctypes.POINTER(i64)
 
@@ -217,6 +255,11 @@ def fetch(
         seen, tlen = i64(), i64()
         # numpy's empty: no page of the room is written before the reader writes it
         tbuf = np.empty(max(room, 1), dtype=np.uint8) if text else None
+        coding = cuts is not None
+        codes = np.empty(max(cap, 1) if coding else 0, dtype=np.int32)
+        ends = np.empty(max(cap, 1) if coding else 0, dtype=np.int64)
+        was_cut = np.empty(max(cap, 1) if coding else 0, dtype=np.uint8)
+        nnames = i64()
         kept = _LIB.sqlite_pages_fetch(
             os.fsencode(path), lay.root, bounds[0], bounds[1],
             len(out), arr(i32, src), arr(i32, [a.dtype.itemsize for a in out]),
@@ -225,7 +268,12 @@ def fetch(
             nsub, arr(i32, sub_src), arr(i64, [d for _, d in sub]),
             arr(p64, [s.ctypes.data_as(p64) for s in subs]), subn,
             text_col, tbuf.ctypes.data_as(_PU8) if tbuf is not None else None, room,
-            ctypes.byref(tlen), ctypes.byref(seen),
+            ctypes.byref(tlen),
+            ctypes.cast(ctypes.c_char_p(pats), _PU8) if pats else None, len(pats),
+            codes.ctypes.data_as(_P32) if coding else None,
+            ends.ctypes.data_as(_P64) if coding else None,
+            was_cut.ctypes.data_as(_PU8) if coding else None,
+            ctypes.byref(nnames), ctypes.byref(seen),
         )  # fmt: skip
         bound = path.stat().st_size + 2 * cap + 1
         if kept == NO_ROOM and text and room < bound:
@@ -234,5 +282,11 @@ def fetch(
         break
     if kept < 0:
         return None
+    subset = [s[: subn[j]].copy() for j, s in enumerate(subs)]
+    if tbuf is not None and cuts is not None:
+        k = int(nnames.value)
+        data = tbuf[: tlen.value].tobytes()
+        coded = Coded(codes[:kept].copy(), data, ends[:k].copy(), was_cut[:k].astype(bool))
+        return Read(int(kept), int(seen.value), subset, coded=coded)
     got = tbuf[: tlen.value].tobytes() if tbuf is not None else None
-    return Read(int(kept), int(seen.value), [s[: subn[j]].copy() for j, s in enumerate(subs)], got)
+    return Read(int(kept), int(seen.value), subset, got)

@@ -27,8 +27,11 @@ import re
 from orchestrator.analysis.timeline.step_names import is_data_wait, step_family
 
 # what follows an operator's name in emit_nvtx's range names (in PyTorch's order: seq, op_id,
-# sizes, input_op_ids; the first one present starts the suffix)
-SUFFIX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = ")
+# sizes, input_op_ids; the first one present starts the suffix); as literals too, for the page
+# reader that cuts the names where it reads them (`sqlite_pages.fetch`'s `cuts`)
+FIELDS = ("seq", "op_id", "sizes", "input_op_ids")
+SUFFIXES = tuple(f", {f} = " for f in FIELDS)
+SUFFIX = re.compile(", (?:" + "|".join(map(re.escape, FIELDS)) + ") = ")
 
 
 def split(name: str) -> tuple[str, bool]:
