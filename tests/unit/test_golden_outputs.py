@@ -64,6 +64,8 @@ RECORDINGS = {
     "rec/causes_h200/ml_eager": "causes_h200/ml_eager",
     "rec/causes_h200/ml_graphs": "causes_h200/ml_graphs",
     "rec/causes_h200/ml_sync": "causes_h200/ml_sync",
+    "rec/heldout_h200/run1": "heldout_h200/run1",
+    "rec/heldout_h200/run2": "heldout_h200/run2",
 }
 # Variants of real 2026 exports derived in the workspace (tests/fixtures/export_variants.py):
 # workspace folder -> the export (in a RECORDINGS folder) they are derived from
@@ -106,6 +108,8 @@ CASES = [
     _one("unannotated_nsys", "rec/unannotated/nsys", COMPARE, REPORT),
     # the planted-cause workloads (issue 35 item 7) and their pairs (issue 41)
     _one("causes_h200", "rec/causes_h200", COMPARE),
+    # the held-out one, recorded after the rules were written (tests/data/heldout_h200)
+    _one("heldout_h200", "rec/heldout_h200", COMPARE),
     # other projects' traces (HTA's and TraceLens's test data): unrelated runs, one folder
     _one("public_traces", "data/public_traces"),
     # real nsys 2026 exports (another project's test data) and variants derived from them

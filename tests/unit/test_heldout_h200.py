@@ -1,0 +1,98 @@
+"""The idle-cause rules on a workload they were not built from (issue 35): a GRU loop with
+planted pageable copies and `.item()` reads (bench/workloads/heldout/gru_copies_syncs.py),
+recorded twice on one H200 after the rules were written (tests/data/heldout_h200/README.md).
+What holds is asserted; what misses is a strict xfail with its figures, so the day it is fixed
+the mark must go."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.analysis.loader import analyze_paths
+from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.presentation.advice import Advice
+from orchestrator.analysis.presentation.advise import advise
+from tests.fixtures.recordings import unpacked
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "heldout_h200"
+RUNS = ["run1", "run2"]
+TOLERANCE = 0.20
+
+
+@functools.cache
+def _run(run: str) -> tuple[Metrics, list[Advice]]:
+    m = analyze_paths([unpacked(DATA / run)])
+    return m, advise(m)
+
+
+def _truth(run: str) -> dict[str, Any]:
+    return dict(json.loads((DATA / run / "metrics.json").read_text())["truth"])
+
+
+def _cause_ms(run: str, cause: str) -> float:
+    return float(_truth(run)["causes"][cause]["ms_per_step"])
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_no_input_is_claimed_for_a_loop_that_loads_no_data(run: str) -> None:
+    m, found = _run(run)
+    assert "data-loader" not in {a.rule for a in found}
+    causes = m.ranks[0].idle_causes
+    assert causes is not None
+    inp = [c.ms_per_step for c in causes.causes if c.cause == "input"]
+    assert sum(inp) < 0.05 * float(_truth(run)["window_wall_mean_ms"])
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_planted_copies_are_found(run: str) -> None:
+    _, found = _run(run)
+    assert "host-device-copies" in [a.rule for a in found[:2]], [(a.rule, a.cost_ms) for a in found]
+
+
+def test_the_copies_come_first_where_the_truth_is_measured_well() -> None:
+    """run2 measured its truth over 60 steps a phase (run1 over 10: its sync truth is negative)."""
+    _, found = _run("run2")
+    assert found[0].rule == "host-device-copies", [(a.rule, a.cost_ms) for a in found[:4]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="4.09 ms a step against 5.82 by the walls (-30 %): the copies' GPU time is counted, the"
+    " host held around each pageable from_numpy().to() goes to host compute and unclassified",
+)
+def test_the_copies_cost_is_the_truth_within_20_pct() -> None:
+    _, found = _run("run2")
+    got = next(a for a in found if a.rule == "host-device-copies")
+    want = _cause_ms("run2", "host-device-copies")
+    assert got.cost_ms is not None and abs(got.cost_ms - want) <= TOLERANCE * want
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="8 .item() reads a step cost 0.89 ms by the walls; the sync class has 0.16 ms, under"
+    " the 5 %-of-step threshold: no sync finding",
+)
+def test_the_planted_reads_are_a_sync_finding() -> None:
+    _, found = _run("run2")
+    assert "sync-overhead" in {a.rule for a in found}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="projected 17.9 -> 16.9 ms with pinned copies; the walls went 19.1 -> 13.2 (-31 %):"
+    " pinned copies ran ~8x faster, not the 2x (1.5-3x) the projection assumes",
+)
+def test_the_pinned_projection_is_within_10_pct_of_the_walls() -> None:
+    _, found = _run("run2")
+    a = next(x for x in found if x.rule == "host-device-copies")
+    assert a.projection is not None and a.projection.projected_ms is not None
+    walls = _truth("run2")["outside_wall_ms"]
+    want = float(_truth("run2")["window_wall_mean_ms"]) * (
+        walls["B_pinned_checks"] / walls["A_pageable_checks"]
+    )
+    assert abs(a.projection.projected_ms - want) <= 0.10 * want
