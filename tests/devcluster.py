@@ -152,16 +152,7 @@ def healthy() -> bool:
     find and leave as it is (it then only reuses the cluster). Read-only: `devcluster.sh status`
     starts, stops and writes nothing, so a test may ask while other tests use the cluster."""
     try:
-        proc = subprocess.run(
-            ["bash", str(SCRIPT), "status"],
-            cwd=REPO_ROOT,
-            env=slurm_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = _status_run()
     except subprocess.TimeoutExpired:
         return False
     if proc.returncode != 0:
@@ -198,7 +189,13 @@ def start(daemon: Daemon | str) -> None:
 
 def status() -> str:
     """The output of ``devcluster.sh status`` (which daemons run, and sinfo)."""
-    proc = subprocess.run(
+    proc = _status_run()
+    return proc.stdout + proc.stderr
+
+
+def _status_run() -> subprocess.CompletedProcess[str]:
+    """``devcluster.sh status`` run read-only (60 s at most: TimeoutExpired past that)."""
+    return subprocess.run(
         ["bash", str(SCRIPT), "status"],
         cwd=REPO_ROOT,
         env=slurm_env(),
@@ -208,7 +205,6 @@ def status() -> str:
         timeout=60,
         check=False,
     )
-    return proc.stdout + proc.stderr
 
 
 @contextlib.contextmanager
