@@ -356,8 +356,12 @@ def test_sigkill_between_intent_and_job_id_is_repaired(
         def job_exists() -> bool:
             if not (gh_home / "state.db").exists():
                 return False
-            with contextlib.closing(sqlite3.connect(gh_home / "state.db")) as con, con:
-                row = con.execute("SELECT job_name FROM runs").fetchone()
+            try:
+                with contextlib.closing(sqlite3.connect(gh_home / "state.db")) as con, con:
+                    row = con.execute("SELECT job_name FROM runs").fetchone()
+            except sqlite3.OperationalError:
+                # The file is created a moment before its tables: not yet a run to look for.
+                return False
             if not row:
                 return False
             queued = _slurm("squeue", "-h", "--name", row[0]).stdout.strip()
