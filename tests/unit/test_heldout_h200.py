@@ -82,12 +82,12 @@ def test_the_planted_reads_are_a_sync_finding() -> None:
     assert "sync-overhead" in {a.rule for a in found}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="projected 17.9 -> 16.9 ms with pinned copies; the walls went 19.1 -> 13.2 (-31 %):"
-    " pinned copies ran ~8x faster, not the 2x (1.5-3x) the projection assumes",
-)
 def test_the_pinned_projection_is_within_10_pct_of_the_walls() -> None:
+    """The walls went 19.1 -> 13.2 ms (-31 %) with pinned copies. The projection runs each
+    copy at the link's pinned rate (nominal here: the export holds no pinned copy) and holds
+    the host in each pageable copy's call until the copy ends: 17.9 -> 13.6 ms against the
+    12.4 the walls give the window (+9.5 %). It was 16.9 when pinned copies were taken to be
+    2x faster and the host was not held (links.py, critical_path._ties)."""
     _, found = _run("run2")
     a = next(x for x in found if x.rule == "host-device-copies")
     assert a.projection is not None and a.projection.projected_ms is not None

@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.families import host
+from orchestrator.analysis.families import host, links
 from orchestrator.analysis.families.idle_causes import SHORT_CLASSES, Judged
 from orchestrator.analysis.families.kernel_classes import HTA_TYPES, gemm_precision
 from orchestrator.analysis.metrics import LeverProjection, StepProjections
+from orchestrator.analysis.readers import pageable_copies
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline.intervals import merge_intervals
 
@@ -63,7 +64,7 @@ EFFECTS: dict[str, tuple[float, float, float]] = {
     "sync": (1.0, 1.0, 0.5),
     "communication": (1.0, 1.0, 0.5),
     "fp32-gemms": (12.0, 16.0, 6.0),
-    "copies": (2.0, 3.0, 1.5),
+    "copies": (1.0, 1.0, 1.0),  # each copy at the link's pinned bandwidth: `links`
     "comm-overlap": (0.75, 1.0, 0.5),
 }
 ASSUMPTIONS = {
@@ -80,7 +81,9 @@ ASSUMPTIONS = {
     "fp32-gemms": "bf16 autocast: fp32 GEMMs run 12x faster on tensor cores (6-16x: Hopper's and"
     " Ampere's bf16 tensor-core peak is 15x their fp32 one), other compute kernels move half"
     " the bytes (1.6x; 1-2x)",
-    "copies": "host-device copies run 2x faster from pinned memory (1.5-3x); nothing else changes",
+    "copies": "host-device copies run at the link's pinned bandwidth ({link}); the host's"
+    " staging of a pageable copy goes with it, and the host waits for a copy no longer than it"
+    " runs",
     "comm-overlap": "three quarters of the communication that runs alone hides behind"
     " computation (half to all)",
 }
@@ -114,6 +117,13 @@ class StepGraph:
     sync_s: Any  # main-thread syncs: call start
     sync_e: Any  # release
     window: Any  # the step boundaries of whole periods (`_window`)
+    # per sync: how long after its release a copy it issued ran on (a pageable copy's call
+    # returns a few µs before the copy ends: the host was held by the copy all the same)
+    sync_tie: Any = None
+    # per op, at (typical, best, worst): what is left of a host-device copy's exclusive time
+    # at the link's pinned bandwidth (1 for any other op), and the link's sentence
+    copy_left: tuple[Any, Any, Any] | None = None
+    link: str = ""
 
 
 def build(
@@ -200,18 +210,53 @@ def build(
     after_copy = copied[prev[ending]] if n_gap else np.zeros(0, dtype=bool)
     at = _gap_at(s, launch, known, gap_e)
     ss, se = _syncs(tl, main)
+    ps, pe = _pageable_calls(tl, main, int(s[0]), int(e.max()))
+    if ps.size:  # the calls that staged a pageable copy held the host as a sync does
+        order = np.argsort(np.r_[ss, ps], kind="stable")
+        ss, se = merge_intervals(np.r_[ss, ps][order], np.r_[se, pe][order])
+        ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
     if blocked.any():  # each such wait as a sync: from the copy's launch to the next launch
         b = np.flatnonzero(blocked)
         cs = np.where(known[prev[b]], launch[prev[b]], s[prev[b]])
         order = np.argsort(np.r_[ss, cs], kind="stable")
         ss, se = merge_intervals(np.r_[ss, cs][order], np.r_[se, launch[b]][order])
         ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
+    link = links.pinned_link(tl, rows)
+    nbytes = rows.nbytes[act].astype(np.float64)
+    dur = (e - s).astype(np.float64)
+    # what is left of each copy at each rate: never more than it took (1 for any other op)
+    left = [
+        np.clip(links.pinned_ns(nbytes, bw) / np.maximum(dur, 1.0), 0.0, 1.0)
+        for bw in link.bandwidth
+    ]
+    on = copied & (dur > 0)
+    copy_left = (np.where(on, left[0], 1.0), np.where(on, left[1], 1.0), np.where(on, left[2], 1.0))
     return StepGraph(
         s, excl, ready, gpu_wait, np.where(known, launch, _NEG), at, np.argsort(at, kind="stable"),
         removable, launch_gaps, at_bound, after_copy,
         _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
-        window,
+        window, _ties(ss, se, s, e, launch, known & copied), copy_left, link.sentence(),
     )  # fmt: skip
+
+
+def _ties(ss: Any, se: Any, s: Any, e: Any, launch: Any, copies: Any) -> Any:
+    """Per sync: how far past its release a copy launched inside it ran, where the call held
+    the host for most of the copy (at least half its length: a pageable copy, staged by the
+    host, returns once the last chunk is staged, a few µs before the copy ends) and the copy
+    ended within LATENCY_NS[1] of the release; 0 elsewhere. The replay re-anchors the host
+    at such a sync as at one that waited: it leaves the call when the (shortened) copy ends."""
+    tie = np.zeros(ss.size, dtype=np.int64)
+    c = np.flatnonzero(copies)
+    if c.size == 0 or ss.size == 0:
+        return tie
+    k = np.searchsorted(ss, launch[c], side="right") - 1
+    ok = k >= 0
+    c, k = c[ok], k[ok]
+    over = e[c] - se[k]
+    held = (launch[c] <= se[k]) & (se[k] - launch[c] >= (e[c] - s[c]) // 2)
+    sel = held & (over > 0) & (over <= LATENCY_NS[1])
+    np.maximum.at(tie, k[sel], over[sel])
+    return tie
 
 
 def _gap_at(s: Any, launch: Any, known: Any, gap_e: Any) -> Any:
@@ -242,6 +287,23 @@ def _syncs(tl: T.RankTimeline, main: tuple[int, int] | None) -> tuple[Any, Any]:
     order = np.argsort(h.start[m], kind="stable")
     s, e = merge_intervals(h.start[m][order], h.end[m][order])
     return np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)
+
+
+def _pageable_calls(
+    tl: T.RankTimeline, main: tuple[int, int] | None, lo: int, hi: int
+) -> tuple[Any, Any]:
+    """(starts, ends) of the main thread's calls (any thread's without a main) that issued a
+    copy from or to pageable memory in [lo, hi), read from the export (`pageable_copies`: an
+    nsys export keeps no host row of a copy's call, only its start); none where it cannot
+    say. A Kineto trace's copy calls are host rows already (`_syncs`)."""
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    got = pageable_copies.read(tl.source.path, lo, hi) if tl.source.path else None
+    if got is None or got.call_start.size == 0:
+        return none
+    m = np.ones(got.call_start.size, dtype=bool)
+    if main is not None:
+        m = (got.pid == main[0]) & (got.tid == main[1])
+    return got.call_start[m], got.call_end[m]
 
 
 def _gpu_levers(
@@ -369,6 +431,7 @@ def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
     cb_c, orig_c = cb[li].tolist(), run_end[li].tolist()
     rem_at_sync = removed_before(sync_e).tolist()
     ss, se = sync_s.tolist(), sync_e.tolist()
+    tie = (g.sync_tie if g.sync_tie is not None else np.zeros(sync_e.size, np.int64)).tolist()
     pe_in, shift_in, base_in = [0] * n_chunks, [0] * n_chunks, [0] * n_chunks
     prev_end = orig_end = int(g.start[0])
     shift = rem_base = 0
@@ -384,7 +447,7 @@ def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
         # its start); one that did not, in its own time
         sigma, rho, rem_c = ss[c], se[c], rem_at_sync[c]
         gained = shift + (rem_c - rem_base)
-        if sigma < orig_end <= rho:
+        if sigma < orig_end <= rho + (tie[c] if anchored else 0):
             new_rho = max(sigma - gained, prev_end + (rho - orig_end))
         else:
             new_rho = rho - gained
@@ -461,8 +524,10 @@ def project(
             busy = g.gpu_time[lever]
             if not busy.any():
                 continue
-            for f, o in zip(effect, OTHER_X, strict=True):
+            for i, (f, o) in enumerate(zip(effect, OTHER_X, strict=True)):
                 share = f if lever == "comm-overlap" else 1.0 - 1.0 / f
+                if lever == "copies" and g.copy_left is not None:
+                    share = 1.0 - g.copy_left[i]
                 cut = busy * share
                 if lever == "fp32-gemms":
                     cut = cut + g.gpu_time["fp32-others"] * (1.0 - 1.0 / o)
@@ -484,7 +549,7 @@ def project(
                 low_ms=round(min(ms), 4),
                 high_ms=round(max(ms), 4),
                 removed_ms=round(base - ms[0], 4),
-                assumption=ASSUMPTIONS[lever],
+                assumption=ASSUMPTIONS[lever].format(link=g.link or "as measured"),
             )
         )
     return StepProjections(base_ms=round(base, 4), basis=basis, whole_steps=whole, levers=out)

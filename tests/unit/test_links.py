@@ -1,0 +1,94 @@
+"""The pinned-copy projection (issue 41, lever "copies"): each host-device copy at the link's
+pinned rate (`families/links.py`), and the host held in a pageable copy's call until the copy
+ends (`critical_path._ties`). Checked on the H200 recordings of tests/data/causes_h200: the
+same image loop with pageable and with pinned batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from orchestrator.analysis.families import critical_path as cp
+from orchestrator.analysis.families import links
+from orchestrator.analysis.loader import analyze_paths
+from tests.fixtures.recordings import unpacked
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "causes_h200"
+
+
+@pytest.mark.parametrize(
+    ("device", "link"),
+    [
+        ("NVIDIA GH200 480GB", links.C2C),
+        ("NVIDIA GB200", links.C2C),
+        ("NVIDIA H200", links.GEN5),
+        ("NVIDIA H100 80GB HBM3", links.GEN5),
+        ("NVIDIA B200", links.GEN5),
+        ("NVIDIA A100-SXM4-80GB", links.GEN4),
+        ("NVIDIA L40S", links.GEN4),
+        ("Tesla V100-SXM2-32GB", links.UNKNOWN),
+        ("", links.UNKNOWN),
+    ],
+)
+def test_the_link_follows_the_device_name(device: str, link: Any) -> None:
+    assert links.nominal(device) == link
+
+
+def test_a_pinned_copy_takes_its_bytes_at_the_rate_plus_a_fixed_cost() -> None:
+    got = links.pinned_ns(np.array([0, 55_000_000]), 55e9)
+    assert got.tolist() == [links.OVERHEAD_NS, links.OVERHEAD_NS + 1_000_000]
+
+
+def _graph(name: str, monkeypatch: pytest.MonkeyPatch) -> cp.StepGraph:
+    """The step graph `rank_metrics` builds for the recording's one rank."""
+    seen: list[cp.StepGraph] = []
+    real = cp.project
+
+    def keep(g: cp.StepGraph, *a: Any, **k: Any) -> Any:
+        seen.append(g)
+        return real(g, *a, **k)
+
+    monkeypatch.setattr(cp, "project", keep)
+    analyze_paths([unpacked(DATA / name)])
+    assert len(seen) == 1
+    return seen[0]
+
+
+def test_pinned_copies_in_the_trace_measure_the_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    """img_pinned's 39 MB copies ran at ~55 GB/s: the rate is theirs, not the nominal one, and
+    a copy already at it is left as it is."""
+    g = _graph("img_pinned", monkeypatch)
+    assert g.link.startswith("55 GB/s, measured on ") and " copies of this trace" in g.link, g.link
+    assert g.copy_left is not None
+    big = g.gpu_time["copies"] > 500_000
+    assert big.any()
+    assert np.all(g.copy_left[0][big] > 0.95)  # at most 5 % left to gain
+    assert np.all(g.copy_left[0][~(g.gpu_time["copies"] > 0)] == 1.0)
+
+
+def test_pageable_copies_run_at_the_nominal_rate_and_hold_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """img_pageable's copies ran at ~6.7 GB/s: at the H200's nominal 55 GB/s ~12 % of each is
+    left. Each pageable call returned a few µs before its copy ended, so the call is tied to
+    the copy: cutting the copies moves the host's next launch by about what was cut."""
+    g = _graph("img_pageable", monkeypatch)
+    assert "nominal for NVIDIA H200's PCIe Gen5 x16" in g.link, g.link
+    assert g.copy_left is not None
+    big = np.flatnonzero(g.gpu_time["copies"] > 1_000_000)
+    assert big.size >= 2
+    left = g.copy_left[0][big]
+    assert np.all((left > 0.08) & (left < 0.16)), left
+    assert g.sync_tie is not None and (g.sync_tie > 0).sum() >= big.size
+    cut = (g.gpu_time["copies"] * (1.0 - g.copy_left[0])).astype(np.int64)
+    no_gap = np.zeros(g.gap_at.size, dtype=np.int64)
+    tied = cp.replay(g, no_gap, cut)
+    untied = cp.replay(cp.StepGraph(**{**g.__dict__, "sync_tie": None}), no_gap, cut)
+    nxt = big[0] + 1  # the first op after the first big copy
+    gained_tied = int(g.start[nxt] + g.excl[nxt] - tied[nxt])
+    gained_untied = int(g.start[nxt] + g.excl[nxt] - untied[nxt])
+    assert gained_tied >= 0.8 * int(cut[big[0]]), (gained_tied, int(cut[big[0]]))
+    assert gained_untied < 0.2 * int(cut[big[0]]), gained_untied
