@@ -44,9 +44,9 @@ PAIRS = [
     pytest.param("img_input_w0", "img_input_w6", "data-loader", marks=_miss(
         "predicted 5.4 ms (the replay: 6 workers keep up), measured 4.1 ms outside the capture"
         " (which slowed the run 40 %); 6.2 inside it")),
-    pytest.param("ml_eager", "ml_graphs", "launch-bound", marks=_miss(
-        "predicted 10.6 ms (+22 %), measured 8.7: gh-run's cost of the eager step's gaps is short"
-        " of the workload's own (64.9 ms a step), the kernels' own time is what is left")),
+    # predicted 9.3 ms against 8.7: the graph shortens the GPU's own ~0.9 µs gaps between queued
+    # kernels too; the graph run's steps are the profiler window's (one graph launch a step)
+    ("ml_eager", "ml_graphs", "launch-bound"),
     pytest.param("hf_fp32", "hf_w4", "fp32-kernels", marks=_miss(
         "predicted 47.1 ms, measured 36.3 outside the capture (55.1 inside, slowed 51 %):"
         " bf16 speeds this model's other kernels more than the 1.6x assumed")),

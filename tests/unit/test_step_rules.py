@@ -283,6 +283,26 @@ def test_profiler_window_with_a_known_step_count() -> None:
     assert step_rules.known_step_count({"cuda_profiler_window": [3, 3]}) is None
 
 
+def test_profiler_window_without_its_stop_call_closes_at_the_last_cuda_work() -> None:
+    """nsys told to end the capture at cudaProfilerStop may keep no row of that call: the
+    window then closes where the capture's last CUDA work ends, and the evidence says so. A
+    loop replayed as one graph a step (one GPU row, no kernel sequence) has only this rule."""
+    graphs = [
+        ("CUDA graph 1", 2_000_000 * (i + 1), 2_000_000 * (i + 1) + 1_500_000) for i in range(4)
+    ]
+    host = [(T.CUDA_API, 1_000_000, 1_100_000, "cuProfilerStart", MAIN)]
+    tl = timeline(graphs, host)
+    found = step_rules.find(tl, (4, "metrics.json cuda_profiler_window 6:10"))
+    assert found.rule == "profiler-window" and len(found.rows) == 4, found.evidence
+    assert "holds no cudaProfilerStop call" in found.evidence
+    # from the start call's end (1.1 ms) to the last graph's end (9.5 ms), in four
+    assert found.rows[0][1] == 1_100_000
+    assert sum(d for _, _, d in found.rows) == 9_500_000 - 1_100_000
+    # without the start call either, there is no window to divide
+    none = step_rules.find(timeline(graphs, []), (4, "metrics.json cuda_profiler_window 6:10"))
+    assert none.rule == "none" and "no cudaProfilerStart/Stop window" in none.evidence
+
+
 def _gaps(tl: T.RankTimeline) -> tuple[Any, Any]:
     s, e = tl.gpu.start, tl.gpu.end
     reach = np.maximum.accumulate(e)

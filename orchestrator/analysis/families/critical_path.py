@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.families import host, links
-from orchestrator.analysis.families.idle_causes import SHORT_CLASSES, Judged
+from orchestrator.analysis.families.idle_causes import MIN_GAP_NS, SHORT_CLASSES, Judged
 from orchestrator.analysis.families.kernel_classes import HTA_TYPES, gemm_precision
 from orchestrator.analysis.metrics import LeverProjection, StepProjections
 from orchestrator.analysis.readers import pageable_copies
@@ -73,8 +73,9 @@ ASSUMPTIONS = {
     "host-compute": "the host work the GPU waited for leaves the step (asynchronous or every N"
     " steps); half of it stays at worst",
     "launch-bound": "the step replayed as one CUDA graph: every host gap in it (launches,"
-    " dispatch, syncs, waits no cause explains) shrinks to 0.5 µs (0.2-2 µs: a graph's"
-    " node-to-node gap); the input wait and the kernels stay",
+    " dispatch, syncs, waits no cause explains) and each short wait on the GPU's side between"
+    " two operations of one stream shrink to 0.5 µs (0.2-2 µs: a graph's node-to-node gap); the"
+    " input wait and the kernels stay",
     "sync": "the syncs inside the step go (the host no longer waits for the GPU in them); half"
     " the drain stays at worst",
     "communication": "the waits for communication leave the step",
@@ -124,6 +125,9 @@ class StepGraph:
     # at the link's pinned bandwidth (1 for any other op), and the link's sentence
     copy_left: tuple[Any, Any, Any] | None = None
     link: str = ""
+    # per op: a GPU-side wait a CUDA graph shortens (under MIN_GAP_NS, after an op of the same
+    # stream; 0 elsewhere)
+    queued_wait: Any = None
 
 
 def build(
@@ -171,6 +175,14 @@ def build(
     copied = (rows.kind[act] == T.MEMCPY) & np.isin(rows.copy[act], (1, 2))
     blocked = hb & (launch - before <= LATENCY_NS[1]) & copied[prev] & (idx > 0)
     gpu_wait = np.where(gapped & ~hb, s - before, 0)
+    # the gap on the GPU's side between two operations of one stream, the second launched
+    # before the first ended (the launch's own latency, a few µs on an H200, where the host
+    # launched just in time): a graph's node-to-node gap replaces it; a wait for another
+    # stream's work stays
+    stream = rows.stream[act]
+    queued_wait = np.where(
+        (gpu_wait < MIN_GAP_NS) & (stream == stream[prev]) & (idx > 0), gpu_wait, 0
+    )
     n_gap = int(gap_s.size)
     removable = {c: np.zeros(n_gap, dtype=np.int64) for c in (*IDLE_LEVERS, *OTHER_CLAIMS)}
     launch_gaps = np.zeros(n_gap, dtype=np.int64)
@@ -236,6 +248,7 @@ def build(
         removable, launch_gaps, at_bound, after_copy,
         _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
         window, _ties(ss, se, s, e, launch, known & copied), copy_left, link.sentence(),
+        queued_wait,
     )  # fmt: skip
 
 
@@ -379,13 +392,16 @@ def _bounded(starts: Any, window: Any) -> tuple[Any, slice | None]:
     return t, slice(a, b)
 
 
-def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
+def replay(
+    g: StepGraph, removed: Any, cut: Any, anchored: bool = True, wait_cut: Any = None
+) -> Any:
     """Each op's new end once `removed` host ns per gap (before the launches after it) and
     `cut` exclusive ns per op are gone: op k starts at the later of its host-side ready time
     (less the host time removed since the last sync) and the previous op's end plus its own
     GPU-side wait. At each main-thread sync the host is re-anchored: it leaves the sync at the
     later of its own (shifted) time and the new end of the work launched before the sync
-    (the release's own latency kept). `anchored=False`: the syncs no longer wait.
+    (the release's own latency kept). `anchored=False`: the syncs no longer wait. `wait_cut`:
+    ns off each op's GPU-side wait.
 
     Between two syncs the recurrence is a max-plus scan, computed for all ops at once (a
     cumulative maximum per chunk); only the chain from one sync to the next is a loop, over
@@ -406,7 +422,8 @@ def replay(g: StepGraph, removed: Any, cut: Any, anchored: bool = True) -> Any:
     bounds = np.searchsorted(chunk, np.arange(n_chunks + 1), side="left")
     # within a chunk, relative to its start: cb the GPU's own time (waits and work), v what the
     # host's readiness asks beyond it (before the chunk's shift)
-    cb = np.cumsum(g.gpu_wait + d)
+    wait = g.gpu_wait if wait_cut is None else g.gpu_wait - np.asarray(wait_cut, dtype=np.int64)
+    cb = np.cumsum(wait + d)
     cb -= np.r_[np.int64(0), cb][bounds[:-1]][chunk]
     real = g.ready > _NEG
     v = np.where(real, g.ready - removed_before(g.launch) + d - cb, 0)
@@ -506,7 +523,7 @@ def project(
     zero_gap = np.zeros(g.gap_at.size, dtype=np.int64)
     zero_op = np.zeros(g.start.size, dtype=np.int64)
     for lever, effect in EFFECTS.items():
-        runs: list[tuple[Any, Any, bool]] = []
+        runs: list[tuple[Any, Any, bool, Any]] = []
         scale = 1.0
         if lever in IDLE_LEVERS:
             first = _removal(g, lever, effect[0])
@@ -519,7 +536,10 @@ def project(
             if lever != "launch-bound" and want is not None and claimed > 0 and base_ms:
                 scale = min(want / claimed, 1.0)
             for f in effect:
-                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1))
+                waits = None
+                if lever == "launch-bound" and g.queued_wait is not None:
+                    waits = np.maximum(g.queued_wait - int(f), 0)
+                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1, waits))
         else:
             busy = g.gpu_time[lever]
             if not busy.any():
@@ -537,10 +557,10 @@ def project(
                         (g.removable["host-compute"] + g.removable["unclassified"]) * g.after_copy
                         + g.removable["copy-staging"]
                     ).astype(np.int64)
-                runs.append((staging, cut.astype(np.int64), True))
+                runs.append((staging, cut.astype(np.int64), True, None))
         ms = []
-        for rg, cs, anchored in runs:
-            t2 = moved(g, replay(g, rg, cs, anchored), cs, t)
+        for rg, cs, anchored, waits in runs:
+            t2 = moved(g, replay(g, rg, cs, anchored, waits), cs, t)
             ms.append(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6)
         out.append(
             LeverProjection(

@@ -30,6 +30,10 @@ workload's own ranges.
    aside, as rule 2 does, when the steps would not hold about the same number of kernels.
 5. `profiler-window`: the cudaProfilerStart/Stop window divided by the step count the run's own
    metrics.json says the window holds (`cuda_profiler_window` S:E): even steps, a mean only.
+   Where the trace holds the start call but no stop call (nsys, told to end the capture at the
+   stop, may keep no row of it), the window closes at the end of the capture's last CUDA work
+   or call, and the evidence says so. This is the rule that finds the steps of a loop replayed
+   as one CUDA graph a step: a graph launch is one GPU row, no kernel sequence to repeat.
 
 Rules 2 to 4 count a step from a closing to the next. The first step opens where the capture
 opens (the end of the cudaProfilerStart call, where the trace holds it; else the first GPU
@@ -119,7 +123,7 @@ def find(tl: T.RankTimeline, known: tuple[int, str] | None = None) -> FoundSteps
             asides.append(why)
     else:
         asides.append("no kernels to find a period in")
-    found, why = _profiler_window(opened, known)
+    found, why = _profiler_window(opened, known, _last_cuda(tl))
     if found is not None:
         return found
     asides.append(why)
@@ -155,6 +159,15 @@ def _profiler_calls(tl: T.RankTimeline) -> tuple[int | None, int | None]:
         else:
             out.append(int(h.end[m].min()) if first else int(h.start[m].max()))
     return out[0], out[1]
+
+
+def _last_cuda(tl: T.RankTimeline) -> int | None:
+    """The end of the capture's last GPU work or CUDA call (None: neither)."""
+    ends = [int(tl.gpu.end.max())] if tl.gpu.size else []
+    api = tl.host.kind == T.CUDA_API
+    if bool(api.any()):
+        ends.append(int(tl.host.end[api].max()))
+    return max(ends) if ends else None
 
 
 def _rows(bounds: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
@@ -320,9 +333,18 @@ MIN_STEP_NS = 1_000
 
 
 def _profiler_window(
-    opened: tuple[int | None, int | None], known: tuple[int, str] | None
+    opened: tuple[int | None, int | None],
+    known: tuple[int, str] | None,
+    last: int | None = None,
 ) -> tuple[FoundSteps | None, str]:
     lo, hi = opened
+    closed = "the cudaProfilerStart/Stop window"
+    if lo is not None and hi is None and last is not None and last > lo:
+        hi = last
+        closed = (
+            "the window from the cudaProfilerStart call to the end of the capture's last CUDA"
+            " work (the trace holds no cudaProfilerStop call)"
+        )
     if lo is None or hi is None or hi <= lo:
         return None, "no cudaProfilerStart/Stop window"
     if known is None:
@@ -343,8 +365,8 @@ def _profiler_window(
     bounds = [(lo + round(i * width), lo + round((i + 1) * width)) for i in range(count)]
     return FoundSteps(
         "profiler-window",
-        f"the cudaProfilerStart/Stop window divided by the {count} steps of {where}: even"
-        " steps (their mean, not each step's time)",
+        f"{closed} divided by the {count} steps of {where}: even steps (their mean, not each"
+        " step's time)",
         _rows(bounds),
     ), ""
 
