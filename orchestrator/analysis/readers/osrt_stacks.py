@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis.readers import export_tables
 from orchestrator.analysis.readers.cpu_samples import COMM, SYNC, short
 
 TARGETS = ("autograd", "sync", "comm", "sleep", "io", "python", "lock", "release")
@@ -80,10 +81,17 @@ def _open(path: str) -> contextlib.closing[sqlite3.Connection]:
     return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
 
 
-def _tables(db: sqlite3.Connection) -> dict[str, set[str]]:
-    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return {n: {c[1] for c in db.execute(f'PRAGMA table_info("{n}")')} for n in names
-            if n in ("OSRT_API", "OSRT_CALLCHAINS", "StringIds")}  # fmt: skip
+_TABLES = ("OSRT_API", "OSRT_CALLCHAINS", "StringIds")
+
+
+def _tables(db: sqlite3.Connection) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """The columns of each table read (by gh-run's key) and the export's name for it: each
+    table by whatever name the export gives it (a versioned name, another case), as the main
+    reader resolves them (`export_tables`)."""
+    schema = export_tables.read_schema(db, _TABLES)
+    names = {k: schema.name(k) for k in _TABLES if k in schema}
+    return {k: {c[1] for c in db.execute(f'PRAGMA table_info("{n}")')}
+            for k, n in names.items()}, names  # fmt: skip
 
 
 def target(func: str, frames: list[tuple[str, str]]) -> tuple[int, str]:
@@ -125,21 +133,22 @@ def read(
         return None
     try:
         with _open(path) as db:
-            cols = _tables(db)
+            cols, table = _tables(db)
             api = cols.get("OSRT_API", set())
             if not {"start", "end", "globalTid", "nameId"} <= api or "StringIds" not in cols:
                 return None
             wanted = sorted(WAITS | SLEEPS | IO | RELEASES)
             marks = ",".join("?" * len(wanted))
             ids = {int(i): str(v) for i, v in db.execute(
-                f"SELECT id, value FROM StringIds WHERE value IN ({marks})", wanted)}  # fmt: skip
+                f'SELECT id, value FROM "{table["StringIds"]}" WHERE value IN ({marks})',
+                wanted)}  # fmt: skip
             if not ids:
                 return _empty()
             chain = "callchainId" if "callchainId" in api else "0"
             lo, hi = int(starts.min()), int(ends.max())
             tids = sorted({t for _, t in threads})
             rows = db.execute(
-                f'SELECT start, "end", globalTid, nameId, {chain} FROM OSRT_API'
+                f'SELECT start, "end", globalTid, nameId, {chain} FROM "{table["OSRT_API"]}"'
                 f" WHERE nameId IN ({','.join(str(i) for i in ids)})"
                 f' AND "end" > ? AND start < ? AND "end" - start >= ?'
                 f" AND (globalTid & 16777215) IN ({','.join(str(t) for t in tids)})"
@@ -162,7 +171,7 @@ def read(
             sel = np.flatnonzero(keep & inside)
             funcs = [ids[int(rows[i][3])] for i in sel.tolist()]
             chain_ids = [int(rows[i][4] or 0) for i in sel.tolist()]
-            frames = _chains(db, cols, chain_ids, e[sel] - s[sel])
+            frames = _chains(db, cols, table, chain_ids, e[sel] - s[sel])
     except sqlite3.Error:
         return None
     tgt = np.empty(sel.size, dtype=np.int8)
@@ -181,7 +190,11 @@ def read(
 
 
 def _chains(
-    db: sqlite3.Connection, cols: dict[str, set[str]], ids: list[int], lens: Any
+    db: sqlite3.Connection,
+    cols: dict[str, set[str]],
+    table: dict[str, str],
+    ids: list[int],
+    lens: Any,
 ) -> dict[int, list[tuple[str, str]]]:
     """Frames (symbol, module file name) of the callchains `ids`, the longest calls' first."""
     if (
@@ -199,7 +212,7 @@ def _chains(
         part = want[i : i + CHUNK]
         marks = ",".join("?" * len(part))
         for cid, sym, mod in db.execute(
-            f"SELECT id, symbol, module FROM OSRT_CALLCHAINS WHERE id IN ({marks})"
+            f'SELECT id, symbol, module FROM "{table["OSRT_CALLCHAINS"]}" WHERE id IN ({marks})'
             f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
             part,
         ):
@@ -210,7 +223,8 @@ def _chains(
         part = need[i : i + CHUNK]
         marks = ",".join("?" * len(part))
         strings.update((int(a), str(b)) for a, b in db.execute(
-            f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part))  # fmt: skip
+            f'SELECT id, value FROM "{table["StringIds"]}" WHERE id IN ({marks})',
+            part))  # fmt: skip
     return {
         cid: [(strings.get(s, ""), strings.get(m, "").rsplit("/", 1)[-1]) for s, m in frames]
         for cid, frames in raw.items()

@@ -12,23 +12,27 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.analysis.readers import export_tables
+
 
 def on_cpu(path: str, thread: tuple[int, int], lo: int, hi: int) -> tuple[Any, Any] | None:
     """The intervals of [lo, hi) in which `thread` (pid, tid) was on a CPU, sorted and
     disjoint; None when the export recorded no scheduling (or none of this thread)."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            cols = {c[1] for c in db.execute("PRAGMA table_info(SCHED_EVENTS)")}
+            # by whatever name the export gives the table (a versioned name, another case)
+            table = export_tables.read_schema(db, ("SCHED_EVENTS",)).name("SCHED_EVENTS")
+            cols = {c[1] for c in db.execute(f'PRAGMA table_info("{table}")')}
             if not {"start", "isSchedIn", "globalTid"} <= cols:
                 return None
             where = "(globalTid >> 24) & 16777215 = ? AND globalTid & 16777215 = ?"
             before = db.execute(
-                f"SELECT isSchedIn FROM SCHED_EVENTS WHERE {where} AND start < ?"
+                f'SELECT isSchedIn FROM "{table}" WHERE {where} AND start < ?'
                 " ORDER BY start DESC LIMIT 1",
                 (*thread, lo),
             ).fetchone()
             rows = db.execute(
-                f"SELECT start, isSchedIn FROM SCHED_EVENTS WHERE {where}"
+                f'SELECT start, isSchedIn FROM "{table}" WHERE {where}'
                 " AND start >= ? AND start < ? ORDER BY start",
                 (*thread, lo, hi),
             ).fetchall()
