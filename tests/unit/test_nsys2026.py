@@ -244,6 +244,22 @@ def test_name_rules_run_once_per_distinct_name() -> None:
     assert len(seen) == len(set(seen)) == len(tls[0].names) < 500
 
 
+def test_a_rule_about_some_rows_asks_only_their_names() -> None:
+    """`among`: the rule is asked of the names those rows use, once each, and the mask agrees
+    with the full one on them (a million distinct NVTX names cost no regex where the
+    question is about kernels or CUDA calls)."""
+    tl = nsys_sqlite.read_timelines(export("h100_2gpu_1s"))[0]
+    kernels = tl.gpu.name[tl.gpu.kind == T.KERNEL]
+    seen: list[str] = []
+    some = tl.name_mask(lambda n: seen.append(n) or "nccl" in n.lower(), kernels)
+    full = tl.name_mask(lambda n: "nccl" in n.lower())
+    assert sorted(seen) == sorted({tl.names[i] for i in kernels.tolist()})
+    assert len(seen) < len(tl.names)
+    assert np.array_equal(some[kernels], full[kernels])
+    others = np.setdiff1d(np.arange(len(tl.names)), kernels)
+    assert not some[others].any()
+
+
 # ------------------------------------------------------------------ resolution (pure)
 
 

@@ -294,7 +294,8 @@ def _syncs(tl: T.RankTimeline, main: tuple[int, int] | None) -> tuple[Any, Any]:
     h = tl.host
     if h.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    m = (h.kind == T.CUDA_API) & tl.name_mask(_waits)[h.name]
+    api = h.kind == T.CUDA_API
+    m = api & tl.name_mask(_waits, h.name[api])[h.name]
     if main is not None:
         m &= (h.pid == main[0]) & (h.tid == main[1])
     order = np.argsort(h.start[m], kind="stable")

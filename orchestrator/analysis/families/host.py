@@ -82,23 +82,27 @@ def _per_name(ids: Any, dur: Any) -> list[tuple[int, int, int, int, int]]:
 def group_step_ranges(stats: list[RangeStat]) -> list[RangeStat]:
     """Per-name range table with numbered step ranges folded into one `step_*` row each (count,
     total, min and max over the steps); the order is by total time, largest first."""
-    out: dict[str, RangeStat] = {}
-    for r in stats:
-        key = step_pattern(r.name) or r.name
+    folded = _fold_steps([(r.name, [r.count, r.total_ns, r.min_ns, r.max_ns]) for r in stats])
+    return [_stat(name, g) for name, g in folded]
+
+
+def _fold_steps(rows: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
+    """(name, [count, total, min, max]) rows with numbered step ranges folded into one row a
+    family, by total, largest first (ties in the rows' order). Plain lists, not models: a trace
+    of a million distinct range names builds a model only for the rows it shows."""
+    out: dict[str, list[int]] = {}
+    for name, (c, t, lo, hi) in rows:
+        key = step_pattern(name) or name
         g = out.get(key)
-        if g is None:
-            out[key] = r if key == r.name else r.model_copy(update={"name": key})
-            continue
-        count, total = g.count + r.count, g.total_ns + r.total_ns
-        out[key] = RangeStat(
-            name=key,
-            count=count,
-            total_ns=total,
-            mean_ns=total / count,
-            min_ns=min(g.min_ns, r.min_ns),
-            max_ns=max(g.max_ns, r.max_ns),
-        )
-    return sorted(out.values(), key=lambda r: -r.total_ns)
+        out[key] = [c, t, lo, hi] if g is None else [
+            g[0] + c, g[1] + t, min(g[2], lo), max(g[3], hi)
+        ]  # fmt: skip
+    return sorted(out.items(), key=lambda kv: -kv[1][1])
+
+
+def _stat(name: str, g: list[int]) -> RangeStat:
+    c, t, lo, hi = g
+    return RangeStat(name=name, count=c, total_ns=t, mean_ns=t / c, min_ns=lo, max_ns=hi)
 
 
 def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
@@ -119,12 +123,8 @@ def ranges(tl: T.RankTimeline, gpu_rows: T.GpuTable) -> list[RangeStat]:
                 stats[key] = [c, tot, lo, hi]
             else:
                 stats[key] = [g[0] + c, g[1] + tot, min(g[2], lo), max(g[3], hi)]
-    out = [
-        RangeStat(name=n, count=c, total_ns=t, mean_ns=t / c, min_ns=lo, max_ns=hi)
-        for n, (c, t, lo, hi) in stats.items()
-    ]
-    out.sort(key=lambda r: -r.total_ns)
-    return group_step_ranges(out)[:TOP_RANGES]
+    by_total = sorted(stats.items(), key=lambda kv: -kv[1][1])
+    return [_stat(name, g) for name, g in _fold_steps(by_total)[:TOP_RANGES]]
 
 
 def family_rows(rows: Iterable[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
@@ -174,8 +174,9 @@ def data_wait(tl: T.RankTimeline, lo: int, hi: int) -> int:
     """Union of the host ranges that say the step waits for data, inside [lo, hi) (the span;
     all of it without a span)."""
     h = tl.host
-    is_data = tl.name_mask(is_data_wait)
-    m = (h.kind == T.ANNOTATION) & is_data[h.name] if h.size else None
+    ann = h.kind == T.ANNOTATION
+    is_data = tl.name_mask(is_data_wait, h.name[ann])
+    m = ann & is_data[h.name] if h.size else None
     if m is None or not bool(m.any()):
         return 0
     ms, me = merge_intervals(h.start[m], h.end[m])
@@ -296,7 +297,7 @@ def main_thread_wait(tl: T.RankTimeline, key: tuple[int, int], lo: int, hi: int)
     osrt = h.kind == T.OSRT
     if not tl.osrt_traced or not bool(osrt.any()):
         return None
-    blocking = tl.name_mask(is_blocking_wait)
+    blocking = tl.name_mask(is_blocking_wait, h.name[osrt])
     m = osrt & (h.pid == key[0]) & (h.tid == key[1]) & blocking[h.name]
     ms, me = merge_intervals(h.start[m], h.end[m])
     # like the data wait: inside the span, or all of it when the trace has no GPU activity (a
@@ -309,8 +310,9 @@ def sync(tl: T.RankTimeline, lo: int, hi: int, idle_wall_ns: int = 0) -> SyncSta
     (union of every thread's calls inside [lo, hi)); `idle_wall_ns`: the part of it while the
     GPU was idle (`idle_causes.sync_while_idle`)."""
     h = tl.host
-    is_sync = tl.name_mask(SYNC_RE.match)
-    m = (h.kind == T.CUDA_API) & is_sync[h.name] if h.size else None
+    api = h.kind == T.CUDA_API
+    is_sync = tl.name_mask(SYNC_RE.match, h.name[api])
+    m = api & is_sync[h.name] if h.size else None
     if m is None or not bool(m.any()):
         return SyncStats()
     funcs = [
@@ -349,7 +351,11 @@ def offload_pattern(tl: T.RankTimeline, rows: T.GpuTable) -> tuple[bool | None, 
     ann = h.kind == T.ANNOTATION
 
     def merged(rx: re.Pattern[str]) -> tuple[Any, Any]:
-        m = ann & tl.name_mask(rx.search)[h.name] if h.size else np.zeros(0, dtype=bool)
+        m = (
+            ann & tl.name_mask(rx.search, h.name[ann])[h.name]
+            if h.size
+            else np.zeros(0, dtype=bool)
+        )
         return merge_intervals(h.start[m], h.end[m])
 
     launch = rows.launch[c]

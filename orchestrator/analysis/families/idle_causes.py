@@ -421,7 +421,8 @@ def launch_stats(
     drain = np.zeros(idx.size, dtype=bool)
     if main is not None:
         h = tl.host
-        m = (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+        api = h.kind == T.CUDA_API
+        m = api & tl.name_mask(host.SYNC_RE.match, h.name[api])[h.name]
         m &= (h.pid == main[0]) & (h.tid == main[1])
         if bool(m.any()):
             ss, se = merge_intervals(h.start[m], h.end[m])
@@ -459,7 +460,8 @@ def sync_while_idle(tl: T.RankTimeline, gap_starts: Any, gap_ends: Any) -> int:
     h = tl.host
     if h.size == 0 or gap_starts.size == 0:
         return 0
-    m = (h.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h.name]
+    api = h.kind == T.CUDA_API
+    m = api & tl.name_mask(host.SYNC_RE.match, h.name[api])[h.name]
     if not bool(m.any()):
         return 0
     order = np.argsort(h.start[m], kind="stable")

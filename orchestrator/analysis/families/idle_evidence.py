@@ -207,7 +207,8 @@ def collect(
     comm_m |= h_all.kind == T.LIBRARY_ANNOTATION
     comm_m &= is_comm[h_all.name]
     layers["range-comm"].append((h_all.start[comm_m], h_all.end[comm_m]))
-    sync_m = on_main & (h_all.kind == T.CUDA_API) & tl.name_mask(host.SYNC_RE.match)[h_all.name]
+    api = h_all.kind == T.CUDA_API
+    sync_m = on_main & api & tl.name_mask(host.SYNC_RE.match, h_all.name[api])[h_all.name]
     layers["cuda-sync"].append((h_all.start[sync_m], h_all.end[sync_m]))
     op_m = on_main & ops & ~is_data[h_all.name] & ~is_comm[h_all.name]
     layers["range-op"].append((h_all.start[op_m], h_all.end[op_m]))
@@ -317,7 +318,9 @@ def optimizer_spans(tl: T.RankTimeline, rows: T.GpuTable) -> tuple[Any, Any]:
     if k.size == 0:
         return none
     k = k[np.argsort(rows.start[k], kind="stable")]
-    is_opt = tl.name_mask(lambda x: SPECIFIC.search(x) is not None or GENERIC.search(x) is not None)
+    is_opt = tl.name_mask(
+        lambda x: SPECIFIC.search(x) is not None or GENERIC.search(x) is not None, rows.name[k]
+    )
     idx = np.flatnonzero(is_opt[rows.name[k]])
     if idx.size < 2:
         return none

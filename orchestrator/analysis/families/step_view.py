@@ -253,8 +253,8 @@ def _host_rows(
     left: list[str] = []
     if main is not None:
         mine = inside & (h.pid == main[0]) & (h.tid == main[1])
-        blocking = tl.name_mask(is_blocking_wait)
-        syncs = tl.name_mask(host.SYNC_RE.match)
+        blocking = tl.name_mask(is_blocking_wait, h.name[h.kind == T.OSRT])
+        syncs = tl.name_mask(host.SYNC_RE.match, h.name[h.kind == T.CUDA_API])
         m = mine & (
             ((h.kind == T.OSRT) & blocking[h.name]) | ((h.kind == T.CUDA_API) & syncs[h.name])
         )

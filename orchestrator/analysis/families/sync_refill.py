@@ -41,7 +41,8 @@ def blocking_syncs(tl: T.RankTimeline, main: tuple[int, int] | None) -> tuple[An
     z = np.zeros(0, dtype=np.int64)
     if main is None or h.size == 0:
         return z, z
-    m = (h.kind == T.CUDA_API) & tl.name_mask(BLOCKING.match)[h.name]
+    api = h.kind == T.CUDA_API
+    m = api & tl.name_mask(BLOCKING.match, h.name[api])[h.name]
     m &= (h.pid == main[0]) & (h.tid == main[1])
     if not bool(m.any()):
         return z, z

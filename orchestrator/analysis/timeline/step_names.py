@@ -44,8 +44,9 @@ def is_data_wait(name: str) -> bool:
 def step_rows(tl: T.RankTimeline) -> list[tuple[str, int, int]]:
     """(name, start, duration) of the host annotations named like training steps."""
     h = tl.host
-    is_step = tl.name_mask(lambda n: step_family(n) is not None)
-    m = (h.kind == T.ANNOTATION) & is_step[h.name] & (h.end >= h.start) if h.size else None
+    ann = h.kind == T.ANNOTATION
+    is_step = tl.name_mask(lambda n: step_family(n) is not None, h.name[ann])
+    m = ann & is_step[h.name] & (h.end >= h.start) if h.size else None
     if m is None or not bool(m.any()):
         return []
     return [

@@ -115,7 +115,7 @@ def find(tl: T.RankTimeline, known: tuple[int, str] | None = None) -> FoundSteps
         if found is not None:
             return found
         asides.append(why)
-        if bool(tl.name_mask(GENERIC.search)[names].any()):
+        if bool(tl.name_mask(GENERIC.search, names)[names].any()):
             found, why = _optimizer(tl, names, start, end, GENERIC, "multi-tensor (foreach)",
                                     opened, joined=True)  # fmt: skip
             if found is not None:
@@ -153,7 +153,7 @@ def _profiler_calls(tl: T.RankTimeline) -> tuple[int | None, int | None]:
         return None, None
     out: list[int | None] = []
     for rx, first in ((PROFILER_START, True), (PROFILER_STOP, False)):
-        m = api & tl.name_mask(rx.match)[h.name]
+        m = api & tl.name_mask(rx.match, h.name[api])[h.name]
         if not bool(m.any()):
             out.append(None)
         else:
@@ -224,7 +224,7 @@ def _optimizer(
     opened: tuple[int | None, int | None],
     joined: bool = False,
 ) -> tuple[FoundSteps | None, str]:
-    is_opt = tl.name_mask(rx.search)
+    is_opt = tl.name_mask(rx.search, names)
     idx = np.flatnonzero(is_opt[names])
     if idx.size == 0:
         return None, f"no {family} kernels"
