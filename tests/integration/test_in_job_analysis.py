@@ -15,7 +15,9 @@ import json
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -90,9 +92,19 @@ def _left_then_fetched(cli, store_root: Path, run_id: str, run_dir: Path | None)
     assert "map: job array" in res.err and "reduce COMPLETED" in res.err, res.text
     folder = re.search(r"; in (\S+)", res.err)
     assert folder, res.err
+
     # the map tasks and the reduce are runs of the store: status, logs (and cancel) see them
-    listed = json.loads(cli("status", "--json").out)
-    analysis = [r["run"] for r in listed if r["run"]["name"] == "gh-run-analysis"]
+    def analysis_runs() -> list[dict[str, Any]]:
+        listed = json.loads(cli("status", "--json").out)
+        return [r["run"] for r in listed if r["run"]["name"] == "gh-run-analysis"]
+
+    # the reduce ran after the maps ended, but SLURM's accounting may take a few seconds to
+    # record a finished array task: `status` says what the controller says now
+    end = time.monotonic() + 60
+    analysis = analysis_runs()
+    while {r["state"] for r in analysis} != {"COMPLETED"} and time.monotonic() < end:
+        time.sleep(2)
+        analysis = analysis_runs()
     assert sorted(r["variant"] for r in analysis) == ["map 0", "map 1", "reduce"], analysis
     assert {r["state"] for r in analysis} == {"COMPLETED"}, analysis
     [reduce] = [r for r in analysis if r["variant"] == "reduce"]
