@@ -92,3 +92,18 @@ def test_pageable_copies_run_at_the_nominal_rate_and_hold_the_host(
     gained_untied = int(g.start[nxt] + g.excl[nxt] - untied[nxt])
     assert gained_tied >= 0.8 * int(cut[big[0]]), (gained_tied, int(cut[big[0]]))
     assert gained_untied < 0.2 * int(cut[big[0]]), gained_untied
+
+
+def test_a_copy_of_unknown_size_keeps_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source that gives no copy sizes (bytes 0) gets no pinned-copy gain rather than 1 µs
+    copies: the rate needs the bytes."""
+    real = cp.build
+
+    def sizeless(tl: Any, rows: Any, *a: Any, **k: Any) -> Any:
+        rows.nbytes = np.zeros(rows.size, dtype=np.int64)
+        return real(tl, rows, *a, **k)
+
+    monkeypatch.setattr(cp, "build", sizeless)
+    g = _graph("img_pageable", monkeypatch)
+    assert g.copy_left is not None
+    assert all(np.all(x == 1.0) for x in g.copy_left)

@@ -241,7 +241,8 @@ def build(
         np.clip(links.pinned_ns(nbytes, bw) / np.maximum(dur, 1.0), 0.0, 1.0)
         for bw in link.bandwidth
     ]
-    on = copied & (dur > 0)
+    # a copy whose size the source does not give keeps its time: no rate makes a time of it
+    on = copied & (dur > 0) & (nbytes > 0)
     copy_left = (np.where(on, left[0], 1.0), np.where(on, left[1], 1.0), np.where(on, left[2], 1.0))
     return StepGraph(
         s, excl, ready, gpu_wait, np.where(known, launch, _NEG), at, np.argsort(at, kind="stable"),
