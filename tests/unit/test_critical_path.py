@@ -26,6 +26,7 @@ from orchestrator.analysis.metrics import Metrics
 from orchestrator.analysis.presentation.advice import Advice
 from orchestrator.analysis.presentation.advise import advise, with_findings
 from orchestrator.analysis.presentation.verdict import verdict
+from orchestrator.runs.trial import measured_step_ms
 from tests.fixtures.recordings import unpacked
 from tests.fixtures.standin_loop import Knobs, write
 
@@ -56,16 +57,29 @@ REAL_PAIRS = [
     ("unannotated/kineto/sft_w0", "unannotated/kineto/sft_w4", "data-loader"),
     ("unannotated/nsys/convnet_w0", "unannotated/nsys/convnet_w4", "data-loader"),
     ("gpu_metrics/fp32", "gpu_metrics/bf16", "fp32-kernels"),
-]
+    # H100 Kineto, two-step captures, workers 0 in both: 770.7 -> 237.8 ms; the bf16 run's own
+    # steps outside the capture 243.5 (the capture slowed it to 313.7 inside)
+    ("traces/fp32", "traces/baseline", "fp32-kernels"),
+    pytest.param(
+        "unannotated/kineto/convnet_w0", "unannotated/kineto/convnet_w4", "data-loader",
+        marks=pytest.mark.xfail(strict=True, reason=(
+            "predicted 44.9 ms, measured 37.1 (+21 %): under Kineto the workers-0 steps take"
+            " 94.3 ms against nsys's 83.5 for the same run; the profiler's cost differs"
+            " between the two runs")),
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("before", "after", "rule"), REAL_PAIRS)
 def test_the_projection_meets_the_step_measured_with_the_knob(
     before: str, after: str, rule: str
 ) -> None:
+    """Measured as `gh-run try` scores a try (`trial.measured_step_ms`): the mean traced step,
+    or the workload's own steps outside the capture where the capture slowed the run > 10 %."""
     a = _finding(_metrics(DATA / before), rule)
     assert a.projection is not None and a.projection.projected_ms is not None
-    got = _step_ms(_metrics(DATA / after))
+    got = measured_step_ms(_metrics(DATA / after), a.rank)
+    assert got is not None
     assert abs(a.projection.projected_ms - got) <= WITHIN * got, (a.projection, got)
     assert a.projection.low_ms is not None and a.projection.high_ms is not None
     assert a.projection.low_ms <= a.projection.projected_ms <= a.projection.high_ms
