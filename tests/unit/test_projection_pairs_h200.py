@@ -52,7 +52,7 @@ PAIRS = [
         " bf16 speeds this model's other kernels more than the 1.6x assumed")),
     pytest.param("img_pageable", "img_pinned", "host-device-copies", marks=_miss(
         "predicted 5.6 ms, measured 4.4 outside the capture (+27 %), 6.3 inside it (-10.5 %; the"
-        " capture slowed img_pinned 40 %, img_pageable not at all): the copies at the link's"
+        " capture slowed img_pinned 31 %, img_pageable not at all): the copies at the link's"
         " pinned rate and their host side go, the host gaps left are the pageable run's")),
 ]  # fmt: skip
 
