@@ -138,3 +138,39 @@ def test_the_pinned_projection_claims_no_more_than_the_walls_give() -> None:
     walls = truth["outside_wall_ms"]
     want = float(truth["window_wall_mean_ms"]) * walls["B_eager_pinned"] / walls["A_eager_pageable"]
     assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.sentence(), want)
+
+
+# ---- the Transformer encoder fed by a host-built DataLoader
+# (bench/workloads/heldout/encoder_loader_precision.py), recorded after the replay's rules;
+# its truth is its own walls outside the capture: fp32 at workers 0 (A), fp32 at 4 workers (W),
+# bf16 autocast at workers 0 (P)
+
+
+def test_the_encoders_data_loader_projection_is_within_10_pct_of_its_walls_with_workers() -> None:
+    """Projected 305.8 -> 258.0 ms with 4 workers; the run with them took 260.3 (-0.9 %; the
+    capture slowed the window 0.1 %)."""
+    _, found = _run("encoder")
+    a = next(x for x in found if x.rule == "data-loader")
+    assert a.projection is not None and a.projection.projected_ms is not None
+    want = float(_truth("encoder")["outside_wall_ms"]["W_fp32_workers"])
+    assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.sentence(), want)
+
+
+def test_the_encoders_fp32_finding_comes_first() -> None:
+    _, found = _run("encoder")
+    assert found[0].rule == "fp32-kernels", [(a.rule, a.cost_ms) for a in found[:3]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="projected 305.8 -> 104.7 ms with bf16, the run took 86.7 (+21 %). Its fused"
+    " attention runs in fp32 (fmha_cutlass*_f32, 33 ms a step) and is taken at the other"
+    " kernels' 1.6x; giving it the GEMMs' 12x fixed this pair (+0.3 %) but moved gpu_metrics"
+    " fp32 -> bf16 from +8.8 to -12.4 % and the Kineto H100 pair from -2.3 to -10.3 %: not kept",
+)
+def test_the_encoders_bf16_projection_is_within_10_pct_of_its_walls() -> None:
+    _, found = _run("encoder")
+    a = next(x for x in found if x.rule == "fp32-kernels")
+    assert a.projection is not None and a.projection.projected_ms is not None
+    want = float(_truth("encoder")["outside_wall_ms"]["P_bf16_workers0"])
+    assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.sentence(), want)
