@@ -71,12 +71,14 @@ cluster-status:
 	bash scripts/devcluster.sh status
 
 # pytest-xdist workers: TEST_WORKERS for the integration tests, which mostly wait for SLURM
-# (their jobs, its polls), so they outnumber the cores; UNIT_WORKERS (the cores) for the unit
-# tests, which compute. Tests share the dev cluster test by test (tests/conftest.py,
+# (their jobs, its polls), so they outnumber the cores; UNIT_WORKERS for the unit tests, twice
+# the cores: they compute, but 45 % of their time they wait too (the processes they start, a
+# local job, the dev cluster's turn), so on 2 cores 4 workers took 347 s where 2 took 503, for
+# the same CPU (DEVELOPERS.md). Tests share the dev cluster test by test (tests/conftest.py,
 # cluster_hold; docs/devcluster.md). worksteal: an idle worker takes tests from a busy one, so a
 # long test does not leave one core alone at the end.
 TEST_WORKERS ?= 4
-UNIT_WORKERS ?= 2
+UNIT_WORKERS ?= 4
 XDIST = --dist worksteal
 
 # Bytecode is written and reused (__pycache__, ignored by git) even where the environment sets

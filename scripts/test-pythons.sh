@@ -12,7 +12,8 @@
 #
 #   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
 #   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
-#   PYTEST_WORKERS=2 bash scripts/test-pythons.sh   # pytest-xdist workers (default 2: both cores)
+#   PYTEST_WORKERS=4 bash scripts/test-pythons.sh   # pytest-xdist workers (default 4: twice the
+#                                                   # cores, as UNIT_WORKERS: the Makefile says why)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,7 +54,7 @@ for v in "${versions[@]}"; do
     t0=$SECONDS
     # shellcheck disable=SC2086  # PYTEST_ARGS: words on purpose
     if GH_RUN_NO_SKIPS=1 "$venv/bin/python" -W error -W default::ResourceWarning -m pytest -q \
-        -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist worksteal tests/unit "${no_torch[@]}" \
+        -p no:cacheprovider -n "${PYTEST_WORKERS:-4}" --dist worksteal tests/unit "${no_torch[@]}" \
         ${PYTEST_ARGS:-}; then
         log "Python $v: unit tests passed in $((SECONDS - t0)) s"
     else

@@ -6,8 +6,9 @@
 #                These mostly wait (for SLURM to schedule and run their jobs, for sacct, for
 #                cron, for a daemon they stopped), so their workers outnumber the cores.
 #   unit         tests/unit under the venv's Python, then under each extra interpreter
-#                (scripts/test-pythons.sh: 3.13, 3.14), UNIT_WORKERS workers (2) each. These
-#                compute. They run at a lower priority (nice UNIT_NICE, 10), so they take the
+#                (scripts/test-pythons.sh: 3.13, 3.14), UNIT_WORKERS workers (4) each. These
+#                compute, and wait for the processes they start about 45 % of their time:
+#                twice the cores' workers overlap that (the Makefile has the figures). They run at a lower priority (nice UNIT_NICE, 10), so they take the
 #                cores whenever the integration tests wait and give them back at once when an
 #                integration test (or the SLURM job it submitted) has work: the integration
 #                tests see the machine much as they would alone, and their timeouts mean what
@@ -46,10 +47,10 @@ integration=$!
 NICE=(nice -n "${UNIT_NICE:-10}")
 (
     set +e
-    "${NICE[@]}" .venv/bin/pytest -q "${XDIST[@]}" -n "${UNIT_WORKERS:-2}" tests/unit
+    "${NICE[@]}" .venv/bin/pytest -q "${XDIST[@]}" -n "${UNIT_WORKERS:-4}" tests/unit
     main=$?
     log "unit tests under the venv: exit $main after $((SECONDS - t0)) s"
-    PYTEST_WORKERS="${UNIT_WORKERS:-2}" "${NICE[@]}" bash scripts/test-pythons.sh
+    PYTEST_WORKERS="${UNIT_WORKERS:-4}" "${NICE[@]}" bash scripts/test-pythons.sh
     extra=$?
     ((main == 0 && extra == 0))
 ) >"$LOGS/unit.log" 2>&1 &

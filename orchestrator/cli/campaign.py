@@ -35,12 +35,6 @@ from orchestrator.spec.yamlio import display_path
 from orchestrator.store import campaigns as db
 from orchestrator.store.db import Run, iso
 
-campaign_app = typer.Typer(
-    help="Nightly profiling campaigns: a matrix of one job, as job arrays, compared with the "
-    "last good night.",
-    no_args_is_help=True,
-)
-
 FileArg = Annotated[Path, typer.Argument(help="Campaign file, e.g. campaigns/canary.yaml.")]
 IdArg = Annotated[str, typer.Argument(help="Campaign id (or unique prefix, or 'last').")]
 SetOpt = Annotated[
@@ -459,6 +453,14 @@ def fire_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    # A sub-app of its own on each call: the CLI registers on every run of `main`, so a
+    # module-level one would gather the commands again each time a process calls `main([...])`
+    # (tests, other front ends), and each run would turn every copy into a click command.
+    campaign_app = typer.Typer(
+        help="Nightly profiling campaigns: a matrix of one job, as job arrays, compared with "
+        "the last good night.",
+        no_args_is_help=True,
+    )
     # The listing's lines (`campaign --help`): whole, within 80 columns; each command's own
     # --help says the rest (tests/unit/test_cli_help.py).
     for name, cmd, short in (

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 
@@ -77,6 +76,8 @@ def test_init_writes_a_project_that_works_from_its_folders(tmp_path: Path, site:
         schema = json.loads((path.parent / "../docs/schema/job.schema.json").read_text())
         doc = yaml.safe_load(path.read_text())
         assert doc["cluster"] == "dev" and doc["partition"] == "gh"
+        import jsonschema  # here: its import costs each xdist worker 1.6 s of CPU (test_schema.py)
+
         assert not list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
     sft = yaml.safe_load((proj / "jobs" / "sft.yaml").read_text())
     # Fitted to the partition (2 cores, 1 GPU, 2 h), the rest as the seed ran it.

@@ -13,8 +13,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
-import jsonschema  # test-only dependency
 import pytest
 
 from orchestrator.cli.schema import KINDS, available_kinds, schema_text
@@ -23,6 +23,17 @@ from orchestrator.spec import yamlio
 from orchestrator.spec.job import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _jsonschema() -> ModuleType:
+    """jsonschema (a test-only dependency), imported by the tests that validate: its import
+    (its format checkers' grammars) costs 1.6 s of CPU in each xdist worker that collects this
+    file, most of which run none of them."""
+    import jsonschema
+
+    return jsonschema
+
+
 SCHEMA_LINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")
 SCHEMA_DIR = REPO / "docs" / "schema"
 SHIPPED = sorted(
@@ -77,7 +88,7 @@ def named_schema(path: Path) -> Path:
 
 
 def problems(schema_path: Path, data: object) -> list[str]:
-    validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
+    validator = _jsonschema().Draft202012Validator(json.loads(schema_path.read_text()))
     return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(data)]
 
 
@@ -86,7 +97,7 @@ def test_schema_files_are_up_to_date_with_the_models(kind: str) -> None:
     path = REPO / "docs" / "schema" / f"{kind}.schema.json"
     assert path.is_file(), f"run `gh-run schema all --write` to create {path}"
     assert path.read_text() == schema_text(kind), "run `gh-run schema all --write`"  # type: ignore[arg-type]
-    jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text()))
+    _jsonschema().Draft202012Validator.check_schema(json.loads(path.read_text()))
 
 
 def test_the_shipped_files_include_variants_and_bases() -> None:
@@ -188,7 +199,7 @@ def test_the_overlay_requires_nothing_but_refuses_what_the_full_schema_refuses()
 def test_schema_refuses_what_the_model_refuses(
     kind: str, doc: dict[str, object], needle: str
 ) -> None:
-    validator = jsonschema.Draft202012Validator(json.loads(schema_text(kind)))  # type: ignore[arg-type]
+    validator = _jsonschema().Draft202012Validator(json.loads(schema_text(kind)))  # type: ignore[arg-type]
     messages = [e.message for e in validator.iter_errors(doc)]
     assert any(needle in m for m in messages), messages
 

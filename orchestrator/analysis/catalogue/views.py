@@ -424,12 +424,15 @@ def placed_anywhere() -> set[str]:
     return out
 
 
-def in_view(met: Metric | Family, view: str) -> bool:
+def in_view(met: Metric | Family, view: str, anywhere: set[str] | None = None) -> bool:
     """Whether a metric its layout does not place belongs to a view: as its entry says, else
-    (a metric no view places) every open view."""
+    (a metric no view places) every open view. `anywhere`: placed_anywhere(), when the caller
+    asks of every metric in turn (it is made anew on each call, as the catalogue may grow)."""
     if met.views is not None:
         return view in met.views
-    return view in OPEN_VIEWS and met.key not in placed_anywhere()
+    if anywhere is None:
+        anywhere = placed_anywhere()
+    return view in OPEN_VIEWS and met.key not in anywhere
 
 
 def _complete(layout: Layout, view: str) -> Layout:
@@ -438,8 +441,9 @@ def _complete(layout: Layout, view: str) -> Layout:
     placed = _placed(layout)
     out = [(g, list(rows)) for g, rows in layout]
     every: list[Metric | Family] = [*CATALOGUE, *FAMILIES]
+    anywhere = placed_anywhere()
     for met in every:
-        if met.key in placed or not in_view(met, view):
+        if met.key in placed or not in_view(met, view, anywhere):
             continue
         group = next((rows for g, rows in out if g == met.group), None)
         if group is None:
@@ -450,8 +454,8 @@ def _complete(layout: Layout, view: str) -> Layout:
 
 
 def _keys(order: list[str], view: str) -> list[str]:
-    placed = set(order)
-    extra = [m.key for m in CATALOGUE if m.key not in placed and in_view(m, view)]
+    placed, anywhere = set(order), placed_anywhere()
+    extra = [m.key for m in CATALOGUE if m.key not in placed and in_view(m, view, anywhere)]
     return [*order, *extra]
 
 
