@@ -462,7 +462,7 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     # The listing's lines (`campaign --help`): whole, within 80 columns; each command's own
-    # --help says the rest (tests/unit/test_cli_help.py).
+    # --help says the rest (tests/unit/test_first_week.py).
     for name, cmd, short in (
         ("run", run_cmd, "Plan, submit as job arrays; --wait: run to the report."),
         ("resume", resume_cmd, "Finish a campaign after a crash or kill."),
