@@ -66,6 +66,9 @@ RECORDINGS = {
     "rec/causes_h200/ml_sync": "causes_h200/ml_sync",
     "rec/heldout_h200/run1": "heldout_h200/run1",
     "rec/heldout_h200/run2": "heldout_h200/run2",
+    # the projections' held-out workloads (issue 41), each its own case
+    "rec/heldout_h200_mlp": "heldout_h200/mlp",
+    "rec/heldout_h200_encoder": "heldout_h200/encoder",
 }
 # Variants of real 2026 exports derived in the workspace (tests/fixtures/export_variants.py):
 # workspace folder -> the export (in a RECORDINGS folder) they are derived from
@@ -110,6 +113,8 @@ CASES = [
     _one("causes_h200", "rec/causes_h200", COMPARE),
     # the held-out one, recorded after the rules were written (tests/data/heldout_h200)
     _one("heldout_h200", "rec/heldout_h200", COMPARE),
+    _one("heldout_h200_mlp", "rec/heldout_h200_mlp"),
+    _one("heldout_h200_encoder", "rec/heldout_h200_encoder"),
     # other projects' traces (HTA's and TraceLens's test data): unrelated runs, one folder
     _one("public_traces", "data/public_traces"),
     # real nsys 2026 exports (another project's test data) and variants derived from them
