@@ -18,6 +18,7 @@ import pytest
 from orchestrator.render.scripts import render_job
 from orchestrator.site.cluster import load_cluster, validate_job
 from orchestrator.spec.job import JobSpec
+from tests import nsys_crash
 from tests.conftest import real_nsys
 
 pytestmark = pytest.mark.nsys_records
@@ -44,7 +45,7 @@ def _run(
     )
     cluster = load_cluster("dev")
     pn, part = validate_job(job, cluster)
-    for attempt in range(NSYS_ATTEMPTS):
+    for attempt in range(nsys_crash.ATTEMPTS):  # nsys's own crashes: tests/nsys_crash.py
         run_dir = tmp_path / ("run" if attempt == 0 else f"run{attempt + 1}")
         run_dir.mkdir()
         script = render_job(job, cluster, pn, part, "post-test", str(run_dir), "direct").script
@@ -57,20 +58,9 @@ def _run(
             # the job's python3 is the one with gh-run, as a job submitted from its venv has
             env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
         )
-        if not _nsys_crashed(res.stderr):
+        if not nsys_crash.crashed(res.stderr):
             break
     return res, run_dir / "artifacts"
-
-
-# nsys 2022.4's launcher has died under load with an exception of its own
-# ("QuadD/Common/ProcessWaiter/Src/POSIX/ProcessWaiterImpl.cpp(166): Throw in function ...", CI,
-# Python 3.13, 8 test workers on 2 cores), recording nothing: what this file examines is
-# gh-run's post-processing, so such a run is made again, once. Any other failure stands.
-NSYS_ATTEMPTS = 2
-
-
-def _nsys_crashed(stderr: str) -> bool:
-    return "/QuadD/" in stderr and "Throw in function" in stderr
 
 
 def test_rendered_for_the_right_version_every_report_is_a_csv(tmp_path: Path) -> None:
