@@ -16,7 +16,6 @@ A, W and P, mean ms a step.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import itertools
 import json
 import os
@@ -24,10 +23,10 @@ import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
+from cuda_profiler import profiler
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -61,21 +60,6 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.enc(self.emb(x)).mean(dim=1))
-
-
-def _profiler(start: bool) -> None:
-    lib: Any = None
-    try:
-        lib = torch.cuda.cudart()
-    except Exception:
-        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-    if lib is not None:
-        (lib.cudaProfilerStart if start else lib.cudaProfilerStop)()
 
 
 def main() -> int:
@@ -123,12 +107,12 @@ def main() -> int:
         walls["warmup"].append(run(it, False))
     if cuda:
         torch.cuda.synchronize()
-        _profiler(True)
+        profiler(True)
     for _ in range(a.window):
         walls["window"].append(run(it, False))
     if cuda:
         torch.cuda.synchronize()
-        _profiler(False)
+        profiler(False)
     for phase, workers, bf16 in (("A", 0, False), ("W", a.workers, False), ("P", 0, True)):
         it = batches(workers)
         # the workers' first batches were prefetched while nothing ran: settle past them

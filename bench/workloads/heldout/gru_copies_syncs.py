@@ -24,16 +24,15 @@ to after its closing `loss.item()`.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
+from cuda_profiler import profiler
 from torch import nn
 
 
@@ -46,21 +45,6 @@ class SeqModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.gru(x)
         return self.head(out)
-
-
-def _profiler(start: bool) -> None:
-    lib: Any = None
-    try:
-        lib = torch.cuda.cudart()
-    except Exception:
-        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-    if lib is not None:
-        (lib.cudaProfilerStart if start else lib.cudaProfilerStop)()
 
 
 def main() -> int:
@@ -118,13 +102,13 @@ def main() -> int:
         n += 1
     if cuda:
         torch.cuda.synchronize()
-        _profiler(True)
+        profiler(True)
     for _ in range(a.window):
         walls["window"].append(step(n, False, True))
         n += 1
     if cuda:
         torch.cuda.synchronize()
-        _profiler(False)
+        profiler(False)
     for phase, pin, checks in (("A", False, True), ("B", True, True), ("C", False, False)):
         if phase == "B" and not cuda:
             continue

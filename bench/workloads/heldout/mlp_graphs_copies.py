@@ -20,16 +20,15 @@ graph a step).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
+from cuda_profiler import profiler
 from torch import nn
 
 
@@ -52,21 +51,6 @@ class Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.blocks(self.inp(x)))
-
-
-def _profiler(start: bool) -> None:
-    lib: Any = None
-    try:
-        lib = torch.cuda.cudart()
-    except Exception:
-        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-    if lib is not None:
-        (lib.cudaProfilerStart if start else lib.cudaProfilerStop)()
 
 
 def main() -> int:
@@ -113,13 +97,13 @@ def main() -> int:
         n += 1
     if cuda:
         torch.cuda.synchronize()
-        _profiler(True)
+        profiler(True)
     for _ in range(a.window):
         walls["window"].append(eager(n, False))
         n += 1
     if cuda:
         torch.cuda.synchronize()
-        _profiler(False)
+        profiler(False)
     for phase, pin in (("A", False), ("B", True)):
         if phase == "B" and not cuda:
             continue
