@@ -35,7 +35,12 @@ for f in tests/unit/test_*.py; do
     grep -q 'importorskip("torch")' "$f" && no_torch+=("--ignore=$f")
 done
 
-failed=()
+# A quarter of the property and fuzz examples (tests/budget.py says why); GH_RUN_EXAMPLES_SCALE=1
+# draws them all.
+export GH_RUN_EXAMPLES_SCALE="${GH_RUN_EXAMPLES_SCALE:-0.25}"
+
+# Every venv first: making one is mostly waiting for downloads, and done up front it overlaps
+# the other streams of `make test` instead of standing between two test runs.
 for v in "${versions[@]}"; do
     py="$PREFIX/python/$v/bin/python$v"
     [[ -x $py ]] || { log "no Python $v in $PREFIX/python (bash scripts/install-python.sh $v)"; exit 1; }
@@ -45,12 +50,18 @@ for v in "${versions[@]}"; do
     if [[ ! -e $stamp || pyproject.toml -nt $stamp || setup.py -nt $stamp ]]; then
         rm -rf "$venv"
         "$py" -m venv --without-pip "$venv"
-        # the system venv's pip installs pip into it (Debian's interpreters carry no ensurepip wheels)
         .venv/bin/pip --python "$venv/bin/python" install -q pip
-        "$venv/bin/pip" install -q -e '.[test]'
+        # --no-compile: the tests compile what they import (PYTHONDONTWRITEBYTECODE is unset),
+        # not every module of every dependency
+        "$venv/bin/pip" install -q --no-compile -e '.[test]'
         touch "$stamp"
         log "Python $v: $venv made in $((SECONDS - t0)) s"
     fi
+done
+
+failed=()
+for v in "${versions[@]}"; do
+    venv=".venvs/$v"
     t0=$SECONDS
     # shellcheck disable=SC2086  # PYTEST_ARGS: words on purpose
     if GH_RUN_NO_SKIPS=1 "$venv/bin/python" -W error -W default::ResourceWarning -m pytest -q \

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from orchestrator.analysis import advise, analyze_paths
 from orchestrator.analysis.metrics import Metrics, RankMetrics
+from tests.budget import examples
 from tests.fixtures.kineto_builder import KinetoBuilder, write_ddp
 from tests.fixtures.nsys_builder import NsysBuilder
 
@@ -290,7 +291,7 @@ def _view(events: list[tuple[int, int, int]]) -> Any:
         max_size=40,
     )
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_kernel_types_and_overlap_equal_a_per_nanosecond_count(
     raw: list[tuple[int, int, int]],
 ) -> None:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.fixtures import reader_fuzz as F
 from tests.fixtures import sqlite_btree as SB
 
@@ -41,7 +42,7 @@ def test_the_unmutated_files_read_as_the_references_read_them() -> None:
 SLOW = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=SLOW)
 @given(seed=st.integers(0, 2**32 - 1), step=st.sampled_from([64, 500, 4096]))
 def test_a_damaged_export_reads_as_sqlite_reads_it_or_is_refused(
     tmp_path_factory: pytest.TempPathFactory, export_bytes: tuple[bytes, int], seed: int, step: int
@@ -53,7 +54,7 @@ def test_a_damaged_export_reads_as_sqlite_reads_it_or_is_refused(
     assert outcome != F.DIFF, detail
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=SLOW)
 @given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(range(len(TRACES))))
 def test_a_mutated_trace_reads_as_json_reads_it_or_is_refused(
     tmp_path_factory: pytest.TempPathFactory, seed: int, which: int

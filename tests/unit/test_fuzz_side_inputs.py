@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis import records, write_records
+from tests.budget import examples
 from tests.fixtures import side_input_fuzz as F
 
 SLOW = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
@@ -46,7 +47,7 @@ def test_the_unmutated_inputs_read_as_the_references_read_them(
     assert F.record_case(recorded[0]) == (F.SAME, "")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=SLOW)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_a_mutated_gpu_metrics_table_reads_as_sql_reads_it_or_is_noted(
     tmp_path_factory: pytest.TempPathFactory, gpu: tuple[Path, str], seed: int
@@ -57,7 +58,7 @@ def test_a_mutated_gpu_metrics_table_reads_as_sql_reads_it_or_is_noted(
     assert outcome != F.DIFF, (done, detail)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=SLOW)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_a_mutated_gpu_metrics_configuration_reads_as_safe_load_or_is_noted(
     gpu: tuple[Path, str], seed: int
@@ -67,7 +68,7 @@ def test_a_mutated_gpu_metrics_configuration_reads_as_safe_load_or_is_noted(
     assert outcome != F.DIFF, detail  # F.LENIENT: libyaml reads what PyYAML's scanner refuses
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=SLOW)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_a_mutated_record_is_used_or_says_why_never_an_exception(
     recorded: tuple[Path, dict[str, object]], seed: int
@@ -82,7 +83,7 @@ def test_a_mutated_record_is_used_or_says_why_never_an_exception(
     assert outcome != F.DIFF, detail
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=SLOW)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_mutated_files_beside_a_trace_read_as_json_and_yaml_read_them_or_refuse(
     tmp_path_factory: pytest.TempPathFactory, seed: int

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis.timeline.group_rows import first_per_group
+from tests.budget import examples
 
 
 def _reference(groups: list[int], k: int) -> list[bool]:
@@ -20,7 +21,7 @@ def _reference(groups: list[int], k: int) -> list[bool]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.integers(-3, 6), max_size=60), st.integers(-1, 5))
 def test_first_rows_of_each_group_as_a_loop_takes_them(groups: list[int], k: int) -> None:
     got = first_per_group(np.array(groups, dtype=np.int64), k)

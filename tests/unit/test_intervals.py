@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis.timeline import intervals
+from tests.budget import examples
 
 ROWS = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=60)
 
@@ -28,7 +29,7 @@ def _reference_groups(s: Any, e: Any) -> tuple[list[int], list[int]]:
     return g0, g1
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=ROWS, step=st.integers(1, 8), keep=st.lists(st.booleans(), min_size=60, max_size=60))
 def test_groups_sorted_in_steps_equal_one_pass(
     rows: list[tuple[int, int]], step: int, keep: list[bool]
@@ -55,7 +56,7 @@ def _union(rows: list[tuple[int, int]]) -> tuple[Any, Any]:
     return intervals.groups_sorted(s, e)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(a=ROWS, b=ROWS)
 def test_intersect_is_the_common_time_whichever_list_is_shorter(
     a: list[tuple[int, int]], b: list[tuple[int, int]]

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from orchestrator.analysis.readers import kineto, kineto_scan, tracetext
 from orchestrator.core.errors import UserError
+from tests.budget import examples
 from tests.fixtures.kineto_builder import kineto_event_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -250,7 +251,7 @@ def test_a_gzip_bomb_is_refused_in_bounded_memory(tmp_path: Path, where: str, na
 NAMES = st.text(alphabet=st.sampled_from('a"\\\\/{}[],:\n\t\u00e9\u2028 '), max_size=12)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(NAMES, min_size=1, max_size=30), chunk=st.integers(1, 64))
 def test_escaped_quotes_and_backslashes_split_as_json_reads_them(
     names: list[str], chunk: int

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis.readers import kineto, kineto_scan, tracetext
+from tests.budget import examples
 from tests.fixtures.kineto_builder import training_trace, write_kineto_stream
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -197,7 +198,7 @@ _BYTES = b'"\\\n ,.-0123456789eE{}[]:aX\x00\xff'
 
 
 @needs_scan
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     edits=st.lists(
         st.tuples(

@@ -32,6 +32,7 @@ from orchestrator.analysis.families import operators
 from orchestrator.analysis.readers import export_tables, nsys_sqlite, sqlite_pages
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline import torch_ranges
+from tests.budget import examples
 from tests.fixtures import export_variants, recordings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nsys2026"
@@ -348,7 +349,7 @@ _SUFFIX = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(_NAME_PART, _SUFFIX), min_size=1, max_size=8))
 def test_a_chunk_strips_as_each_name_splits(parts: list[tuple[str, str]]) -> None:
     names = [a + b for a, b in parts]

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from orchestrator.analysis.readers import nsys_nvtx, nsys_sqlite, sqlite_columns, sqlite_pages
 from orchestrator.analysis.timeline import model as T
 from orchestrator.analysis.timeline import torch_ranges
+from tests.budget import examples
 
 needs_reader = pytest.mark.skipif(
     not sqlite_pages.available(),
@@ -100,7 +101,9 @@ def _value(name: Value, suffix: str) -> Value:
 
 @needs_reader
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.lists(st.tuples(_NAME, _SUFFIX), min_size=1, max_size=40),

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from orchestrator.analysis.families import operators
 from orchestrator.analysis.timeline import model as T
+from tests.budget import examples
 
 OTHER_KINDS = [T.ANNOTATION, T.OSRT, T.CUDA_API]
 
@@ -75,7 +76,7 @@ def _nested(rnd: random.Random, lo: int, hi: int, depth: int) -> list[tuple[int,
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 10**9), st.integers(1, 3), st.booleans(), st.booleans())
 def test_sums_per_name_are_a_loops_sums(seed: int, threads: int, clash: bool, huge: bool) -> None:
     rnd = random.Random(seed)
@@ -131,7 +132,7 @@ def _self_times_before(s: Any, e: Any) -> Any | None:
 _IV = st.tuples(st.integers(0, 40), st.integers(0, 15))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(_IV, max_size=30), st.booleans())
 def test_self_times_are_what_they_were(ivs: list[tuple[int, int]], by_start: bool) -> None:
     """Any intervals (nested or not, ties, zero lengths), shuffled or in start order."""

@@ -18,6 +18,7 @@ from rich.markup import escape as rich_escape
 
 from orchestrator.cli import piped
 from orchestrator.core.escape import markup, plain
+from tests.budget import examples
 
 # Pieces that exercise every branch of Rich's markup and text handling: tags opened and
 # closed (implicitly, explicitly, with nothing to close), escaped brackets and backslashes,
@@ -55,13 +56,13 @@ def piped_prints(text: str, markup_on: bool) -> str | type[Exception]:
     return out.getvalue()
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(TEXTS, st.booleans())
 def test_prints_what_rich_prints_to_a_pipe(text: str, markup_on: bool) -> None:
     assert piped_prints(text, markup_on) == rich_prints(text, markup_on)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(TEXTS)
 def test_escaped_text_prints_as_rich_prints_it(text: str) -> None:
     """gh-run's escaping is Rich's, and escaped text (what `analyze` prints) comes through the

@@ -27,6 +27,7 @@ from orchestrator.site.cluster import load_cluster, validate_job
 from orchestrator.spec import yamlio
 from orchestrator.spec.job import JobSpec
 from orchestrator.store.db import Store
+from tests.budget import examples
 
 # Any unicode a YAML file can carry, minus NUL (refused with a clear error) and surrogates.
 TEXT = st.text(
@@ -80,7 +81,7 @@ SPEC_KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.dictionaries(SPEC_KEYS, ANY_YAML, max_size=6))
 def test_loading_anything_raises_only_user_error(data: dict[str, Any]) -> None:
     text = yaml.safe_dump(data, allow_unicode=True)
@@ -90,7 +91,7 @@ def test_loading_anything_raises_only_user_error(data: dict[str, Any]) -> None:
         assert "gen.yaml" in str(exc) and "Traceback" not in str(exc)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(TEXT)
 def test_parsing_any_text_raises_only_user_error(text: str) -> None:
     try:
@@ -99,7 +100,7 @@ def test_parsing_any_text_raises_only_user_error(text: str) -> None:
         assert str(exc).startswith("gen.yaml")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(echo_specs())
 def test_every_rendered_script_passes_bash_n(spec_data: dict[str, Any]) -> None:
     spec = _load(yaml.safe_dump(spec_data, allow_unicode=False))
@@ -148,7 +149,7 @@ def check_echoed(store: Store, run_id: str, spec_data: dict[str, Any], home: Pat
 
 
 @settings(
-    max_examples=8,
+    max_examples=examples(8),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -370,7 +371,7 @@ def test_the_valid_starting_points_are_valid(tmp_path: Path) -> None:
     assert [v.name for v in expand(campaign)] == ["small-w0", "small-w2", "big-w0", "extra"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.one_of(edited(VALID_CLUSTER), st.dictionaries(KEYS, ANY_YAML, max_size=5)))
 def test_loading_any_cluster_file_raises_only_user_error(
     data: dict[str, Any], tmp_path_factory: Any
@@ -384,7 +385,7 @@ def test_loading_any_cluster_file_raises_only_user_error(
         assert cluster.partitions and cluster.default_partition in cluster.partitions
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.one_of(edited(VALID_CAMPAIGN), st.dictionaries(KEYS, ANY_YAML, max_size=5)))
 def test_loading_any_campaign_file_raises_only_user_error(
     data: dict[str, Any], tmp_path_factory: Any
@@ -453,7 +454,7 @@ def _expected_names(doc: dict[str, Any]) -> list[str]:
     return out + [inc["name"] for inc in doc.get("include", [])]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=valid_campaigns())
 def test_valid_campaigns_expand_deterministically_to_unique_names(
     data: dict[str, Any], tmp_path_factory: Any

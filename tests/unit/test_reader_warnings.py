@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.analysis.readers import nsys_db, nsys_sqlite, sqlite_columns, sqlite_pages
+from tests.budget import examples
 from tests.fixtures.nsys_builder import NsysBuilder
 
 INT_LIST = re.compile(r"-?[0-9]+(?:,-?[0-9]+)*")
@@ -33,7 +34,7 @@ def _reference(text: str) -> list[int] | None:
     return [int(x) for x in text.split(",")] if INT_LIST.fullmatch(text) else None
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.text(alphabet="0123456789,-.a\u00e9", max_size=12))
 def test_ints_reads_exactly_integers_joined_by_commas(text: str) -> None:
     # (a plus sign or blanks around a number numpy and SQLite's CAST both read as the number)

@@ -31,6 +31,7 @@ from orchestrator.analysis.readers import gpu_metric_names as N
 from orchestrator.analysis.readers.side_inputs import SideInputError, load_yaml
 from orchestrator.analysis.timeline import step_rules
 from orchestrator.core.errors import UserError
+from tests.budget import examples
 from tests.fixtures.recordings import export
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,7 +256,7 @@ def _reference_strip(text: str) -> str:
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text(alphabet="ab<>(): ", max_size=60))
 def test_template_stripping_is_the_former_one_in_one_pass(text: str) -> None:
     assert cpu_samples.strip_templates(text) == _reference_strip(text)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from orchestrator.analysis.readers import nsys_db, nsys_sqlite, sqlite_columns, sqlite_pages
 from orchestrator.analysis.readers import table_parts as TP
+from tests.budget import examples
 from tests.fixtures import sqlite_btree as SB
 
 needs_reader = pytest.mark.skipif(
@@ -92,7 +93,9 @@ ODD = st.one_of(st.text(max_size=12), st.floats(allow_nan=False), st.binary(max_
 
 @needs_reader
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     rows=st.lists(st.tuples(INTS, INTS, INTS, INTS, INTS), min_size=0, max_size=1500),
@@ -134,7 +137,9 @@ def test_any_integer_table_reads_as_sqlite_gives_it(
 
 @needs_reader
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     rows=st.lists(

@@ -17,6 +17,7 @@ from orchestrator.analysis import analyze_paths
 from orchestrator.analysis.families import breakdown
 from orchestrator.analysis.families.breakdown import HtaView
 from orchestrator.analysis.families.kernel_classes import COMMUNICATION, COMPUTATION, MEMORY, OTHER
+from tests.budget import examples
 from tests.fixtures.nsys_builder import NsysBuilder
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"
@@ -89,7 +90,7 @@ def view(events: list[Event]) -> HtaView:
 
 
 @given(timelines())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_temporal_breakdown_equals_a_per_nanosecond_count(events: list[Event]) -> None:
     want = brute(events)
     t = breakdown.temporal(view(events))
@@ -125,7 +126,7 @@ def nsys_export(path: Path, events: list[Event]) -> Path:
 
 
 @given(timelines())
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_an_export_gives_the_per_nanosecond_figures(events: list[Event]) -> None:
     """Through the whole analysis of an nsys export: gh-run's span, busy and idle and HTA's
     temporal breakdown (memsets count as busy, and HTA, which does not class them, as
