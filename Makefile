@@ -91,7 +91,7 @@ export PYTHONDONTWRITEBYTECODE =
 # that they fill the cores while the integration tests wait, the unit tests under the venv's
 # Python and the unit tests under each extra interpreter (3.13, 3.14; warnings as errors:
 # test-pythons; PYTHONS_WORKERS workers). Logs in .test-logs/.
-PYTHONS_WORKERS ?= 3
+PYTHONS_WORKERS ?= 4
 test: install deps cluster-up
 	TEST_WORKERS=$(TEST_WORKERS) UNIT_WORKERS=$(UNIT_WORKERS) PYTHONS_WORKERS=$(PYTHONS_WORKERS) \
 		bash scripts/test-suite.sh

@@ -11,6 +11,8 @@
 # change. The whole suite runs under the system Python (`make test`).
 #
 #   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
+#   bash scripts/test-pythons.sh --venvs-only # make the venvs and stop (`make test` does that
+#                                             # first, at full priority: ~20 s on idle cores)
 #   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
 #   PYTEST_WORKERS=4 bash scripts/test-pythons.sh   # pytest-xdist workers (default 4: twice the
 #                                                   # cores, as UNIT_WORKERS: the Makefile says why)
@@ -21,6 +23,11 @@ PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 cd "$REPO"
 log() { printf '[test-pythons] %s\n' "$*" >&2; }
 
+venvs_only=0
+if [[ ${1:-} == --venvs-only ]]; then
+    venvs_only=1
+    shift
+fi
 versions=("$@")
 if ((${#versions[@]} == 0)); then
     for py in "$PREFIX"/python/*/bin/python3.*; do
@@ -39,8 +46,8 @@ done
 # draws them all.
 export GH_RUN_EXAMPLES_SCALE="${GH_RUN_EXAMPLES_SCALE:-0.25}"
 
-# Every venv first: making one is mostly waiting for downloads, and done up front it overlaps
-# the other streams of `make test` instead of standing between two test runs.
+# Every venv first (about 15 s of CPU each): between two test runs, at the unit tests' low
+# priority, one took two minutes.
 for v in "${versions[@]}"; do
     py="$PREFIX/python/$v/bin/python$v"
     [[ -x $py ]] || { log "no Python $v in $PREFIX/python (bash scripts/install-python.sh $v)"; exit 1; }
@@ -58,6 +65,8 @@ for v in "${versions[@]}"; do
         log "Python $v: $venv made in $((SECONDS - t0)) s"
     fi
 done
+
+((venvs_only == 0)) || exit 0
 
 failed=()
 for v in "${versions[@]}"; do

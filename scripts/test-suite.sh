@@ -9,9 +9,9 @@
 #                and wait for the processes they start about 45 % of their time: twice the
 #                cores' workers overlap that (the Makefile has the figures).
 #   pythons      scripts/test-pythons.sh: the extra interpreters' venvs (3.13, 3.14) made first,
-#                then tests/unit under each in turn, PYTHONS_WORKERS workers (3), a quarter of
+#                then tests/unit under each in turn, PYTHONS_WORKERS workers (4), a quarter of
 #                the property and fuzz examples (tests/budget.py says why).
-# The two unit streams run at a lower priority (nice UNIT_NICE, 10), so they take the cores
+# The two unit streams' tests run at a lower priority (nice UNIT_NICE, 10), so they take the cores
 # whenever the integration tests wait and give them back at once when an integration test (or
 # the SLURM job it submitted) has work: the integration tests see the machine much as they
 # would alone, and their timeouts mean what they meant. One after the other, the unit streams
@@ -58,7 +58,10 @@ NICE=(nice -n "${UNIT_NICE:-10}")
 ) >"$LOGS/unit.log" 2>&1 &
 unit=$!
 (
-    PYTEST_WORKERS="${PYTHONS_WORKERS:-3}" "${NICE[@]}" bash scripts/test-pythons.sh
+    # the venvs at full priority (seconds of CPU; at nice 10 beside the other streams, minutes
+    # of waiting that this stream, the longest, would end later by), then the tests at nice 10
+    bash scripts/test-pythons.sh --venvs-only || exit
+    PYTEST_WORKERS="${PYTHONS_WORKERS:-4}" "${NICE[@]}" bash scripts/test-pythons.sh
 ) >"$LOGS/pythons.log" 2>&1 &
 pythons=$!
 
