@@ -7,8 +7,8 @@
 # running, and Python warns of a Popen object let go while its process runs; 3.13 added one for
 # each sqlite3 connection never closed). Each
 # interpreter has its own small venv, .venvs/<X.Y>, with gh-run (editable, its C readers built
-# for that interpreter) and the `test` extra; it is made again when pyproject.toml or setup.py
-# change. The whole suite runs under the system Python (`make test`).
+# for that interpreter) and the `test` extra; it is made again when pyproject.toml, setup.py or
+# a C reader changes. The whole suite runs under the system Python (`make test`).
 #
 #   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
 #   bash scripts/test-pythons.sh --venvs-only # make the venvs and stop (`make test` does that
@@ -54,7 +54,11 @@ for v in "${versions[@]}"; do
     venv=".venvs/$v"
     stamp="$venv/.installed"
     t0=$SECONDS
-    if [[ ! -e $stamp || pyproject.toml -nt $stamp || setup.py -nt $stamp ]]; then
+    stale=0
+    for f in pyproject.toml setup.py orchestrator/analysis/readers/*.c; do
+        [[ $f -nt $stamp ]] && stale=1
+    done
+    if [[ ! -e $stamp || $stale == 1 ]]; then
         rm -rf "$venv"
         "$py" -m venv --without-pip "$venv"
         .venv/bin/pip --python "$venv/bin/python" install -q pip
