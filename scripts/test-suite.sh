@@ -11,12 +11,14 @@
 #   pythons      scripts/test-pythons.sh: the extra interpreters' venvs (3.13, 3.14) made first,
 #                then tests/unit under each in turn, PYTHONS_WORKERS workers (4), a quarter of
 #                the property and fuzz examples (tests/budget.py says why).
-# The two unit streams' tests run at a lower priority (nice UNIT_NICE, 10), so they take the cores
-# whenever the integration tests wait and give them back at once when an integration test (or
-# the SLURM job it submitted) has work: the integration tests see the machine much as they
-# would alone, and their timeouts mean what they meant. One after the other, the unit streams
-# left the cores a fifth idle (each waits on its own processes) and ended 5 minutes after the
-# integration tests.
+# The two unit streams' tests run at a lower priority (nice UNIT_NICE, 10, for the venv's
+# Python; PYTHONS_NICE, 7, for the extra interpreters, whose stream holds about 1.7 times the
+# CPU and so gets about twice the share: the streams end closer together, and the cores stay
+# full to the end), so they take the cores whenever the integration tests wait and give them
+# back at once when an integration test (or the SLURM job it submitted) has work: the
+# integration tests see the machine much as they would alone, and their timeouts mean what they
+# meant. One after the other, the unit streams left the cores a fifth idle (each waits on its
+# own processes) and ended 5 minutes after the integration tests.
 #
 # Every test of the former one-after-the-other order runs, under the same interpreters, with
 # GH_RUN_NO_SKIPS=1 (a skip fails). Each stream writes its own log (TEST_LOGS, default
@@ -44,8 +46,27 @@ XDIST=(-p no:cacheprovider --dist worksteal)
 t0=$SECONDS
 
 log "logs: $LOGS/integration.log, $LOGS/unit.log (the venv's Python), $LOGS/pythons.log (3.13, 3.14)"
-.venv/bin/pytest -q "${XDIST[@]}" -n "${TEST_WORKERS:-4}" tests/integration \
-    >"$LOGS/integration.log" 2>&1 &
+# cpu_used NAME: the CPU this stream's processes used (bash's `times`: the children it waited
+# for, the pytest workers and what they started; not the SLURM jobs, which slurmd runs), so a
+# run says where the cores went: the run's wall time is at least the streams' CPU over the cores.
+cpu_used() {
+    local kids
+    # `times` run here, not in $(...) or a pipe: a subshell has no children of its own
+    times >"$LOGS/.times-$1"
+    kids="$(tail -n 1 "$LOGS/.times-$1")"
+    rm -f "$LOGS/.times-$1"
+    log "$1: CPU $(awk '{ u = $1; s = $2; gsub(/[ms]/, " ", u); gsub(/[ms]/, " ", s)
+        split(u, a, " "); split(s, b, " "); printf "%.0f s (user %.0f, sys %.0f)",
+        a[1] * 60 + a[2] + b[1] * 60 + b[2], a[1] * 60 + a[2], b[1] * 60 + b[2] }' <<<"$kids")"
+}
+
+(
+    set +e
+    .venv/bin/pytest -q "${XDIST[@]}" -n "${TEST_WORKERS:-4}" tests/integration
+    rc=$?
+    cpu_used integration
+    exit "$rc"
+) >"$LOGS/integration.log" 2>&1 &
 integration=$!
 # nice: each stream's pytest workers and everything they start inherit it
 NICE=(nice -n "${UNIT_NICE:-10}")
@@ -54,6 +75,7 @@ NICE=(nice -n "${UNIT_NICE:-10}")
     "${NICE[@]}" .venv/bin/pytest -q "${XDIST[@]}" -n "${UNIT_WORKERS:-4}" tests/unit
     rc=$?
     log "unit tests under the venv: exit $rc after $((SECONDS - t0)) s"
+    cpu_used unit
     exit "$rc"
 ) >"$LOGS/unit.log" 2>&1 &
 unit=$!
@@ -61,7 +83,10 @@ unit=$!
     # the venvs at full priority (seconds of CPU; at nice 10 beside the other streams, minutes
     # of waiting that this stream, the longest, would end later by), then the tests at nice 10
     bash scripts/test-pythons.sh --venvs-only || exit
-    PYTEST_WORKERS="${PYTHONS_WORKERS:-4}" "${NICE[@]}" bash scripts/test-pythons.sh
+    PYTEST_WORKERS="${PYTHONS_WORKERS:-4}" nice -n "${PYTHONS_NICE:-7}" bash scripts/test-pythons.sh
+    rc=$?
+    cpu_used pythons
+    exit "$rc"
 ) >"$LOGS/pythons.log" 2>&1 &
 pythons=$!
 
