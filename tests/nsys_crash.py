@@ -7,12 +7,19 @@ recorded nothing:
   function ..." (unit, Python 3.13);
 - 2024.2 inside the container: "Connection to Agent lost. This is most likely a bug. Internal
   reason: 'Connection reset by peer'." (integration, test_profiled);
-- 2023.4: "Local Endpoint is not available" (a second session recording at the same moment).
+- 2023.4: "Local Endpoint is not available" (a second session recording at the same moment);
+- 2024.2 in both tasks of one job at a load of 11: "No transition in
+  N5Agent6Client3FSM8Profiler8ShutdownE (1) for N5Agent6Client3FSM18SubscribeCompletedE." in one
+  task's log, "End of file" in the other's (integration, test_profiled). The CLI's tail of the
+  job's log did not show either: `run_crashed` reads the run folder's task logs too.
 
 What these tests examine is what gh-run does around nsys, so a run that failed with one of
 these texts is made again, once; any other failure stands, and a second crash fails the test."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 ATTEMPTS = 2
 
@@ -23,4 +30,19 @@ def crashed(text: str) -> bool:
         ("/QuadD/" in text and "Throw in function" in text)
         or "Connection to Agent lost" in text
         or "Local Endpoint is not available" in text
+        # the agent's state machine met an event it has no transition for
+        or ("No transition in N5Agent" in text and "FSM" in text)
     )
+
+
+def run_crashed(cli_text: str) -> bool:
+    """Whether a failed `gh-run submit --wait` shows nsys failing inside itself: in the CLI's
+    own text, or in the task logs of the run folder it names ("run folder: PATH"), whose tail
+    is all the CLI prints."""
+    if crashed(cli_text):
+        return True
+    m = re.search(r"run folder: (\S+)", cli_text)
+    if m is None:
+        return False
+    logs = sorted(Path(m.group(1)).glob("*_log.*"))
+    return any(crashed(f.read_text(errors="replace")) for f in logs if f.is_file())

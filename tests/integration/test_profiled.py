@@ -70,7 +70,7 @@ def _submit(cli, prefix: Path, *sets: str, ok: bool = True):  # type: ignore[no-
     for s in sets:
         args += ["--set", s]
     res = cli("submit", *args, timeout=360)
-    if ok and res.rc != 0 and nsys_crash.crashed(res.text):  # nsys's own crash: once more
+    if ok and res.rc != 0 and nsys_crash.run_crashed(res.text):  # nsys's own crash: once more
         res = cli("submit", *args, timeout=360)
     if ok:
         assert res.rc == 0, res.text
