@@ -11,14 +11,14 @@
 #   pythons      scripts/test-pythons.sh: the extra interpreters' venvs (3.13, 3.14) made first,
 #                then tests/unit under each in turn, PYTHONS_WORKERS workers (4), a quarter of
 #                the property and fuzz examples (tests/budget.py says why).
-# The two unit streams' tests run at a lower priority (nice UNIT_NICE, 10, for the venv's
-# Python; PYTHONS_NICE, 7, for the extra interpreters, whose stream holds about 1.7 times the
-# CPU and so gets about twice the share: the streams end closer together, and the cores stay
-# full to the end), so they take the cores whenever the integration tests wait and give them
-# back at once when an integration test (or the SLURM job it submitted) has work: the
-# integration tests see the machine much as they would alone, and their timeouts mean what they
-# meant. One after the other, the unit streams left the cores a fifth idle (each waits on its
-# own processes) and ended 5 minutes after the integration tests.
+# The two unit streams' tests run at a lower priority (nice UNIT_NICE and PYTHONS_NICE, 10 both),
+# so they take the cores whenever the integration tests wait and give them back at once when an
+# integration test (or the SLURM job it submitted) has work: the integration tests see the
+# machine much as they would alone, and their timeouts mean what they meant. One after the
+# other, the unit streams left the cores a fifth idle (each waits on its own processes) and
+# ended 5 minutes after the integration tests. (The extra interpreters' stream at nice 7 ended
+# sooner, but starved the other unit stream, which then ran alone at the end: 1,095 s in all,
+# against 978 at equal priority.)
 #
 # Every test of the former one-after-the-other order runs, under the same interpreters, with
 # GH_RUN_NO_SKIPS=1 (a skip fails). Each stream writes its own log (TEST_LOGS, default
@@ -83,7 +83,7 @@ unit=$!
     # the venvs at full priority (seconds of CPU; at nice 10 beside the other streams, minutes
     # of waiting that this stream, the longest, would end later by), then the tests at nice 10
     bash scripts/test-pythons.sh --venvs-only || exit
-    PYTEST_WORKERS="${PYTHONS_WORKERS:-4}" nice -n "${PYTHONS_NICE:-7}" bash scripts/test-pythons.sh
+    PYTEST_WORKERS="${PYTHONS_WORKERS:-4}" nice -n "${PYTHONS_NICE:-10}" bash scripts/test-pythons.sh
     rc=$?
     cpu_used pythons
     exit "$rc"
