@@ -86,15 +86,12 @@ XDIST = --dist worksteal
 # modules again, and every xdist worker rewrites the test modules again (scripts/test-suite.sh).
 export PYTHONDONTWRITEBYTECODE =
 
-# Every test under every interpreter, GH_RUN_NO_SKIPS=1 (a skipped test counts as a failure), in
-# three streams side by side: the integration tests, and beside them, at a lower priority so
-# that they fill the cores while the integration tests wait, the unit tests under the venv's
-# Python and the unit tests under each extra interpreter (3.13, 3.14; warnings as errors:
-# test-pythons; PYTHONS_WORKERS workers). Logs in .test-logs/.
-PYTHONS_WORKERS ?= 4
+# Every test under every interpreter, GH_RUN_NO_SKIPS=1 (a skipped test counts as a failure):
+# the integration tests, and beside them, at a lower priority so that they fill the cores while
+# the integration tests wait, the unit tests under the venv's Python and then under each extra
+# interpreter (3.13, 3.14; warnings as errors: test-pythons). Logs in .test-logs/.
 test: install deps cluster-up
-	TEST_WORKERS=$(TEST_WORKERS) UNIT_WORKERS=$(UNIT_WORKERS) PYTHONS_WORKERS=$(PYTHONS_WORKERS) \
-		bash scripts/test-suite.sh
+	TEST_WORKERS=$(TEST_WORKERS) UNIT_WORKERS=$(UNIT_WORKERS) bash scripts/test-suite.sh
 
 test-unit: install
 	$(BIN)/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) $(XDIST) tests/unit

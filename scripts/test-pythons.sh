@@ -11,8 +11,7 @@
 # a C reader changes. The whole suite runs under the system Python (`make test`).
 #
 #   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
-#   bash scripts/test-pythons.sh --venvs-only # make the venvs and stop (`make test` does that
-#                                             # first, at full priority: ~20 s on idle cores)
+#   bash scripts/test-pythons.sh --venvs-only # make the venvs and stop (~20 s on idle cores)
 #   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
 #   PYTEST_WORKERS=4 bash scripts/test-pythons.sh   # pytest-xdist workers (default 4: twice the
 #                                                   # cores, as UNIT_WORKERS: the Makefile says why)
@@ -46,8 +45,7 @@ done
 # draws them all.
 export GH_RUN_EXAMPLES_SCALE="${GH_RUN_EXAMPLES_SCALE:-0.25}"
 
-# Every venv first (about 15 s of CPU each): between two test runs, at the unit tests' low
-# priority, one took two minutes.
+# Every venv first (about 15 s of CPU each), then the tests under each.
 for v in "${versions[@]}"; do
     py="$PREFIX/python/$v/bin/python$v"
     [[ -x $py ]] || { log "no Python $v in $PREFIX/python (bash scripts/install-python.sh $v)"; exit 1; }

@@ -174,6 +174,9 @@ def remove_remote_runs(laptop: Laptop) -> None:
     if not db.is_file():
         return
     with contextlib.closing(sqlite3.connect(db)) as con, con:
+        # a store caught between its file and its tables holds no runs
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
+            return
         dirs = [
             Path(r[0]) for r in con.execute("SELECT run_dir FROM runs WHERE transport IS NOT NULL")
         ]

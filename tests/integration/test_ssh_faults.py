@@ -32,6 +32,9 @@ def _runs(laptop: Laptop) -> list[dict[str, object]]:
     if not db.exists():
         return []
     with contextlib.closing(sqlite3.connect(db)) as con, con:
+        # a store caught between its file and its tables holds no runs yet
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
+            return []
         con.row_factory = sqlite3.Row
         return [dict(r) for r in con.execute("SELECT * FROM runs")]
 
