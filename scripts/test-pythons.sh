@@ -59,6 +59,7 @@ for v in "${versions[@]}"; do
     if [[ ! -e $stamp || $stale == 1 ]]; then
         rm -rf "$venv"
         "$py" -m venv --without-pip "$venv"
+        # the system venv's pip installs pip into it (Debian's interpreters carry no ensurepip wheels)
         .venv/bin/pip --python "$venv/bin/python" install -q pip
         # --no-compile: the tests compile what they import (PYTHONDONTWRITEBYTECODE is unset),
         # not every module of every dependency
