@@ -168,18 +168,22 @@ def jobs_named(name: str, settle_s: float = 30.0) -> list[str]:
         time.sleep(1)
 
 
-def remove_remote_runs(laptop: Laptop) -> None:
-    """Remove the run folders a test's gh-run made on the cluster side (the shared scratch)."""
+def runs_of(laptop: Laptop) -> list[dict[str, object]]:
+    """The rows of the laptop's `runs` table, read without gh-run; none before the store's file,
+    or its tables, exist (a store caught between the two holds no runs yet)."""
     db = laptop.home / "state.db"
     if not db.is_file():
-        return
+        return []
     with contextlib.closing(sqlite3.connect(db)) as con, con:
-        # a store caught between its file and its tables holds no runs
         if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
-            return
-        dirs = [
-            Path(r[0]) for r in con.execute("SELECT run_dir FROM runs WHERE transport IS NOT NULL")
-        ]
+            return []
+        con.row_factory = sqlite3.Row
+        return [dict(r) for r in con.execute("SELECT * FROM runs")]
+
+
+def remove_remote_runs(laptop: Laptop) -> None:
+    """Remove the run folders a test's gh-run made on the cluster side (the shared scratch)."""
+    dirs = [Path(str(r["run_dir"])) for r in runs_of(laptop) if r["transport"] is not None]
     for folder in dirs:
         if folder.is_relative_to(devcluster.SCRATCH):
             shutil.rmtree(folder, ignore_errors=True)

@@ -23,20 +23,9 @@ from tests import devcluster
 from tests.conftest import CliResult
 from tests.laptop import Laptop, cluster_file, jobs_named
 from tests.laptop import run_id_of as _run_id
+from tests.laptop import runs_of as _runs
 
 pytestmark = pytest.mark.cluster
-
-
-def _runs(laptop: Laptop) -> list[dict[str, object]]:
-    db = laptop.home / "state.db"
-    if not db.exists():
-        return []
-    with contextlib.closing(sqlite3.connect(db)) as con, con:
-        # a store caught between its file and its tables holds no runs yet
-        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
-            return []
-        con.row_factory = sqlite3.Row
-        return [dict(r) for r in con.execute("SELECT * FROM runs")]
 
 
 def _events(laptop: Laptop, run_id: str) -> list[str]:
