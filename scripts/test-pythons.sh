@@ -11,7 +11,6 @@
 # a C reader changes. The whole suite runs under the system Python (`make test`).
 #
 #   bash scripts/test-pythons.sh [X.Y...]     # default: every interpreter installed
-#   bash scripts/test-pythons.sh --venvs-only # make the venvs and stop (~20 s on idle cores)
 #   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
 #   PYTEST_WORKERS=4 bash scripts/test-pythons.sh   # pytest-xdist workers (default 4: twice the
 #                                                   # cores, as UNIT_WORKERS: the Makefile says why)
@@ -22,11 +21,6 @@ PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 cd "$REPO"
 log() { printf '[test-pythons] %s\n' "$*" >&2; }
 
-venvs_only=0
-if [[ ${1:-} == --venvs-only ]]; then
-    venvs_only=1
-    shift
-fi
 versions=("$@")
 if ((${#versions[@]} == 0)); then
     for py in "$PREFIX"/python/*/bin/python3.*; do
@@ -68,8 +62,6 @@ for v in "${versions[@]}"; do
         log "Python $v: $venv made in $((SECONDS - t0)) s"
     fi
 done
-
-((venvs_only == 0)) || exit 0
 
 failed=()
 for v in "${versions[@]}"; do
