@@ -53,6 +53,16 @@ def memory_kill_match(tails: Iterable[str]) -> str | None:
     return None
 
 
+# srun's own line for a task a signal ended ("srun: error: NODE: task 0: Killed", strsignal's
+# words): sacct may give the job ExitCode 9:0 with no signal before the step's record says 0:9.
+SRUN_KILLED = re.compile(r"^srun: error: \S+: tasks? [\d,-]+: Killed$", re.MULTILINE)
+
+
+def srun_killed(tails: Iterable[str]) -> bool:
+    """Whether srun said, in one of the given log tails, that SIGKILL ended a task."""
+    return any(SRUN_KILLED.search(text) for text in tails)
+
+
 def memory_kill_evidence(run_dir: Path, job_id: str) -> str | None:
     """slurmstepd's memory-kill line in the tail of one of the job's stderr logs, if any."""
     return memory_kill_match(LOCAL.tails(str(run_dir), job_id, LOG_TAIL_BYTES))
@@ -268,6 +278,8 @@ class SlurmExecutor(Executor):
                     )
                 elif gpu := gpu_oom.match(tails):  # the GPU's memory: PyTorch says so
                     reason = gpu + (f"; {reason}" if reason else "")
+                elif not sig and srun_killed(tails):
+                    sig = 9
             out[run_id] = JobStatus(
                 state=state,
                 exit_code=code,
