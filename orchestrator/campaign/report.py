@@ -3,6 +3,7 @@ inline SVG, no network), Markdown and JSON, side by side in the campaign's folde
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -156,8 +157,15 @@ def band_svg(
 
 
 def _env() -> jinja2.Environment:
+    return _environment(str(templates_dir()))
+
+
+# One per process, so that a process writing several campaign reports compiles each template
+# once (gh-run's own templates, never a project's).
+@functools.cache
+def _environment(folder: str) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=jinja2.FileSystemLoader(folder),
         undefined=jinja2.StrictUndefined,
         autoescape=jinja2.select_autoescape(["html.j2"]),
         trim_blocks=True,

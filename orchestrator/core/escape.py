@@ -30,6 +30,10 @@ def _visible(ch: str) -> str:
 def plain(text: str) -> str:
     """Control and invisible format characters (ESC, CR, BEL, U+202E, U+2028, ...) written
     out as `\\x1b`-style escapes, so they reach no terminal or document raw."""
+    # Every character of the categories escaped here is one str.isprintable() refuses, so a
+    # printable text (nearly every name in a trace) has nothing to escape.
+    if text.isprintable():
+        return text
     return "".join(_visible(c) if unicodedata.category(c) in _HIDDEN else c for c in text)
 
 

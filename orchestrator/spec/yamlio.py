@@ -8,7 +8,9 @@ YAML line where known), what is wrong and the fix:
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import re
 import types
 from collections.abc import Iterable, Mapping
@@ -191,6 +193,17 @@ def parse_value(text: str, where: str) -> Any:
 
 def parse_text(text: str, src: str) -> Located:
     """Parse one YAML document into plain data plus field locations."""
+    # A copy of the one parse of this text: the caller may change what it gets (overrides)
+    parsed = _parse_text(text, src)
+    return Located(data=copy.deepcopy(parsed.data), where=dict(parsed.where), source=src)
+
+
+# A command reads the same files more than once (a cluster file for each job it checks, the
+# shipped clusters at every lookup), and PyYAML's parser (pure Python: libyaml's words and
+# leniency differ, and users read those words) costs milliseconds a file where a copy of the
+# result costs microseconds. Errors are not kept: each call raises its own.
+@functools.lru_cache(maxsize=64)
+def _parse_text(text: str, src: str) -> Located:
     if len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
         raise UserError(
             f"{src}: the file is larger than {MAX_FILE_BYTES // 1024} KiB (a spec is a few "

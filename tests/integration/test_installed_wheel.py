@@ -1,15 +1,18 @@
 """Issue 31, "Done means": gh-run as an admin installs it and a user uses it, far from this
 checkout. The sdist is built from the checkout, then a wheel from the unpacked sdist twice:
-with the machine's C compiler, and with no C compiler on PATH. Each is installed into one fresh
-venv outside the checkout (the runtime dependencies once, from pip's cache or index; then the
-wheel under test with --no-deps), and, in an empty folder, with the dev cluster's file installed
-where a site keeps it ($GH_RUN_SITE_DIR/clusters): `gh-run init`, `submit jobs/smoke.yaml
---executor local --wait`, `--executor slurm --wait` on the dev cluster, `analyze` of a shipped
-example trace (package data, through importlib.resources), and the reference workload's module.
+with the machine's C compiler, and with no C compiler on PATH (once per test run, shared by
+the xdist workers). Each is installed into a venv outside the checkout (the runtime
+dependencies once per run, from pip's cache or index, into a venv that each worker copies;
+then the wheel under test with --no-deps --force-reinstall), and, in an empty folder, with the
+dev cluster's file installed where a site keeps it ($GH_RUN_SITE_DIR/clusters): `gh-run init`,
+`submit jobs/smoke.yaml --executor local --wait`, `--executor slurm --wait` on the dev
+cluster, `analyze` of a shipped example trace (package data, through importlib.resources), and
+the reference workload's module.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -81,28 +84,76 @@ def _build_wheel(src: Path, out: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
+def _built_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The sdist and both wheels, built once per test run: under pytest-xdist the first worker
+    to need them builds them in the run's folder (shared by its workers) while the others wait
+    on the lock, and every worker then installs them into a venv of its own."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    tmp = root / "built-wheels"
+    with (root / "built-wheels.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = tmp / "wheels.json"
+        if done.is_file():
+            return {k: Path(v) for k, v in json.loads(done.read_text()).items()}
+        shutil.rmtree(tmp, ignore_errors=True)  # a build that failed half way
+        sdist_dir = tmp / "sdist"
+        checked(
+            run([sys.executable, "-m", "build", "--sdist", "--outdir", str(sdist_dir), "."], REPO)
+        )
+        [sdist] = sdist_dir.glob("*.tar.gz")
+        wheels = {}
+        no_cc = tmp / "no-cc-bin"  # a PATH with no C compiler (nor anything else)
+        no_cc.mkdir()
+        for kind in KINDS:
+            src = tmp / f"src-{kind}"
+            with tarfile.open(sdist) as tar:
+                tar.extractall(src, filter="data")
+            [top] = src.iterdir()
+            env = {k: v for k, v in os.environ.items() if k not in ("CC", "CFLAGS", "LDSHARED")}
+            if kind == "no-compiler":
+                env["PATH"] = str(no_cc)
+            wheels[kind] = _build_wheel(top, tmp / f"wheel-{kind}", env)
+        done.write_text(json.dumps({k: str(v) for k, v in wheels.items()}))
+        return wheels
+
+
+def _base_venv(wheels: dict[str, Path]) -> Path:
+    """A venv with the compiled wheel and its runtime dependencies, made once per test run
+    beside the wheels (pip resolving and unpacking the dependencies is most of this module's
+    CPU); each worker copies it."""
+    root = wheels["compiled"].parent.parent
+    base = root / "venv-base"
+    with (root / "venv-base.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / "installed").is_file():
+            shutil.rmtree(base, ignore_errors=True)
+            checked(run([sys.executable, "-m", "venv", str(base)], root))
+            pip = [str(base / "bin" / "python"), "-m", "pip", "install", "-q"]
+            checked(run([*pip, str(wheels["compiled"])], root))  # gh-run and its dependencies
+            (base / "installed").touch()
+    return base
+
+
+def _copy_venv(base: Path, venv: Path) -> None:
+    """`base` copied to `venv`, its scripts' `#!` lines pointed at the copy's python (a venv
+    finds its prefix from where its python is, so only the scripts name the old place)."""
+    shutil.copytree(base, venv, symlinks=True)
+    old, new = f"#!{base}/bin/".encode(), f"#!{venv}/bin/".encode()
+    for script in (venv / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            data = script.read_bytes()
+            if data.startswith(old):
+                script.write_bytes(new + data[len(old) :])
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    wheels = _built_wheels(tmp_path_factory)
     tmp = tmp_path_factory.mktemp("installed")
-    sdist_dir = tmp / "sdist"
-    checked(run([sys.executable, "-m", "build", "--sdist", "--outdir", str(sdist_dir), "."], REPO))
-    [sdist] = sdist_dir.glob("*.tar.gz")
-    wheels = {}
-    no_cc = tmp / "no-cc-bin"  # a PATH with no C compiler (nor anything else)
-    no_cc.mkdir()
-    for kind in KINDS:
-        src = tmp / f"src-{kind}"
-        with tarfile.open(sdist) as tar:
-            tar.extractall(src, filter="data")
-        [top] = src.iterdir()
-        env = {k: v for k, v in os.environ.items() if k not in ("CC", "CFLAGS", "LDSHARED")}
-        if kind == "no-compiler":
-            env["PATH"] = str(no_cc)
-        wheels[kind] = _build_wheel(top, tmp / f"wheel-{kind}", env)
     venv = tmp / "venv"
-    checked(run([sys.executable, "-m", "venv", str(venv)], tmp))
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    checked(run([*pip, str(wheels["compiled"])], tmp))  # gh-run and its runtime dependencies
+    _copy_venv(_base_venv(wheels), venv)
     yield Installed(wheels, venv, tmp)
 
 

@@ -5,6 +5,7 @@ cannot embed a remote image); in report.html: HTML-escaped."""
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,20 @@ def test_plain_text_escapes() -> None:
     assert markup("[/x]") == "\\[/x]"
     assert markdown("![a](http://e/x.png)") == "\\!\\[a\\]\\(http://e/x\\.png\\)"
     assert markdown("a|b\nc") == "a\\|b c"
+
+
+def test_plain_fast_path_escapes_every_character_the_character_scan_escapes() -> None:
+    # `plain` returns a text that str.isprintable() accepts as it is: sound only if no code
+    # point of the escaped categories is printable. The scan by category is the reference.
+    hidden = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co"}
+    printable_yet_hidden = [
+        hex(code)
+        for code in range(0x110000)
+        if chr(code).isprintable() and unicodedata.category(chr(code)) in hidden
+    ]
+    assert printable_yet_hidden == []
+    assert plain("naïve ✓ kernel<float>") == "naïve ✓ kernel<float>"
+    assert plain("a\u00adb\u2028c\ue000") == "a\\xadb\\u2028c\\ue000"
 
 
 def test_analyze_prints_hostile_names_as_text(tmp_path: Path, gh_home: Path) -> None:

@@ -270,3 +270,19 @@ def test_shipped_smoke_spec_loads() -> None:
     spec = load_spec(REPO / "jobs" / "smoke.yaml")
     assert isinstance(spec, JobSpec)
     assert spec.container.runtime == "none"
+
+
+def test_a_parse_its_caller_changed_leaves_the_next_parse_of_the_text_as_written() -> None:
+    # parse_text keeps one parse per text: each caller gets its own copy to change
+    from orchestrator.spec import yamlio
+
+    text = "name: t\nlist: [1, 2]\nm: &a {k: v}\nn: *a\n"
+    first = yamlio.parse_text(text, "x.yaml")
+    first.data["list"].append(3)
+    first.data["m"]["k"] = "changed"
+    first.where.clear()
+    again = yamlio.parse_text(text, "x.yaml")
+    assert again.data == {"name": "t", "list": [1, 2], "m": {"k": "v"}, "n": {"k": "v"}}
+    assert again.data["m"] is again.data["n"]  # an alias is one value, as YAML builds it
+    assert again.locate(["list"]) == "x.yaml:2"
+    assert yamlio.parse_text(text, "y.yaml").locate(["list"]) == "y.yaml:2"

@@ -13,6 +13,7 @@ Every string from a trace is escaped (Jinja autoescape; SVG text through `xml_es
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
@@ -57,8 +58,17 @@ NARROW_PX = 590
 
 
 def _env() -> Environment:
+    return _environment(str(templates_dir() / "report"))
+
+
+# One per process: compiling report.html.j2 and report.md.j2 costs more than laying out a
+# report (about 0.25 s each), and a process that writes several reports (a campaign, the
+# tests) would compile them again for each. Jinja keeps the compiled templates in the
+# environment, and the templates are gh-run's own, never a project's.
+@functools.cache
+def _environment(folder: str) -> Environment:
     env = Environment(
-        loader=FileSystemLoader(str(templates_dir() / "report")),
+        loader=FileSystemLoader(folder),
         autoescape=select_autoescape(["html", "j2"], default_for_string=True),
         undefined=StrictUndefined,
         trim_blocks=True,

@@ -30,6 +30,8 @@ Each sample is put in one group by its frames (`group`), first that matches:
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import re
 import sqlite3
 from collections import Counter
@@ -136,6 +138,9 @@ def group(frames: list[tuple[str, str]]) -> tuple[int, str]:
     return 6, ""
 
 
+_FIRST = operator.itemgetter(0)
+
+
 def read(
     path: str, starts: Any, ends: Any, thread: tuple[int, int] | None = None, even: bool = False
 ) -> Samples | None:
@@ -177,13 +182,16 @@ def read(
         for i in range(0, ids.size, CHUNK):
             part = ids[i : i + CHUNK].tolist()
             marks = ",".join("?" * len(part))
-            for cid, sym, mod in db.execute(
+            rows = db.execute(
                 f'SELECT id, symbol, module FROM "{name("SAMPLING_CALLCHAINS")}"'
                 f" WHERE id IN ({marks})"
                 f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
                 part,
-            ):
-                chains.setdefault(int(cid), []).append((int(sym), int(mod)))
+            ).fetchall()
+            # one dictionary step per callchain, not per frame (ordered by id: a chain's
+            # frames are consecutive)
+            for cid, chain in itertools.groupby(rows, key=_FIRST):
+                chains.setdefault(int(cid), []).extend([(int(s), int(m)) for _, s, m in chain])
         want = sorted({x for c in chains.values() for pair in c for x in pair})
         strings: dict[int, str] = {}
         for i in range(0, len(want), CHUNK):

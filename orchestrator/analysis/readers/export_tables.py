@@ -119,25 +119,41 @@ def _version(name: str, key: str) -> int | None:
     return None
 
 
+def _versions(names: Iterable[str]) -> dict[str, list[tuple[int, str]]]:
+    """`_version` of every name for every key at once: upper-cased key -> (version, name) for
+    each name that gives it a version. An export has hundreds of tables and gh-run reads dozens
+    of keys: each name is parsed once, not once per key."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for name in names:
+        out.setdefault(name.upper(), []).append((1, name))
+        m = _VERSIONED.match(name)
+        if m:
+            out.setdefault(m.group("key").upper(), []).append((int(m.group("n")), name))
+    return out
+
+
 def resolve(physical: Iterable[str], keys: Iterable[str]) -> Schema:
     """The `Schema` of an export holding the tables `physical`, for the table keys gh-run
     reads (`keys`)."""
     have = frozenset(physical)
     keys = list(keys)
     out = Schema(have)
+    by_key = _versions(have)
+    by_upper: dict[str, list[str]] = {}
+    for name in have:
+        by_upper.setdefault(name.upper(), []).append(name)
     # a table gh-run knows by its own key is nobody's look-alike (TARGET_INFO_GPU_METRICS is
     # no renamed TARGET_INFO_GPU)
     known = {k.upper() for k in keys}
     for key in keys:
-        ranked: list[tuple[int, str]] = []
-        for name in have:
-            v = _version(name, key)
-            if v is not None:
-                ranked.append((v, name))
-            elif name.upper() in (o.upper() for o in OLDER_NAMES.get(key, ())):
-                ranked.append((0, name))
-        if ranked:
-            ranked.sort(key=lambda x: (-x[0], x[1]))
+        # a name is the key's at its version (`_version`), else at 0 when it is an older name
+        versioned = {name: v for v, name in by_key.get(key.upper(), [])}
+        older = {o.upper() for o in OLDER_NAMES.get(key, ())}
+        for up in older:
+            for name in by_upper.get(up, []):
+                versioned.setdefault(name, 0)
+        if versioned:
+            ranked = sorted(((v, n) for n, v in versioned.items()), key=lambda x: (-x[0], x[1]))
             out.chosen[key] = Choice(ranked[0][1], tuple(n for _, n in ranked))
             continue
         like = sorted(
