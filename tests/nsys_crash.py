@@ -12,6 +12,9 @@ recorded nothing:
   N5Agent6Client3FSM8Profiler8ShutdownE (1) for N5Agent6Client3FSM18SubscribeCompletedE." in one
   task's log, "End of file" in the other's (integration, test_profiled). The CLI's tail of the
   job's log did not show either: `run_crashed` reads the run folder's task logs too.
+- the launcher (libProcessLauncher.so, 2023.4) in one task of a two-node job at a load of 4-5:
+  "Failed to probe the process (sync)", with "End of file" in the other task's log
+  (integration, test_in_job_analysis).
 
 What these tests examine is what gh-run does around nsys, so a run that failed with one of
 these texts is made again, once; any other failure stands, and a second crash fails the test."""
@@ -32,6 +35,8 @@ def crashed(text: str) -> bool:
         or "Local Endpoint is not available" in text
         # the agent's state machine met an event it has no transition for
         or ("No transition in N5Agent" in text and "FSM" in text)
+        # the launcher lost the process it had started under the profiler
+        or "Failed to probe the process" in text
     )
 
 

@@ -29,6 +29,7 @@ def test_each_known_crash_text_counts() -> None:
         "Connection to Agent lost. This is most likely a bug.",
         "Local Endpoint is not available",
         AGENT_FSM,
+        "Failed to probe the process (sync)",
     ):
         assert nsys_crash.crashed(text), text
 
