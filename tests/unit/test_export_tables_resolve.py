@@ -1,7 +1,7 @@
 """`export_tables.resolve` parses each table name once for every key; the reference is the
 pairwise rule it replaced: `_version(name, key)` for each name and key, an older name at
-version 0, the highest version chosen, and names only like a key listed as look-alikes. Any set
-of table names resolves alike both ways."""
+version 0. The highest version is chosen and names only like a key are listed as look-alikes
+(`schema_of`, both ways). Any set of table names resolves alike both ways."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ KEYS = ["OSRT_API", "META_DATA_EXPORT", "TARGET_INFO_GPU", "TARGET_INFO_GPU_METR
 
 
 def reference(physical: set[str], keys: list[str]) -> et.Schema:
+    """Each key's candidates by `_version` of every name, one pair at a time, an older name at
+    version 0; the ranking and the look-alikes are `schema_of`'s, shared with `resolve`."""
     have = frozenset(physical)
-    out = et.Schema(have)
-    known = {k.upper() for k in keys}
-    for key in keys:
+
+    def candidates(key: str) -> list[tuple[int, str]]:
         ranked: list[tuple[int, str]] = []
         for name in have:
             v = et._version(name, key)
@@ -29,16 +30,9 @@ def reference(physical: set[str], keys: list[str]) -> et.Schema:
                 ranked.append((v, name))
             elif name.upper() in (o.upper() for o in et.OLDER_NAMES.get(key, ())):
                 ranked.append((0, name))
-        if ranked:
-            ranked.sort(key=lambda x: (-x[0], x[1]))
-            out.chosen[key] = et.Choice(ranked[0][1], tuple(n for _, n in ranked))
-            continue
-        like = sorted(
-            n for n in have if n.upper().startswith(key.upper()) and n.upper() not in known
-        )
-        if like:
-            out.lookalikes[key] = tuple(like)
-    return out
+        return ranked
+
+    return et.schema_of(have, keys, candidates)
 
 
 def _spelled(base: str) -> st.SearchStrategy[str]:

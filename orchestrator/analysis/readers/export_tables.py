@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # key -> older whole names of the same table (measured)
@@ -136,24 +136,35 @@ def resolve(physical: Iterable[str], keys: Iterable[str]) -> Schema:
     """The `Schema` of an export holding the tables `physical`, for the table keys gh-run
     reads (`keys`)."""
     have = frozenset(physical)
-    keys = list(keys)
-    out = Schema(have)
     by_key = _versions(have)
     by_upper: dict[str, list[str]] = {}
     for name in have:
         by_upper.setdefault(name.upper(), []).append(name)
+
+    def candidates(key: str) -> list[tuple[int, str]]:
+        # a name is the key's at its version (`_version`), else at 0 when it is an older name
+        versioned = {name: v for v, name in by_key.get(key.upper(), [])}
+        for up in {o.upper() for o in OLDER_NAMES.get(key, ())}:
+            for name in by_upper.get(up, []):
+                versioned.setdefault(name, 0)
+        return [(v, n) for n, v in versioned.items()]
+
+    return schema_of(have, keys, candidates)
+
+
+def schema_of(
+    have: frozenset[str], keys: Iterable[str], candidates: Callable[[str], list[tuple[int, str]]]
+) -> Schema:
+    """The `Schema` for `keys` given each key's `candidates` (version, table name): the highest
+    version chosen (ties by name), the others named; a key with none gets its look-alikes."""
+    keys = list(keys)
+    out = Schema(have)
     # a table gh-run knows by its own key is nobody's look-alike (TARGET_INFO_GPU_METRICS is
     # no renamed TARGET_INFO_GPU)
     known = {k.upper() for k in keys}
     for key in keys:
-        # a name is the key's at its version (`_version`), else at 0 when it is an older name
-        versioned = {name: v for v, name in by_key.get(key.upper(), [])}
-        older = {o.upper() for o in OLDER_NAMES.get(key, ())}
-        for up in older:
-            for name in by_upper.get(up, []):
-                versioned.setdefault(name, 0)
-        if versioned:
-            ranked = sorted(((v, n) for n, v in versioned.items()), key=lambda x: (-x[0], x[1]))
+        ranked = sorted(candidates(key), key=lambda x: (-x[0], x[1]))
+        if ranked:
             out.chosen[key] = Choice(ranked[0][1], tuple(n for _, n in ranked))
             continue
         like = sorted(
