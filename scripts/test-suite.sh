@@ -8,11 +8,11 @@
 #   unit         tests/unit under the venv's Python, then under each extra interpreter
 #                (scripts/test-pythons.sh: 3.13, 3.14), UNIT_WORKERS workers (4) each. These
 #                compute, and wait for the processes they start about 45 % of their time:
-#                twice the cores' workers overlap that (the Makefile has the figures). They run at a lower priority (nice UNIT_NICE, 10), so they take the
-#                cores whenever the integration tests wait and give them back at once when an
-#                integration test (or the SLURM job it submitted) has work: the integration
-#                tests see the machine much as they would alone, and their timeouts mean what
-#                they meant.
+#                twice the cores' workers overlap that (the Makefile has the figures). They
+#                run at a lower priority (nice UNIT_NICE, 10), so they take the cores whenever
+#                the integration tests wait and give them back at once when an integration
+#                test (or the SLURM job it submitted) has work: the integration tests see the
+#                machine much as they would alone, and their timeouts mean what they meant.
 #
 # Every test of the former one-after-the-other order runs, under the same interpreters, with
 # GH_RUN_NO_SKIPS=1 (a skip fails). Each stream writes its own log (TEST_LOGS, default

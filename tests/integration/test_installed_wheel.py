@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,56 +84,62 @@ def _build_wheel(src: Path, out: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
-def _built_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The sdist and both wheels, built once per test run: under pytest-xdist the first worker
-    to need them builds them in the run's folder (shared by its workers) while the others wait
-    on the lock, and every worker then installs them into a venv of its own."""
+def _once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]
+) -> Path:
+    """The folder `name` of this test run, made by `make` once: under pytest-xdist the first
+    worker to need it makes it in the run's folder (shared by its workers) while the others wait
+    on its lock. A making that failed half way is made again by the next one to ask."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent
-    tmp = root / "built-wheels"
-    with (root / "built-wheels.lock").open("w") as lock:
+    folder, done = root / name, root / f"{name}.done"
+    with (root / f"{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = tmp / "wheels.json"
-        if done.is_file():
-            return {k: Path(v) for k, v in json.loads(done.read_text()).items()}
-        shutil.rmtree(tmp, ignore_errors=True)  # a build that failed half way
-        sdist_dir = tmp / "sdist"
-        checked(
-            run([sys.executable, "-m", "build", "--sdist", "--outdir", str(sdist_dir), "."], REPO)
-        )
-        [sdist] = sdist_dir.glob("*.tar.gz")
-        wheels = {}
-        no_cc = tmp / "no-cc-bin"  # a PATH with no C compiler (nor anything else)
-        no_cc.mkdir()
-        for kind in KINDS:
-            src = tmp / f"src-{kind}"
-            with tarfile.open(sdist) as tar:
-                tar.extractall(src, filter="data")
-            [top] = src.iterdir()
-            env = {k: v for k, v in os.environ.items() if k not in ("CC", "CFLAGS", "LDSHARED")}
-            if kind == "no-compiler":
-                env["PATH"] = str(no_cc)
-            wheels[kind] = _build_wheel(top, tmp / f"wheel-{kind}", env)
-        done.write_text(json.dumps({k: str(v) for k, v in wheels.items()}))
-        return wheels
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
 
 
-def _base_venv(wheels: dict[str, Path]) -> Path:
+def _build_all(tmp: Path) -> None:
+    """The sdist, then a wheel of each kind from it, in tmp/wheel-KIND/."""
+    sdist_dir = tmp / "sdist"
+    checked(run([sys.executable, "-m", "build", "--sdist", "--outdir", str(sdist_dir), "."], REPO))
+    [sdist] = sdist_dir.glob("*.tar.gz")
+    no_cc = tmp / "no-cc-bin"  # a PATH with no C compiler (nor anything else)
+    no_cc.mkdir()
+    for kind in KINDS:
+        src = tmp / f"src-{kind}"
+        with tarfile.open(sdist) as tar:
+            tar.extractall(src, filter="data")
+        [top] = src.iterdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("CC", "CFLAGS", "LDSHARED")}
+        if kind == "no-compiler":
+            env["PATH"] = str(no_cc)
+        _build_wheel(top, tmp / f"wheel-{kind}", env)
+
+
+def _built_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The sdist and both wheels, built once per test run; every worker then installs them
+    into a venv of its own."""
+    tmp = _once(tmp_path_factory, "built-wheels", _build_all)
+    return {kind: next((tmp / f"wheel-{kind}").glob("*.whl")) for kind in KINDS}
+
+
+def _base_venv(tmp_path_factory: pytest.TempPathFactory, wheels: dict[str, Path]) -> Path:
     """A venv with the compiled wheel and its runtime dependencies, made once per test run
-    beside the wheels (pip resolving and unpacking the dependencies is most of this module's
-    CPU); each worker copies it."""
-    root = wheels["compiled"].parent.parent
-    base = root / "venv-base"
-    with (root / "venv-base.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (base / "installed").is_file():
-            shutil.rmtree(base, ignore_errors=True)
-            checked(run([sys.executable, "-m", "venv", str(base)], root))
-            pip = [str(base / "bin" / "python"), "-m", "pip", "install", "-q"]
-            checked(run([*pip, str(wheels["compiled"])], root))  # gh-run and its dependencies
-            (base / "installed").touch()
-    return base
+    (pip resolving and unpacking the dependencies is most of this module's CPU); each worker
+    copies it."""
+
+    def make(base: Path) -> None:
+        checked(run([sys.executable, "-m", "venv", str(base)], base.parent))
+        pip = [str(base / "bin" / "python"), "-m", "pip", "install", "-q"]
+        checked(run([*pip, str(wheels["compiled"])], base.parent))  # gh-run and its dependencies
+
+    return _once(tmp_path_factory, "venv-base", make)
 
 
 def _copy_venv(base: Path, venv: Path) -> None:
@@ -153,7 +159,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     wheels = _built_wheels(tmp_path_factory)
     tmp = tmp_path_factory.mktemp("installed")
     venv = tmp / "venv"
-    _copy_venv(_base_venv(wheels), venv)
+    _copy_venv(_base_venv(tmp_path_factory, wheels), venv)
     yield Installed(wheels, venv, tmp)
 
 
