@@ -362,19 +362,24 @@ class SlurmExecutor(Executor):
         }
         return str(max(found)) if found else None
 
-    def queue_state(self, job_id: str) -> str | None:
-        """The job's state if the controller still has it queued or running, else None.
+    def requeue_count(self, job_id: str) -> tuple[str, int] | None:
+        """The controller's state of the job and how often SLURM has requeued it (scontrol's
+        Restarts), or None when the controller no longer holds the job.
 
-        Used to tell a job SLURM requeued (same id, back to PENDING) from one that ended.
+        Used to tell a job SLURM requeued (same id, restart count grown) from an accounting
+        answer that lags behind the controller: slurmdbd may still say PENDING for a job that
+        the controller already runs.
         """
-        res = self.run(["squeue", "-h", "-o", "%T", "-j", job_id])
+        res = self.run(["scontrol", "show", "job", "-o", job_id])
         if res.returncode != 0 and UNREACHABLE.search(res.stderr):
             # Not knowing is not "gone": deciding on a retry now could double the job.
             raise RuntimeFailure(
                 f"the SLURM controller could not be reached to check job {job_id}; will ask again"
             )
-        states = res.stdout.split() if res.returncode == 0 else []
-        return states[0] if states else None
+        fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout)) if res.returncode == 0 else {}
+        if "JobState" not in fields or not fields.get("Restarts", "").isdigit():
+            return None
+        return fields["JobState"], int(fields["Restarts"])
 
     def stdout_path(self, run: Run) -> Path:
         return Path(self.job(run).paths.stdout)

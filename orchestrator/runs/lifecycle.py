@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from orchestrator.artifacts.collect import Manifest, Refusal, SizeLimits
     from orchestrator.artifacts.left_reports import LeftReport, Mode
     from orchestrator.render.scripts import RenderedJob
+    from orchestrator.runs.retry import Requeue
     from orchestrator.spec.job import JobSpec
 
 
@@ -329,17 +330,26 @@ def _apply_with_retry(store: Store, run: Run, status: JobStatus, ex: Executor) -
         return run
     policy = spec_of(run).retries
     # SLURM requeued the job (same id) between two polls: RUNNING → PENDING / REQUEUED.
-    requeued_seen = status.state.startswith("REQUEUE") or (
+    looks_requeued = status.state.startswith("REQUEUE") or (
         status.state == "PENDING" and run.state in ("RUNNING", "COMPLETING")
     )
-    if requeued_seen and policy.max > 0:
-        return _record_requeue(store, run, status.state, "PENDING")
+    if looks_requeued:
+        seen = _requeue_of(store, run, ex)
+        if seen is None or not seen.new:
+            # The controller has not requeued it again: accounting lags behind the
+            # controller (slurmdbd still says PENDING for a job that already runs). Keep
+            # what was recorded.
+            return run
+        if policy.max > 0:
+            return _record_requeue(store, run, status.state, seen.state)
     if not is_terminal(status.state) or not retry.wants_retry(policy, status.state):
         return apply_status(store, run, status)
-    back = ex.queue_state(run.job_id) if isinstance(ex, SlurmExecutor) and run.job_id else None
-    decision = retry.decide(policy, status.state, run.attempt, back_in_queue=back is not None)
-    if decision.action == "requeued":
-        return _record_requeue(store, run, status.state, back or "PENDING")
+    seen = _requeue_of(store, run, ex)
+    if seen is not None and not seen.new:
+        return run  # the end of the attempt before a requeue already recorded
+    decision = retry.decide(policy, status.state, run.attempt, back_in_queue=seen is not None)
+    if decision.action == "requeued" and seen is not None:
+        return _record_requeue(store, run, status.state, seen.state)
     ended = apply_status(store, run, status)
     if decision.action == "exhausted":
         store.update_run(run.run_id, event=decision.detail)
@@ -347,9 +357,25 @@ def _apply_with_retry(store: Store, run: Run, status: JobStatus, ex: Executor) -
     return resubmit(store, ended, decision.detail)
 
 
+def _requeue_mark(job_id: str | None) -> str:
+    """The words of every requeue event of this job id (counted by _requeue_of)."""
+    return f"SLURM requeued job {job_id} "
+
+
+def _requeue_of(store: Store, run: Run, ex: Executor) -> Requeue | None:
+    """Whether SLURM requeued the run's job, by its controller (retry.requeue_of decides)."""
+    from orchestrator.runs import retry
+
+    if not isinstance(ex, SlurmExecutor) or not run.job_id:
+        return None
+    mark = _requeue_mark(run.job_id)
+    recorded = sum(mark in (e.detail or "") for e in store.events(run.run_id))
+    return retry.requeue_of(ex.requeue_count(run.job_id), recorded)
+
+
 def _record_requeue(store: Store, run: Run, seen: str, now_state: str) -> Run:
     detail = (
-        f"attempt {run.attempt + 2}: SLURM requeued job {run.job_id} after {seen.split()[0]} "
+        f"attempt {run.attempt + 2}: {_requeue_mark(run.job_id)}after {seen.split()[0]} "
         "(--requeue); same job id"
     )
     done = store.update_run_if(

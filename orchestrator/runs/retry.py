@@ -21,6 +21,7 @@ from typing import Literal
 
 from orchestrator.core.base import Strict
 from orchestrator.spec.job import Retries
+from orchestrator.store.db import is_terminal
 
 Action = Literal["none", "requeued", "resubmit", "exhausted"]
 
@@ -57,4 +58,31 @@ def decide(policy: Retries, state: str, attempt: int, *, back_in_queue: bool) ->
     return Decision(
         action="resubmit",
         detail=f"attempt {nxt + 1} of {policy.max + 1}: resubmitting after {base}",
+    )
+
+
+class Requeue(Strict):
+    """What the controller says of a job that accounting shows ended or back to PENDING."""
+
+    new: bool  # SLURM requeued it since gh-run last recorded a requeue of it
+    state: str  # the state the controller holds it in now
+
+
+def requeue_of(held: tuple[str, int] | None, recorded: int) -> Requeue | None:
+    """Whether SLURM requeued the job, from the controller's (state, restart count) of it
+    (`held`, None when it no longer holds the job) and how many requeues of this job id gh-run
+    has recorded.
+
+    Only the controller's restart count is proof. Accounting (slurmdbd) can answer for an older
+    moment: PENDING for a job the controller already runs, or the NODE_FAIL of the attempt
+    before a requeue already recorded. A job that ended on a failed node stays COMPLETING in
+    the queue a while, and is not requeued for that. None: not requeued, the end stands.
+    """
+    if held is None:
+        return None
+    state, restarts = held
+    if restarts == 0 or is_terminal(state) or state.startswith("COMPLETING"):
+        return None
+    return Requeue(
+        new=restarts > recorded, state="PENDING" if state.startswith("REQUEUE") else state
     )

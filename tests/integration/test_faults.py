@@ -220,9 +220,9 @@ def test_node_down_gh_run_resubmits(dev_cluster, cli, gh_home: Path, tmp_path: P
         _resume(node)
     done = cli("wait", run.run_id, timeout=240)
     final = Store(gh_home).get_run(run.run_id)
-    assert final.state == "COMPLETED" and final.attempt == 1, done.text
-    assert final.job_id != run.job_id
     details = [e.detail or "" for e in Store(gh_home).events(run.run_id)]
+    assert final.state == "COMPLETED" and final.attempt == 1, (done.text, details)
+    assert final.job_id != run.job_id
     assert any("NODE_FAIL" in d for d in details)
     assert any(f"resubmitted as job {final.job_id}" in d for d in details)
     # One job per attempt, never a duplicate.

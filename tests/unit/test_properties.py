@@ -243,6 +243,31 @@ def test_retry_policy_decisions() -> None:
     assert decide(Retries(), "NODE_FAIL", 0, back_in_queue=False).action == "none"
 
 
+def test_only_the_controllers_restart_count_proves_a_requeue() -> None:
+    from orchestrator.runs.retry import requeue_of
+
+    def seen(held: tuple[str, int] | None, recorded: int) -> tuple[bool, str] | None:
+        r = requeue_of(held, recorded)
+        return None if r is None else (r.new, r.state)
+
+    # SLURM requeued it: scontrol's Restarts passed the requeues already recorded.
+    assert seen(("PENDING", 1), 0) == (True, "PENDING")
+    assert seen(("RUNNING", 2), 1) == (True, "RUNNING")  # started again before the poll
+    assert seen(("REQUEUE_HOLD", 1), 0) == (True, "PENDING")
+    # That requeue is recorded already: accounting's NODE_FAIL or PENDING is of the attempt
+    # before, not a new end.
+    assert seen(("PENDING", 1), 1) == (False, "PENDING")
+    assert seen(("RUNNING", 1), 1) == (False, "RUNNING")
+    # Accounting said PENDING after RUNNING, but the controller never requeued the job
+    # (slurmdbd answers for an older moment); a job that ended on a failed node lingers
+    # COMPLETING; one the controller no longer holds.
+    assert seen(("RUNNING", 0), 0) is None
+    assert seen(("COMPLETING", 1), 0) is None
+    assert seen(("NODE_FAIL", 1), 0) is None
+    assert seen(("COMPLETED", 0), 0) is None
+    assert seen(None, 0) is None
+
+
 def test_local_timeout_is_retried_once_then_kept(tmp_path: Path) -> None:
     spec_path = tmp_path / "t.yaml"
     spec_path.write_text(
