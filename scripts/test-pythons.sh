@@ -14,6 +14,8 @@
 #   PYTEST_ARGS='-k nsys' bash scripts/test-pythons.sh 3.14
 #   PYTEST_WORKERS=4 bash scripts/test-pythons.sh   # pytest-xdist workers (default 4: twice the
 #                                                   # cores, as UNIT_WORKERS: the Makefile says why)
+#   bash scripts/test-pythons.sh --venvs-only       # make the venvs, run nothing (test-suite.sh
+#                                                   # makes them while the first tests run)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +23,11 @@ PREFIX="${GH_RUN_TOOLS:-/opt/gh-run}"
 cd "$REPO"
 log() { printf '[test-pythons] %s\n' "$*" >&2; }
 
+venvs_only=0
+if [[ ${1:-} == --venvs-only ]]; then
+    venvs_only=1
+    shift
+fi
 versions=("$@")
 if ((${#versions[@]} == 0)); then
     for py in "$PREFIX"/python/*/bin/python3.*; do
@@ -62,6 +69,8 @@ for v in "${versions[@]}"; do
         log "Python $v: $venv made in $((SECONDS - t0)) s"
     fi
 done
+
+((venvs_only)) && exit 0
 
 failed=()
 for v in "${versions[@]}"; do

@@ -47,11 +47,23 @@ integration=$!
 NICE=(nice -n "${UNIT_NICE:-10}")
 (
     set +e
+    # The extra interpreters' venvs are made while the first unit tests run: much of their
+    # making is waiting (PyPI, disk), which the tests' computing fills.
+    "${NICE[@]}" bash scripts/test-pythons.sh --venvs-only >"$LOGS/venvs.log" 2>&1 &
+    venvs=$!
     "${NICE[@]}" .venv/bin/pytest -q "${XDIST[@]}" -n "${UNIT_WORKERS:-4}" tests/unit
     main=$?
     log "unit tests under the venv: exit $main after $((SECONDS - t0)) s"
-    PYTEST_WORKERS="${UNIT_WORKERS:-4}" "${NICE[@]}" bash scripts/test-pythons.sh
-    extra=$?
+    wait "$venvs"
+    made=$?
+    cat "$LOGS/venvs.log"
+    extra=1
+    if ((made == 0)); then
+        PYTEST_WORKERS="${UNIT_WORKERS:-4}" "${NICE[@]}" bash scripts/test-pythons.sh
+        extra=$?
+    else
+        log "the extra interpreters' venvs were not made (exit $made; above)"
+    fi
     ((main == 0 && extra == 0))
 ) >"$LOGS/unit.log" 2>&1 &
 unit=$!

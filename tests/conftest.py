@@ -158,6 +158,23 @@ def nsys_recording() -> Iterator[None]:
         yield
 
 
+def nsys_profile(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`argv`, an `nsys profile ...` command, run in the recording slot and made again once
+    (over what it left: `--force-overwrite=true`) when nsys failed inside itself
+    (tests/nsys_crash.py); any other failure is returned as it is, for the test to judge."""
+    from tests import nsys_crash
+
+    for attempt in range(nsys_crash.ATTEMPTS):
+        cmd = list(argv)
+        if attempt and "profile" in cmd and not any(a.startswith("--force-overwrite") for a in cmd):
+            cmd.insert(cmd.index("profile") + 1, "--force-overwrite=true")
+        with nsys_recording():
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if res.returncode == 0 or not nsys_crash.crashed(res.stdout + res.stderr):
+            break
+    return res
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cli_state() -> Iterator[None]:
     """The CLI's process-wide options start clean in each test. A test that runs `main([...])`

@@ -17,7 +17,10 @@ recorded nothing:
   (integration, test_in_job_analysis).
 
 What these tests examine is what gh-run does around nsys, so a run that failed with one of
-these texts is made again, once; any other failure stands, and a second crash fails the test."""
+these texts is made again, once; any other failure stands, and a second crash fails the test.
+The unit tests that run `nsys profile` themselves do it through tests/conftest.py's
+`nsys_profile` (2022.4's ProcessWaiter crash, `sem_open` failing, came back in
+test_nsys_versions under 3.13 with no second try)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.analysis.readers import export_schema
-from tests.conftest import nsys_recording, real_nsys, run_cli
+from tests.conftest import nsys_profile, real_nsys, run_cli
 from tests.fixtures import recordings
 from tests.fixtures.nsys_builder import NsysBuilder
 
@@ -160,12 +160,10 @@ def test_every_schema_met_has_the_columns_gh_run_reads(tmp_path: Path) -> None:
     (export_schema.READ_COLUMNS)."""
     nsys = real_nsys("2024.2")
     out = tmp_path / "cap"
-    with nsys_recording():
-        subprocess.run(
-            [str(nsys), "profile", "--trace=osrt", "--sample=none", "--cpuctxsw=none",
-             f"--output={out}", "--export=sqlite", "/bin/sleep", "0.1"],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
+    nsys_profile(
+        [str(nsys), "profile", "--trace=osrt", "--sample=none", "--cpuctxsw=none",
+         f"--output={out}", "--export=sqlite", "/bin/sleep", "0.1"],
+    ).check_returncode()  # fmt: skip
     packed = [recordings.export(p) for p in sorted(DATA.glob("**/*.sqlite.xz"))]
     exports = [*sorted(DATA.glob("**/*.sqlite")), *packed, out.with_suffix(".sqlite")]
     schemas = set()
@@ -220,12 +218,10 @@ def _readings(nsys: Path, tmp_path: Path, python: str) -> dict[str, object]:
     out = tmp_path / nsys.name
     script = tmp_path / "w.py"
     script.write_text(WORKLOAD)
-    with nsys_recording():
-        subprocess.run(
-            [str(nsys), "profile", "--trace=osrt", "--sample=none", "--cpuctxsw=none",
-             "--force-overwrite=true", f"--output={out}", python, str(script)],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
+    nsys_profile(
+        [str(nsys), "profile", "--trace=osrt", "--sample=none", "--cpuctxsw=none",
+         "--force-overwrite=true", f"--output={out}", python, str(script)],
+    ).check_returncode()  # fmt: skip
     # an older nsys cannot read a newer report, the newest reads them all (nsys_export.py)
     subprocess.run(
         [str(real_nsys("2024.2")), "export", "--type=sqlite", "--force-overwrite=true",

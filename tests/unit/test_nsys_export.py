@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import nsys_recording, real_nsys, run_cli
+from tests.conftest import nsys_profile, real_nsys, run_cli
 
 # Just enough PATH to start programs, and no nsys on it (this machine's nsys lives in the
 # tools prefix, which each test points elsewhere or keeps).
@@ -23,22 +22,19 @@ BARE_PATH = "/usr/bin:/bin"
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real .nsys-rep of a short program (OS runtime only), recorded by nsys 2023.4."""
     folder = tmp_path_factory.mktemp("rec")
-    with nsys_recording():
-        res = subprocess.run(
-            [
-                str(real_nsys("2023.4")),
-                "profile",
-                "--trace=osrt",
-                "--sample=none",
-                "--cpuctxsw=none",
-                f"--output={folder}/job.0",
-                "/bin/sleep",
-                "0.2",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    res = nsys_profile(
+        [
+            str(real_nsys("2023.4")),
+            "profile",
+            "--trace=osrt",
+            "--sample=none",
+            "--cpuctxsw=none",
+            f"--output={folder}/job.0",
+            "/bin/sleep",
+            "0.2",
+        ],
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return folder / "job.0.nsys-rep"
 

@@ -23,7 +23,7 @@ from orchestrator.nsys.profile import (
     profiler_prefix,
     version_problems,
 )
-from tests.conftest import nsys_recording, real_nsys
+from tests.conftest import nsys_profile, nsys_recording, real_nsys
 
 V22, V23, V24, V25 = (nv.NsysVersion.parse(t) for t in ("2022.4", "2023.4", "2024.2", "2025.1"))
 
@@ -196,11 +196,11 @@ def test_rendered_gpu_metrics_flag_is_the_one_the_real_nsys_takes(
         spec, str(tmp_path / "ok"), NsysSetup(v, "test", str(real_nsys_of[family]))
     )
     other = [a.replace("--gpu-metrics-device=", "--gpu-metrics-devices=") for a in argv]
+    res = nsys_profile([*argv, "true"], timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (tmp_path / "ok.nsys-rep").stat().st_size > 0
+    # the spelling of the other versions is an unknown option to this one
     with nsys_recording():
-        res = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stdout + res.stderr
-        assert (tmp_path / "ok.nsys-rep").stat().st_size > 0
-        # the spelling of the other versions is an unknown option to this one
         res = subprocess.run([*other, "true"], capture_output=True, text=True, timeout=120)
     assert res.returncode != 0
     assert "gpu-metrics-devices" in res.stdout + res.stderr

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import export_tables
+from orchestrator.analysis.readers.sqlite_columns import int_or, integral
 
 MAX_SAMPLES = 20_000  # callchains read per export
 DEPTH = 48  # frames read per sample, top first
@@ -153,9 +154,12 @@ def read(
     lo, hi = int(starts.min()), int(ends.max())
     with _open(path) as db:
         name = _schema(db).name
+        # a hostile export's value of another kind: its sample is left out (id, time,
+        # thread), or its frame reads as unknown (symbol, module)
+        whole = " AND ".join(integral(c) for c in ("id", "start", "globalTid"))
         sql = (
             f'SELECT id, start, globalTid FROM "{name("COMPOSITE_EVENTS")}"'
-            " WHERE start >= ? AND start < ?"
+            f" WHERE start >= ? AND start < ? AND {whole}"
         )
         args: tuple[int, ...] = (lo, hi)
         if thread is not None:  # one thread: SQLite leaves the others' rows behind
@@ -183,8 +187,9 @@ def read(
             part = ids[i : i + CHUNK].tolist()
             marks = ",".join("?" * len(part))
             rows = db.execute(
-                f'SELECT id, symbol, module FROM "{name("SAMPLING_CALLCHAINS")}"'
-                f" WHERE id IN ({marks})"
+                f"SELECT id, {int_or('symbol', -1)}, {int_or('module', -1)}"
+                f' FROM "{name("SAMPLING_CALLCHAINS")}" WHERE id IN ({marks})'
+                f" AND {integral('id')}"
                 f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
                 part,
             ).fetchall()
@@ -200,7 +205,9 @@ def read(
             strings.update(
                 (int(a), str(b))
                 for a, b in db.execute(
-                    f'SELECT id, value FROM "{name("StringIds")}" WHERE id IN ({marks})', part
+                    f'SELECT id, value FROM "{name("StringIds")}" WHERE id IN ({marks})'
+                    f" AND {integral('id')} AND typeof(value) = 'text'",
+                    part,
                 )
             )
     groups = np.empty(ids.size, dtype=np.int8)

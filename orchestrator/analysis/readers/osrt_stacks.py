@@ -40,6 +40,7 @@ import numpy as np
 
 from orchestrator.analysis.readers import export_tables
 from orchestrator.analysis.readers.cpu_samples import COMM, SYNC, short
+from orchestrator.analysis.readers.sqlite_columns import int_or, integral
 
 TARGETS = ("autograd", "sync", "comm", "sleep", "io", "python", "lock", "release")
 DEPTH = 48
@@ -140,16 +141,20 @@ def read(
             wanted = sorted(WAITS | SLEEPS | IO | RELEASES)
             marks = ",".join("?" * len(wanted))
             ids = {int(i): str(v) for i, v in db.execute(
-                f'SELECT id, value FROM "{table["StringIds"]}" WHERE value IN ({marks})',
+                f'SELECT id, value FROM "{table["StringIds"]}" WHERE value IN ({marks})'
+                f" AND {integral('id')}",
                 wanted)}  # fmt: skip
             if not ids:
                 return _empty()
-            chain = "callchainId" if "callchainId" in api else "0"
+            # a hostile export's value of another kind: its call is left out (times, thread),
+            # or has no stack (its callchain id)
+            chain = int_or("callchainId", 0) if "callchainId" in api else "0"
+            whole = " AND ".join(integral(c) for c in ("start", '"end"', "globalTid", "nameId"))
             lo, hi = int(starts.min()), int(ends.max())
             tids = sorted({t for _, t in threads})
             rows = db.execute(
                 f'SELECT start, "end", globalTid, nameId, {chain} FROM "{table["OSRT_API"]}"'
-                f" WHERE nameId IN ({','.join(str(i) for i in ids)})"
+                f" WHERE nameId IN ({','.join(str(i) for i in ids)}) AND {whole}"
                 f' AND "end" > ? AND start < ? AND "end" - start >= ?'
                 f" AND (globalTid & 16777215) IN ({','.join(str(t) for t in tids)})"
                 " ORDER BY start",
@@ -212,7 +217,8 @@ def _chains(
         part = want[i : i + CHUNK]
         marks = ",".join("?" * len(part))
         for cid, sym, mod in db.execute(
-            f'SELECT id, symbol, module FROM "{table["OSRT_CALLCHAINS"]}" WHERE id IN ({marks})'
+            f"SELECT id, {int_or('symbol', -1)}, {int_or('module', -1)}"
+            f' FROM "{table["OSRT_CALLCHAINS"]}" WHERE id IN ({marks}) AND {integral("id")}'
             f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
             part,
         ):
@@ -223,7 +229,8 @@ def _chains(
         part = need[i : i + CHUNK]
         marks = ",".join("?" * len(part))
         strings.update((int(a), str(b)) for a, b in db.execute(
-            f'SELECT id, value FROM "{table["StringIds"]}" WHERE id IN ({marks})',
+            f'SELECT id, value FROM "{table["StringIds"]}" WHERE id IN ({marks})'
+            f" AND {integral('id')} AND typeof(value) = 'text'",
             part))  # fmt: skip
     return {
         cid: [(strings.get(s, ""), strings.get(m, "").rsplit("/", 1)[-1]) for s, m in frames]

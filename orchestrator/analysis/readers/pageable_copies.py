@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import export_tables
+from orchestrator.analysis.readers.sqlite_columns import int_or, integral
 
 MEMCPY, RUNTIME, MEM_KIND = (
     "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND",
@@ -83,7 +84,10 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
                 return None
             if not {"id", "name"} <= enum:
                 return None
-            q = f"SELECT id FROM \"{name(MEM_KIND)}\" WHERE upper(name) LIKE '%PAGEABLE%'"
+            q = (
+                f"SELECT id FROM \"{name(MEM_KIND)}\" WHERE upper(name) LIKE '%PAGEABLE%'"
+                f" AND {integral('id')}"
+            )
             ids = [int(r[0]) for r in db.execute(q)]
             if len(ids) != 1:
                 return None
@@ -91,14 +95,17 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
             (last,) = db.execute(f'SELECT max(rowid) FROM "{name(RUNTIME)}"').fetchone()
             if last is not None and int(last) > MAX_RUNTIME_ROWS:
                 return None
-            pid_m = "globalPid" if "globalPid" in mem else "NULL"
+            # a hostile export's value of another kind: its copy or call is left out (times,
+            # correlation id, thread), or reads as unknown (its process, its size: 0)
+            pid_m = int_or("globalPid", None) if "globalPid" in mem else "NULL"
+            whole = " AND ".join(integral(c) for c in ("start", '"end"', "correlationId"))
             # the call overlaps [lo, hi): its copy starts after the call does (before hi + the
             # call's reach) and ends after the call starts
             copies = db.execute(
-                f'SELECT correlationId, {pid_m}, start, "end", coalesce(bytes, 0), copyKind'
+                f'SELECT correlationId, {pid_m}, start, "end", {int_or("bytes", 0)}, copyKind'
                 f' FROM "{name(MEMCPY)}" WHERE ((copyKind = ? AND srcKind = ?)'
                 ' OR (copyKind = ? AND dstKind = ?)) AND "end" > ? AND start < ?'
-                " AND correlationId IS NOT NULL",
+                f" AND {whole}",
                 (HTOD, pg, DTOH, pg, int(lo) - CALL_BEFORE_NS, int(hi) + CALL_BEFORE_NS),
             ).fetchall()
             if near is not None and copies:
@@ -111,8 +118,8 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
             calls: dict[int, list[tuple[int, int, int]]] = {}
             for c, s, e, g in db.execute(
                 f'SELECT correlationId, start, "end", globalTid FROM "{name(RUNTIME)}"'
-                f' WHERE correlationId IN ({marks}) AND start IS NOT NULL AND "end" IS NOT NULL'
-                " AND globalTid IS NOT NULL",
+                f" WHERE correlationId IN ({marks}) AND "
+                + " AND ".join(integral(c) for c in ("start", '"end"', "globalTid")),
                 corr,
             ):
                 calls.setdefault(int(c), []).append((int(s), int(e), int(g)))

@@ -65,6 +65,14 @@ def integral(col: str) -> str:
     return f"(typeof({col}) = 'integer' OR ({real}))"
 
 
+def int_or(col: str, other: int | None) -> str:
+    """SQL: the column's integer (by `integral`'s rule), or `other` (None: NULL) where it holds
+    anything else: for an id or a size that may be missing (a callchain, a string, a process),
+    where an unknown one reads as none rather than leaving its row out."""
+    alt = "NULL" if other is None else str(int(other))
+    return f"(CASE WHEN {integral(col)} THEN CAST({col} AS INTEGER) ELSE {alt} END)"
+
+
 _INT = re.compile(r"-?[0-9]+")
 
 
