@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import export_tables
-from orchestrator.analysis.readers.sqlite_columns import int_or, integral
+from orchestrator.analysis.readers.sql_integers import int_or, integral
 
 MAX_SAMPLES = 20_000  # callchains read per export
 DEPTH = 48  # frames read per sample, top first

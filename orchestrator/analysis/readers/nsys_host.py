@@ -29,7 +29,8 @@ from orchestrator.analysis.readers.nsys_db import (
     map_ids,
     pid_tid,
 )
-from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns, integral
+from orchestrator.analysis.readers.sql_integers import integral
+from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns
 from orchestrator.analysis.timeline import columns
 from orchestrator.analysis.timeline import model as T
 

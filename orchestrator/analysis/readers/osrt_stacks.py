@@ -40,7 +40,7 @@ import numpy as np
 
 from orchestrator.analysis.readers import export_tables
 from orchestrator.analysis.readers.cpu_samples import COMM, SYNC, short
-from orchestrator.analysis.readers.sqlite_columns import int_or, integral
+from orchestrator.analysis.readers.sql_integers import int_or, integral
 
 TARGETS = ("autograd", "sync", "comm", "sleep", "io", "python", "lock", "release")
 DEPTH = 48

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import export_tables
-from orchestrator.analysis.readers.sqlite_columns import int_or, integral
+from orchestrator.analysis.readers.sql_integers import int_or, integral
 
 MEMCPY, RUNTIME, MEM_KIND = (
     "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND",

@@ -28,6 +28,7 @@ import numpy as np
 from orchestrator.analysis.readers import sqlite_pages
 from orchestrator.analysis.readers import table_parts as TP
 from orchestrator.analysis.readers.nsys_db import connect_ro
+from orchestrator.analysis.readers.sql_integers import integral
 from orchestrator.core.errors import UserError
 
 FETCH_CHUNK_ROWS = 250_000
@@ -54,23 +55,6 @@ def table_shape(path: Path, table: str, conn: sqlite3.Connection | None = None) 
 def _part_step() -> int:
     """Rows per part: whole chunks of the SQLite path."""
     return max(PART_ROWS // FETCH_CHUNK_ROWS, 1) * FETCH_CHUNK_ROWS
-
-
-def integral(col: str) -> str:
-    """SQL: the column holds an integer, or a real with an integral value in int64's range (what
-    `CAST(col AS INTEGER)` keeps unchanged: a column declared REAL holds its integers so). Rows
-    whose start or end is anything else are left out, on both paths alike (the page reader
-    applies the same rule to the values it decodes)."""
-    real = f"typeof({col}) = 'real' AND CAST({col} AS INTEGER) = {col}"
-    return f"(typeof({col}) = 'integer' OR ({real}))"
-
-
-def int_or(col: str, other: int | None) -> str:
-    """SQL: the column's integer (by `integral`'s rule), or `other` (None: NULL) where it holds
-    anything else: for an id or a size that may be missing (a callchain, a string, a process),
-    where an unknown one reads as none rather than leaving its row out."""
-    alt = "NULL" if other is None else str(int(other))
-    return f"(CASE WHEN {integral(col)} THEN CAST({col} AS INTEGER) ELSE {alt} END)"
 
 
 _INT = re.compile(r"-?[0-9]+")
