@@ -47,8 +47,9 @@ integration=$!
 NICE=(nice -n "${UNIT_NICE:-10}")
 (
     set +e
-    # The extra interpreters' venvs are made while the first unit tests run: much of their
-    # making is waiting (PyPI, disk), which the tests' computing fills.
+    # The extra interpreters' venvs are made while the first unit tests run: part of their
+    # making is waiting (PyPI, disk), which the tests' computing fills (DEVELOPERS.md: little
+    # gained on this machine's fast link).
     "${NICE[@]}" bash scripts/test-pythons.sh --venvs-only >"$LOGS/venvs.log" 2>&1 &
     venvs=$!
     "${NICE[@]}" .venv/bin/pytest -q "${XDIST[@]}" -n "${UNIT_WORKERS:-4}" tests/unit
