@@ -6,7 +6,7 @@ int()" (a text symbol id in SAMPLING_CALLCHAINS, a text globalTid in COMPOSITE_E
 callchain id in OSRT_API). Now each reads as a reference made with plain SQL reads: a row whose
 id, time or thread is not an integer is left out (the export without that row), a frame whose
 symbol or module is not one reads as unknown (the id -1, which no string has), and a call whose
-callchain id is not one has no stack (the id 0), a copy whose size or process is not one has
+callchain id is not one has no stack (the id 0); a copy whose size or process is not one has
 size 0 or no process. The exports are real ones: tests/data/unannotated/nsys/sft_w0 (samples
 and stacks; data loading on the main thread) and tests/data/causes_h200/img_pageable (pageable
 copies), both recorded on an H200.
@@ -64,11 +64,13 @@ def _differs(a: Any, b: Any) -> bool:
 
 
 def _span(path: Path) -> tuple[Any, Any]:
+    """One window over every sample and OS-runtime call of the export, and a second after."""
     with contextlib.closing(sqlite3.connect(path)) as db:
-        lo, hi = db.execute(
+        spans = db.execute(
             "SELECT min(start), max(start) FROM COMPOSITE_EVENTS UNION ALL "
             'SELECT min(start), max("end") FROM OSRT_API'
-        ).fetchall()[0]
+        ).fetchall()
+    lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
     return np.array([lo], dtype=np.int64), np.array([hi + 10**9], dtype=np.int64)
 
 
