@@ -189,7 +189,6 @@ def read(
             rows = db.execute(
                 f"SELECT id, {int_or('symbol', -1)}, {int_or('module', -1)}"
                 f' FROM "{name("SAMPLING_CALLCHAINS")}" WHERE id IN ({marks})'
-                f" AND {integral('id')}"
                 f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
                 part,
             ).fetchall()
@@ -206,7 +205,7 @@ def read(
                 (int(a), str(b))
                 for a, b in db.execute(
                     f'SELECT id, value FROM "{name("StringIds")}" WHERE id IN ({marks})'
-                    f" AND {integral('id')} AND typeof(value) = 'text'",
+                    " AND typeof(value) = 'text'",
                     part,
                 )
             )

@@ -149,7 +149,8 @@ def read(
             # a hostile export's value of another kind: its call is left out (times, thread),
             # or has no stack (its callchain id)
             chain = int_or("callchainId", 0) if "callchainId" in api else "0"
-            whole = " AND ".join(integral(c) for c in ("start", '"end"', "globalTid", "nameId"))
+            # (nameId is matched against integers below: nothing else passes)
+            whole = " AND ".join(integral(c) for c in ("start", '"end"', "globalTid"))
             lo, hi = int(starts.min()), int(ends.max())
             tids = sorted({t for _, t in threads})
             rows = db.execute(
@@ -218,7 +219,7 @@ def _chains(
         marks = ",".join("?" * len(part))
         for cid, sym, mod in db.execute(
             f"SELECT id, {int_or('symbol', -1)}, {int_or('module', -1)}"
-            f' FROM "{table["OSRT_CALLCHAINS"]}" WHERE id IN ({marks}) AND {integral("id")}'
+            f' FROM "{table["OSRT_CALLCHAINS"]}" WHERE id IN ({marks})'
             f" AND stackDepth < {DEPTH} ORDER BY id, stackDepth",
             part,
         ):
@@ -230,7 +231,7 @@ def _chains(
         marks = ",".join("?" * len(part))
         strings.update((int(a), str(b)) for a, b in db.execute(
             f'SELECT id, value FROM "{table["StringIds"]}" WHERE id IN ({marks})'
-            f" AND {integral('id')} AND typeof(value) = 'text'",
+            " AND typeof(value) = 'text'",
             part))  # fmt: skip
     return {
         cid: [(strings.get(s, ""), strings.get(m, "").rsplit("/", 1)[-1]) for s, m in frames]
