@@ -116,12 +116,25 @@ def _analyze_last(cli) -> dict[str, object]:  # type: ignore[no-untyped-def]
     return json.loads(res.out)  # type: ignore[no-any-return]
 
 
-def _check_analysis(
-    doc: dict[str, object], ranks: int, steps: int, loader_named: bool = True
-) -> None:
+def _thread_names(sqlite: Path) -> set[str]:
+    """The thread names the real nsys recorded in the export."""
+    conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
+        ).fetchall()
+    finally:
+        conn.close()
+    return {r[0] for r in rows}
+
+
+def _check_analysis(doc: dict[str, object], ranks: int, steps: int, gh_home: Path) -> None:
     """Per rank: the NVTX steps, the OS-runtime blocking of the main thread, the thread names.
-    (nsys 2022.4 without sampling or context switches records no name for a thread that
-    renames itself: `loader_named=False`.)"""
+    The loader thread renames itself (`ghr-loader`); whether nsys records that name depends on
+    when it first reads the thread's name: 2022.4 without sampling or context switches never
+    does, and 2024.2 under load sometimes did not (a CI run here: `thread 14798`). So the name
+    is asserted exactly where the export holds it: gh-run reports it then, and never otherwise."""
+    root, files = _collected(gh_home)
     got = doc["ranks"]
     assert isinstance(got, list) and [r["rank"] for r in got] == list(range(ranks))
     for r in got:
@@ -129,8 +142,9 @@ def _check_analysis(
         assert any(n["name"].startswith("train_step") for n in r["nvtx"]), r["nvtx"]
         names = {t["name"] for t in r["threads"]}
         assert "python3" in names, names
-        if loader_named:
-            assert "ghr-loader" in names, names
+        export = _verified(root, files, f"artifacts/smoke-profiled.{r['rank']}.sqlite")
+        recorded = "ghr-loader" in _thread_names(export)
+        assert ("ghr-loader" in names) == recorded, (names, recorded)
         busy = [t for t in r["threads"] if t["osrt_calls"] > 0]
         assert len({t["tid"] for t in busy}) >= 2, busy  # the main thread and the loader
         assert r["main_thread"] == "python3" and r["main_thread_wait_ns"] > 0, r
@@ -181,7 +195,7 @@ def test_two_ranks_in_the_real_container_under_the_real_nsys(  # type: ignore[no
         seen = json.loads(_verified(root, files, f"artifacts/steps_rank{rank}.json").read_text())
         assert seen["rank"] == rank and seen["env"]["SLURM_PROCID"] == str(rank)
         assert seen["nvtx"] == "0.2.11"
-    _check_analysis(_analyze_last(cli), ranks=2, steps=6)
+    _check_analysis(_analyze_last(cli), ranks=2, steps=6, gh_home=gh_home)
 
 
 def test_nsys_inside_the_image_with_a_clean_environment(  # type: ignore[no-untyped-def]
@@ -208,7 +222,7 @@ def test_nsys_inside_the_image_with_a_clean_environment(  # type: ignore[no-unty
         assert _nvtx_steps(sqlite) == [f"train_step {i}" for i in range(6)]
         seen = json.loads(_verified(root, files, f"artifacts/steps_rank{rank}.json").read_text())
         assert seen["env"]["RANK"] == str(rank) and seen["env"]["WORLD_SIZE"] == "2"
-    _check_analysis(_analyze_last(cli), ranks=2, steps=6)
+    _check_analysis(_analyze_last(cli), ranks=2, steps=6, gh_home=gh_home)
 
 
 def test_containall_keeps_rank_variables_and_binds(  # type: ignore[no-untyped-def]
@@ -281,7 +295,7 @@ def test_the_same_job_under_nsys_2022_4(  # type: ignore[no-untyped-def]
             _verified(root, files, f"artifacts/smoke-profiled.{rank}_{report}.csv")
     doc = _analyze_last(cli)
     assert {s["tool_version"] for s in doc["sources"]} == {"2022.4.2.1"}
-    _check_analysis(doc, ranks=2, steps=6, loader_named=False)
+    _check_analysis(doc, ranks=2, steps=6, gh_home=gh_home)
 
 
 def test_the_same_job_under_nsys_2024_2(  # type: ignore[no-untyped-def]
@@ -311,7 +325,7 @@ def test_the_same_job_under_nsys_2024_2(  # type: ignore[no-untyped-def]
             assert "Time (%)" in csv.read_text()
     doc = _analyze_last(cli)
     assert {s["tool_version"] for s in doc["sources"]} == {"2024.2.3.38"}
-    _check_analysis(doc, ranks=2, steps=6)
+    _check_analysis(doc, ranks=2, steps=6, gh_home=gh_home)
 
 
 def test_a_missing_image_is_refused_before_submit(  # type: ignore[no-untyped-def]
