@@ -18,8 +18,9 @@
  * - `sqlite_pages_shape` walks the whole tree by its child pointers with the same checks and
  *   counts its rows: the number of rows the reader must find, and where every `step`-th row is
  *   (parts of equal rows whatever the rowids: memory follows rows, never the rowid range);
- * - with times (`tstart`, `tend` >= 0): a row is kept when both are integers and end >= start
- *   (what the Python reader keeps), else counted as seen and left out; a real with an integral
+ * - with times (`tstart`, `tend` >= 0): a row is kept when both are integers strictly inside
+ *   +-TIME_LIMIT_NS and end >= start (what the Python reader keeps: `sql_integers.a_time`), else
+ *   counted as seen and left out; a real with an integral
  *   value in int64's range counts as that integer (SQLite's `CAST(x AS INTEGER) = x`: a column
  *   declared REAL holds its integers so, and the SQLite path keeps such rows too);
  * - in a kept row, an integer is stored as it is, a NULL as -1 (`coalesce(c, -1)`); a real, text
@@ -128,6 +129,9 @@ static int64_t int_value(uint64_t t, const uint8_t *p) {
 }
 
 /* a float (serial type 7) that is an integer in int64's range: 1 and its value in *v */
+/* sql_integers.TIME_LIMIT_NS: a time is inside +-2^62 ns, so that one minus another fits */
+#define TIME_LIMIT_NS ((int64_t)1 << 62)
+
 static int integral_real(const uint8_t *p, int64_t *v) {
     uint64_t bits = 0;
     for (int i = 0; i < 8; i++) bits = (bits << 8) | p[i];
@@ -326,6 +330,7 @@ static int64_t cell(job_t *j, file_t *f, const uint8_t *pg, const uint8_t *c, co
         if (ks == V_OTHER && types[j->tstart] == 7 && integral_real(at[j->tstart], &s)) ks = V_INT;
         if (ke == V_OTHER && types[j->tend] == 7 && integral_real(at[j->tend], &e)) ke = V_INT;
         if (ks != V_INT || ke != V_INT || e < s) return 0;
+        if (s <= -TIME_LIMIT_NS || e >= TIME_LIMIT_NS) return 0; /* no clock's time */
     }
     if (j->kept >= j->cap) return NO_ROOM;
     for (int32_t d = 0; d < j->ndest; d++) {

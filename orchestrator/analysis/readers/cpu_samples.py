@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import export_tables
-from orchestrator.analysis.readers.sql_integers import int_or, integral
+from orchestrator.analysis.readers.sql_integers import a_time, int_or, integral
 
 MAX_SAMPLES = 20_000  # callchains read per export
 DEPTH = 48  # frames read per sample, top first
@@ -156,7 +156,7 @@ def read(
         name = _schema(db).name
         # a hostile export's value of another kind: its sample is left out (id, time,
         # thread), or its frame reads as unknown (symbol, module)
-        whole = " AND ".join(integral(c) for c in ("id", "start", "globalTid"))
+        whole = " AND ".join((integral("id"), a_time("start"), integral("globalTid")))
         sql = (
             f'SELECT id, start, globalTid FROM "{name("COMPOSITE_EVENTS")}"'
             f" WHERE start >= ? AND start < ? AND {whole}"

@@ -39,6 +39,7 @@ from orchestrator.analysis.readers.nsys_db import (
     map_ids,
     pid_tid,
 )
+from orchestrator.analysis.readers.sql_integers import SIZE_LIMIT_BYTES
 from orchestrator.analysis.readers.sqlite_columns import Subset, TableRead, table_shape
 from orchestrator.analysis.timeline import columns
 from orchestrator.analysis.timeline import model as T
@@ -151,7 +152,7 @@ def collect(ex: Export, pending: GpuReads) -> GpuRead:
         if skipped:
             ex.notes.append(
                 f"{skipped} rows of {table} left out: start or end missing, not an integer,"
-                " or end before start"
+                " beyond 2^62 ns, or end before start"
             )
         rows = slice(sl.start, sl.start + got)
         keep.append(rows)
@@ -174,6 +175,11 @@ def collect(ex: Export, pending: GpuReads) -> GpuRead:
             gpu.name[rows] = ex.names.id("Memset")
         del extra
     pending.reads.clear()  # the `extra` columns go
+    # a copy's or memset's size that no machine holds reads as unknown (0), as a missing one
+    # does (`sql_integers.a_size`): 2**63 - 1 bytes summed past 64 bits
+    odd = (gpu.nbytes < 0) | (gpu.nbytes >= SIZE_LIMIT_BYTES)
+    if odd.any():
+        gpu.nbytes[odd] = 0
     total = gpu.size
     if sum(r.stop - r.start for r in keep) != total:  # rows left out: close the holes
         idx = np.concatenate([np.arange(r.start, r.stop) for r in keep])

@@ -29,7 +29,7 @@ from orchestrator.analysis.readers.nsys_db import (
     map_ids,
     pid_tid,
 )
-from orchestrator.analysis.readers.sql_integers import integral
+from orchestrator.analysis.readers.sql_integers import a_time
 from orchestrator.analysis.readers.sqlite_columns import END, Subset, fetch_columns
 from orchestrator.analysis.timeline import columns
 from orchestrator.analysis.timeline import model as T
@@ -92,7 +92,7 @@ def sync_calls(ex: Export, ids: dict[int, str], rowids: Any) -> T.HostTable:
         'SELECT CAST(start AS INTEGER), CAST("end" AS INTEGER),'
         f' CAST(coalesce({tid}, 0) AS INTEGER), nameId FROM "{ex.table(RUNTIME)}"'
         f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
-        f' AND {integral("start")} AND {integral(END)} AND "end" >= start'
+        f' AND {a_time("start")} AND {a_time(END)} AND "end" >= start'
     )
     rows = ex.db.q(
         sql + " AND rowid IN (SELECT value FROM json_each(?))"

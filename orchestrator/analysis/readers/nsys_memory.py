@@ -24,6 +24,7 @@ from orchestrator.analysis.readers.nsys_db import (
     as_int,
     pid_tid,
 )
+from orchestrator.analysis.readers.sql_integers import is_size, is_time
 from orchestrator.analysis.readers.sqlite_columns import Subset
 from orchestrator.analysis.timeline import memory as M
 from orchestrator.analysis.timeline import model as T
@@ -153,7 +154,8 @@ def peak_memory(db: Db) -> tuple[dict[int, dict[str, dict[int, int]]], str | Non
         f" ORDER BY start, memoryOperationType DESC, deviceId, bytes, {kind}, {pid}"
     ):
         cls = MEM_CLASSES.get(k) if isinstance(k, int) else None
-        if cls is None or not isinstance(dev, int) or not isinstance(nbytes, int):
+        # a size no machine holds is no allocation (it made a peak of 2**63 bytes)
+        if cls is None or not isinstance(dev, int) or not is_size(nbytes):
             continue
         if cls == "device" and isinstance(start, int):
             starts.add(start)
@@ -196,7 +198,7 @@ def memory_timelines(db: Db) -> dict[int, list[M.MemoryTimeline]]:
         " WHERE memKind IN (2, 3, 5)"
         f" ORDER BY start, memoryOperationType DESC, deviceId, bytes, {pid}"
     ):
-        if not all(isinstance(v, int) for v in (dev, nbytes, start)):
+        if not (isinstance(dev, int) and is_size(nbytes) and is_time(start)):
             continue
         p = int(pid_tid(gp)[0]) if isinstance(gp, int) and gp >= 0 else -1
         code = M.SEGMENT_FREE if op == 1 else M.SEGMENT_ALLOC

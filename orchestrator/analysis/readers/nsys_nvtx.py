@@ -94,7 +94,8 @@ def _note_open_ranges(ex: Export, table: str, kept: int) -> None:
     if int(total) > kept:
         ex.notes.append(
             f"{int(total) - kept} NVTX ranges of {NVTX} left out: no end (still open when the"
-            " capture stopped), an end that is not an integer, or an end before the start"
+            " capture stopped), a start or end that is not an integer or lies beyond 2^62 ns,"
+            " or an end before the start"
         )
 
 

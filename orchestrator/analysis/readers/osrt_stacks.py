@@ -40,7 +40,7 @@ import numpy as np
 
 from orchestrator.analysis.readers import export_tables
 from orchestrator.analysis.readers.cpu_samples import COMM, SYNC, short
-from orchestrator.analysis.readers.sql_integers import int_or, integral
+from orchestrator.analysis.readers.sql_integers import a_time, int_or, integral
 
 TARGETS = ("autograd", "sync", "comm", "sleep", "io", "python", "lock", "release")
 DEPTH = 48
@@ -150,7 +150,7 @@ def read(
             # or has no stack (its callchain id)
             chain = int_or("callchainId", 0) if "callchainId" in api else "0"
             # (nameId is matched against integers below: nothing else passes)
-            whole = " AND ".join(integral(c) for c in ("start", '"end"', "globalTid"))
+            whole = " AND ".join((a_time("start"), a_time('"end"'), integral("globalTid")))
             lo, hi = int(starts.min()), int(ends.max())
             tids = sorted({t for _, t in threads})
             rows = db.execute(

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.readers import export_tables
-from orchestrator.analysis.readers.sql_integers import int_or, integral
+from orchestrator.analysis.readers.sql_integers import a_size, a_time, int_or, integral
 
 MEMCPY, RUNTIME, MEM_KIND = (
     "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND",
@@ -98,11 +98,11 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
             # a hostile export's value of another kind: its copy or call is left out (times,
             # correlation id, thread), or reads as unknown (its process, its size: 0)
             pid_m = int_or("globalPid", None) if "globalPid" in mem else "NULL"
-            whole = " AND ".join(integral(c) for c in ("start", '"end"', "correlationId"))
+            whole = " AND ".join((a_time("start"), a_time('"end"'), integral("correlationId")))
             # the call overlaps [lo, hi): its copy starts after the call does (before hi + the
             # call's reach) and ends after the call starts
             copies = db.execute(
-                f'SELECT correlationId, {pid_m}, start, "end", {int_or("bytes", 0)}, copyKind'
+                f'SELECT correlationId, {pid_m}, start, "end", {a_size("bytes")}, copyKind'
                 f' FROM "{name(MEMCPY)}" WHERE ((copyKind = ? AND srcKind = ?)'
                 ' OR (copyKind = ? AND dstKind = ?)) AND "end" > ? AND start < ?'
                 f" AND {whole}",
@@ -119,7 +119,7 @@ def read(path: str, lo: int, hi: int, near: tuple[Any, Any, int] | None = None) 
             for c, s, e, g in db.execute(
                 f'SELECT correlationId, start, "end", globalTid FROM "{name(RUNTIME)}"'
                 f" WHERE correlationId IN ({marks}) AND "
-                + " AND ".join(integral(c) for c in ("start", '"end"', "globalTid")),
+                + " AND ".join((a_time("start"), a_time('"end"'), integral("globalTid"))),
                 corr,
             ):
                 calls.setdefault(int(c), []).append((int(s), int(e), int(g)))

@@ -28,7 +28,7 @@ import numpy as np
 from orchestrator.analysis.readers import sqlite_pages
 from orchestrator.analysis.readers import table_parts as TP
 from orchestrator.analysis.readers.nsys_db import connect_ro
-from orchestrator.analysis.readers.sql_integers import integral
+from orchestrator.analysis.readers.sql_integers import a_time, integral
 from orchestrator.core.errors import UserError
 
 FETCH_CHUNK_ROWS = 250_000
@@ -248,9 +248,7 @@ def fetch_into(
         # the time rule's types: `group_concat` prints the text '7' as it prints the integer 7,
         # and CAST reads a field of white space as 0 (a fuzzed export kept a kernel whose end
         # was a tab, at end 0, where SQLite's own scan leaves it out)
-        times = (
-            f' AND {integral("start")} AND {integral(END)} AND "end" >= start' if has_times else ""
-        )
+        times = f' AND {a_time("start")} AND {a_time(END)} AND "end" >= start' if has_times else ""
         for col in whole:
             quoted = f'"{col}"'
             times += f" AND (typeof({quoted}) = 'null' OR {integral(quoted)})"
