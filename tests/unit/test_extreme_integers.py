@@ -6,6 +6,7 @@ imported: TIME_LIMIT and SIZE_LIMIT below are `sql_integers`' bounds."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 from pathlib import Path
@@ -53,13 +54,13 @@ def clean() -> dict[str, Any]:
 def _copy(tmp_path: Path, table: str, column: str, value: int) -> Path:
     path = tmp_path / EXPORT.name
     shutil.copyfile(EXPORT, path)
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute(f'UPDATE {table} SET "{column}" = ? WHERE {PICKED.format(t=table)}', (value,))
     return path
 
 
 def _count(path: Path, sql: str) -> int:
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db:
         return int(db.execute(sql).fetchone()[0])
 
 
