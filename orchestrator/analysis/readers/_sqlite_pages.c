@@ -128,10 +128,10 @@ static int64_t int_value(uint64_t t, const uint8_t *p) {
     return (int64_t)x;
 }
 
-/* a float (serial type 7) that is an integer in int64's range: 1 and its value in *v */
 /* sql_integers.TIME_LIMIT_NS: a time is inside +-2^62 ns, so that one minus another fits */
 #define TIME_LIMIT_NS ((int64_t)1 << 62)
 
+/* a float (serial type 7) that is an integer in int64's range: 1 and its value in *v */
 static int integral_real(const uint8_t *p, int64_t *v) {
     uint64_t bits = 0;
     for (int i = 0; i < 8; i++) bits = (bits << 8) | p[i];

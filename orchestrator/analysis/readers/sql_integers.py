@@ -13,9 +13,9 @@ from __future__ import annotations
 # one time minus another fits in 64 bits (numpy's int64 wraps silently, and SQLite's parameters
 # refuse a Python int beyond it: a hostile file's 2**63 - 1 stopped `analyze` in both).
 TIME_LIMIT_NS = 2**62
-# The bound of one size, in bytes, exclusive: one copy, memset or allocation of 16 TiB is more
-# than any one machine's memory (a GH200 superchip holds 0.6 TiB). Below it, half a million
-# such sizes still sum inside 64 bits.
+# The bound of one size, in bytes, exclusive: 16 TiB in one copy, memset or allocation is 27
+# times a GH200 superchip's memory (0.6 TiB) and more than one process of a training job moves
+# at once. Below it, half a million such sizes still sum inside 64 bits.
 SIZE_LIMIT_BYTES = 2**44
 
 
