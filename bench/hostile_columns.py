@@ -1,8 +1,8 @@
 """Every column of every table of real nsys exports, set in turn to a value of another kind in a
 seventh of its rows, each copy analysed: which columns make `analyze` raise (docs/reliability.md,
 "CPU samples and OS-runtime stacks"), or give a number no analysis of these exports holds
-(beyond IMPLAUSIBLE: an int64 sum that wrapped, a peak of 2**63 bytes). A refusal in one
-sentence (gh-run's own error) is fine; any other exception is a finding. Tables that will not
+(tests/fixtures/implausible.py: an int64 sum that wrapped, a peak of 2**63 bytes). A refusal in
+one sentence (gh-run's own error) is fine; any other exception is a finding. Tables that will not
 hold the value (NOT NULL, INTEGER PRIMARY KEY) are made again without their constraints first,
 as a hostile file may hold them.
 
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from orchestrator.analysis import analyze_paths
 from orchestrator.core.errors import GhRunError
+from tests.fixtures.implausible import implausible
 
 KINDS = {
     "text": "'x'",
@@ -38,10 +39,6 @@ KINDS = {
     "max": "9223372036854775807",
     "min": "-9223372036854775807",
 }
-# no figure of an analysis of these exports comes near this (times are ns from the session's
-# start, memory in bytes): a number this large in the result is a wrapped or runaway sum
-IMPLAUSIBLE = 1e15
-IDS = {"device", "devices", "stream", "tid", "pid", "id", "rank", "context", "correlation_id"}
 # what the file says it was run with (a DataLoader's workers from the captured command), echoed
 ECHOED = ("settings.",)
 # the enums gh-run reads; the others only name things no reader looks up
@@ -81,22 +78,6 @@ def hostile_copy(export: Path, out: Path, table: str, column: str, value: str) -
             db.execute(update)
 
 
-def implausible(doc: object, at: str = "", key: str = "") -> str | None:
-    """The first number of the result beyond IMPLAUSIBLE, named by its place, or None. Ids
-    (a device, a stream, a thread: IDS) are the file's own, echoed as they are."""
-    if isinstance(doc, dict):
-        items = [(str(k), k, v) for k, v in doc.items()]
-    elif isinstance(doc, list):
-        items = [(str(i), key, v) for i, v in enumerate(doc)]
-    else:
-        ok = isinstance(doc, bool) or not isinstance(doc, int | float) or abs(doc) < IMPLAUSIBLE
-        return None if ok or key in IDS or at.startswith(ECHOED) else f"{at} = {doc}"
-    for name, k, v in items:
-        if found := implausible(v, f"{at}.{name}" if at else name, k):
-            return found
-    return None
-
-
 def probe(export: Path, kind: str, work: Path) -> int:
     raised = 0
     cols = columns(export)
@@ -116,7 +97,7 @@ def probe(export: Path, kind: str, work: Path) -> int:
                 f"({Path(where.filename).name}:{where.lineno})",
                 flush=True,
             )
-        if result is not None and (odd := implausible(result)):
+        if result is not None and (odd := implausible(result, ECHOED)):
             raised += 1
             print(f"  {table}.{column} = {kind}: {odd}", flush=True)
         case.unlink()

@@ -15,6 +15,7 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,16 +98,22 @@ def _verified(root: Path, files: dict[str, dict[str, object]], rel: str) -> Path
     return path
 
 
-def _nvtx_steps(sqlite: Path) -> list[str]:
-    """The step ranges the real nsys recorded (text inline or through StringIds)."""
+def _rows(sqlite: Path, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of one query of the real nsys's export, read-only."""
     conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
     try:
-        rows = conn.execute(
-            "SELECT coalesce(n.text, s.value) FROM NVTX_EVENTS n "
-            "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59"
-        ).fetchall()
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def _nvtx_steps(sqlite: Path) -> list[str]:
+    """The step ranges the real nsys recorded (text inline or through StringIds)."""
+    rows = _rows(
+        sqlite,
+        "SELECT coalesce(n.text, s.value) FROM NVTX_EVENTS n "
+        "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59",
+    )
     return sorted(r[0] for r in rows if r[0] and r[0].startswith("train_step"))
 
 
@@ -120,14 +127,11 @@ def _thread_names(sqlite: Path) -> dict[int, set[str]]:
     """The names the real nsys recorded per thread id. nsys records every thread of the node
     it saw, so a rank's export holds the other rank's threads too (both ranks share a node
     on the dev cluster)."""
-    conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT t.globalTid % 16777216, s.value FROM ThreadNames t"
-            " JOIN StringIds s ON s.id = t.nameId"
-        ).fetchall()
-    finally:
-        conn.close()
+    rows = _rows(
+        sqlite,
+        "SELECT t.globalTid % 16777216, s.value FROM ThreadNames t"
+        " JOIN StringIds s ON s.id = t.nameId",
+    )
     names: dict[int, set[str]] = {}
     for tid, name in rows:
         names.setdefault(int(tid), set()).add(name)

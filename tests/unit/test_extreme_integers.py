@@ -15,31 +15,14 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis import analyze_paths
+from tests.fixtures.implausible import implausible
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXPORT = DATA / "nsys_h100" / "baseline" / "baseline.sqlite"  # kernels, copies, memory events
 MAX = 2**63 - 1
 TIME_LIMIT = 2**62
 SIZE_LIMIT = 2**44
-# no figure of this export comes near it (ns from the session's start, bytes, percent)
-IMPLAUSIBLE = 1e15
-IDS = {"device", "devices", "stream", "tid", "pid", "id", "rank", "context", "correlation_id"}
 PICKED = "rowid IN (SELECT rowid FROM {t} ORDER BY rowid LIMIT 5 OFFSET 7)"
-
-
-def _odd_number(doc: Any, at: str = "", key: str = "") -> str | None:
-    """The first number of the analysis beyond IMPLAUSIBLE (the file's own ids aside)."""
-    if isinstance(doc, dict):
-        items = [(str(k), k, v) for k, v in doc.items()]
-    elif isinstance(doc, list):
-        items = [(str(i), key, v) for i, v in enumerate(doc)]
-    else:
-        ok = isinstance(doc, bool) or not isinstance(doc, int | float) or abs(doc) < IMPLAUSIBLE
-        return None if ok or key in IDS else f"{at} = {doc}"
-    for name, k, v in items:
-        if found := _odd_number(v, f"{at}.{name}" if at else name, k):
-            return found
-    return None
 
 
 def _analysed(path: Path) -> dict[str, Any]:
@@ -82,7 +65,7 @@ def test_a_time_no_clock_gives_leaves_its_row_out(
 ) -> None:
     path = _copy(tmp_path, table, column, value)
     got = _analysed(path)
-    assert _odd_number(got) is None
+    assert implausible(got) is None
     rank, was = got["ranks"][0], clean["ranks"][0]
     # the GPU's rows: the others read as before, five fewer of the table's
     kernels = sum(k["count"] for k in rank["top_kernels"])
@@ -111,7 +94,7 @@ def test_a_size_no_machine_holds_reads_as_unknown(
 ) -> None:
     path = _copy(tmp_path, table, "bytes", value)
     got = _analysed(path)
-    assert _odd_number(got) is None
+    assert implausible(got) is None
     rank, was = got["ranks"][0], clean["ranks"][0]
     # the copy or memset itself stays: its time is the GPU's
     assert rank["busy_ns"] == was["busy_ns"]
