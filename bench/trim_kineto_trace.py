@@ -23,9 +23,16 @@ from typing import Any
 
 def trim(doc: dict[str, Any], first: int, steps: int) -> dict[str, Any]:
     events = doc["traceEvents"]
-    marks = sorted(
-        (e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")),
-        key=lambda e: float(e["ts"]),
+    marks = (
+        sorted(  # the host's step spans (the GPU's copies of them, `gpu_user_annotation`, aside)
+            (
+                e
+                for e in events
+                if str(e.get("name", "")).startswith("ProfilerStep#")
+                and e.get("cat") == "user_annotation"
+            ),
+            key=lambda e: float(e["ts"]),
+        )
     )
     if len(marks) < first + steps:
         raise SystemExit(

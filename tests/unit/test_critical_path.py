@@ -235,3 +235,33 @@ def test_a_graph_also_shortens_the_gpus_own_waits_between_queued_operations(
     busy = float(g.excl[inside].sum()) / periods / 1e6
     assert kept - shortened > 1.0, (kept, shortened)
     assert shortened >= busy, (shortened, busy)
+
+
+def test_a_graph_keeps_a_long_launch_free_wait_nothing_explains() -> None:
+    """A CUDA graph replays launches, not the host's own code: of a gap's unexplained wait, the
+    stretch before the launch that ends it in which the host neither launched nor sat in a sync
+    stays, beyond GRAPH_HOST_NS (a tokeniser, I/O); a launch or a sync's release inside the
+    stretch shortens it, and launch-bound, host-compute and sync claims go as before."""
+    ms = 1_000_000
+    gap_s = np.array([0, 100 * ms, 200 * ms], dtype=np.int64)
+    at = np.array([30 * ms, 130 * ms, 200 * ms + ms // 2], dtype=np.int64)
+    launches = np.array([-5 * ms, 129 * ms], dtype=np.int64)  # one 1 ms before the second end
+    releases = np.array([10 * ms], dtype=np.int64)  # a sync returning inside the first gap
+    keeps = cp._host_stretch(gap_s, at, launches, releases)
+    assert keeps.tolist() == [30 * ms - 10 * ms - cp.GRAPH_HOST_NS, 0, 0]
+    n = gap_s.size
+    zero = np.zeros(n, dtype=np.int64)
+    removable = {c: zero.copy() for c in (*cp.IDLE_LEVERS, *cp.OTHER_CLAIMS)}
+    removable["unclassified"] = np.array([30 * ms, 30 * ms, ms // 2], dtype=np.int64)
+    removable["launch-bound"] = np.array([0, 0, 0], dtype=np.int64)
+    removable["host-compute"] = np.array([2 * ms, 0, 0], dtype=np.int64)
+    none = np.zeros(0)
+    g = cp.StepGraph(
+        none, none, none, none, none, at, np.arange(n), removable, zero, zero.astype(bool), zero,
+        {}, none, none, none, graph_keeps=keeps,
+    )  # fmt: skip
+    removed = cp._removal(g, "launch-bound", 0.0)
+    # the first gap keeps its 19 ms stretch; the others, launched or short, go whole
+    assert removed.tolist() == [32 * ms - keeps[0], 30 * ms, ms // 2]
+    without = cp._removal(cp.StepGraph(**{**g.__dict__, "graph_keeps": None}), "launch-bound", 0.0)
+    assert without.tolist() == [32 * ms, 30 * ms, ms // 2]

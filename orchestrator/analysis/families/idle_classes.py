@@ -2,8 +2,9 @@
 margin (issue 35 item 1).
 
 Each label of the host window counts for one class:
-- `input`: data-loading ranges and frames; waits on a lock, pipe or queue while DataLoader
-  worker threads ran; host work that recurs before each batch's copy (below);
+- `input`: data-loading ranges and frames, a tensor built from Python data (`range-tensor`);
+  waits on a lock, pipe or queue while DataLoader worker threads ran; host work that recurs
+  before each batch's copy (below);
 - `communication`: collective ranges, waits and frames;
 - `sync`: CUDA synchronisation calls, waits and frames;
 - `launch-bound`: the launch path (launching kernels into a GPU that ran out of work), and host
@@ -60,7 +61,7 @@ SLACK_NS = 1_000_000
 LATE_NS = 1_000_000  # the GPU starting work this long after its launch waited for more than it
 WORKER_SAMPLES = 2  # DataLoader worker samples that make a wait the loader's
 CLASSES = ("input", "host-compute", "launch-bound", "sync", "communication", "copy-staging")
-NEUTRAL = ("sleep", "io", "s-host", "range-op", "running")
+NEUTRAL = ("sleep", "io", "s-host", "range-op", "running", "unrecorded")
 OPTIMIZER_HOST = ("s-host", "range-op", "running")  # host code, not a sleep or a read
 BLOCKED = ("wait-python", "wait-lock", "s-wait", "off-cpu")
 
@@ -159,7 +160,7 @@ def loading_seen(ev: E.Evidence, preamble: list[int]) -> bool:
     if not preamble:
         return False
     idx = np.asarray(preamble, dtype=np.int64)
-    seen = _col(ev, "range-data", "s-data", "sleep", "io")[idx]
+    seen = _col(ev, "range-data", "range-tensor", "s-data", "sleep", "io")[idx]
     return bool((seen > 0).any() or (ev.workers[idx] >= WORKER_SAMPLES).any())
 
 
@@ -182,7 +183,8 @@ def score(ev: E.Evidence) -> Scored:
                      where=ag_tot[:, None] > 0)  # fmt: skip
     k = {kind: i for i, kind in enumerate(E.AUTOGRAD_KINDS)}
     sc = np.zeros((n, len(CLASSES) + 1), dtype=np.int64)
-    sc[:, 0] = _col(ev, "range-data", "s-data") + rec + np.where(loader, blocked, 0)
+    sc[:, 0] = _col(ev, "range-data", "range-tensor", "s-data") + rec
+    sc[:, 0] += np.where(loader, blocked, 0)
     sc[:, 1] = extra + (ag * frac[:, k["host"]]).astype(np.int64)
     sc[:, 2] = _col(ev, "s-launch") + opt_host + (ag * frac[:, k["launch"]]).astype(np.int64)
     sc[:, 3] = _col(ev, "cuda-sync", "wait-sync", "s-sync") + (ag * frac[:, k["sync"]]).astype(
@@ -284,6 +286,8 @@ def describe(ev: E.Evidence, i: int, cls: str, rec: int, extra: int) -> list[Par
 
     if cls == "input":
         add(ns[E.L["range-data"]], "ranges: data loading", _names(ev, i, "range-data"))
+        add(ns[E.L["range-tensor"]], "operators: a tensor built from Python data",
+            _names(ev, i, "range-tensor"))  # fmt: skip
         add(ns[E.L["s-data"]], "samples: data-loading frames", _names(ev, i, "s-data"))
         if ev.workers[i] >= WORKER_SAMPLES:
             add(sum(ns[E.L[x]] for x in BLOCKED),
@@ -336,6 +340,9 @@ def _neutral(ev: E.Evidence, i: int, share: int) -> list[tuple[str, int, list[st
         "s-host": "ran host code",
         "range-op": "ran operators",
         "running": "ran (on a CPU, not sampled)",
+        "unrecorded": "ran code outside PyTorch for a millisecond or more (Kineto records no"
+        " operator of any thread: the loop's own Python, a library that does not call torch,"
+        " or a wait)",
     }
     tot = sum(int(ns[E.L[k]]) for k in kinds)
     if tot <= 0:

@@ -10,7 +10,8 @@ The window is then covered, nanosecond by nanosecond, by the most direct evidenc
 about the main thread (`LABELS`, highest first; a lower label counts only where no higher one
 does):
 1. the workload's ranges and operators: data loading (`step_names.is_data_wait`, DataLoader
-   operators, collate, pin_memory), collectives;
+   operators, collate, pin_memory), a tensor built from Python data (`aten::lift_fresh`),
+   collectives;
 2. CUDA synchronisation calls of the main thread, and its CUDA calls that issue a copy from or
    to pageable memory (`pageable_copies`: the driver stages it through a bounce buffer while
    the call lasts);
@@ -27,7 +28,14 @@ does):
    libraries), blocked, or running other host code (the interpreter, numerical libraries,
    torch's CPU operators: `host`);
 5. other ranges and operators of the workload on the main thread (Kineto's `cpu_op`s, NVTX);
-6. its scheduling (`sched_events`): on a CPU (running host code nobody sampled) or off it.
+6. its scheduling (`sched_events`): on a CPU (running host code nobody sampled) or off it;
+7. in a Kineto trace, a stretch of `UNRECORDED_NS` or more in which no thread of the process
+   recorded anything (no operator, range or CUDA call): Kineto records every PyTorch operator
+   and CUDA call and nothing else, so the process ran code outside PyTorch (the loop's own
+   Python, a library that does not call torch: a tokeniser, numpy) or waited (`unrecorded`),
+   what nsys's samples show as host code. Shorter stretches (a model's Python between two
+   operators, µs) and time another thread recorded work in (the main thread waiting in
+   backward() while autograd's thread runs) are not.
 What no label covers is unobserved.
 
 Besides: the samples of DataLoader worker threads in the interval (the loader working while the
@@ -55,6 +63,7 @@ from orchestrator.analysis.timeline.step_rules import GENERIC, MAX_INTERLEAVE, S
 
 LABELS = (
     "range-data",
+    "range-tensor",
     "range-comm",
     "cuda-sync",
     "copy-pageable",
@@ -75,6 +84,7 @@ LABELS = (
     "range-op",
     "running",
     "off-cpu",
+    "unrecorded",
 )
 L = {name: i for i, name in enumerate(LABELS)}
 # samples group (cpu_samples.GROUPS) -> label
@@ -94,11 +104,18 @@ CALL_LABEL = {
 DATA_OPS = re.compile(
     r"(?i)dataloader|_next_data|collate|__getitem__|pin_memory|get_batch|next_batch"
 )
+# a tensor built from Python data (torch.tensor of a list: `aten::lift_fresh`), the operator of
+# what CPU samples show as `tensor_ctor` (`cpu_samples.DATA`): loading evidence of its own, under
+# the DataLoader's ranges, which name the loading better where there are some
+TENSOR_OPS = re.compile(r"^aten::lift_fresh$")
 COMM_OPS = re.compile(
     r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|c10d::|gloo|alltoall"
 )
 AUTOGRAD_THREAD = re.compile(r"(?i)^pt_autograd")
 BATCH_AFTER = 2_000_000  # ns after an interval in which its batch's copy is looked for
+# the shortest stretch with nothing recorded that counts as the process's own code (7. above):
+# as long as critical_path.GRAPH_HOST_NS, the host work a CUDA graph leaves in the step
+UNRECORDED_NS = 1_000_000
 RELEASE_AFTER_NS = 1_000_000  # a release this soon after a pageable copy's call is its batch's
 MIN_CALL_NS = 20_000  # OS-runtime calls read with their stacks: those at least this long
 NAMED = 50  # intervals whose ranges, calls and frames are named in the evidence
@@ -203,6 +220,8 @@ def collect(
     ops = ((h_all.kind == T.CPU_OP) | (h_all.kind == T.ANNOTATION)) & ~is_step[h_all.name]
     data_m = on_main & ops & is_data[h_all.name]
     layers["range-data"].append((h_all.start[data_m], h_all.end[data_m]))
+    tensor_m = on_main & ops & tl.name_mask(TENSOR_OPS.search)[h_all.name]
+    layers["range-tensor"].append((h_all.start[tensor_m], h_all.end[tensor_m]))
     comm_m = (h_all.kind == T.CPU_OP) | (h_all.kind == T.ANNOTATION)
     comm_m |= h_all.kind == T.LIBRARY_ANNOTATION
     comm_m &= is_comm[h_all.name]
@@ -213,6 +232,7 @@ def collect(
     op_m = on_main & ops & ~is_data[h_all.name] & ~is_comm[h_all.name]
     layers["range-op"].append((h_all.start[op_m], h_all.end[op_m]))
     _name_rows(ev, tl, data_m, "range-data")
+    _name_rows(ev, tl, tensor_m, "range-tensor")
     _name_rows(ev, tl, op_m, "range-op")
     autograd = {k for k, v in tl.threads.items() if k[0] == main[0] and AUTOGRAD_THREAD.search(v)}
     nsys = tl.source.kind == "nsys-sqlite"
@@ -265,6 +285,8 @@ def collect(
             off_s = np.r_[lo, on[1]]
             off_e = np.r_[on[0], hi]
             layers["off-cpu"].append((off_s, off_e))
+    if tl.source.kind == "kineto-json":
+        layers["unrecorded"].append(_unrecorded(tl, is_step, a, h))
     # priority: each label counts where no earlier one does
     acc_s: list[Any] = []
     acc_e: list[Any] = []
@@ -279,6 +301,25 @@ def collect(
         ns[:, i] = now - covered
         covered = now
     return ev
+
+
+def _unrecorded(tl: T.RankTimeline, is_step: Any, a: Any, h: Any) -> tuple[Any, Any]:
+    """(starts, ends) of the stretches of UNRECORDED_NS or more inside the windows' range in
+    which no thread recorded an operator, a range (the steps' own aside) or a CUDA call."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if a.size == 0:
+        return none
+    x = tl.host
+    m = (x.kind == T.CPU_OP) | (x.kind == T.ANNOTATION) | (x.kind == T.CUDA_API)
+    m &= ~is_step[x.name]
+    lo, hi = int(a.min()), int(h.max())
+    m &= (x.end > lo) & (x.start < hi)
+    order = np.argsort(x.start[m], kind="stable")
+    s, e = merge_intervals(x.start[m][order], x.end[m][order])
+    s = np.r_[np.asarray(s, dtype=np.int64), hi]
+    e = np.r_[lo, np.asarray(e, dtype=np.int64)]
+    keep = s - e >= UNRECORDED_NS  # the holes between recorded stretches
+    return e[keep], s[keep]
 
 
 def _pageable_calls(
