@@ -29,13 +29,13 @@ does):
    torch's CPU operators: `host`);
 5. other ranges and operators of the workload on the main thread (Kineto's `cpu_op`s, NVTX);
 6. its scheduling (`sched_events`): on a CPU (running host code nobody sampled) or off it;
-7. in a Kineto trace, a stretch of `UNRECORDED_NS` or more in which no thread of the process
-   recorded anything (no operator, range or CUDA call): Kineto records every PyTorch operator
-   and CUDA call and nothing else, so the process ran code outside PyTorch (the loop's own
-   Python, a library that does not call torch: a tokeniser, numpy) or waited (`unrecorded`),
-   what nsys's samples show as host code. Shorter stretches (a model's Python between two
-   operators, µs) and time another thread recorded work in (the main thread waiting in
-   backward() while autograd's thread runs) are not.
+7. in a Kineto trace that records CPU operators, a stretch of `UNRECORDED_NS` or more in which
+   no thread of the process recorded anything (no operator, range or CUDA call): Kineto
+   records every PyTorch operator and CUDA call and nothing else, so the process ran code
+   outside PyTorch (the loop's own Python, a library that does not call torch: a tokeniser,
+   numpy) or waited (`unrecorded`), what nsys's samples show as host code. Shorter stretches (a
+   model's Python between two operators, µs) and time another thread recorded work in (the
+   main thread waiting in backward() while autograd's thread runs) are not.
 What no label covers is unobserved.
 
 Besides: the samples of DataLoader worker threads in the interval (the loader working while the
@@ -285,7 +285,9 @@ def collect(
             off_s = np.r_[lo, on[1]]
             off_e = np.r_[on[0], hi]
             layers["off-cpu"].append((off_s, off_e))
-    if tl.source.kind == "kineto-json":
+    # only where the trace records operators at all (a CUDA-only trace leaves every host stretch
+    # unrecorded, a DataLoader wait as much as the loop's own code)
+    if tl.source.kind == "kineto-json" and bool((h_all.kind == T.CPU_OP).any()):
         layers["unrecorded"].append(_unrecorded(tl, is_step, a, h))
     # priority: each label counts where no earlier one does
     acc_s: list[Any] = []
