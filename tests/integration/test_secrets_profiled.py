@@ -25,6 +25,7 @@ import yaml
 
 from orchestrator.core import tools
 from orchestrator.store.db import Store
+from tests import nsys_crash
 
 pytestmark = [pytest.mark.cluster, pytest.mark.nsys_records]
 
@@ -74,8 +75,12 @@ def test_no_secret_value_in_any_file_of_a_profiled_job(
     ):
         pytest.skip(f"no nsys or test image under {prefix}: `make deps`")
     job = _job(tmp_path, prefix, placement, cleanenv)
-    res = cli("submit", str(job), "--executor", "slurm", "--wait", "--timeout", "280",
-              env={"GHT_SECRET": SECRET}, timeout=360)  # fmt: skip
+    args = [str(job), "--executor", "slurm", "--wait", "--timeout", "280"]
+    res = cli("submit", *args, env={"GHT_SECRET": SECRET}, timeout=360)
+    # nsys's own crash (tests/nsys_crash.py): once more. The crashed run's folder stays in the
+    # home, and is read for the value below with the rest
+    if res.rc != 0 and nsys_crash.run_crashed(res.text):
+        res = cli("submit", *args, env={"GHT_SECRET": SECRET}, timeout=360)
     assert res.rc == 0, res.text
     run = Store(gh_home).find_run("last")
     assert run.state == "COMPLETED", run
