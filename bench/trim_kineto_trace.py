@@ -1,8 +1,10 @@
 """Cut a PyTorch-profiler (Kineto) trace to a few of its steps, for test data small enough to
 commit (tests/data/heldout_h200/kineto/): the events of `--steps` consecutive `ProfilerStep#N`
 spans from `--first` on (by the order of their starts), every event of any thread or stream
-that starts inside them, every metadata event, the trace's other top-level keys as they are;
-written xz-compressed (`NAME.json.xz`, which tests/fixtures/recordings.py unpacks).
+that starts inside them, every metadata event, the trace's other top-level keys as they are but
+`traceName` (the path of the file the profiler wrote, on the machine that recorded it: the
+trimmed file's own name instead); written xz-compressed (`NAME.json.xz`, which
+tests/fixtures/recordings.py unpacks).
 
 GPU work launched in the last kept step but run after its end is kept up to the start of the
 step after it (or the trace's end): a step's own kernels stay with it.
@@ -60,6 +62,8 @@ def main() -> int:
     with opener(src, "rt") as f:
         doc = json.load(f)
     out = trim(doc, a.first, a.steps)
+    if "traceName" in out:
+        out["traceName"] = Path(a.out).name.removesuffix(".xz")
     with lzma.open(a.out, "wt", preset=9) as f:
         json.dump(out, f, separators=(",", ":"))
     print(
