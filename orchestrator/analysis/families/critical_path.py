@@ -237,8 +237,9 @@ def build(
         at_bound = (k < starts.size) & (starts[np.minimum(k, starts.size - 1)] <= gap_e)
     ending = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
     before_gap = prev[ending]
+    nbytes = rows.nbytes[act].astype(np.float64)
     after_copy = np.where(
-        copied[before_gap], rows.nbytes[act][before_gap] / STAGING_FLOOR_BPS * 1e9, 0
+        copied[before_gap], nbytes[before_gap] / STAGING_FLOOR_BPS * 1e9, 0
     ).astype(np.int64)
     at = _gap_at(s, launch, known, gap_e)
     ss, se = _syncs(tl, main)
@@ -255,7 +256,6 @@ def build(
         ss, se = merge_intervals(np.r_[ss, cs][order], np.r_[se, launch[b]][order])
         ss, se = np.asarray(ss, dtype=np.int64), np.asarray(se, dtype=np.int64)
     link = links.pinned_link(tl, rows)
-    nbytes = rows.nbytes[act].astype(np.float64)
     dur = (e - s).astype(np.float64)
     # what is left of each copy at each rate: never more than it took (1 for any other op)
     left = [

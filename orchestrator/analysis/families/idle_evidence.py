@@ -316,8 +316,7 @@ def _unrecorded(tl: T.RankTimeline, is_step: Any, a: Any, h: Any) -> tuple[Any, 
     m &= ~is_step[x.name]
     lo, hi = int(a.min()), int(h.max())
     m &= (x.end > lo) & (x.start < hi)
-    order = np.argsort(x.start[m], kind="stable")
-    s, e = merge_intervals(x.start[m][order], x.end[m][order])
+    s, e = merge_intervals(x.start[m], x.end[m])
     s = np.r_[np.asarray(s, dtype=np.int64), hi]
     e = np.r_[lo, np.asarray(e, dtype=np.int64)]
     keep = s - e >= UNRECORDED_NS  # the holes between recorded stretches
