@@ -90,6 +90,9 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--window", type=int, default=8)
     p.add_argument("--outside", type=int, default=30)
+    p.add_argument(
+        "--rounds", type=int, default=3, help="the whole sequence this many times in turn"
+    )
     p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -141,6 +144,7 @@ def main() -> int:
         warmup=a.warmup,
         window=a.window,
         outside=a.outside,
+        rounds=a.rounds,
         config={
             **{k: v for k, v in vars(a).items() if k != "output"},
             "num_workers": 0,

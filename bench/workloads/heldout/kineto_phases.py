@@ -4,6 +4,12 @@ from PyTorch's recipe (a schedule, `prof.step()` a step, the Chrome trace export
 outside the profiler, each a variant of the step with one cause changed, timed by the script's own
 clock. Those walls are the truth gh-run's findings and projections are checked against
 (tests/data/heldout_h200/README.md).
+
+The whole sequence (the captured window, each variant's window, each phase outside) runs `rounds`
+times in turn, so that a machine whose speed drifts during the run (a host that slows down, a
+tokeniser's growing cache) moves every phase alike: each round's ratio of a variant to the
+captured step is kept (`window_ratio_of`, `outside_ratio_of`), and their spread says how well the
+truth is known. Only the first round's traces are exported (the trace analysed is round 1's).
 """
 
 from __future__ import annotations
@@ -30,19 +36,20 @@ def _wall(step: Step, cuda: bool) -> float:
     return time.perf_counter() - t
 
 
-def _profiled(step: Step, window: int, trace: Path, cuda: bool) -> list[float]:
+def _profiled(step: Step, window: int, trace: Path | None, cuda: bool) -> list[float]:
     """`window` steps under torch.profiler (one more before them, the profiler's warm-up), the
-    trace exported to `trace`; each step's wall, the profiler's own step() left out (the last
-    one exports the trace)."""
+    trace exported to `trace` (None: not exported); each step's wall, the profiler's own step()
+    left out (the last one exports the trace)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    trace.parent.mkdir(parents=True, exist_ok=True)
+    if trace is not None:
+        trace.parent.mkdir(parents=True, exist_ok=True)
     walls: list[float] = []
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(
         activities=activities,
         schedule=schedule(wait=0, warmup=1, active=window, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
+        on_trace_ready=(lambda p: p.export_chrome_trace(str(trace))) if trace else (lambda p: None),
     ) as prof:
         for i in range(window + 1):
             t = time.perf_counter()
@@ -50,6 +57,32 @@ def _profiled(step: Step, window: int, trace: Path, cuda: bool) -> list[float]:
             if i:  # the profiler's warm-up step is not in the trace's window
                 walls.append(time.perf_counter() - t)
             prof.step()
+    return walls
+
+
+def _one_round(
+    name: str,
+    captured: Step,
+    phases: dict[str, tuple[Step, int]],
+    also: dict[str, Step],
+    output: Path | None,
+    cuda: bool,
+    window: int,
+    outside: int,
+) -> dict[str, list[float]]:
+    """The captured window, each `also` window, each phase outside: their walls, by key."""
+    walls: dict[str, list[float]] = {}
+    trace = output / f"{name}_rank0.pt.trace.json.gz" if output else None
+    walls["window"] = _profiled(captured, window, trace, cuda)
+    for phase, step in also.items():
+        for _ in range(phases[phase][1] if phase in phases else 2):
+            step()
+        vt = output / phase / f"{name}_rank0.pt.trace.json.gz" if output else None
+        walls[f"window_{phase}"] = _profiled(step, window, vt, cuda)
+    for phase, (step, settle) in phases.items():
+        for _ in range(settle):
+            step()
+        walls[phase] = [_wall(step, cuda) for _ in range(outside)]
     return walls
 
 
@@ -65,45 +98,50 @@ def run(
     outside: int,
     config: dict[str, Any],
     also: dict[str, Step] | None = None,
+    rounds: int = 3,
 ) -> dict[str, Any]:
-    """Warm `captured` up, profile `window` of its steps (one more as the profiler's own warm-up),
-    then time each phase (its step, the steps it settles for first) `outside` steps outside the
-    profiler. Writes OUTPUT/metrics.json and OUTPUT/<name>_rank0.pt.trace.json.gz. Each step of
-    `also` (a phase's, run after its settling) is profiled the same way into OUTPUT/<phase>/, its
-    window's walls under `window_<phase>`: the truth as the profiler slows it too."""
+    """Warm `captured` up, then `rounds` times: profile `window` of its steps (one more as the
+    profiler's own warm-up), profile each step of `also` (a phase's, run after its settling) the
+    same way, time each phase (its step, the steps it settles for first) `outside` steps outside
+    the profiler. Writes OUTPUT/metrics.json, and round 1's traces:
+    OUTPUT/<name>_rank0.pt.trace.json.gz and OUTPUT/<phase>/ for each of `also`. The truth's
+    top-level walls are round 1's (the trace's); `window_ratio_of` and `outside_ratio_of` hold
+    each round's ratio of a variant's mean step to the captured one's (outside: to the first
+    phase's)."""
     output.mkdir(parents=True, exist_ok=True)
-    walls: dict[str, list[float]] = {"warmup": [], "window": []}
-    for _ in range(warmup):
-        walls["warmup"].append(_wall(captured, cuda))
-    walls["window"] = _profiled(captured, window, output / f"{name}_rank0.pt.trace.json.gz", cuda)
-    for phase, step in (also or {}).items():
-        for _ in range(phases[phase][1] if phase in phases else 2):
-            step()
-        trace = output / phase / f"{name}_rank0.pt.trace.json.gz"
-        walls[f"window_{phase}"] = _profiled(step, window, trace, cuda)
-    for phase, (step, settle) in phases.items():
-        for _ in range(settle):
-            step()
-        walls[phase] = [_wall(step, cuda) for _ in range(outside)]
+    warm = [_wall(captured, cuda) for _ in range(warmup)]
+    first = next(iter(phases))
+    per: list[dict[str, list[float]]] = []
+    for r in range(rounds):
+        per.append(_one_round(name, captured, phases, also or {}, output if r == 0 else None,
+                              cuda, window, outside))  # fmt: skip
+    walls: dict[str, Any] = {"warmup": warm, **per[0], "rounds": per}
 
-    def ms(k: str) -> float:
-        return 1e3 * statistics.fmean(walls[k])
+    def mean_ms(xs: list[float]) -> float:
+        return 1e3 * statistics.fmean(xs)
 
+    def ratios(key: str, of: str) -> list[float]:
+        return [statistics.fmean(w[key]) / statistics.fmean(w[of]) for w in per]
+
+    windows = [k for k in per[0] if k.startswith("window_")]
     out = {
         "workload": name,
-        "config": config,
+        "config": {**config, "rounds": rounds},
         "truth": {
-            "window_wall_mean_ms": ms("window"),
-            "window_wall_mean_ms_of": {k[7:]: ms(k) for k in walls if k.startswith("window_")},
-            "outside_wall_ms": {k: ms(k) for k in phases},
-            "outside_wall_median_ms": {k: 1e3 * statistics.median(walls[k]) for k in phases},
+            "window_wall_mean_ms": mean_ms(per[0]["window"]),
+            "window_wall_mean_ms_of": {k[7:]: mean_ms(per[0][k]) for k in windows},
+            "outside_wall_ms": {k: mean_ms(per[0][k]) for k in phases},
+            "outside_wall_median_ms": {k: 1e3 * statistics.median(per[0][k]) for k in phases},
+            "window_ratio_of": {k[7:]: ratios(k, "window") for k in windows},
+            "outside_ratio_of": {k: ratios(k, first) for k in phases if k != first},
             "walls_s": walls,
             "device": torch.cuda.get_device_name(0) if cuda else "cpu",
             "torch": torch.__version__,
         },
     }
     (output / "metrics.json").write_text(json.dumps(out, indent=1))
-    print(
-        json.dumps({"workload": name, "window_ms": ms("window"), **out["truth"]["outside_wall_ms"]})
-    )
+    t = out["truth"]
+    print(json.dumps({"workload": name, "window_ms": t["window_wall_mean_ms"],
+                      "window_ratio_of": t["window_ratio_of"],
+                      "outside_ratio_of": t["outside_ratio_of"]}))  # fmt: skip
     return out
