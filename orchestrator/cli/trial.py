@@ -50,6 +50,21 @@ def try_cmd(
     timeout: Annotated[
         float | None, typer.Option(help="Stop waiting after this many seconds.")
     ] = None,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            "-n",
+            min=1,
+            max=20,
+            metavar="N",
+            help="measure the knob in N rounds in turn, each the run's spec again without the"
+            " knob and then with it, one job after the other: the score is the run's step times"
+            " the rounds' mean ratio, with their spread. For a machine whose speed drifts: one"
+            " run after another misread a host-bound loop by 20-25 % on a lent H200, where three"
+            " rounds did not. Needs --wait",
+        ),
+    ] = 1,
 ) -> None:
     """Run a finding's knob and check its projection.
 
@@ -57,14 +72,23 @@ def try_cmd(
     of the spec field it maps to (data-loader workers, precision, pinned memory, CUDA graphs,
     NeMo's fields), tracks it, and reports the step the finding's projection predicted against
     the step the try measured. The score is kept in the state store (`gh-run scores`). A knob
-    that is no spec field is named, not guessed: give it with --set."""
+    that is no spec field is named, not guessed: give it with --set.
+
+    With --rounds N the run's spec runs again without the knob and then with it, N times in
+    turn, and the score is the run's step times the rounds' mean ratio (with their spread):
+    a drifting machine moves both sides of each round alike."""
     from orchestrator.analysis.presentation.advise import advise
     from orchestrator.checks import prepare as P
+    from orchestrator.core.errors import UserError
     from orchestrator.executors.choose import choose_executor
     from orchestrator.runs import lifecycle as R
     from orchestrator.runs import trial
     from orchestrator.store import scores
 
+    if rounds > 1 and not wait:
+        raise UserError(
+            f"--rounds {rounds} waits for each job before it submits the next: drop --no-wait"
+        )
     store = STATE.store()
     base = store.find_run(run)
     metrics = trial.analysed(store, STATE.home, base.run_id)
@@ -77,6 +101,24 @@ def try_cmd(
     print(f"  trying: {plan.change.says} ({' '.join('--set ' + s for s in plan.change.sets)})")
     prep = P.prepare(plan.spec_path, list(plan.change.sets), None)
     ex = choose_executor(executor, warn=warn, cluster=prep.cluster)
+    if rounds > 1:
+        control = P.prepare(plan.spec_path, [], None)
+        print(f"  {rounds} rounds, each {base.run_id}'s spec again without the knob, then with it")
+        got = trial.run_rounds(
+            store,
+            STATE.home,
+            plan,
+            lambda knob: R.submit(store, prep if knob else control, ex, STATE.home),
+            rounds,
+            timeout,
+            warn,
+        )
+        if got is None:
+            raise typer.Exit(1)
+        print(trial.sentence(got))
+        if got.measured_ms is None:
+            raise typer.Exit(1)
+        return
     tried = R.submit(store, prep, ex, STATE.home)
     trial.record(store, plan, tried)
     print(f"submitted {paint(tried.run_id, 'bold')} as {ex.name} job {tried.job_id}")

@@ -5,15 +5,24 @@ against the step predicted.
 
 The step compared is the same figure on both sides: the mean step of the finding's entry as
 gh-run measures it (the projection starts from it and predicts it).
+
+With rounds (`gh-run try --rounds N`), the run's own spec is submitted again without the knob and
+then with it, N times in turn, each waited for before the next: each round's two steps are read
+in one frame (`paired_steps`), and the try measures the base run's step times the mean of the
+rounds' ratios (store/scores.py). A machine whose speed drifts moves both sides of a round alike:
+on the lent H200 a host-bound loop's ratio moved from 0.85 to 1.40 between three such rounds,
+and one run before and one after misread two held-out pairs by 20-25 %
+(tests/data/heldout_h200/README.md, "kineto/").
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.analysis.metrics import Metrics
+from orchestrator.analysis.metrics import Metrics, RankMetrics
 from orchestrator.analysis.presentation.advice import Advice
 from orchestrator.core.errors import GhRunError, UserError
 from orchestrator.executors.base import Warn
@@ -91,7 +100,7 @@ def plan(run: Run, metrics: Metrics, advice: list[Advice], finding: str | None,
     return Plan(run, a, path, change)
 
 
-def record(store: Store, p: Plan, try_run: Run) -> scores.Score:
+def record(store: Store, p: Plan, try_run: Run, rounds: int = 1) -> scores.Score:
     """The try, with its projection, in the state store before it has run."""
     pr = p.finding.projection
     s = scores.Score(
@@ -105,6 +114,7 @@ def record(store: Store, p: Plan, try_run: Run) -> scores.Score:
         low_ms=pr.low_ms if pr else None,
         high_ms=pr.high_ms if pr else None,
         note=None if pr is None or pr.projected_ms is not None else pr.none_because,
+        rounds=rounds,
     )
     scores.add(store, s)
     return s
@@ -118,9 +128,7 @@ def measured_step_ms(metrics: Metrics, rank: int) -> float | None:
     traced step, or, where gh-run finds that the capture slowed the run by more than
     SLOWED_PCT (`profiler_overhead`: the workload's own steps inside the capture against
     outside it), the workload's own step outside the capture."""
-    r = next((x for x in metrics.ranks if x.rank == rank), None) or (
-        metrics.ranks[0] if metrics.ranks else None
-    )
+    r = _entry(metrics, rank)
     if r is None:
         return None
     po = r.profiler_overhead
@@ -129,6 +137,29 @@ def measured_step_ms(metrics: Metrics, rank: int) -> float | None:
     if r.steps is None or not r.steps.count:
         return None
     return r.steps.mean_ns / 1e6
+
+
+def _entry(metrics: Metrics, rank: int) -> RankMetrics | None:
+    return next((x for x in metrics.ranks if x.rank == rank), None) or (
+        metrics.ranks[0] if metrics.ranks else None
+    )
+
+
+def paired_steps(control: Metrics, tried: Metrics, rank: int) -> tuple[float, float] | None:
+    """The step without the knob (`control`) and with it (`tried`) in one frame: the workload's
+    own steps outside the capture for both where the capture slowed either run by more than
+    SLOWED_PCT and both measured them, else each one's mean traced step. None where either has
+    no step to read."""
+    rc, rt = _entry(control, rank), _entry(tried, rank)
+    if rc is None or rt is None:
+        return None
+    pc, pt = rc.profiler_overhead, rt.profiler_overhead
+    slowed = any(po is not None and (po.slowdown_pct or 0.0) > SLOWED_PCT for po in (pc, pt))
+    if slowed and pc is not None and pt is not None and pc.outside_step_ms and pt.outside_step_ms:
+        return pc.outside_step_ms, pt.outside_step_ms
+    if rc.steps is None or not rc.steps.count or rt.steps is None or not rt.steps.count:
+        return None
+    return rc.steps.mean_ns / 1e6, rt.steps.mean_ns / 1e6
 
 
 def score(store: Store, try_run: Run, metrics: Metrics | None, rank: int) -> scores.Score:
@@ -157,9 +188,15 @@ def sentence(s: scores.Score) -> str:
         if s.low_ms is not None and s.high_ms is not None
         else ""
     )
+    spread = (
+        f" ({s.rounds} rounds, each against the run again without it:"
+        f" {s.measured_low_ms:.1f}-{s.measured_high_ms:.1f})"
+        if s.rounds > 1 and s.measured_low_ms is not None and s.measured_high_ms is not None
+        else ""
+    )
     return (
         f"{s.rule}: {was}predicted {s.predicted_ms:.1f} ms{rng}, measured {s.measured_ms:.1f} ms"
-        f" with {s.knob} ({s.try_run_id}): error {err:+.1f} %, the projection {held}"
+        f" with {s.knob}{spread} ({s.try_run_id}): error {err:+.1f} %, the projection {held}"
     )
 
 
@@ -172,26 +209,134 @@ def analysed(store: Store, home: Path, run_id: str) -> Metrics:
     return analyze_paths(inp.paths, inp.label)
 
 
-def finish(
+def settle(
     store: Store, home: Path, runs: list[Run], timeout: float | None, warn: Warn | None = None
-) -> list[tuple[Run, scores.Score | None]]:
-    """Track tries to their end (`timeout` 0: one look), collect, analyse and score those
-    that ended; (run, its score, None where it has not ended)."""
+) -> list[tuple[Run, Metrics | None]]:
+    """Track runs to their end (`timeout` 0: one look), collect and analyse those that
+    completed; (run as it stands, its analysis or None)."""
     from orchestrator.runs import lifecycle as R
 
     final = R.wait(store, runs, warn=warn, timeout=timeout)
     ended = [r for r in final if r.terminal and r.state != "SUBMIT_FAILED"]
     got = R.collect_many(store, ended, home, warn)
-    out: list[tuple[Run, scores.Score | None]] = []
+    out: list[tuple[Run, Metrics | None]] = []
     for r in final:
-        if not r.terminal:
-            out.append((r, None))
-            continue
         came = got.get(r.run_id)
         if isinstance(came, GhRunError) and warn is not None:
             warn(str(came))
         ok = r.state == "COMPLETED" and came is not None and not isinstance(came, GhRunError)
-        m = analysed(store, home, r.run_id) if ok else None
-        # the first entry: a try is the finding's own job resubmitted, rank 0 first
-        out.append((r, score(store, r, m, 0)))
+        out.append((r, analysed(store, home, r.run_id) if ok else None))
     return out
+
+
+def finish(
+    store: Store, home: Path, runs: list[Run], timeout: float | None, warn: Warn | None = None
+) -> list[tuple[Run, scores.Score | None]]:
+    """Track tries to their end (`timeout` 0: one look), collect, analyse and score those
+    that ended; (run, its score, None where it has not ended). A try of several rounds is
+    scored from its rounds (`finish_rounds`)."""
+    out: list[tuple[Run, scores.Score | None]] = []
+    single = []
+    for r in runs:
+        s = _score_of(store, r.run_id)
+        if s is not None and s.rounds > 1:
+            out.append((r, finish_rounds(store, home, s, timeout, warn)))
+        else:
+            single.append(r)
+    for r, m in settle(store, home, single, timeout, warn):
+        # the first entry: a try is the finding's own job resubmitted, rank 0 first
+        out.append((r, score(store, r, m, 0) if r.terminal else None))
+    return out
+
+
+def _score_of(store: Store, try_run_id: str) -> scores.Score | None:
+    try:
+        return scores.get(store, try_run_id)
+    except KeyError:
+        return None
+
+
+def _measure(store: Store, home: Path, rd: scores.Round, timeout: float | None,
+             warn: Warn | None) -> tuple[scores.Round, bool]:  # fmt: skip
+    """The round's steps, once both of its runs have ended; (round, whether both ended)."""
+    ids = [x for x in (rd.control_run_id, rd.round_run_id) if x]
+    got = settle(store, home, [store.get_run(x) for x in ids], timeout, warn)
+    by = {r.run_id: (r, m) for r, m in got}
+    ended = len(ids) == 2 and all(r.terminal for r, _ in by.values())
+    c = by.get(rd.control_run_id or "", (None, None))[1]
+    t = by.get(rd.round_run_id or "", (None, None))[1]
+    pair = paired_steps(c, t, 0) if c is not None and t is not None else None
+    if pair is not None:
+        rd.control_ms, rd.try_ms = pair
+        scores.add_round(store, rd)
+    return rd, ended
+
+
+def finish_rounds(
+    store: Store, home: Path, s: scores.Score, timeout: float | None, warn: Warn | None = None
+) -> scores.Score | None:
+    """A try of several rounds scored from the rounds submitted (`gh-run scores --refresh`
+    after a `try --rounds` that was interrupted); None while one of their runs has not ended."""
+    rounds = scores.rounds_of(store, s.try_run_id)
+    for rd in rounds:
+        if rd.ratio is None:
+            _, ended = _measure(store, home, rd, timeout, warn)
+            if not ended:
+                return None
+    left = s.rounds - len(rounds)
+    note = f"{left} of {s.rounds} rounds were not run" if left > 0 else None
+    return scores.complete_rounds(store, s.try_run_id, note)
+
+
+def run_rounds(
+    store: Store,
+    home: Path,
+    p: Plan,
+    submit: Callable[[bool], Run],
+    n: int,
+    timeout: float | None,
+    warn: Warn | None = None,
+    say: Callable[[str], None] = print,
+) -> scores.Score | None:
+    """`n` rounds in turn, each the run's spec again without the knob and then with it
+    (`submit(with_knob)`), each run waited for before the next is submitted; scored from the
+    rounds (store/scores.py). `timeout` bounds the whole: rounds left when it runs out are not
+    run, and the note says so. None where the first run without the knob measured nothing
+    (nothing was tried)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    first: Run | None = None
+    note = None
+    for i in range(1, n + 1):
+        left = None if end is None else max(end - time.monotonic(), 0.0)
+        if left is not None and left <= 0 and first is not None:
+            note = f"the timeout came after {i - 1} of {n} rounds"
+            break
+        control = submit(False)
+        say(f"round {i}/{n}: {control.run_id} without the knob (job {control.job_id})")
+        ((c_run, c_m),) = settle(store, home, [control], left, warn)
+        if c_m is None:
+            how = "did not end in time" if not c_run.terminal else f"ended {c_run.state}"
+            note = f"round {i} of {n}: the run without the knob ({c_run.run_id}) {how}"
+            say(note)
+            break
+        left = None if end is None else max(end - time.monotonic(), 0.0)
+        tried = submit(True)
+        if first is None:
+            first = tried
+            record(store, p, tried, rounds=n)
+        say(f"round {i}/{n}: {tried.run_id} with it (job {tried.job_id})")
+        ((t_run, t_m),) = settle(store, home, [tried], left, warn)
+        pair = paired_steps(c_m, t_m, 0) if c_m is not None and t_m is not None else None
+        rd = scores.Round(first.run_id, i, control.run_id, tried.run_id, *(pair or (None, None)))
+        scores.add_round(store, rd)
+        if pair is not None:
+            say(f"round {i}/{n}: {pair[0]:.1f} -> {pair[1]:.1f} ms ({pair[1] / pair[0]:.2f}x)")
+        else:
+            states = f"{c_run.state} and {t_run.state}"
+            say(f"round {i}/{n}: measured nothing (the runs ended {states})")
+        if not (c_run.terminal and t_run.terminal):
+            note = f"the timeout came in round {i} of {n}"
+            break
+    if first is None:
+        return None
+    return scores.complete_rounds(store, first.run_id, note)

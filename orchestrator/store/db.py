@@ -132,7 +132,24 @@ CREATE TABLE IF NOT EXISTS projection_scores (
     error_pct     REAL,
     created_at    REAL NOT NULL,
     scored_at     REAL,
-    note          TEXT
+    note          TEXT,
+    -- schema 7: a try of several rounds (`gh-run try --rounds N`): how many were measured and
+    -- the spread of the step they give (each round's ratio applied to base_ms)
+    rounds        INTEGER NOT NULL DEFAULT 1,
+    measured_low_ms  REAL,
+    measured_high_ms REAL
+);
+
+CREATE TABLE IF NOT EXISTS projection_rounds (
+    -- one round of a try of several (schema 7): the run again without the knob, then with it,
+    -- one after the other, each one's step in one frame (store/scores.py)
+    try_run_id      TEXT NOT NULL REFERENCES projection_scores(try_run_id),
+    round           INTEGER NOT NULL,
+    control_run_id  TEXT REFERENCES runs(run_id),
+    round_run_id    TEXT REFERENCES runs(run_id),
+    control_ms      REAL,
+    try_ms          REAL,
+    PRIMARY KEY (try_run_id, round)
 );
 """
 
@@ -299,7 +316,9 @@ def iso(ts: float | None) -> str:
 # 5: runs.script_sha256, runs.seal and campaign_groups.seal (row_seal.py): rows of older
 #    stores carry no seal and are acted on only once adopted (`gh-run adopt`).
 # 6: projection_scores (a finding's projection against the run of its knob).
-SCHEMA_VERSION = 6
+# 7: projection_scores.rounds, measured_low_ms, measured_high_ms and projection_rounds (a try
+#    measured in rounds, each against the run again without the knob).
+SCHEMA_VERSION = 7
 
 
 def _reference_columns() -> dict[str, dict[str, tuple[str, str | None]]]:

@@ -4,6 +4,12 @@ the run with the knob measured, and the error. Written when the try is submitted
 empty) and completed when it has been analysed, so a try that is still running is listed as
 such and `gh-run scores` can finish it later.
 
+A try of several rounds (`gh-run try --rounds N`) runs the base run's spec again without the knob
+and then with it, N times in turn (`projection_rounds`): its measured step is the base run's
+step times the mean of the rounds' ratios (with the knob over without), so that a machine whose
+speed drifts between two runs moves both sides of each ratio alike; the rounds' lowest and
+highest ratio give the spread.
+
 `accuracy` is each rule's running record: how many checks, the median absolute error, how
 many landed within `WITHIN_PCT`; `often_wrong` the rules whose record says their projections
 should not be trusted, in a sentence their advice carries."""
@@ -36,6 +42,9 @@ class Score:
     error_pct: float | None = None
     scored_at: float | None = None
     note: str | None = None
+    rounds: int = 1
+    measured_low_ms: float | None = None
+    measured_high_ms: float | None = None
 
     @property
     def within_range(self) -> bool | None:
@@ -74,12 +83,12 @@ def add(store: Store, score: Score) -> None:
     with store.tx() as db:
         db.execute(
             "INSERT INTO projection_scores (try_run_id, base_run_id, rule, knob, base_ms,"
-            " predicted_ms, low_ms, high_ms, measured_ms, error_pct, created_at, scored_at, note)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " predicted_ms, low_ms, high_ms, measured_ms, error_pct, created_at, scored_at, note,"
+            " rounds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 score.try_run_id, score.base_run_id, score.rule, score.knob, score.base_ms,
                 score.predicted_ms, score.low_ms, score.high_ms, score.measured_ms,
-                score.error_pct, score.created_at, score.scored_at, score.note,
+                score.error_pct, score.created_at, score.scored_at, score.note, score.rounds,
             ),
         )  # fmt: skip
 
@@ -99,6 +108,79 @@ def complete(
             "UPDATE projection_scores SET measured_ms = ?, error_pct = ?, scored_at = ?,"
             " note = ? WHERE try_run_id = ?",
             (measured_ms, err, time.time(), note, try_run_id),
+        )
+    return get(store, try_run_id)
+
+
+@dataclass
+class Round:
+    """One round of a try of several: the base run's spec again without the knob (the
+    control), then with it; each one's step in one frame (runs/trial.paired_steps)."""
+
+    try_run_id: str  # the score's key: the first round's run with the knob
+    round: int
+    control_run_id: str | None = None
+    round_run_id: str | None = None
+    control_ms: float | None = None
+    try_ms: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.control_ms and self.try_ms is not None:
+            return self.try_ms / self.control_ms
+        return None
+
+
+def add_round(store: Store, r: Round) -> None:
+    """A round as it stands (its runs submitted, its steps once measured)."""
+    with store.tx() as db:
+        db.execute(
+            "INSERT OR REPLACE INTO projection_rounds (try_run_id, round, control_run_id,"
+            " round_run_id, control_ms, try_ms) VALUES (?,?,?,?,?,?)",
+            (r.try_run_id, r.round, r.control_run_id, r.round_run_id, r.control_ms, r.try_ms),
+        )
+
+
+def rounds_of(store: Store, try_run_id: str) -> list[Round]:
+    return [
+        record(Round, x)
+        for x in store.rows(
+            "SELECT * FROM projection_rounds WHERE try_run_id = ? ORDER BY round", (try_run_id,)
+        )
+    ]
+
+
+def measured_from_rounds(
+    base_ms: float | None, rounds: list[Round]
+) -> tuple[float, float, float, int] | None:
+    """(step, lowest, highest, rounds measured): the base run's step times the rounds' mean
+    ratio (and their lowest and highest); None where no round measured both sides or the
+    base run has no step."""
+    ratios = [x for x in (r.ratio for r in rounds) if x is not None]
+    if not ratios or not base_ms:
+        return None
+    mean = statistics.fmean(ratios)
+    return base_ms * mean, base_ms * min(ratios), base_ms * max(ratios), len(ratios)
+
+
+def complete_rounds(store: Store, try_run_id: str, note: str | None = None) -> Score:
+    """A try of several rounds scored from its rounds (module docstring)."""
+    s = get(store, try_run_id)
+    rs = rounds_of(store, try_run_id)
+    got = measured_from_rounds(s.base_ms, rs)
+    if got is None:
+        why = note or "no round measured the step both without and with the knob"
+        return complete(store, try_run_id, None, why)
+    ms, low, high, n = got
+    if n < len(rs):
+        left = f"{len(rs) - n} of {len(rs)} rounds measured nothing"
+        note = f"{note}; {left}" if note else left
+    complete(store, try_run_id, ms, note)
+    with store.tx() as db:
+        db.execute(
+            "UPDATE projection_scores SET rounds = ?, measured_low_ms = ?, measured_high_ms = ?"
+            " WHERE try_run_id = ?",
+            (n, low, high, try_run_id),
         )
     return get(store, try_run_id)
 

@@ -14,6 +14,7 @@ sentence, exit 2.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -78,6 +79,46 @@ def test_try_runs_the_knob_and_scores_the_projection(
     listed = cli("scores")
     assert listed.rc == 0, listed.text
     assert "data-loader: 1 of 1 projections within 10 %" in listed.out
+
+
+def test_try_in_rounds_runs_the_run_again_between_its_tries(
+    dev_cluster, cli, gh_home: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """`--rounds 2` on the dev cluster: the run's spec without the knob, then with it, twice,
+    each job submitted once the one before it has ended; the score is the base run's step times
+    the rounds' mean ratio, with their spread, and each round is kept. `--no-wait` with rounds
+    is refused before anything is submitted."""
+    spec = _spec(tmp_path, "--num-workers", "0", "--load-ms", "12")
+    res = cli("submit", str(spec), "--executor", "slurm", "--wait", "--timeout", "240",
+              timeout=300)  # fmt: skip
+    assert res.rc == 0, res.text
+    base = Store(gh_home).find_run("last")
+    refused = cli("try", base.run_id, "--rounds", "2", "--no-wait")
+    assert refused.rc == 2 and "drop --no-wait" in refused.err, refused.text
+    assert len(Store(gh_home).list_runs()) == 1
+
+    res = cli("try", base.run_id, "--rounds", "2", "--executor", "slurm", "--timeout", "480",
+              timeout=560)  # fmt: skip
+    assert res.rc == 0, res.text
+    assert "round 2/2: " in res.out and "2 rounds, each against the run again without it" in res.out
+    store = Store(gh_home)
+    (s,) = scores.all_scores(store)
+    assert s.rounds == 2 and s.rule == "data-loader" and s.base_run_id == base.run_id
+    assert s.measured_ms is not None and s.error_pct is not None and abs(s.error_pct) <= 10, s
+    assert s.measured_low_ms is not None and s.measured_high_ms is not None
+    assert s.measured_low_ms <= s.measured_ms <= s.measured_high_ms
+    rounds = scores.rounds_of(store, s.try_run_id)
+    assert [r.round for r in rounds] == [1, 2] and rounds[0].round_run_id == s.try_run_id
+    order = [store.get_run(x) for r in rounds for x in (r.control_run_id, r.round_run_id) if x]
+    assert len(order) == 4 and all(r.state == "COMPLETED" for r in order)
+    for before, after in itertools.pairwise(order):  # one after the other, never together
+        assert before.ended_at is not None and after.submitted_at is not None
+        assert before.ended_at <= after.submitted_at, (before, after)
+    args = [yaml.safe_load(r.spec_json)["workload"]["args"][1:3] for r in order]
+    assert args == [["--num-workers", w] for w in ("0", "4", "0", "4")]
+    for r in rounds:  # each round's own ratio: the workers take the loading off the step
+        assert r.ratio is not None and r.ratio < 0.9, r
+    assert cli("scores").rc == 0
 
 
 def test_a_finding_without_a_spec_field_is_named_not_guessed(

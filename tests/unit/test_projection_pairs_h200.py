@@ -81,3 +81,18 @@ def test_pinned_copies_claim_nothing_where_the_copies_are_labels_and_loss_reads(
     assert p is not None
     pinned = next(x.step_ms for x in p.levers if x.lever == "copies")
     assert abs(pinned - p.base_ms) <= 0.01 * p.base_ms
+
+
+def test_a_rounds_two_steps_are_read_in_one_frame() -> None:
+    """`try --rounds` reads each round's two runs in one frame: outside the capture for both
+    where the capture slowed either by more than 10 % (dl_clean: 15 %) and both measured it,
+    else both traced means (dl_fp32 against itself: 0 %)."""
+    from orchestrator.runs.trial import paired_steps
+
+    host, clean, fp32 = _metrics("dl_host"), _metrics("dl_clean"), _metrics("dl_fp32")
+    po_h, po_c = host.ranks[0].profiler_overhead, clean.ranks[0].profiler_overhead
+    assert po_h is not None and po_c is not None
+    assert paired_steps(host, clean, 0) == (po_h.outside_step_ms, po_c.outside_step_ms)
+    s = fp32.ranks[0].steps
+    assert s is not None
+    assert paired_steps(fp32, fp32, 0) == (s.mean_ns / 1e6, s.mean_ns / 1e6)

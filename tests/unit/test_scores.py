@@ -83,3 +83,69 @@ def test_the_report_and_json_carry_the_rule_record(tmp_path: Path) -> None:
     found = with_findings(m, {"data-loader": said}).findings
     assert any(f.rule == "data-loader" and said in (f.projection or "") for f in found)
     assert not any("often wrong" in (f.projection or "") for f in with_findings(m).findings)
+
+
+def test_a_try_in_rounds_measures_the_base_step_times_the_rounds_mean_ratio(
+    tmp_path: Path,
+) -> None:
+    """Three rounds, each the run again without the knob then with it: a host that slowed
+    between rounds (the controls 80, 100, 90 ms) moves both sides of each round alike. The try
+    measures the base run's 100 ms times the mean ratio (0.5, 0.6, 0.55): 55 ms, spread 50-60;
+    the error is against that, and the count of rounds is kept."""
+    store = Store(tmp_path)
+    _run(store, "base")
+    _run(store, "t1")
+    s = scores.Score("t1", "base", "data-loader", "workload.args.2='4'", time.time(), 100.0,
+                     57.0, 50.0, 70.0, rounds=3)  # fmt: skip
+    scores.add(store, s)
+    for i, (c, t) in enumerate([(80.0, 40.0), (100.0, 60.0), (90.0, 49.5)], start=1):
+        for rid in (f"c{i}", f"r{i}"):
+            _run(store, rid)
+        scores.add_round(store, scores.Round("t1", i, f"c{i}", f"r{i}", c, t))
+    got = scores.complete_rounds(store, "t1")
+    assert got.rounds == 3 and got.note is None
+    assert abs(got.measured_ms - 55.0) < 1e-9  # type: ignore[operator]
+    assert abs(got.measured_low_ms - 50.0) < 1e-9  # type: ignore[operator]
+    assert abs(got.measured_high_ms - 60.0) < 1e-9  # type: ignore[operator]
+    assert abs(got.error_pct - 100 * (57.0 - 55.0) / 55.0) < 1e-9  # type: ignore[operator]
+    # a plain mean of the tries' steps (49.8) against the base's 100 would have read the drift
+    assert [r.round_run_id for r in scores.rounds_of(Store(tmp_path), "t1")] == ["r1", "r2", "r3"]
+
+
+def test_a_round_that_measured_nothing_is_left_out_and_said(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for rid in ("base", "t1", "c1", "c2", "r2"):
+        _run(store, rid)
+    scores.add(store, scores.Score("t1", "base", "sync", "k", time.time(), 40.0, 36.0,
+                                   rounds=2))  # fmt: skip
+    scores.add_round(store, scores.Round("t1", 1, "c1", "t1", 40.0, None))
+    scores.add_round(store, scores.Round("t1", 2, "c2", "r2", 40.0, 38.0))
+    got = scores.complete_rounds(store, "t1")
+    assert got.rounds == 1 and abs(got.measured_ms - 38.0) < 1e-9  # type: ignore[operator]
+    assert got.note == "1 of 2 rounds measured nothing"
+    # no round with both sides: nothing measured, and why
+    _run(store, "t2")
+    scores.add(store, scores.Score("t2", "base", "sync", "k", time.time(), 40.0, 36.0, rounds=2))
+    scores.add_round(store, scores.Round("t2", 1, "c1", "t2", None, 30.0))
+    empty = scores.complete_rounds(store, "t2")
+    assert empty.measured_ms is None and empty.error_pct is None
+    assert empty.note == "no round measured the step both without and with the knob"
+
+
+def test_an_interrupted_try_in_rounds_is_scored_from_the_rounds_it_ran(tmp_path: Path) -> None:
+    """`gh-run scores --refresh` after a `try --rounds 3` stopped after its second round: the
+    rounds measured score it, and the note says one was not run."""
+    from orchestrator.runs import trial
+
+    store = Store(tmp_path)
+    for rid in ("base", "t1", "c1", "c2", "r2"):
+        _run(store, rid)
+    s = scores.Score("t1", "base", "data-loader", "k", time.time(), 100.0, 60.0, rounds=3)
+    scores.add(store, s)
+    scores.add_round(store, scores.Round("t1", 1, "c1", "t1", 90.0, 54.0))
+    scores.add_round(store, scores.Round("t1", 2, "c2", "r2", 110.0, 66.0))
+    got = trial.finish_rounds(store, tmp_path, scores.get(store, "t1"), timeout=0)
+    assert got is not None and got.rounds == 2
+    assert abs(got.measured_ms - 60.0) < 1e-9  # type: ignore[operator]
+    assert got.note == "1 of 3 rounds were not run"
+    assert "2 rounds, each against the run again without it: 60.0-60.0" in trial.sentence(got)
