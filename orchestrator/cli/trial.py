@@ -3,7 +3,9 @@ held): the CLI side of runs/trial.py and store/scores.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +15,7 @@ from orchestrator.executors.choose import ExecutorKind
 
 if TYPE_CHECKING:
     from orchestrator.store.db import Run, Store
+    from orchestrator.store.scores import Score
 
 
 def try_cmd(
@@ -151,6 +154,13 @@ def scores_cmd(
         bool,
         typer.Option("--refresh", help="score the tries that have ended since (collect them)"),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Machine-readable output: every try (with its rounds) and each rule's record.",
+        ),
+    ] = False,
 ) -> None:
     """How the projections held: each try, and the running accuracy per rule.
 
@@ -168,6 +178,9 @@ def scores_cmd(
     from orchestrator.runs import trial
 
     all_ = scores.all_scores(store)
+    if as_json:
+        typer.echo(json.dumps(_scores_doc(store, all_), indent=2))
+        return
     if not all_:
         print("no projection has been tried yet: `gh-run try RUN` runs one")
         return
@@ -177,6 +190,28 @@ def scores_cmd(
     for acc in scores.accuracy(all_):
         flag = f" {paint('(often wrong)', 'bold red')}" if acc.often_wrong else ""
         print(f"{acc.sentence()}{flag}")
+
+
+def _scores_doc(store: Store, all_: list[Score]) -> dict[str, Any]:
+    """`gh-run scores --json`: every try with its rounds (a try of one round has none) and
+    each rule's running record."""
+    from orchestrator.store import scores
+
+    def one_round(r: scores.Round) -> dict[str, Any]:
+        return {**dataclasses.asdict(r), "ratio": r.ratio}
+
+    return {
+        "tries": [
+            {
+                **dataclasses.asdict(s),
+                "round_runs": [one_round(r) for r in scores.rounds_of(store, s.try_run_id)],
+            }
+            for s in all_
+        ],
+        "rules": [
+            {**dataclasses.asdict(a), "often_wrong": a.often_wrong} for a in scores.accuracy(all_)
+        ],
+    }
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ sentence, exit 2.
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -118,7 +119,13 @@ def test_try_in_rounds_runs_the_run_again_between_its_tries(
     assert args == [["--num-workers", w] for w in ("0", "4", "0", "4")]
     for r in rounds:  # each round's own ratio: the workers take the loading off the step
         assert r.ratio is not None and r.ratio < 0.9, r
-    assert cli("scores").rc == 0
+    listed = cli("scores", "--json")
+    assert listed.rc == 0, listed.text
+    doc = json.loads(listed.out)
+    (kept,) = doc["tries"]
+    assert kept["try_run_id"] == s.try_run_id and kept["rounds"] == 2
+    assert [x["ratio"] for x in kept["round_runs"]] == [r.ratio for r in rounds]
+    assert doc["rules"][0]["rule"] == "data-loader" and doc["rules"][0]["checked"] == 1
 
 
 def test_a_finding_without_a_spec_field_is_named_not_guessed(

@@ -257,8 +257,8 @@ def test_a_graph_keeps_a_long_launch_free_wait_nothing_explains() -> None:
     removable["host-compute"] = np.array([2 * ms, 0, 0], dtype=np.int64)
     none = np.zeros(0)
     g = cp.StepGraph(
-        none, none, none, none, none, at, np.arange(n), removable, zero, zero.astype(bool), zero,
-        {}, none, none, none, graph_keeps=keeps,
+        none, none, none, none, none, at, np.arange(n), removable, zero, zero, {}, none, none,
+        none, graph_keeps=keeps,
     )  # fmt: skip
     removed = cp._removal(g, "launch-bound", 0.0)
     # the first gap keeps its 19 ms stretch; the others, launched or short, go whole

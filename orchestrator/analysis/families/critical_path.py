@@ -126,7 +126,6 @@ class StepGraph:
     gap_order: Any  # the gaps in the order of gap_at
     removable: dict[str, Any]  # idle class -> ns per gap
     launch_gaps: Any  # per gap: 1 where launch-bound claimed it
-    at_bound: Any  # per gap: a step boundary lies in it
     after_copy: Any  # per gap: the host staging ns the copy right before it explains (0: none)
     gpu_time: dict[str, Any]  # GPU lever -> exclusive ns per op
     sync_s: Any  # main-thread syncs: call start
@@ -228,13 +227,7 @@ def build(
         lens = gap_e - gap_s
         for cls in removable:
             np.minimum(removable[cls], lens, out=removable[cls])
-    # per gap: a step boundary inside it (the wait between steps, which no graph of one step
-    # removes), and a host-device copy right before it (the host staging a pageable batch)
-    starts = np.array(sorted(x for _, x, _ in steps), dtype=np.int64)
-    at_bound = np.zeros(n_gap, dtype=bool)
-    if starts.size:
-        k = np.searchsorted(starts, gap_s, side="left")
-        at_bound = (k < starts.size) & (starts[np.minimum(k, starts.size - 1)] <= gap_e)
+    # per gap: a host-device copy right before it (the host staging a pageable batch)
     ending = np.minimum(np.searchsorted(s, gap_e, side="left"), s.size - 1)
     before_gap = prev[ending]
     nbytes = rows.nbytes[act].astype(np.float64)
@@ -267,7 +260,7 @@ def build(
     copy_left = (np.where(on, left[0], 1.0), np.where(on, left[1], 1.0), np.where(on, left[2], 1.0))
     return StepGraph(
         s, excl, ready, gpu_wait, np.where(known, launch, _NEG), at, np.argsort(at, kind="stable"),
-        removable, launch_gaps, at_bound, after_copy,
+        removable, launch_gaps, after_copy,
         _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
         window, _ties(ss, se, s, e, launch, known & copied), copy_left, link.sentence(),
         queued_wait, keeps,
