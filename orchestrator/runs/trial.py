@@ -257,8 +257,8 @@ def _score_of(store: Store, try_run_id: str) -> scores.Score | None:
 
 
 def _measure(store: Store, home: Path, rd: scores.Round, timeout: float | None,
-             warn: Warn | None) -> tuple[scores.Round, bool]:  # fmt: skip
-    """The round's steps, once both of its runs have ended; (round, whether both ended)."""
+             warn: Warn | None) -> bool:  # fmt: skip
+    """The round's steps kept, once both of its runs have ended; whether both ended."""
     ids = [x for x in (rd.control_run_id, rd.round_run_id) if x]
     got = settle(store, home, [store.get_run(x) for x in ids], timeout, warn)
     by = {r.run_id: (r, m) for r, m in got}
@@ -269,7 +269,7 @@ def _measure(store: Store, home: Path, rd: scores.Round, timeout: float | None,
     if pair is not None:
         rd.control_ms, rd.try_ms = pair
         scores.add_round(store, rd)
-    return rd, ended
+    return ended
 
 
 def finish_rounds(
@@ -279,10 +279,8 @@ def finish_rounds(
     after a `try --rounds` that was interrupted); None while one of their runs has not ended."""
     rounds = scores.rounds_of(store, s.try_run_id)
     for rd in rounds:
-        if rd.ratio is None:
-            _, ended = _measure(store, home, rd, timeout, warn)
-            if not ended:
-                return None
+        if rd.ratio is None and not _measure(store, home, rd, timeout, warn):
+            return None
     left = s.rounds - len(rounds)
     note = f"{left} of {s.rounds} rounds were not run" if left > 0 else None
     return scores.complete_rounds(store, s.try_run_id, note)
@@ -326,7 +324,7 @@ def run_rounds(
             record(store, p, tried, rounds=n)
         say(f"round {i}/{n}: {tried.run_id} with it (job {tried.job_id})")
         ((t_run, t_m),) = settle(store, home, [tried], left, warn)
-        pair = paired_steps(c_m, t_m, 0) if c_m is not None and t_m is not None else None
+        pair = paired_steps(c_m, t_m, 0) if t_m is not None else None
         rd = scores.Round(first.run_id, i, control.run_id, tried.run_id, *(pair or (None, None)))
         scores.add_round(store, rd)
         if pair is not None:

@@ -94,20 +94,27 @@ def add(store: Store, score: Score) -> None:
 
 
 def complete(
-    store: Store, try_run_id: str, measured_ms: float | None, note: str | None = None
+    store: Store,
+    try_run_id: str,
+    measured_ms: float | None,
+    note: str | None = None,
+    rounds: tuple[int, float, float] | None = None,
 ) -> Score:
-    """The try's measured step, and its error against the prediction."""
+    """The try's measured step, and its error against the prediction; `rounds`: how many
+    rounds measured it and the lowest and highest step they give (a try of several)."""
     s = get(store, try_run_id)
     err = (
         100.0 * (s.predicted_ms - measured_ms) / measured_ms
         if measured_ms and s.predicted_ms is not None
         else None
     )
+    n, low, high = rounds if rounds is not None else (s.rounds, None, None)
     with store.tx() as db:
         db.execute(
             "UPDATE projection_scores SET measured_ms = ?, error_pct = ?, scored_at = ?,"
-            " note = ? WHERE try_run_id = ?",
-            (measured_ms, err, time.time(), note, try_run_id),
+            " note = ?, rounds = ?, measured_low_ms = ?, measured_high_ms = ?"
+            " WHERE try_run_id = ?",
+            (measured_ms, err, time.time(), note, n, low, high, try_run_id),
         )
     return get(store, try_run_id)
 
@@ -175,14 +182,7 @@ def complete_rounds(store: Store, try_run_id: str, note: str | None = None) -> S
     if n < len(rs):
         left = f"{len(rs) - n} of {len(rs)} rounds measured nothing"
         note = f"{note}; {left}" if note else left
-    complete(store, try_run_id, ms, note)
-    with store.tx() as db:
-        db.execute(
-            "UPDATE projection_scores SET rounds = ?, measured_low_ms = ?, measured_high_ms = ?"
-            " WHERE try_run_id = ?",
-            (n, low, high, try_run_id),
-        )
-    return get(store, try_run_id)
+    return complete(store, try_run_id, ms, note, (n, low, high))
 
 
 def get(store: Store, try_run_id: str) -> Score:
