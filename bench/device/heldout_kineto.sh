@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Record the held-out PyTorch-profiler workloads (bench/workloads/heldout/gpt_host_batches.py,
-# convnet_precision.py, metric_syncs.py) on one lent GPU: each writes its trace and its truth
+# convnet_precision.py, metric_syncs.py, gpt2_precision.py, convnext_precision.py) on one lent
+# GPU: each writes its trace and its truth
 # (metrics.json) into OUT/<workload>/; OUT/log.txt holds what the machine was (first lines) and
-# each workload's log (a call brings back 8 files at most).
+# each workload's log (a call brings back 8 files at most, and each workload leaves 2-3: name two
+# or three a call).
 # No nsys, no gh-run: torch.profiler is the recorder, as a user's own script would use it.
 #
-#   bash bench/device/heldout_kineto.sh OUT [WORKLOAD...]   # default: all three
+#   bash bench/device/heldout_kineto.sh OUT [WORKLOAD...]   # default: all five
 set -uo pipefail
 cd "$(dirname "$0")/../workloads/heldout" || exit 1
 OUT=$(realpath -m "${1:?usage: heldout_kineto.sh OUT [WORKLOAD...]}")
@@ -18,7 +20,7 @@ mkdir -p "$OUT"
   nproc
 } >"$OUT/log.txt" 2>&1
 rc=0
-for w in "${@:-gpt_host_batches convnet_precision metric_syncs}"; do
+for w in "${@:-gpt_host_batches convnet_precision metric_syncs gpt2_precision convnext_precision}"; do
   for one in $w; do
     t0=$SECONDS
     "$PYTHON" "$one.py" --output "$OUT/$one" >"$OUT/$one.log" 2>&1

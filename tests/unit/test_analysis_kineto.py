@@ -271,6 +271,38 @@ def test_gemm_precision_of_kernel_names(name: str, precision: str | None) -> Non
     assert kernel_classes.gemm_precision(name) == precision
 
 
+@pytest.mark.parametrize(
+    ("name", "precision"),
+    [
+        # PyTorch's memory-efficient attention in fp32 (what SDPA runs for fp32 inputs)
+        (
+            "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
+            "float, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+            "fp32",
+        ),
+        ("fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80(PyTorchMemEffAttention::", "fp32"),
+        # ... its 16-bit kernels, flash's and cuDNN's
+        (
+            "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
+            "cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+            "low",
+        ),
+        (
+            "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128,"
+            " 128, 4, false, false, cutlass::half_t>, false, true, false>(Flash_fwd_params)",
+            "low",
+        ),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x64x64", "low"),
+        # a name that tells no type is not claimed; GEMMs and the rest are not attention
+        ("attention_fwd_kernel", None),
+        ("ampere_sgemm_128x64_tn", None),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", None),
+    ],
+)
+def test_attention_precision_of_kernel_names(name: str, precision: str | None) -> None:
+    assert kernel_classes.attention_precision(name) == precision
+
+
 def test_gemm_precision_shares_on_real_traces() -> None:
     """fp32 run: the FFMA and SIMT GEMMs are most of the kernel time; bf16 runs: the nvjet
     GEMMs are tensor-core time and nothing is fp32."""

@@ -8,7 +8,7 @@ Two kinds of evidence:
   fewer than two whole steps say "no honest projection" instead.
 - STAND-INS (tests/fixtures/standin_loop.py, not nsys output): the same loop written with the
   knob off and on. Their knob effects are the replay's own assumptions (pinned copies at the
-  link's nominal rate, 12x bf16 GEMMs, 1 µs graph gaps), so they check the replay's mechanics
+  link's nominal rate, 15x bf16 GEMMs, 1 µs graph gaps), so they check the replay's mechanics
   (what waits for what, the syncs, overlap), not the knobs' constants: the real pairs check
   those.
 """

@@ -1,16 +1,19 @@
-"""Three workloads written after the rules and the replay, recorded under the PyTorch profiler on
+"""Five workloads written after the rules and the replay, recorded under the PyTorch profiler on
 one H200 (tests/data/heldout_h200/README.md, "kineto/"): a Hugging Face GPT-2 fed by a Python
-tokeniser on the main thread, a ResNet-18 in fp32 under PyTorch's defaults (cuDNN's TF32), and a
-Transformer classifier whose loop reads its metrics a dozen times a step. Each measured its own
-truth, inside the profiler's window (the variant profiled too) and outside it, the whole
+tokeniser on the main thread, a ResNet-18 in fp32 under PyTorch's defaults (cuDNN's TF32), a
+Transformer classifier whose loop reads its metrics a dozen times a step, and, written after the
+per-class bf16 projection, a Hugging Face GPT-2 and a ConvNeXt trained in fp32. Each measured its
+own truth, inside the profiler's window (the variant profiled too) and outside it, the whole
 sequence three times in turn (the recording before this one ran it once, and a host that slowed
-between two windows read as a +20-25 % miss). What holds is asserted; what misses is a strict
-xfail with its figures."""
+between two windows read as a +20-25 % miss). Each projection is set against its variant in the
+frame `gh-run try` reads a pair in (`_in_try_frame`). What holds is asserted; what misses is a
+strict xfail with its figures."""
 
 from __future__ import annotations
 
 import functools
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,28 @@ def _ratios(name: str, variant: str) -> list[float]:
     return [float(x) for x in _truth(name)["window_ratio_of"][variant]]
 
 
+def _in_try_frame(m: Metrics, name: str, variant: str) -> tuple[float, str]:
+    """The variant's step as `gh-run try` reads a pair (`trial.paired_steps`): outside the
+    profiler for both where it slowed either by more than `SLOWED_PCT` (the rounds' mean of
+    each window against the same loop outside it), else both profiled; at the scale of the
+    analysed window (its step times the rounds' mean ratio of variant to captured step)."""
+    from orchestrator.runs.trial import SLOWED_PCT
+
+    t = _truth(name)
+    rounds = t["walls_s"]["rounds"]
+    captured = next(iter(t["outside_wall_ms"]))  # the first phase: the loop as captured
+
+    def slowed(window: str, outside: str) -> float:
+        each = [statistics.fmean(r[window]) / statistics.fmean(r[outside]) for r in rounds]
+        return 100 * (statistics.fmean(each) - 1)
+
+    p = m.ranks[0].projections
+    assert p is not None
+    if max(slowed("window", captured), slowed(f"window_{variant}", variant)) > SLOWED_PCT:
+        return p.base_ms * statistics.fmean(t["outside_ratio_of"][variant]), "outside"
+    return _with_variant(m, name, variant), "profiled"
+
+
 def _with_variant(m: Metrics, name: str, variant: str) -> float:
     """The step the variant took under the profiler, at the scale of the analysed window: the
     window's step times the rounds' mean ratio of the variant to the captured loop."""
@@ -63,7 +88,11 @@ def _with_variant(m: Metrics, name: str, variant: str) -> float:
     return p.base_ms * sum(r) / len(r)
 
 
-@pytest.mark.parametrize("name", ["gpt_host_batches", "metric_syncs", "convnet_precision"])
+KINETO_RUNS = ["gpt_host_batches", "metric_syncs", "convnet_precision", "gpt2_precision",
+               "convnext_precision"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", KINETO_RUNS)
 def test_pinned_copies_claim_nothing_where_the_copies_are_microseconds(name: str) -> None:
     """Each loop copies a few small tensors a step (the batch's token ids, the loss's 4 bytes):
     pinning them can buy microseconds. The replay once gave pinned memory the host's work after
@@ -107,11 +136,13 @@ def test_the_main_threads_waits_add_up_to_the_planted_one() -> None:
 def test_the_tokenisers_projection_is_within_10_pct_of_the_prebuilt_run() -> None:
     """The data-loader projection (37.8 -> 22.5 ms, 0.60x) against the prebuilt batches' profiled
     window, the three rounds' mean (0.60x; the rounds 0.72, 0.53, 0.56: the first round alone
-    would say -17 %). Outside the profiler the prebuilt loop took 0.57x, DataLoader workers, the
-    knob itself, 0.63x. The recording before this one compared one window of each, one after
-    the other, and read +25 % where the host had slowed between them."""
+    would say -17 %), the frame `try` reads it in: the profiler slowed neither loop by over
+    10 %. Outside the profiler the prebuilt loop took 0.57x, DataLoader workers, the knob
+    itself, 0.63x. The recording before this one compared one window of each, one after the
+    other, and read +25 % where the host had slowed between them."""
     m, found = _run("gpt_host_batches")
-    want = _with_variant(m, "gpt_host_batches", "B_prebuilt")
+    want, frame = _in_try_frame(m, "gpt_host_batches", "B_prebuilt")
+    assert frame == "profiled"  # the profiler slowed neither loop by more than 10 %
     a = found[0]
     assert a.projection is not None and a.projection.projected_ms is not None
     assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.projected_ms, want)
@@ -130,25 +161,60 @@ def test_tf32_convolutions_are_not_called_fp32_work() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the table's bf16 row is 15.1 -> 11.2 ms (0.74x); the profiled bf16 run took 0.85,"
-    " 1.03 and 1.15x the fp32 one in three rounds (mean 1.01x, -26 %), 0.80-0.92x outside the"
-    " profiler (mean 0.86x, -13 %): autocast adds a cast kernel per weight and activation, which"
-    " a step near its host's limit pays in launches; the projection counts no added launches,"
-    " and the host's own speed moves the outcome as much as the GEMMs do",
+    reason="the bf16 row is 15.1 -> 15.06 ms (1.00x: the GPU is busy 7.3 ms of the host-bound"
+    " step, its TF32 convolutions and the rest take their time under autocast, and one fp32 GEMM"
+    " of 0.1 ms gains); outside the profiler, the frame `try` reads this pair in (the profiler"
+    " slowed the bf16 loop 29 %), bf16 ran 0.86x in three rounds (0.85, 0.92, 0.80): +16 %. The"
+    " profiled bf16 windows took 1.01x (0.85, 1.03, 1.15; -1.2 %). What bf16 shortens outside"
+    " the profiler is host time no fp32 trace shows (the table said 0.74x while every non-GEMM"
+    " kernel was taken at 1.6x)",
 )
-def test_the_bf16_projection_is_within_10_pct_of_the_profiled_bf16_run() -> None:
+def test_the_bf16_projection_is_within_10_pct_of_the_bf16_run() -> None:
     m, _ = _run("convnet_precision")
-    want = _with_variant(m, "convnet_precision", "P_bf16")
+    want, _ = _in_try_frame(m, "convnet_precision", "P_bf16")
     assert abs(_lever(m, "fp32-gemms") - want) <= 0.10 * want
 
 
-def test_the_sync_projection_is_within_10_pct_of_the_profiled_run_without_reads() -> None:
-    """The sync projection (35.2 -> 34.9 ms) against the run without the reads, profiled: its
-    rounds took 1.40, 0.85 and 0.97x the run with them (mean 1.07x: -7.6 %; outside the
-    profiler 0.86-1.19x, mean 1.06x). Under the profiler the host bounds the step and each sync
-    returns almost at once: what removing the reads buys is below what the host's own drift
-    moves from one phase to the next. The recording before this one, a window of each one after
-    the other, read 58.8 -> 48.6 ms and a +20 % miss."""
+def _gpt2_miss() -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=(
+        "projected 241.6 -> 51.4 ms (0.21x), the bf16 loop ran 0.237x outside the profiler (0.237,"
+        " 0.234, 0.241; the profiler slowed it 8-39 %): -10.5 %. Its variant's trace, class by"
+        " class: fp32 GEMMs 15.2x (15x assumed), fp32 attention 7.6x (10x), the rest 0.82x with"
+        " autocast's casts (1.0x): the GPU's bf16 step 17 % longer than projected"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param("gpt2_precision", marks=_gpt2_miss()), "convnext_precision"]
+)
+def test_the_bf16_projection_of_a_held_out_fp32_model(name: str) -> None:
+    """Two fp32 models recorded after the per-class bf16 projection (critical_path.AUTOCAST_X)
+    was written, neither of a family it was measured on: a Hugging Face GPT-2 (12 x 1024, SDPA
+    attention) and a ConvNeXt of torch.nn layers (depthwise 7x7 convolutions, LayerNorm, Linear
+    MLPs in fp32, a few TF32 convolutions). The fp32 finding comes first with bf16 as its knob,
+    and its projection meets the bf16 loop in the frame `try` reads the pair in (outside the
+    profiler for both: it slowed the bf16 loops 8-39 %). ConvNeXt: 77.8 -> 46.0 ms against
+    44.2 (+3.9 %; its profiled bf16 windows 0.68x: -12.6 %)."""
+    m, found = _run(name)
+    a = found[0]
+    assert a.rule == "fp32-kernels", [(x.rule, x.cost_ms) for x in found[:3]]
+    assert "bf16" in a.knob
+    want, frame = _in_try_frame(m, name, "P_bf16")
+    assert frame == "outside"
+    p = a.projection
+    assert p is not None and p.projected_ms is not None and p.low_ms is not None
+    assert p.low_ms <= want  # the range holds the outcome even where the typical misses
+    assert abs(p.projected_ms - want) <= 0.10 * want, (p.projected_ms, want)
+
+
+def test_the_sync_projection_is_within_10_pct_of_the_run_without_reads() -> None:
+    """The sync projection (35.2 -> 34.9 ms) against the run without the reads, outside the
+    profiler, the frame `try` reads this pair in (the profiler slowed the loop with the reads
+    28-71 %): its rounds took 1.19, 0.86 and 1.13x the run with them (mean 1.06x: -6.4 %;
+    profiled 1.40, 0.85 and 0.97x, mean 1.07x: -7.6 %). Under the profiler the host bounds the
+    step and each sync returns almost at once: what removing the reads buys is below what the
+    host's own drift moves from one phase to the next. The recording before this one, a window
+    of each one after the other, read 58.8 -> 48.6 ms and a +20 % miss."""
     m, _ = _run("metric_syncs")
-    want = _with_variant(m, "metric_syncs", "C_no_reads")
+    want, frame = _in_try_frame(m, "metric_syncs", "C_no_reads")
+    assert frame == "outside"  # the profiler slowed the loop with the reads 28-71 %
     assert abs(_lever(m, "sync") - want) <= 0.10 * want

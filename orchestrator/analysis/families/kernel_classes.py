@@ -61,6 +61,11 @@ _CUDA_CORE_INSTRUCTION = re.compile(r"(?i)ffma|simt|sgemm")
 # data types that cuBLAS/cutlass run on tensor cores
 _LOW_PRECISION = re.compile(r"(?i)bf16|f16|fp16|half|hgemm|tf32|fp8|e4m3|e5m2|int8")
 _FP32_TYPE = re.compile(r"(?i)gemm.*(?:f32|fp32|float)|(?:f32|fp32|float).*gemm")
+# a fused attention kernel's element type: PyTorch's memory-efficient kernels name it
+# (`fmha_cutlassF_f32_...`, `AttentionKernel<float, ...>`), flash and cuDNN's name the 16-bit
+# one (`cutlass::bfloat16_t`, `..._sdpa_..._f16_...`)
+_ATTENTION_LOW = re.compile(r"(?i)bf16|f16|fp16|half|bfloat16|float16|fp8|e4m3|e5m2|int8")
+_ATTENTION_FP32 = re.compile(r"(?i)(?<![a-z])f32|fp32|<float")
 
 
 def gemm_precision(name: str) -> str | None:
@@ -82,5 +87,18 @@ def gemm_precision(name: str) -> str | None:
     if low:
         return "tensor-core"
     if _FP32_TYPE.search(name):
+        return "fp32"
+    return None
+
+
+def attention_precision(name: str) -> str | None:
+    """'fp32' or 'low' for fused attention kernels (fmha, flash, sdpa, attention in the name),
+    None for anything else or a name that tells no type. An fp32 one runs its two GEMMs on CUDA
+    cores; bf16 autocast sends SDPA to a flash kernel on the tensor cores."""
+    if not _ATTENTION.search(name):
+        return None
+    if _ATTENTION_LOW.search(name):
+        return "low"
+    if _ATTENTION_FP32.search(name):
         return "fp32"
     return None
