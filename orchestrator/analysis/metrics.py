@@ -429,13 +429,17 @@ class ProfilerOverhead(Strict):
     """The profiler's own cost (`profiler_overhead`): what nsys recorded of its overhead inside
     the GPU span (union, percent of the span, the largest by name), and, where the workload's
     metrics.json gives each step's wall and the capture window, its median step inside the
-    capture against outside it. None fields: not measured."""
+    capture against outside it, and its mean step outside. None fields: not measured."""
 
     recorded_ns: int = 0
     recorded_pct_of_span: float = 0.0
     recorded_by_name: dict[str, int] = {}
     window_step_ms: float | None = None
     outside_step_ms: float | None = None
+    # the mean step outside the capture (every step counted: a stall one step in N included),
+    # over `outside_steps` steps
+    outside_mean_ms: float | None = None
+    outside_steps: int | None = None
     slowdown_pct: float | None = None
 
 

@@ -120,23 +120,40 @@ def record(store: Store, p: Plan, try_run: Run, rounds: int = 1) -> scores.Score
     return s
 
 
-SLOWED_PCT = 10.0  # a capture that slowed the run more than this is no measure of its step
+# a capture whose steps differ from the run's own outside it by more than this is no measure of
+# its step: slower, the profiler's cost; faster, a window too short for the run's rhythm (a
+# loader whose workers deliver in bursts stalls one step in N)
+SLOWED_PCT = 10.0
+
+
+def _traced_ms(r: RankMetrics) -> float | None:
+    return r.steps.mean_ns / 1e6 if r.steps is not None and r.steps.count else None
+
+
+def _unlike(r: RankMetrics) -> bool:
+    """The capture is no measure of the run's step: the workload's own steps inside it differ
+    from those outside by over SLOWED_PCT (medians: the profiler's cost), or the traced mean
+    step from the mean outside (the window caught fewer or more of the run's slow steps)."""
+    po, traced = r.profiler_overhead, _traced_ms(r)
+    if po is None or not po.outside_mean_ms:
+        return False
+    if abs(po.slowdown_pct or 0.0) > SLOWED_PCT:
+        return True
+    return traced is not None and 100 * abs(traced / po.outside_mean_ms - 1) > SLOWED_PCT
 
 
 def measured_step_ms(metrics: Metrics, rank: int) -> float | None:
     """The step of entry `rank` (the first entry where no entry has that rank): its mean
-    traced step, or, where gh-run finds that the capture slowed the run by more than
-    SLOWED_PCT (`profiler_overhead`: the workload's own steps inside the capture against
-    outside it), the workload's own step outside the capture."""
+    traced step, or, where the capture is no measure of it (`_unlike`: `profiler_overhead`,
+    the workload's own steps inside the capture against outside it), the workload's own mean
+    step outside the capture."""
     r = _entry(metrics, rank)
     if r is None:
         return None
     po = r.profiler_overhead
-    if po is not None and po.outside_step_ms and (po.slowdown_pct or 0.0) > SLOWED_PCT:
-        return po.outside_step_ms
-    if r.steps is None or not r.steps.count:
-        return None
-    return r.steps.mean_ns / 1e6
+    if po is not None and po.outside_mean_ms and _unlike(r):
+        return po.outside_mean_ms
+    return _traced_ms(r)
 
 
 def _entry(metrics: Metrics, rank: int) -> RankMetrics | None:
@@ -147,19 +164,19 @@ def _entry(metrics: Metrics, rank: int) -> RankMetrics | None:
 
 def paired_steps(control: Metrics, tried: Metrics, rank: int) -> tuple[float, float] | None:
     """The step without the knob (`control`) and with it (`tried`) in one frame: the workload's
-    own steps outside the capture for both where the capture slowed either run by more than
-    SLOWED_PCT and both measured them, else each one's mean traced step. None where either has
-    no step to read."""
+    own mean steps outside the capture for both where either run's capture is no measure of its
+    step (`_unlike`) and both measured them, else each one's mean traced step. None where
+    either has no step to read."""
     rc, rt = _entry(control, rank), _entry(tried, rank)
     if rc is None or rt is None:
         return None
     pc, pt = rc.profiler_overhead, rt.profiler_overhead
-    slowed = any(po is not None and (po.slowdown_pct or 0.0) > SLOWED_PCT for po in (pc, pt))
-    if slowed and pc is not None and pt is not None and pc.outside_step_ms and pt.outside_step_ms:
-        return pc.outside_step_ms, pt.outside_step_ms
-    if rc.steps is None or not rc.steps.count or rt.steps is None or not rt.steps.count:
-        return None
-    return rc.steps.mean_ns / 1e6, rt.steps.mean_ns / 1e6
+    both = pc is not None and pt is not None and pc.outside_mean_ms and pt.outside_mean_ms
+    if both and (_unlike(rc) or _unlike(rt)):
+        assert pc is not None and pt is not None and pc.outside_mean_ms and pt.outside_mean_ms
+        return pc.outside_mean_ms, pt.outside_mean_ms
+    c, t = _traced_ms(rc), _traced_ms(rt)
+    return (c, t) if c is not None and t is not None else None
 
 
 def score(store: Store, try_run: Run, metrics: Metrics | None, rank: int) -> scores.Score:

@@ -74,7 +74,7 @@ def _in_try_frame(m: Metrics, name: str, variant: str) -> tuple[float, str]:
 
     p = m.ranks[0].projections
     assert p is not None
-    if max(slowed("window", captured), slowed(f"window_{variant}", variant)) > SLOWED_PCT:
+    if max(abs(slowed("window", captured)), abs(slowed(f"window_{variant}", variant))) > SLOWED_PCT:
         return p.base_ms * statistics.fmean(t["outside_ratio_of"][variant]), "outside"
     return _with_variant(m, name, variant), "profiled"
 

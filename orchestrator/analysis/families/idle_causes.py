@@ -280,8 +280,10 @@ def per_step(
 ) -> None:
     """Each cause's cost per step, from what the span shows of the steps: an interval that holds
     a step boundary (the gap between one step's work and the next's) is one of the span's
-    boundaries, of which the span holds one fewer than steps (the first step's leading gap and
-    the last one's trailing gap lie outside it); any other idle (inside a step) is one of the
+    boundaries, of which the span holds one fewer than steps where it opens on the first step's
+    own work (the first step's leading gap and the last one's trailing gap lie outside it), as
+    many where it opens on work launched before that step; any other idle (inside a step) is one
+    of the
     steps the span shows most of. A cause costs its boundary idle over the boundaries
     plus its in-step idle over those steps. Without two steps, the total over all steps (over
     the whole capture without steps). `causes.steps`: the steps inside the span."""
@@ -293,6 +295,15 @@ def per_step(
     bounds = np.array(
         [s for k, (_, s, _) in enumerate(steps) if k > 0 and lo <= s <= hi], dtype=np.int64
     )
+    # the first step's start too where the span holds that step's own leading gap (it opens on
+    # work of the step before, still running when the window opened): the interval that start
+    # finds is not the one the next step's start finds
+    if steps and judged.a.size and steps[0][1] <= hi:
+        first = _boundary_of(judged, int(steps[0][1]))
+        if first is not None and (
+            bounds.size == 0 or first != _boundary_of(judged, int(bounds[0]))
+        ):
+            bounds = np.r_[np.int64(steps[0][1]), bounds]
     if len(steps) < 2 or not inside_steps:
         causes.steps = len(steps)
         for c in causes.causes:
@@ -326,6 +337,21 @@ def per_step(
     for c in causes.causes:
         got = at_bound.get(c.cause, 0.0) / nb + in_step.get(c.cause, 0.0) / len(inside_steps)
         c.ms_per_step = got / 1e6
+
+
+def _boundary_of(judged: Judged, t: int) -> int | None:
+    """The judged interval a step start `t` finds as its boundary gap (`_boundary_intervals`'s
+    two rules, for one start), None where none."""
+    n = judged.a.size
+    k = int(np.searchsorted(judged.b, t, side="left"))  # the first interval ending at or after t
+    if k >= n:
+        return None
+    if judged.a[k] <= t:
+        return k  # it holds the start
+    q = int(np.searchsorted(judged.b, t, side="right"))
+    if q < n and judged.batch_launch.size and judged.batch_launch[q] >= t:
+        return q
+    return None
 
 
 def _boundary_intervals(judged: Judged, bounds: Any, rows: T.GpuTable | None) -> Any:

@@ -6,9 +6,10 @@
 - measured: where the workload's metrics.json gives every step's wall and the capture window
   (`cuda_profiler_window` S:E, or torch.profiler's `profile_steps` for a Kineto trace, top level
   or under `config`), the median step inside the window
-  against the median outside it (the first `WARMUP` steps left out): the slowdown the capture
-  caused, which includes what no table records (CUPTI's callbacks on every launch, the
-  OS-runtime interposers, sampling).
+  against the median outside it (the first `WARMUP` steps and the step after the window, which
+  pays the profiler's flush, left out): the slowdown the capture caused, which includes what no
+  table records (CUPTI's callbacks on every launch, the OS-runtime interposers, sampling); and
+  the mean step outside, what the run's steps settle at (`trial.measured_step_ms`).
 Either over `NOTE_PCT` puts a note on the entry: figures taken inside the capture are that much
 slower than the run outside it.
 """
@@ -76,15 +77,23 @@ def measured(
         return found
     s, e = window
     inside = times[s:e]
-    outside = [t for i, t in enumerate(times) if i >= WARMUP and not s <= i < e]
+    # the step right after the window pays the profiler's flush (a Kineto trace is written in
+    # its prof.step(), nsys ends its collection there): neither inside nor outside
+    outside = [t for i, t in enumerate(times) if i >= WARMUP and not s <= i <= e]
     if not inside or not outside:
         return found
+    # medians to say whether the capture slowed the steps (a loop with a periodic slow step, a
+    # window that caught one more of them than outside, is not slowed); the mean outside for
+    # what the run's steps settle at (a loader whose workers deliver in bursts stalls one step
+    # in N: that stall is the step's cost, which a median would drop)
     win, out = statistics.median(inside), statistics.median(outside)
     base = found or ProfilerOverhead()
     return base.model_copy(
         update={
             "window_step_ms": win * 1e3,
             "outside_step_ms": out * 1e3,
+            "outside_mean_ms": statistics.fmean(outside) * 1e3,
+            "outside_steps": len(outside),
             "slowdown_pct": 100 * (win / out - 1) if out > 0 else None,
         }
     )

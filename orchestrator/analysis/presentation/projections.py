@@ -4,8 +4,8 @@ leaves when removed, from the replay of the step's dependency structure
 honest projection exists.
 
 A finding maps to one lever of the replay (`LEVERS`). The data loader's projection adds the
-loader's own floor: N workers deliver a batch every (loading time) / N, so the step cannot
-fall below that however much of the wait the replay removes. Findings whose cause the replay
+loader's own floor: N workers deliver a batch every (loading time) / N, so the step settles at
+no less than that however much of the wait the replay removes. Findings whose cause the replay
 cannot remove say so (`NONE`): an interval no cause outweighs, Unified-Memory migrations
 (they stall kernels from inside, so their time bounds the gain and says nothing of it), a
 straggler (another rank's cause), the GPU-metric rules (no time on them).
@@ -144,18 +144,27 @@ def project(
 def _loader_floor(
     r: RankMetrics, st: RunSettings, lever: LeverProjection, base_ms: float
 ) -> tuple[float, float, str]:
-    """(projected, high, assumption) of the data loader's knob. From no workers: the replay's
-    step, the loader's steady state the range's high end (N workers deliver a batch every
-    load / N ms once their prefetched batches are used up, loading one taking what the main
-    thread's did); from some workers (they are behind): that steady state."""
+    """(projected, high, assumption) of the data loader's knob: the later of the replay's step
+    (the loading gone from the main thread) and the loader's steady state, N workers delivering
+    a batch every load / N ms, loading one taking what the main thread's did (from no workers:
+    the wait the replay removes; from some, the step). A training run outlasts the workers'
+    prefetched batches (2 a worker), so the steady state is the step it settles at; a shorter
+    run than that sees the replay's step, the range's low end."""
     now, want = loader_workers(st)
     load = base_ms * now if now else lever.removed_ms
     floor = load / want
-    mid = max(lever.step_ms, floor) if now else lever.step_ms
-    return (
-        mid,
-        max(lever.high_ms, floor, mid),
-        f"{want} DataLoader workers keep up (at worst a batch every {floor:.1f} ms once their"
-        " prefetched batches are used: the range's high end); the GPU work and the rest of the"
-        " host's stays",
-    )
+    mid = max(lever.step_ms, floor)
+    if floor > lever.step_ms:
+        text = (
+            f"{want} DataLoader workers, each loading a batch as fast as the main thread did,"
+            f" deliver one every {floor:.1f} ms once their prefetched batches are used, which"
+            f" the rest of the step ({lever.step_ms:.1f} ms) cannot hide; the GPU work and the"
+            " rest of the host's stays"
+        )
+    else:
+        text = (
+            f"{want} DataLoader workers keep up (each loading a batch as fast as the main thread"
+            f" did, they deliver one every {floor:.1f} ms); the GPU work and the rest of the"
+            " host's stays"
+        )
+    return mid, max(lever.high_ms, floor, mid), text

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Record a training script nobody here wrote on one lent GPU: PyTorch's ImageNet example
+# (bench/workloads/external/imagenet_main.py, pytorch/examples imagenet/main.py at 77f55b9, BSD-3:
+# LICENSE.pytorch-examples) on its own synthetic data (`--dummy`: torchvision's FakeData, each
+# image made and converted on the host), ResNet-18, batch 256, one GPU, run unchanged under
+# bench/workloads/external/kineto_wrap.py (torch.profiler over steps 6-11, every step's wall,
+# ended after STEPS optimizer steps). The knob is its own `-j` (DataLoader workers): 0, then 4
+# (what gh-run's data-loader knob asks for from none), then 8, in turn, ROUNDS times.
+# OUT/j<N>/ holds round 1's trace and metrics.json for each; OUT/rounds.tar every round's
+# metrics.json; OUT/log.txt what the machine was and each run's log (8 files come back at most).
+#
+#   bash bench/device/external_imagenet.sh OUT [ROUNDS] [STEPS]
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../workloads/external" && pwd)
+OUT=$(realpath -m "${1:?usage: external_imagenet.sh OUT [ROUNDS] [STEPS]}")
+ROUNDS=${2:-3}
+STEPS=${3:-60}
+PYTHON=${PYTHON:-python3}
+mkdir -p "$OUT" /tmp/ext
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$PYTHON" -c 'import sys, torch, torchvision; print(sys.version.split()[0], torch.__version__, torch.version.cuda, torchvision.__version__)'
+  nproc
+} >"$OUT/log.txt" 2>&1
+rc=0
+for r in $(seq 1 "$ROUNDS"); do
+  for j in 0 4 8; do
+    dir=/tmp/ext/r$r/j$j
+    mkdir -p "/tmp/ext/r$r"
+    t0=$SECONDS
+    "$PYTHON" "$here/kineto_wrap.py" --name imagenet_j$j --output "$dir" --steps "$STEPS" -- \
+      "$here/imagenet_main.py" --dummy --gpu 0 -a resnet18 -b 256 -j "$j" --epochs 1 \
+      --print-freq 1000 >"$dir.log" 2>&1
+    code=$?
+    ((code == 0)) || rc=1
+    echo "round $r -j $j: exit $code after $((SECONDS - t0)) s"
+    { echo "== round $r -j $j (exit $code)"; tail -20 "$dir.log"; } >>"$OUT/log.txt"
+    if ((r == 1)); then
+      mkdir -p "$OUT/j$j" && cp "$dir"/* "$OUT/j$j/"
+    fi
+  done
+done
+(cd /tmp/ext && tar cf "$OUT/rounds.tar" r*/j*/metrics.json)
+exit $rc
