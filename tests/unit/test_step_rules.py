@@ -432,3 +432,48 @@ def test_short_gaps_are_not_causes_one_by_one() -> None:
     assert by["short-gaps"].gaps == len(short) and by["short-gaps"].total_ns == sum(short)
     assert by["sync"].gaps == 1 and by["sync"].total_ns == long_gap
     assert causes.examined_gaps == 1
+
+
+def _loads_per_step(lead: int) -> float:
+    """Three steps of 100 ms starting at 0, 100 and 200 ms; each loads its batch (a 60 ms GPU
+    gap claimed as input, before the batch's copy launched 60 ms into the step) and has a 10 ms
+    in-step gap claimed as host compute (after its copy, before the next step's copy). The span
+    opens `lead` ms before the first step: on the step before's GPU work (lead > 0), or, with
+    lead < 0, on the first step's own copy (its load lies outside the span)."""
+    ms = 1_000_000
+    starts = [0, 100 * ms, 200 * ms]
+    loads = [(s, s + 60 * ms, "input") for s in starts][(0 if lead > 0 else 1) :]
+    inner = [(s + 80 * ms, s + 90 * ms, "host-compute") for s in starts]
+    spans = sorted(loads + inner)
+    # each interval's batch copy: a load's is its own step's; an in-step gap's, the next step's
+    copy = [a + 60 * ms if kind == "input" else a + 80 * ms for a, _, kind in spans]
+    judged = idle_causes.Judged(
+        a=np.array([a for a, _, _ in spans], dtype=np.int64),
+        b=np.array([b for _, b, _ in spans], dtype=np.int64),
+        h=np.array([b for _, b, _ in spans], dtype=np.int64),
+        claims=[{kind: b - a} for a, b, kind in spans],
+        batch_launch=np.array(copy, dtype=np.int64),
+    )
+    causes = idle_causes.IdleCauses(causes=[
+        idle_causes.IdleCause(cause=c, label=c, total_ns=0, gaps=0, ms_per_step=0.0,
+                              share_of_idle_pct=0.0, evidence="")
+        for c in ("input", "host-compute")])  # fmt: skip
+    lo = -lead * ms if lead > 0 else 60 * ms
+    idle_causes.per_step(causes, judged, [(f"s{i}", s, 100 * ms) for i, s in enumerate(starts)],
+                         (lo, 300 * ms))  # fmt: skip
+    return next(c.ms_per_step for c in causes.causes if c.cause == "input")
+
+
+def test_a_span_that_opens_on_the_step_befores_work_counts_the_first_load_once() -> None:
+    """A capture whose GPU span opens on work launched before its first step (the step
+    before's, still running) holds that step's load too: one boundary more, each load one
+    step's wait (60 ms), not the first counted again as work inside a step."""
+    assert _loads_per_step(lead=1) == pytest.approx(60.0)
+
+
+def test_a_span_that_opens_on_the_first_steps_own_copy_has_one_boundary_fewer() -> None:
+    """Where the span opens on the first step's own copy, its load lies before the span: the
+    two loads inside are the two boundaries', 60 ms a step. The first gap after the first
+    step's start (an in-step gap before the next step's copy) is no boundary of the first
+    step."""
+    assert _loads_per_step(lead=-1) == pytest.approx(60.0)

@@ -296,10 +296,11 @@ def per_step(
         [s for k, (_, s, _) in enumerate(steps) if k > 0 and lo <= s <= hi], dtype=np.int64
     )
     # the first step's start too where the span holds that step's own leading gap (it opens on
-    # work of the step before, still running when the window opened): the interval that start
-    # finds is not the one the next step's start finds
-    if steps and judged.a.size and steps[0][1] <= hi:
-        first = _boundary_of(judged, int(steps[0][1]))
+    # work of the step before, still running when the window opened): a gap that holds that
+    # start, or one before a batch copy the first step itself launched (where the span opens on
+    # the first step's own work, the first gap after its start precedes the next step's copy)
+    if len(steps) > 1 and judged.a.size and steps[0][1] <= hi:
+        first = _boundary_of(judged, int(steps[0][1]), before=int(steps[1][1]))
         if first is not None and (
             bounds.size == 0 or first != _boundary_of(judged, int(bounds[0]))
         ):
@@ -339,9 +340,10 @@ def per_step(
         c.ms_per_step = got / 1e6
 
 
-def _boundary_of(judged: Judged, t: int) -> int | None:
+def _boundary_of(judged: Judged, t: int, before: int | None = None) -> int | None:
     """The judged interval a step start `t` finds as its boundary gap (`_boundary_intervals`'s
-    two rules, for one start), None where none."""
+    two rules, for one start; the batch copy after it launched before `before` where given),
+    None where none."""
     n = judged.a.size
     k = int(np.searchsorted(judged.b, t, side="left"))  # the first interval ending at or after t
     if k >= n:
@@ -349,7 +351,8 @@ def _boundary_of(judged: Judged, t: int) -> int | None:
     if judged.a[k] <= t:
         return k  # it holds the start
     q = int(np.searchsorted(judged.b, t, side="right"))
-    if q < n and judged.batch_launch.size and judged.batch_launch[q] >= t:
+    ok = q < n and judged.batch_launch.size and judged.batch_launch[q] >= t
+    if ok and (before is None or judged.batch_launch[q] < before):
         return q
     return None
 
