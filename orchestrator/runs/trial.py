@@ -171,10 +171,10 @@ def paired_steps(control: Metrics, tried: Metrics, rank: int) -> tuple[float, fl
     if rc is None or rt is None:
         return None
     pc, pt = rc.profiler_overhead, rt.profiler_overhead
-    both = pc is not None and pt is not None and pc.outside_mean_ms and pt.outside_mean_ms
-    if both and (_unlike(rc) or _unlike(rt)):
-        assert pc is not None and pt is not None and pc.outside_mean_ms and pt.outside_mean_ms
-        return pc.outside_mean_ms, pt.outside_mean_ms
+    oc = pc.outside_mean_ms if pc is not None else None
+    ot = pt.outside_mean_ms if pt is not None else None
+    if oc and ot and (_unlike(rc) or _unlike(rt)):
+        return oc, ot
     c, t = _traced_ms(rc), _traced_ms(rt)
     return (c, t) if c is not None and t is not None else None
 

@@ -126,7 +126,7 @@ def project(
     low, mid, high = lever.low_ms, lever.step_ms, lever.high_ms
     assumption = lever.assumption
     if lever_name == "input":
-        mid, high, assumption = _loader_floor(r, st, lever, p.base_ms)
+        mid, high, assumption = _loader_floor(st, lever, p.base_ms)
     mid = max(mid, 0.0)
     return Projection(
         lever=lever_name,
@@ -142,7 +142,7 @@ def project(
 
 
 def _loader_floor(
-    r: RankMetrics, st: RunSettings, lever: LeverProjection, base_ms: float
+    st: RunSettings, lever: LeverProjection, base_ms: float
 ) -> tuple[float, float, str]:
     """(projected, high, assumption) of the data loader's knob: the later of the replay's step
     (the loading gone from the main thread) and the loader's steady state, N workers delivering
@@ -154,17 +154,17 @@ def _loader_floor(
     load = base_ms * now if now else lever.removed_ms
     floor = load / want
     mid = max(lever.step_ms, floor)
+    pace = f"as fast as the {now} now do" if now else "as fast as the main thread did"
     if floor > lever.step_ms:
         text = (
-            f"{want} DataLoader workers, each loading a batch as fast as the main thread did,"
-            f" deliver one every {floor:.1f} ms once their prefetched batches are used, which"
-            f" the rest of the step ({lever.step_ms:.1f} ms) cannot hide; the GPU work and the"
-            " rest of the host's stays"
+            f"{want} DataLoader workers, each loading a batch {pace}, deliver one every"
+            f" {floor:.1f} ms once their prefetched batches are used, which the rest of the step"
+            f" ({lever.step_ms:.1f} ms) cannot hide; the GPU work and the rest of the host's"
+            " stays"
         )
     else:
         text = (
-            f"{want} DataLoader workers keep up (each loading a batch as fast as the main thread"
-            f" did, they deliver one every {floor:.1f} ms); the GPU work and the rest of the"
-            " host's stays"
+            f"{want} DataLoader workers keep up (each loading a batch {pace}, they deliver one"
+            f" every {floor:.1f} ms); the GPU work and the rest of the host's stays"
         )
     return mid, max(lever.high_ms, floor, mid), text
