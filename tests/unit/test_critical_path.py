@@ -57,8 +57,8 @@ REAL_PAIRS = [
     ("unannotated/kineto/sft_w0", "unannotated/kineto/sft_w4", "data-loader"),
     ("unannotated/nsys/convnet_w0", "unannotated/nsys/convnet_w4", "data-loader"),
     ("gpu_metrics/fp32", "gpu_metrics/bf16", "fp32-kernels"),
-    # H100 Kineto, two-step captures, workers 0 in both: 770.7 -> 237.8 ms; the bf16 run's own
-    # steps outside the capture 243.5 (the capture slowed it to 313.7 inside)
+    # H100 Kineto, two-step captures, workers 0 in both: 770.7 -> 229.8 ms; the bf16 run's own
+    # mean step outside the capture 244.2 (the capture slowed it 40 %: 313.7 inside)
     ("traces/fp32", "traces/baseline", "fp32-kernels"),
     pytest.param(
         "unannotated/kineto/convnet_w0", "unannotated/kineto/convnet_w4", "data-loader",

@@ -36,7 +36,7 @@ def _miss(why: str) -> pytest.MarkDecorator:
 
 PAIRS = [
     pytest.param("dl_host", "dl_clean", "host-compute", marks=_miss(
-        "predicted 8.7 ms, measured 7.7 outside the capture (+12.5 %; the capture slowed"
+        "predicted 8.7 ms, measured 7.7 outside the capture (+12.3 %; the capture slowed"
         " dl_clean 15 %), 8.9 inside it (-2.6 %)")),
     ("dl_backward", "dl_clean", "host-compute"),
     ("dl_fp32", "dl_clean", "fp32-kernels"),
@@ -58,7 +58,7 @@ PAIRS = [
         " host's pace under nsys: 47 ms a step to launch 1,919 calls, which outside the capture"
         " the host runs in under 36 ms; no trace of the fp32 run says by how much")),
     pytest.param("img_pageable", "img_pinned", "host-device-copies", marks=_miss(
-        "predicted 7.4 ms, measured 4.4 outside the capture (+68 %), 6.3 inside it (+18 %; the"
+        "predicted 7.4 ms, measured 4.4 outside the capture (+67 %), 6.3 inside it (+18 %; the"
         " capture slowed img_pinned 31 %, img_pageable not at all): the copies at the link's"
         " pinned rate and their host side go; the 1.5-2.9 ms of host work after each step's"
         " 4-byte loss read stays (5.6 ms while the replay gave it to pinned memory, which"
