@@ -300,11 +300,13 @@ def per_step(
     # start, or one before a batch copy the first step itself launched (where the span opens on
     # the first step's own work, the first gap after its start precedes the next step's copy)
     if len(steps) > 1 and judged.a.size and steps[0][1] <= hi:
-        first = _boundary_of(judged, int(steps[0][1]), before=int(steps[1][1]))
-        if first is not None and (
-            bounds.size == 0 or first != _boundary_of(judged, int(bounds[0]))
-        ):
-            bounds = np.r_[np.int64(steps[0][1]), bounds]
+        s0 = np.int64(steps[0][1])
+        held, copy = _boundary_gaps(judged, np.r_[s0, bounds[:1]])
+        own = copy[0] >= 0 and judged.batch_launch[copy[0]] < steps[1][1]
+        first = held[0] if held[0] >= 0 else (copy[0] if own else -1)
+        nxt = (held[1] if held[1] >= 0 else copy[1]) if bounds.size else -1
+        if first >= 0 and first != nxt:
+            bounds = np.r_[s0, bounds]
     if len(steps) < 2 or not inside_steps:
         causes.steps = len(steps)
         for c in causes.causes:
@@ -340,21 +342,21 @@ def per_step(
         c.ms_per_step = got / 1e6
 
 
-def _boundary_of(judged: Judged, t: int, before: int | None = None) -> int | None:
-    """The judged interval a step start `t` finds as its boundary gap (`_boundary_intervals`'s
-    two rules, for one start; the batch copy after it launched before `before` where given),
-    None where none."""
+def _boundary_gaps(judged: Judged, bounds: Any) -> tuple[Any, Any]:
+    """For each step start in `bounds` (sorted), the judged interval that holds it, and the
+    first that ends after it where that precedes a batch copy launched at or after it (-1:
+    none). Judged intervals are sorted and disjoint: the first ending at or after a start is
+    the only one that can hold it."""
     n = judged.a.size
-    k = int(np.searchsorted(judged.b, t, side="left"))  # the first interval ending at or after t
-    if k >= n:
-        return None
-    if judged.a[k] <= t:
-        return k  # it holds the start
-    q = int(np.searchsorted(judged.b, t, side="right"))
-    ok = q < n and judged.batch_launch.size and judged.batch_launch[q] >= t
-    if ok and (before is None or judged.batch_launch[q] < before):
-        return q
-    return None
+    k = np.searchsorted(judged.b, bounds, side="left")
+    held = np.where((k < n) & (judged.a[np.minimum(k, n - 1)] <= bounds), k, -1)
+    q = np.searchsorted(judged.b, bounds, side="right")
+    ok = q < n
+    if judged.batch_launch.size:
+        ok &= judged.batch_launch[np.minimum(q, n - 1)] >= bounds
+    else:
+        ok[:] = False
+    return held, np.where(ok, q, -1)
 
 
 def _boundary_intervals(judged: Judged, bounds: Any, rows: T.GpuTable | None) -> Any:
@@ -368,14 +370,9 @@ def _boundary_intervals(judged: Judged, bounds: Any, rows: T.GpuTable | None) ->
     holds = np.zeros(n, dtype=bool)
     if bounds.size == 0 or n == 0:
         return holds
-    k = np.searchsorted(bounds, judged.a, side="left")
-    holds |= (k < bounds.size) & (bounds[np.minimum(k, bounds.size - 1)] <= judged.b)
-    q = np.searchsorted(judged.b, bounds, side="right")  # judged intervals: sorted, disjoint
-    ok = q < n
-    q, t = q[ok], bounds[ok]
-    if judged.batch_launch.size:
-        after = judged.batch_launch[q] >= t
-        holds[q[after]] = True
+    held, copy = _boundary_gaps(judged, bounds)
+    holds[held[held >= 0]] = True
+    holds[copy[copy >= 0]] = True
     return holds
 
 
