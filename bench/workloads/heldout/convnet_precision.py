@@ -16,12 +16,8 @@ own folder):
 
 from __future__ import annotations
 
-import argparse
-import os
-from pathlib import Path
-
 import torch
-from kineto_phases import run
+from kineto_phases import parser, run, trained
 from torch import nn
 
 
@@ -64,18 +60,10 @@ def resnet18(classes: int) -> nn.Module:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--device", default="cuda")
+    p = parser(__doc__, outside=30)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--classes", type=int, default=1000)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--window", type=int, default=8)
-    p.add_argument("--outside", type=int, default=30)
-    p.add_argument(
-        "--rounds", type=int, default=3, help="the whole sequence this many times in turn"
-    )
-    p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
@@ -86,13 +74,7 @@ def main() -> int:
     x = torch.randn(a.batch, 3, a.image, a.image, device=dev).to(memory_format=torch.channels_last)
     y = torch.randint(0, a.classes, (a.batch,), device=dev)
 
-    def step(bf16: bool) -> None:
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16 and cuda):
-            loss = nn.functional.cross_entropy(model(x).float(), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        loss.item()  # the loss logged each step
+    step = trained(lambda: nn.functional.cross_entropy(model(x).float(), y), opt, dev)
 
     def no_tf32() -> None:
         torch.backends.cudnn.allow_tf32 = False
@@ -113,14 +95,9 @@ def main() -> int:
             "P_bf16": (bf16, 5),
             "T_fp32_no_tf32": (no_tf32, 5),
         },
-        output=Path(a.output),
+        args=a,
         cuda=cuda,
-        warmup=a.warmup,
-        window=a.window,
-        outside=a.outside,
-        rounds=a.rounds,
         config={
-            **{k: v for k, v in vars(a).items() if k != "output"},
             "precision": "fp32",
             "cudnn_allow_tf32": True,
             "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,

@@ -15,30 +15,18 @@ own folder, so the classes' own speed-ups can be read):
 
 from __future__ import annotations
 
-import argparse
-import os
-from pathlib import Path
-
 import torch
-from kineto_phases import run
+from kineto_phases import parser, run, trained
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--device", default="cuda")
+    p = parser(__doc__, outside=20)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--vocab", type=int, default=32768)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--window", type=int, default=8)
-    p.add_argument("--outside", type=int, default=20)
-    p.add_argument(
-        "--rounds", type=int, default=3, help="the whole sequence this many times in turn"
-    )
-    p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -53,13 +41,7 @@ def main() -> int:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
     ids = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
 
-    def step(bf16: bool) -> None:
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16 and cuda):
-            loss = model(input_ids=ids, labels=ids).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        loss.item()  # the loss logged each step
+    step = trained(lambda: model(input_ids=ids, labels=ids).loss, opt, dev)
 
     def bf16() -> None:
         step(True)
@@ -68,14 +50,9 @@ def main() -> int:
         "gpt2_precision",
         lambda: step(False),
         {"A_fp32": (lambda: step(False), 2), "P_bf16": (bf16, 3)},
-        output=Path(a.output),
+        args=a,
         cuda=cuda,
-        warmup=a.warmup,
-        window=a.window,
-        outside=a.outside,
-        rounds=a.rounds,
         config={
-            **{k: v for k, v in vars(a).items() if k != "output"},
             "precision": "fp32",
             "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
             "attn_implementation": getattr(model.config, "_attn_implementation", None),

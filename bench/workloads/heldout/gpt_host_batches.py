@@ -15,15 +15,12 @@ own folder):
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import os
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
-from kineto_phases import run
+from kineto_phases import parser, run
 from torch.utils.data import DataLoader, IterableDataset
 
 
@@ -75,8 +72,7 @@ class Stream(IterableDataset[torch.Tensor]):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--device", default="cuda")
+    p = parser(__doc__, outside=30)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--layers", type=int, default=6)
@@ -87,13 +83,6 @@ def main() -> int:
         "--words", type=int, default=300, help="words of the document a sample is cut from"
     )
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--window", type=int, default=8)
-    p.add_argument("--outside", type=int, default=30)
-    p.add_argument(
-        "--rounds", type=int, default=3, help="the whole sequence this many times in turn"
-    )
-    p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -139,14 +128,9 @@ def main() -> int:
             # the workers' first batches were made while nothing ran: settle past them
             "W_workers": (lambda: train(next(loader)), 3 * a.workers),
         },
-        output=Path(a.output),
+        args=a,
         cuda=cuda,
-        warmup=a.warmup,
-        window=a.window,
-        outside=a.outside,
-        rounds=a.rounds,
         config={
-            **{k: v for k, v in vars(a).items() if k != "output"},
             "num_workers": 0,
             "precision": "bf16",
         },

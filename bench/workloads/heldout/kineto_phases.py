@@ -14,7 +14,9 @@ truth is known. Only the first round's traces are exported (the trace analysed i
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -24,6 +26,39 @@ from typing import Any
 import torch
 
 Step = Callable[[], None]
+
+
+def parser(doc: str | None, outside: int) -> argparse.ArgumentParser:
+    """A workload's command line: the harness's own arguments (the device, the steps before
+    and in the window, the steps of each phase outside it, the rounds, the output folder); the
+    workload adds its model's."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--window", type=int, default=8)
+    p.add_argument("--outside", type=int, default=outside)
+    p.add_argument(
+        "--rounds", type=int, default=3, help="the whole sequence this many times in turn"
+    )
+    p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
+    return p
+
+
+def trained(
+    loss: Callable[[], torch.Tensor], opt: torch.optim.Optimizer, dev: torch.device
+) -> Callable[[bool], None]:
+    """One training step of `loss` (its forward under bf16 autocast where asked, on a GPU),
+    backward and `opt`'s step, the loss read as a loop logs it."""
+
+    def step(bf16: bool) -> None:
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16 and dev.type == "cuda"):
+            value = loss()
+        opt.zero_grad(set_to_none=True)
+        value.backward()
+        opt.step()
+        value.item()  # the loss logged each step
+
+    return step
 
 
 def _wall(step: Step, cuda: bool) -> float:
@@ -91,23 +126,23 @@ def run(
     captured: Step,
     phases: dict[str, tuple[Step, int]],
     *,
-    output: Path,
+    args: argparse.Namespace,
     cuda: bool,
-    warmup: int,
-    window: int,
-    outside: int,
     config: dict[str, Any],
     also: dict[str, Step] | None = None,
-    rounds: int = 3,
 ) -> dict[str, Any]:
     """Warm `captured` up, then `rounds` times: profile `window` of its steps (one more as the
     profiler's own warm-up), profile each step of `also` (a phase's, run after its settling) the
     same way, time each phase (its step, the steps it settles for first) `outside` steps outside
-    the profiler. Writes OUTPUT/metrics.json, and round 1's traces:
+    the profiler (`args`: the command line `parser` read). Writes OUTPUT/metrics.json (its
+    config: every argument but the output, then `config`), and round 1's traces:
     OUTPUT/<name>_rank0.pt.trace.json.gz and OUTPUT/<phase>/ for each of `also`. The truth's
     top-level walls are round 1's (the trace's); `window_ratio_of` and `outside_ratio_of` hold
     each round's ratio of a variant's mean step to the captured one's (outside: to the first
     phase's)."""
+    output, warmup, window = Path(args.output), args.warmup, args.window
+    outside, rounds = args.outside, args.rounds
+    config = {**{k: v for k, v in vars(args).items() if k != "output"}, **config}
     output.mkdir(parents=True, exist_ok=True)
     warm = [_wall(captured, cuda) for _ in range(warmup)]
     first = next(iter(phases))

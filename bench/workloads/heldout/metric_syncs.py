@@ -18,12 +18,8 @@ own folder):
 
 from __future__ import annotations
 
-import argparse
-import os
-from pathlib import Path
-
 import torch
-from kineto_phases import run
+from kineto_phases import parser, run
 from torch import nn
 
 
@@ -40,8 +36,7 @@ class Classifier(nn.Module):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--device", default="cuda")
+    p = parser(__doc__, outside=40)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--vocab", type=int, default=8000)
@@ -49,13 +44,6 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--classes", type=int, default=16)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--window", type=int, default=8)
-    p.add_argument("--outside", type=int, default=40)
-    p.add_argument(
-        "--rounds", type=int, default=3, help="the whole sequence this many times in turn"
-    )
-    p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
@@ -100,14 +88,9 @@ def main() -> int:
         lambda: step(True),
         {"A_reads": (lambda: step(True), 2), "C_no_reads": (lambda: step(False), 2)},
         also={"C_no_reads": lambda: step(False)},
-        output=Path(a.output),
+        args=a,
         cuda=cuda,
-        warmup=a.warmup,
-        window=a.window,
-        outside=a.outside,
-        rounds=a.rounds,
         config={
-            **{k: v for k, v in vars(a).items() if k != "output"},
             "precision": "bf16",
             "reads_a_step": 3 + a.layers + 1,
         },
