@@ -283,8 +283,7 @@ def per_step(
     boundaries, of which the span holds one fewer than steps where it opens on the first step's
     own work (the first step's leading gap and the last one's trailing gap lie outside it), as
     many where it opens on work launched before that step; any other idle (inside a step) is one
-    of the
-    steps the span shows most of. A cause costs its boundary idle over the boundaries
+    of the steps the span shows most of. A cause costs its boundary idle over the boundaries
     plus its in-step idle over those steps. Without two steps, the total over all steps (over
     the whole capture without steps). `causes.steps`: the steps inside the span."""
     lo, hi = span
