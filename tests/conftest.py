@@ -159,13 +159,15 @@ def nsys_recording() -> Iterator[None]:
 
 
 def nsys_profile(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`argv`, an `nsys profile ...` command, run in the recording slot and made again once
-    (over what it left: `--force-overwrite=true`) when nsys failed inside itself
-    (tests/nsys_crash.py); any other failure is returned as it is, for the test to judge."""
+    """`argv`, an `nsys profile ...` command, run in the recording slot and made again, after a
+    pause, up to twice (over what it left: `--force-overwrite=true`) when nsys failed inside
+    itself (tests/nsys_crash.py); any other failure is returned as it is, for the test to judge."""
     from tests import nsys_crash
 
     for attempt in range(nsys_crash.ATTEMPTS):
         cmd = list(argv)
+        if attempt:
+            time.sleep(nsys_crash.PAUSE_S)
         if attempt and "profile" in cmd and not any(a.startswith("--force-overwrite") for a in cmd):
             cmd.insert(cmd.index("profile") + 1, "--force-overwrite=true")
         with nsys_recording():
