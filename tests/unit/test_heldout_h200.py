@@ -40,6 +40,20 @@ def _cause_ms(run: str, cause: str) -> float:
     return float(_truth(run)["causes"][cause]["ms_per_step"])
 
 
+def _rounds_ratio(workload: str) -> float:
+    """The mean over every round of the variant's mean step against the loop's as captured (B
+    over A), from the rounds measured since without a profiler (`rounds/<workload>/`,
+    bench/device/heldout_rounds.sh): the same loop's phases in turn, so a host whose speed
+    drifts moves both alike."""
+    ratios = [
+        r["B"] / r["A"]
+        for f in sorted((DATA / "rounds" / workload).glob("*.json"))
+        for r in json.loads(f.read_text())["truth"]["rounds"]
+    ]
+    assert len(ratios) >= 10, workload
+    return sum(ratios) / len(ratios)
+
+
 @pytest.mark.parametrize("run", [*RUNS, "mlp"])
 def test_no_input_is_claimed_for_a_loop_that_loads_no_data(run: str) -> None:
     m, found = _run(run)
@@ -84,26 +98,34 @@ def test_the_planted_reads_are_a_sync_finding() -> None:
     assert "sync-overhead" in {a.rule for a in found}
 
 
+def test_the_gru_rounds_measure_pinned_copies_alike() -> None:
+    """The truth the GRU's pinned projection is held to: 25 rounds in 5 processes on two lent
+    H200s, B/A 0.56-0.72 a round, 0.64-0.67 a process; the recordings' own single sequence
+    said 0.79 (run1) and 0.69 (run2)."""
+    assert 0.60 <= _rounds_ratio("gru") <= 0.70
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="projected 17.9 -> 14.2 ms with pinned copies against the 12.4 the walls give the"
-    " window (+14.9 %). It was 13.6 (+9.5 %) while the replay gave pinned memory the host's work"
-    " after any copy, the 4-byte .item() reads' included (0.2-0.4 ms each): a cause pinning"
-    " does not remove, which also projected 22.2 -> 5.4 ms for causes_h200's dl_host; a copy's"
-    " staging now explains no more than its bytes at 1 GB/s",
+    reason="projected 17.9 -> 13.5 ms (run2) and 24.5 -> 19.1 (run1) with pinned copies, against"
+    " the window x 0.66, the rounds' B/A: 11.7 and 16.0 (+15 %, +19 %). The pageable copy's whole"
+    " call (4.1 ms a step, the GPU copying 4.0 of it) is given back and the pinned copy runs"
+    " under the host's launches, yet the loop saved 4.8-6.3 ms a step outside the capture: 1-2"
+    " ms more than its copy lasts, which no row of the trace shows. Against the recordings' own"
+    " walls, one sequence each (0.69, 0.79): +8.7 %, -1.5 %; before a non_blocking copy was"
+    " taken to free the host (the copy blocking it until the pinned copy ended): 14.2 and 19.9",
 )
-def test_the_pinned_projection_is_within_10_pct_of_the_walls() -> None:
-    """The walls went 19.1 -> 13.2 ms (-31 %) with pinned copies. The projection runs each
-    copy at the link's pinned rate (nominal here: the export holds no pinned copy) and holds
-    the host in each pageable copy's call until the copy ends (links.py, critical_path._ties)."""
-    _, found = _run("run2")
+@pytest.mark.parametrize("run", RUNS)
+def test_the_pinned_projection_is_within_10_pct_of_the_walls(run: str) -> None:
+    """The projection runs each copy at the link's pinned rate (nominal here: the export holds no
+    pinned copy) and, the knob's copy being non_blocking, lets the host leave the copy's call
+    at once (critical_path._async_calls); set against the captured window's step times the
+    rounds' B/A."""
+    _, found = _run(run)
     a = next(x for x in found if x.rule == "host-device-copies")
     assert a.projection is not None and a.projection.projected_ms is not None
-    walls = _truth("run2")["outside_wall_ms"]
-    want = float(_truth("run2")["window_wall_mean_ms"]) * (
-        walls["B_pinned_checks"] / walls["A_pageable_checks"]
-    )
-    assert abs(a.projection.projected_ms - want) <= 0.10 * want
+    want = float(_truth(run)["window_wall_mean_ms"]) * _rounds_ratio("gru")
+    assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.sentence(), want)
 
 
 # ---- the MLP of many narrow blocks (bench/workloads/heldout/mlp_graphs_copies.py), recorded
@@ -134,16 +156,20 @@ def test_the_graph_projection_is_within_10_pct_of_the_graph_runs_walls() -> None
     assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.sentence(), want)
 
 
-def test_the_pinned_projection_claims_no_more_than_the_walls_give() -> None:
-    """Pinned batches bought nothing here (B 18.8 ms against A 18.4: the launch-bound host
-    hides the 8 MB copy); the projection claims 1.07x, within 10 % of the window's step scaled
-    by B/A."""
+def test_the_pinned_projection_is_within_10_pct_of_the_walls_in_rounds() -> None:
+    """Pinned batches bought little here (the launch-bound host hides most of the 8 MB copy):
+    the recording's one sequence said nothing (B 18.8 ms against A 18.4), 15 rounds since say
+    0.92x (0.77-1.06 a round). The projection, 26.6 -> 25.2 ms (0.95x), within 10 % of the
+    window's step scaled by the rounds' B/A (24.3)."""
     _, found, truth = _mlp()
     a = next(x for x in found if x.rule == "host-device-copies")
     assert a.projection is not None and a.projection.projected_ms is not None
-    walls = truth["outside_wall_ms"]
-    want = float(truth["window_wall_mean_ms"]) * walls["B_eager_pinned"] / walls["A_eager_pageable"]
+    want = float(truth["window_wall_mean_ms"]) * _rounds_ratio("mlp")
     assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.sentence(), want)
+
+
+def test_the_mlp_rounds_say_pinned_batches_buy_little() -> None:
+    assert 0.85 <= _rounds_ratio("mlp") <= 0.98
 
 
 # ---- the Transformer encoder fed by a host-built DataLoader

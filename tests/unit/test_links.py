@@ -1,7 +1,9 @@
 """The pinned-copy projection (issue 41, lever "copies"): each host-device copy at the link's
-pinned rate (`families/links.py`), and the host held in a pageable copy's call until the copy
-ends (`critical_path._ties`). Checked on the H200 recordings of tests/data/causes_h200: the
-same image loop with pageable and with pinned batches."""
+pinned rate (`families/links.py`), the host held in a pageable copy's call until the copy
+ends (`critical_path._ties`), and, the knob's copy being non_blocking, not held at all
+(`critical_path._async_calls`). Checked on the H200 recordings of tests/data/causes_h200 (the
+same image loop with pageable and with pinned batches) and tests/data/heldout_h200 (a GRU loop
+copying a pageable batch with `.to()` and reading 8 scalars back a step)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from orchestrator.analysis.loader import analyze_paths
 from tests.fixtures.recordings import unpacked
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "causes_h200"
+HELDOUT = Path(__file__).resolve().parents[1] / "data" / "heldout_h200"
 
 
 @pytest.mark.parametrize(
@@ -42,7 +45,7 @@ def test_a_pinned_copy_takes_its_bytes_at_the_rate_plus_a_fixed_cost() -> None:
     assert got.tolist() == [links.OVERHEAD_NS, links.OVERHEAD_NS + 1_000_000]
 
 
-def _graph(name: str, monkeypatch: pytest.MonkeyPatch) -> cp.StepGraph:
+def _graph(name: str, monkeypatch: pytest.MonkeyPatch, data: Path = DATA) -> cp.StepGraph:
     """The step graph `rank_metrics` builds for the recording's one rank."""
     seen: list[cp.StepGraph] = []
     real = cp.project
@@ -52,7 +55,7 @@ def _graph(name: str, monkeypatch: pytest.MonkeyPatch) -> cp.StepGraph:
         return real(g, *a, **k)
 
     monkeypatch.setattr(cp, "project", keep)
-    analyze_paths([unpacked(DATA / name)])
+    analyze_paths([unpacked(data / name)])
     assert len(seen) == 1
     return seen[0]
 
@@ -107,3 +110,34 @@ def test_a_copy_of_unknown_size_keeps_its_time(monkeypatch: pytest.MonkeyPatch) 
     g = _graph("img_pageable", monkeypatch)
     assert g.copy_left is not None
     assert all(np.all(x == 1.0) for x in g.copy_left)
+
+
+def test_a_non_blocking_copy_frees_the_host_for_its_whole_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GRU's pageable `.to()` holds the host 4.0-4.7 ms a step in cudaMemcpyAsync and then a
+    cudaStreamSynchronize (PyTorch's blocking copy); its 8 `.item()` reads are device-to-host.
+    The copies' calls and the syncs right after them are the ones a non_blocking copy frees,
+    the reads' are not; freed, the host's launches after a copy move by about the whole call,
+    where a pinned copy that still blocks moves them by what the copy lost only."""
+    g = _graph("run2", monkeypatch, HELDOUT)
+    assert g.async_copy is not None and g.copy_left is not None
+    htod = np.flatnonzero(g.gpu_time["copies"] > 1_000_000)  # the 33.5 MB batches
+    assert htod.size >= 2
+    calls = np.flatnonzero(g.sync_e - g.sync_s > 1_000_000)
+    assert calls.size == htod.size
+    assert g.async_copy[calls].all()
+    assert g.async_copy[np.minimum(calls + 1, g.async_copy.size - 1)].all()  # PyTorch's sync
+    short = g.sync_e - g.sync_s < 100_000
+    assert (~g.async_copy[short]).sum() >= 8 * htod.size - 2  # the reads and their syncs
+    cut = (g.gpu_time["copies"] * (1.0 - g.copy_left[0])).astype(np.int64)
+    no_gap = np.zeros(g.gap_at.size, dtype=np.int64)
+    blocking = cp.replay(g, no_gap, cut)
+    freed = cp.replay(g, no_gap, cut, freed=g.async_copy)
+    c = htod[0]
+    later = np.flatnonzero(g.start > g.start[c] + 2 * g.excl[c])[0]  # host-launched work after it
+    gained_blocking = int(g.start[later] + g.excl[later] - blocking[later])
+    gained_freed = int(g.start[later] + g.excl[later] - freed[later])
+    left = int(g.excl[c] - cut[c])  # the pinned copy's own time, which the host now overlaps
+    assert gained_blocking >= 0.8 * int(cut[c]), (gained_blocking, int(cut[c]))
+    assert gained_freed - gained_blocking >= 0.8 * left, (gained_freed, gained_blocking, left)

@@ -14,9 +14,10 @@ Every step ends with `loss.item()` (the loss logged each step: in every phase al
 Phases (one process, the model shared): warm-up; the capture window (cudaProfilerStart/Stop
 around it: `--window` steps, pageable copies and checks on); then outside the capture the same
 loop three ways, `--outside` steps each: as in the window (A), with pinned copies (B), without
-the checks (C). The truth is the script's own walls: copies A - B, syncs A - C, mean ms a step
-(`truth.causes`), with every step's wall. A step's wall: time.perf_counter from the loop's top
-to after its closing `loss.item()`.
+the checks (C); `--rounds R` runs A, B, C in turn R times (a host whose speed drifts moves the
+three alike; each round's means in `truth.rounds`). The truth is the script's own walls: copies
+A - B, syncs A - C, mean ms a step (`truth.causes`), with every step's wall. A step's wall:
+time.perf_counter from the loop's top to after its closing `loss.item()`.
 
     python3 gru_copies_syncs.py --output DIR [--device cpu: a dry run, no window, no pinning]
 """
@@ -60,6 +61,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--window", type=int, default=8)
     p.add_argument("--outside", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=1, help="A, B, C in turn this many times")
     p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     dev = torch.device(a.device)
@@ -109,14 +111,21 @@ def main() -> int:
     if cuda:
         torch.cuda.synchronize()
         profiler(False)
-    for phase, pin, checks in (("A", False, True), ("B", True, True), ("C", False, False)):
-        if phase == "B" and not cuda:
-            continue
-        step(n, pin, checks)  # one step to settle after the switch, not timed
-        n += 1
-        for _ in range(a.outside):
-            walls[phase].append(step(n, pin, checks))
+    rounds: list[dict[str, float]] = []
+    for _ in range(max(a.rounds, 1)):
+        this: dict[str, float] = {}
+        for phase, pin, checks in (("A", False, True), ("B", True, True), ("C", False, False)):
+            if phase == "B" and not cuda:
+                continue
+            step(n, pin, checks)  # one step to settle after the switch, not timed
             n += 1
+            got = []
+            for _ in range(a.outside):
+                got.append(step(n, pin, checks))
+                n += 1
+            walls[phase] += got
+            this[phase] = 1e3 * statistics.fmean(got)
+        rounds.append(this)
 
     def ms(k: str) -> float:
         return 1e3 * statistics.fmean(walls[k]) if walls[k] else 0.0
@@ -146,6 +155,7 @@ def main() -> int:
                 "C_pageable_no_checks": ms("C"),
             },
             "walls_s": walls,
+            "rounds": rounds,
             "device": torch.cuda.get_device_name(0) if cuda else "cpu",
             "torch": torch.__version__,
         },

@@ -9,7 +9,9 @@ Phases (one process, the model shared): warm-up; the capture window (cudaProfile
 around it: `--window` eager steps, pageable copies); then outside the capture, `--outside` steps
 each: eager with pageable copies as in the window (A), eager with the same batches pinned and
 copied `non_blocking` (B), and the whole step (forward, backward, SGD) captured once as one CUDA
-graph and replayed, its batch copied pageable into the graph's static input (G). Every step
+graph and replayed, its batch copied pageable into the graph's static input (G); `--rounds R`
+runs A and B in turn R times before G (a host whose speed drifts moves both alike; each round's
+means in `truth.rounds`). Every step
 ends with `loss.item()` (the loss logged). The truth is the script's own walls: A, B and G, mean
 ms a step; the projections are checked as window x B/A (pinned copies) and window x G/A (one
 graph a step).
@@ -64,6 +66,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--window", type=int, default=8)
     p.add_argument("--outside", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=1, help="A and B in turn this many times")
     p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     dev = torch.device(a.device)
@@ -104,14 +107,21 @@ def main() -> int:
     if cuda:
         torch.cuda.synchronize()
         profiler(False)
-    for phase, pin in (("A", False), ("B", True)):
-        if phase == "B" and not cuda:
-            continue
-        eager(n, pin)  # one step to settle after the switch, not timed
-        n += 1
-        for _ in range(a.outside):
-            walls[phase].append(eager(n, pin))
+    rounds: list[dict[str, float]] = []
+    for _ in range(max(a.rounds, 1)):
+        this: dict[str, float] = {}
+        for phase, pin in (("A", False), ("B", True)):
+            if phase == "B" and not cuda:
+                continue
+            eager(n, pin)  # one step to settle after the switch, not timed
             n += 1
+            got = []
+            for _ in range(a.outside):
+                got.append(eager(n, pin))
+                n += 1
+            walls[phase] += got
+            this[phase] = 1e3 * statistics.fmean(got)
+        rounds.append(this)
     if cuda:  # PyTorch's whole-network capture recipe (torch.cuda.graphs docs)
         static_x = torch.empty((a.batch, a.features), device=dev)
         static_y = torch.empty((a.batch, 1), device=dev)
@@ -165,6 +175,7 @@ def main() -> int:
                 "G_graph_pageable": ms("G"),
             },
             "walls_s": walls,
+            "rounds": rounds,
             "device": torch.cuda.get_device_name(0) if cuda else "cpu",
             "torch": torch.__version__,
         },

@@ -103,8 +103,9 @@ ASSUMPTIONS = {
     " fast as before (0.85-1.6x: autocast leaves their type to their inputs and adds a cast"
     " for each GEMM's operands)",
     "copies": "host-device copies run at the link's pinned bandwidth ({link}); the host's"
-    " staging of a pageable copy goes with it, and the host waits for a copy no longer than it"
-    " runs",
+    " staging of a pageable copy goes with it, and a host-to-device copy, non_blocking, no"
+    " longer holds the host (at worst, a blocking copy: the host waits for it as long as it"
+    " runs)",
     "comm-overlap": "three quarters of the communication that runs alone hides behind"
     " computation (half to all)",
 }
@@ -120,6 +121,10 @@ AUTOCAST_X: dict[str, tuple[float, float, float]] = {
     "fp32-others": (1.0, 1.6, 0.85),
 }
 LATENCY_NS = (1_000, 20_000)  # the launch-to-start latency measured is kept inside these
+# A host-to-device copy from pinned memory with non_blocking=True (the copies knob) returns once
+# it is queued: the host keeps this much of its call, a cudaMemcpyAsync's own cost (causes_h200's
+# img_pinned, a DataLoader's pinned batches copied non_blocking: 5-26 µs a call, 12 the median)
+ASYNC_COPY_CALL_NS = 12_000
 _NEG = -(2**61)
 
 
@@ -158,6 +163,10 @@ class StepGraph:
     # per gap: the host ns a graph keeps (GRAPH_HOST_NS: the stretch of the gap before the launch
     # that ends it in which the host neither launched nor waited in a sync, beyond that bound)
     graph_keeps: Any = None
+    # per sync: True where it is a host-to-device copy's call that held the host (or the stream
+    # sync a blocking copy adds right after it), which a non_blocking copy from pinned memory
+    # does not: the copies lever's host leaves it at once (`_async_calls`)
+    async_copy: Any = None
 
 
 def build(
@@ -278,6 +287,7 @@ def build(
         _gpu_levers(tl, rows, act, excl, names_cls), ss, se,
         window, _ties(ss, se, s, e, launch, known & copied), copy_left, link.sentence(),
         queued_wait, keeps,
+        _async_calls(ss, se, s, e, launch, known & copied & (rows.copy[act] == 1)),
     )  # fmt: skip
 
 
@@ -313,6 +323,30 @@ def _ties(ss: Any, se: Any, s: Any, e: Any, launch: Any, copies: Any) -> Any:
     sel = held & (over > 0) & (over <= LATENCY_NS[1])
     np.maximum.at(tie, k[sel], over[sel])
     return tie
+
+
+def _async_calls(ss: Any, se: Any, s: Any, e: Any, launch: Any, htod: Any) -> Any:
+    """Per sync: True where a host-to-device copy was launched in it and the call held the host
+    for at least half the copy (a pageable copy's staging, or a blocking copy's wait: `_ties`),
+    and where a sync began within LATENCY_NS[1] of such a call's end and was released within
+    LATENCY_NS[1] of that copy's end (the stream sync a blocking copy adds: PyTorch's `.to()`
+    without non_blocking). A non_blocking copy from pinned memory holds the host in neither."""
+    free = np.zeros(ss.size, dtype=bool)
+    c = np.flatnonzero(htod)
+    if c.size == 0 or ss.size == 0:
+        return free
+    k = np.searchsorted(ss, launch[c], side="right") - 1
+    ok = k >= 0
+    c, k = c[ok], k[ok]
+    held = (launch[c] <= se[k]) & (se[k] - launch[c] >= (e[c] - s[c]) // 2)
+    c, k = c[held], k[held]
+    free[k] = True
+    nxt = k + 1
+    ok = nxt < ss.size
+    c, k, nxt = c[ok], k[ok], nxt[ok]
+    trailing = (ss[nxt] - se[k] <= LATENCY_NS[1]) & (np.abs(se[nxt] - e[c]) <= LATENCY_NS[1])
+    free[nxt[trailing]] = True
+    return free
 
 
 def _gap_at(s: Any, launch: Any, known: Any, gap_e: Any) -> Any:
@@ -443,7 +477,12 @@ def _bounded(starts: Any, window: Any) -> tuple[Any, slice | None]:
 
 
 def replay(
-    g: StepGraph, removed: Any, cut: Any, anchored: bool = True, wait_cut: Any = None
+    g: StepGraph,
+    removed: Any,
+    cut: Any,
+    anchored: bool = True,
+    wait_cut: Any = None,
+    freed: Any = None,
 ) -> Any:
     """Each op's new end once `removed` host ns per gap (before the launches after it) and
     `cut` exclusive ns per op are gone: op k starts at the later of its host-side ready time
@@ -451,7 +490,8 @@ def replay(
     GPU-side wait. At each main-thread sync the host is re-anchored: it leaves the sync at the
     later of its own (shifted) time and the new end of the work launched before the sync
     (the release's own latency kept). `anchored=False`: the syncs no longer wait. `wait_cut`:
-    ns off each op's GPU-side wait.
+    ns off each op's GPU-side wait. `freed`: per sync, True where the host leaves the call
+    ASYNC_COPY_CALL_NS after entering it, whatever the GPU (a copy made non_blocking).
 
     Between two syncs the recurrence is a max-plus scan, computed for all ops at once (a
     cumulative maximum per chunk); only the chain from one sync to the next is a loop, over
@@ -499,6 +539,7 @@ def replay(
     rem_at_sync = removed_before(sync_e).tolist()
     ss, se = sync_s.tolist(), sync_e.tolist()
     tie = (g.sync_tie if g.sync_tie is not None else np.zeros(sync_e.size, np.int64)).tolist()
+    free = (freed if freed is not None and anchored else np.zeros(sync_e.size, bool)).tolist()
     pe_in, shift_in, base_in = [0] * n_chunks, [0] * n_chunks, [0] * n_chunks
     prev_end = orig_end = int(g.start[0])
     shift = rem_base = 0
@@ -514,7 +555,9 @@ def replay(
         # its start); one that did not, in its own time
         sigma, rho, rem_c = ss[c], se[c], rem_at_sync[c]
         gained = shift + (rem_c - rem_base)
-        if sigma < orig_end <= rho + (tie[c] if anchored else 0):
+        if free[c]:
+            new_rho = sigma - gained + min(rho - sigma, ASYNC_COPY_CALL_NS)
+        elif sigma < orig_end <= rho + (tie[c] if anchored else 0):
             new_rho = max(sigma - gained, prev_end + (rho - orig_end))
         else:
             new_rho = rho - gained
@@ -575,7 +618,7 @@ def project(
     zero_gap = np.zeros(g.gap_at.size, dtype=np.int64)
     zero_op = np.zeros(g.start.size, dtype=np.int64)
     for lever, effect in EFFECTS.items():
-        runs: list[tuple[Any, Any, bool, Any]] = []
+        runs: list[tuple[Any, Any, bool, Any, Any]] = []
         scale = 1.0
         if lever in IDLE_LEVERS:
             first = _removal(g, lever, effect[0])
@@ -591,7 +634,7 @@ def project(
                 waits = None
                 if lever == "launch-bound" and g.queued_wait is not None:
                     waits = np.maximum(g.queued_wait - int(f), 0)
-                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1, waits))
+                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1, waits, None))
         else:
             busy = g.gpu_time[lever]
             if not busy.any():
@@ -609,10 +652,12 @@ def project(
                     own = g.removable["host-compute"] + g.removable["unclassified"]
                     staging = np.minimum(own, g.after_copy) + g.removable["copy-staging"]
                     staging = staging.astype(np.int64)
-                runs.append((staging, cut.astype(np.int64), True, None))
+                # the knob's copies are non_blocking (typical, best); at worst they block
+                freed = g.async_copy if lever == "copies" and i < 2 else None
+                runs.append((staging, cut.astype(np.int64), True, None, freed))
         ms = []
-        for rg, cs, anchored, waits in runs:
-            t2 = moved(g, replay(g, rg, cs, anchored, waits), cs, t)
+        for rg, cs, anchored, waits, freed in runs:
+            t2 = moved(g, replay(g, rg, cs, anchored, waits, freed), cs, t)
             ms.append(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6)
         out.append(
             LeverProjection(
