@@ -13,17 +13,15 @@
 #
 #   bash bench/device/external_imagenet.sh OUT [ROUNDS] [STEPS]
 set -uo pipefail
+# shellcheck source=bench/device/machine.sh
+source "$(dirname "$0")/machine.sh"
 here=$(cd "$(dirname "$0")/../workloads/external" && pwd)
 OUT=$(realpath -m "${1:?usage: external_imagenet.sh OUT [ROUNDS] [STEPS]}")
 ROUNDS=${2:-3}
 STEPS=${3:-60}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT" /tmp/ext
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  "$PYTHON" -c 'import sys, torch, torchvision; print(sys.version.split()[0], torch.__version__, torch.version.cuda, torchvision.__version__)'
-  nproc
-} >"$OUT/log.txt" 2>&1
+machine_facts "$PYTHON" torchvision >"$OUT/log.txt" 2>&1
 rc=0
 for r in $(seq 1 "$ROUNDS"); do
   for j in ${JOBS:-0 4 8}; do

@@ -9,16 +9,14 @@
 #
 #   bash bench/device/heldout_kineto.sh OUT [WORKLOAD...]   # default: all five
 set -uo pipefail
+# shellcheck source=bench/device/machine.sh
+source "$(dirname "$0")/machine.sh"
 cd "$(dirname "$0")/../workloads/heldout" || exit 1
 OUT=$(realpath -m "${1:?usage: heldout_kineto.sh OUT [WORKLOAD...]}")
 shift
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  "$PYTHON" -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__)'
-  nproc
-} >"$OUT/log.txt" 2>&1
+machine_facts "$PYTHON" transformers >"$OUT/log.txt" 2>&1
 rc=0
 for w in "${@:-gpt_host_batches convnet_precision metric_syncs gpt2_precision convnext_precision}"; do
   for one in $w; do

@@ -10,6 +10,8 @@
 #
 #   bash bench/device/heldout_rounds.sh OUT WORKLOAD [PROCESSES=3] [ROUNDS=5] [STEPS=30]
 set -uo pipefail
+# shellcheck source=bench/device/machine.sh
+source "$(dirname "$0")/machine.sh"
 cd "$(dirname "$0")/../workloads/heldout" || exit 1
 usage="usage: heldout_rounds.sh OUT gru_copies_syncs|mlp_graphs_copies [PROCESSES] [ROUNDS] [STEPS]"
 OUT=$(realpath -m "${1:?$usage}")
@@ -19,11 +21,7 @@ PROCS=${3:-3} ROUNDS=${4:-5} STEPS=${5:-30}
 PYTHON=${PYTHON:-python3}
 OUT=$OUT/$W
 mkdir -p "$OUT"
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  "$PYTHON" -c 'import sys, torch, numpy; print(sys.version.split()[0], torch.__version__, torch.version.cuda, numpy.__version__)'
-  nproc
-} >"$OUT/log.txt" 2>&1
+machine_facts "$PYTHON" numpy >"$OUT/log.txt" 2>&1
 rc=0
 for i in $(seq 1 "$PROCS"); do
   t0=$SECONDS

@@ -305,41 +305,39 @@ def _host_stretch(gap_s: Any, at: Any, launches: Any, releases: Any) -> Any:
     return np.maximum(at - begin - GRAPH_HOST_NS, 0).astype(np.int64)
 
 
-def _ties(ss: Any, se: Any, s: Any, e: Any, launch: Any, copies: Any) -> Any:
-    """Per sync: how far past its release a copy launched inside it ran, where the call held
-    the host for most of the copy (at least half its length: a pageable copy, staged by the
-    host, returns once the last chunk is staged, a few µs before the copy ends) and the copy
-    ended within LATENCY_NS[1] of the release; 0 elsewhere. The replay re-anchors the host
-    at such a sync as at one that waited: it leaves the call when the (shortened) copy ends."""
-    tie = np.zeros(ss.size, dtype=np.int64)
+def _held(ss: Any, se: Any, s: Any, e: Any, launch: Any, copies: Any) -> tuple[Any, Any]:
+    """(copy, sync) index pairs: each of `copies` launched inside a sync whose call held the host
+    for at least half the copy (a pageable copy, staged by the host, returns once the last chunk
+    is staged, a few µs before the copy ends; a blocking copy waits for it)."""
     c = np.flatnonzero(copies)
     if c.size == 0 or ss.size == 0:
-        return tie
+        return c[:0], c[:0]
     k = np.searchsorted(ss, launch[c], side="right") - 1
     ok = k >= 0
     c, k = c[ok], k[ok]
-    over = e[c] - se[k]
     held = (launch[c] <= se[k]) & (se[k] - launch[c] >= (e[c] - s[c]) // 2)
-    sel = held & (over > 0) & (over <= LATENCY_NS[1])
+    return c[held], k[held]
+
+
+def _ties(ss: Any, se: Any, s: Any, e: Any, launch: Any, copies: Any) -> Any:
+    """Per sync: how far past its release a copy that held it (`_held`) ran, where the copy
+    ended within LATENCY_NS[1] of the release; 0 elsewhere. The replay re-anchors the host at
+    such a sync as at one that waited: it leaves the call when the (shortened) copy ends."""
+    tie = np.zeros(ss.size, dtype=np.int64)
+    c, k = _held(ss, se, s, e, launch, copies)
+    over = e[c] - se[k]
+    sel = (over > 0) & (over <= LATENCY_NS[1])
     np.maximum.at(tie, k[sel], over[sel])
     return tie
 
 
 def _async_calls(ss: Any, se: Any, s: Any, e: Any, launch: Any, htod: Any) -> Any:
-    """Per sync: True where a host-to-device copy was launched in it and the call held the host
-    for at least half the copy (a pageable copy's staging, or a blocking copy's wait: `_ties`),
-    and where a sync began within LATENCY_NS[1] of such a call's end and was released within
-    LATENCY_NS[1] of that copy's end (the stream sync a blocking copy adds: PyTorch's `.to()`
-    without non_blocking). A non_blocking copy from pinned memory holds the host in neither."""
+    """Per sync: True where a host-to-device copy held it (`_held`), and where a sync began
+    within LATENCY_NS[1] of such a call's end and was released within LATENCY_NS[1] of that
+    copy's end (the stream sync a blocking copy adds: PyTorch's `.to()` without non_blocking).
+    A non_blocking copy from pinned memory holds the host in neither."""
     free = np.zeros(ss.size, dtype=bool)
-    c = np.flatnonzero(htod)
-    if c.size == 0 or ss.size == 0:
-        return free
-    k = np.searchsorted(ss, launch[c], side="right") - 1
-    ok = k >= 0
-    c, k = c[ok], k[ok]
-    held = (launch[c] <= se[k]) & (se[k] - launch[c] >= (e[c] - s[c]) // 2)
-    c, k = c[held], k[held]
+    c, k = _held(ss, se, s, e, launch, htod)
     free[k] = True
     nxt = k + 1
     ok = nxt < ss.size
