@@ -6,7 +6,7 @@
 # N fresh processes. The recordings in tests/data/heldout_h200 measured each phase once, one
 # after the other (the GRU's B/A came out 0.79 in run1 and 0.69 in run2). Each process's
 # metrics.json lands in OUT/<workload>/p<i>/; OUT/<workload>/log.txt holds what the machine was
-# and each process's summary line.
+# and each process's summary line. EXTRA: more of the workload's switches (e.g. --segments).
 #
 #   bash bench/device/heldout_rounds.sh OUT WORKLOAD [PROCESSES=3] [ROUNDS=5] [STEPS=30]
 set -uo pipefail
@@ -25,7 +25,9 @@ machine_facts "$PYTHON" numpy >"$OUT/log.txt" 2>&1
 rc=0
 for i in $(seq 1 "$PROCS"); do
   t0=$SECONDS
-  "$PYTHON" "$W.py" --outside "$STEPS" --rounds "$ROUNDS" --output "$OUT/p$i" >"$OUT/p$i.log" 2>&1
+  # shellcheck disable=SC2086  # EXTRA is a list of switches
+  "$PYTHON" "$W.py" --outside "$STEPS" --rounds "$ROUNDS" ${EXTRA:-} --output "$OUT/p$i" \
+    >"$OUT/p$i.log" 2>&1
   code=$?
   ((code == 0)) || rc=1
   echo "$W p$i: exit $code after $((SECONDS - t0)) s; $(grep '^{' "$OUT/p$i.log" | tail -1)" | tee -a "$OUT/log.txt"

@@ -99,21 +99,46 @@ def test_the_planted_reads_are_a_sync_finding() -> None:
 
 
 def test_the_gru_rounds_measure_pinned_copies_alike() -> None:
-    """The truth the GRU's pinned projection is held to: 25 rounds in 5 processes on two lent
+    """The truth the GRU's pinned projection is held to: 35 rounds in 7 processes on three lent
     H200s, B/A 0.56-0.72 a round, 0.64-0.67 a process; the recordings' own single sequence
     said 0.79 (run1) and 0.69 (run2)."""
     assert 0.60 <= _rounds_ratio("gru") <= 0.70
 
 
+def test_pinned_copies_give_back_the_copy_call_and_nothing_else() -> None:
+    """The GRU's host time mark to mark in each step (`--segments`: the copy's call, forward
+    launched, its read, backward, the reads and the optimizer; medians of 150 steps a phase
+    outside the capture): pinned takes the copy's call from 4.6 ms to 0.03 and leaves the rest
+    within 3 %, and the call is the walls' whole difference (A - B). The projection's mechanism:
+    the call given back, the host's own work as it was."""
+    seen = 0
+    for f in sorted((DATA / "rounds" / "gru").glob("*.json")):
+        t = json.loads(f.read_text())["truth"]
+        seg = t.get("segments")
+        if not seg:
+            continue
+        seen += 1
+        pageable, pinned = seg["pageable"], seg["pinned"]
+        call = pageable["copy call"] - pinned["copy call"]
+        rest = [sum(v for k, v in d.items() if k != "copy call") for d in (pageable, pinned)]
+        walls = t["outside_wall_ms"]
+        saved = walls["A_pageable_checks"] - walls["B_pinned_checks"]
+        assert call > 3.0 and abs(call - saved) <= 0.10 * saved, (f.name, call, saved)
+        assert abs(rest[0] - rest[1]) <= 0.05 * rest[1], (f.name, rest)
+    assert seen >= 2
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="projected 17.9 -> 13.5 ms (run2) and 24.5 -> 19.1 (run1) with pinned copies, against"
-    " the window x 0.66, the rounds' B/A: 11.7 and 16.0 (+15 %, +19 %). The pageable copy's whole"
-    " call (4.1 ms a step, the GPU copying 4.0 of it) is given back and the pinned copy runs"
-    " under the host's launches, yet the loop saved 4.8-6.3 ms a step outside the capture: 1-2"
-    " ms more than its copy lasts, which no row of the trace shows. Against the recordings' own"
-    " walls, one sequence each (0.69, 0.79): +8.7 %, -1.5 %; before a non_blocking copy was"
-    " taken to free the host (the copy blocking it until the pinned copy ended): 14.2 and 19.9",
+    " the window x 0.66, the rounds' B/A: 11.7 and 16.1 (+15 %, +19 %). The projection gives back"
+    " the pageable call's whole 4.0-4.7 ms (the knob's copy is non_blocking), and the host's time"
+    " mark to mark outside the capture says that is all pinned copies give back (the test"
+    " below); but the capture slows the host's launching, not the copy's call, so the call is"
+    " a smaller share of the captured step than of the step outside, and a ratio taken outside"
+    " overstates what it removes from the window (the window less the 4.57 ms the segments"
+    " measured: 13.3, +1.8 %). Against the recordings' own walls, one sequence each (0.69, 0.79):"
+    " +8.7 %, -1.5 %; before a non_blocking copy was taken to free the host: 14.2 and 19.9",
 )
 @pytest.mark.parametrize("run", RUNS)
 def test_the_pinned_projection_is_within_10_pct_of_the_walls(run: str) -> None:

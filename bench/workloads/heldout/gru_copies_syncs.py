@@ -25,6 +25,7 @@ time.perf_counter from the loop's top to after its closing `loss.item()`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -35,6 +36,8 @@ import numpy as np
 import torch
 from cuda_profiler import profiler
 from torch import nn
+
+SEGMENTS = ("copy call", "forward launched", "forward's read", "backward", "reads and optimizer")
 
 
 class SeqModel(nn.Module):
@@ -62,6 +65,7 @@ def main() -> int:
     p.add_argument("--window", type=int, default=8)
     p.add_argument("--outside", type=int, default=10)
     p.add_argument("--rounds", type=int, default=1, help="A, B, C in turn this many times")
+    p.add_argument("--segments", action="store_true", help="each phase's host time mark to mark")
     p.add_argument("--output", default=os.environ.get("GH_RUN_ARTIFACTS", "."))
     a = p.parse_args()
     dev = torch.device(a.device)
@@ -76,26 +80,37 @@ def main() -> int:
     watched = [q for q in model.parameters() if q.dim() > 1][: max(a.checks - 1, 0)]
     seen: list[float] = []
 
+    # --segments: per phase, each step's host time from mark to mark (SEGMENTS)
+    marks: dict[bool, list[list[float]]] = {False: [], True: []}
+
     def step(i: int, pin: bool, checks: bool) -> float:
         t = time.perf_counter()
+        at = [t]
         if pin:
             x = pinned[i % a.pool].to(dev, non_blocking=True)
         else:
             x = torch.from_numpy(pool[i % a.pool]).to(dev)
+        at.append(time.perf_counter())
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             y = model(x)
+            at.append(time.perf_counter())
             if checks and a.checks:
                 seen.append(float(torch.isfinite(y).all().item()))
+            at.append(time.perf_counter())
             loss = (y.float() - x).pow(2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        at.append(time.perf_counter())
         if checks:
             for q in watched:
                 assert q.grad is not None
                 seen.append(q.grad.norm().item())
         opt.step()
         loss.item()  # the loss logged each step
-        return time.perf_counter() - t
+        at.append(time.perf_counter())
+        if a.segments and checks:
+            marks[pin].append([1e3 * (b - c) for c, b in itertools.pairwise(at)])
+        return at[-1] - t
 
     walls: dict[str, list[float]] = {"warmup": [], "window": [], "A": [], "B": [], "C": []}
     n = 0
@@ -111,6 +126,7 @@ def main() -> int:
     if cuda:
         torch.cuda.synchronize()
         profiler(False)
+    marks[False].clear()  # the segments are the phases' outside the capture (A, B)
     rounds: list[dict[str, float]] = []
     for _ in range(max(a.rounds, 1)):
         this: dict[str, float] = {}
@@ -156,6 +172,14 @@ def main() -> int:
             },
             "walls_s": walls,
             "rounds": rounds,
+            # median ms from mark to mark, pageable (A) and pinned (B): SEGMENTS
+            "segments": {
+                ("pinned" if pin else "pageable"): dict(
+                    zip(SEGMENTS, np.median(np.array(m), axis=0).round(3).tolist(), strict=True)
+                )
+                for pin, m in marks.items()
+                if m
+            },
             "device": torch.cuda.get_device_name(0) if cuda else "cpu",
             "torch": torch.__version__,
         },
