@@ -168,8 +168,8 @@ def nsys_profile(argv: list[str], timeout: float = 300) -> subprocess.CompletedP
         cmd = list(argv)
         if attempt:
             time.sleep(nsys_crash.PAUSE_S)
-        if attempt and "profile" in cmd and not any(a.startswith("--force-overwrite") for a in cmd):
-            cmd.insert(cmd.index("profile") + 1, "--force-overwrite=true")
+            if "profile" in cmd and not any(a.startswith("--force-overwrite") for a in cmd):
+                cmd.insert(cmd.index("profile") + 1, "--force-overwrite=true")
         with nsys_recording():
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if res.returncode == 0 or not nsys_crash.crashed(res.stdout + res.stderr):

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from cuda_profiler import profiler
+from outside_rounds import timed
 from torch import nn
 
 SEGMENTS = ("copy call", "forward launched", "forward's read", "backward", "reads and optimizer")
@@ -127,21 +128,13 @@ def main() -> int:
         torch.cuda.synchronize()
         profiler(False)
     marks[False].clear()  # the segments are the phases' outside the capture (A, B)
-    rounds: list[dict[str, float]] = []
-    for _ in range(max(a.rounds, 1)):
-        this: dict[str, float] = {}
-        for phase, pin, checks in (("A", False, True), ("B", True, True), ("C", False, False)):
-            if phase == "B" and not cuda:
-                continue
-            step(n, pin, checks)  # one step to settle after the switch, not timed
-            n += 1
-            got = []
-            for _ in range(a.outside):
-                got.append(step(n, pin, checks))
-                n += 1
-            walls[phase] += got
-            this[phase] = 1e3 * statistics.fmean(got)
-        rounds.append(this)
+    phases = [
+        ("A", lambda i: step(i, False, True)),
+        *([("B", lambda i: step(i, True, True))] if cuda else []),
+        ("C", lambda i: step(i, False, False)),
+    ]
+    got, rounds, n = timed(phases, a.rounds, a.outside, n)
+    walls.update(got)
 
     def ms(k: str) -> float:
         return 1e3 * statistics.fmean(walls[k]) if walls[k] else 0.0

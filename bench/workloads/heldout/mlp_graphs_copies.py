@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from cuda_profiler import profiler
+from outside_rounds import timed
 from torch import nn
 
 
@@ -107,21 +108,12 @@ def main() -> int:
     if cuda:
         torch.cuda.synchronize()
         profiler(False)
-    rounds: list[dict[str, float]] = []
-    for _ in range(max(a.rounds, 1)):
-        this: dict[str, float] = {}
-        for phase, pin in (("A", False), ("B", True)):
-            if phase == "B" and not cuda:
-                continue
-            eager(n, pin)  # one step to settle after the switch, not timed
-            n += 1
-            got = []
-            for _ in range(a.outside):
-                got.append(eager(n, pin))
-                n += 1
-            walls[phase] += got
-            this[phase] = 1e3 * statistics.fmean(got)
-        rounds.append(this)
+    phases = [
+        ("A", lambda i: eager(i, False)),
+        *([("B", lambda i: eager(i, True))] if cuda else []),
+    ]
+    got, rounds, n = timed(phases, a.rounds, a.outside, n)
+    walls.update(got)
     if cuda:  # PyTorch's whole-network capture recipe (torch.cuda.graphs docs)
         static_x = torch.empty((a.batch, a.features), device=dev)
         static_y = torch.empty((a.batch, 1), device=dev)
