@@ -374,6 +374,9 @@ class LeverProjection(Strict):
     high_ms: float
     removed_ms: float
     assumption: str
+    # the GPU's own time in the step it would leave (its work and its waits on its own side):
+    # what a capture's cost on the host cannot stretch (`presentation.projections`)
+    gpu_ms: float | None = None
 
 
 class StepProjections(Strict):
@@ -386,6 +389,8 @@ class StepProjections(Strict):
     # scales the span by the step instead, which a wait at the step boundaries does not fit)
     whole_steps: int = 0
     levers: list[LeverProjection] = []
+    # the GPU's own time in the step as captured (its work and its waits on its own side)
+    gpu_ms: float | None = None
 
 
 class Timeline(Strict):
@@ -440,6 +445,8 @@ class ProfilerOverhead(Strict):
     # over `outside_steps` steps
     outside_mean_ms: float | None = None
     outside_steps: int | None = None
+    # of those, the steps after the window (past the one that pays the profiler's flush)
+    outside_after: int | None = None
     slowdown_pct: float | None = None
 
 

@@ -57,9 +57,17 @@ REAL_PAIRS = [
     ("unannotated/kineto/sft_w0", "unannotated/kineto/sft_w4", "data-loader"),
     ("unannotated/nsys/convnet_w0", "unannotated/nsys/convnet_w4", "data-loader"),
     ("gpu_metrics/fp32", "gpu_metrics/bf16", "fp32-kernels"),
-    # H100 Kineto, two-step captures, workers 0 in both: 770.7 -> 229.8 ms; the bf16 run's own
-    # mean step outside the capture 244.2 (the capture slowed it 40 %: 313.7 inside)
-    ("traces/fp32", "traces/baseline", "fp32-kernels"),
+    pytest.param(
+        "traces/fp32", "traces/baseline", "fp32-kernels",
+        marks=pytest.mark.xfail(strict=True, reason=(
+            "H100 Kineto, two-step captures, workers 0 in both. Predicted 159.5 ms outside the"
+            " capture, measured 244.2 there (-35 %): the fp32 run's own steps (700.9 ms median"
+            " outside, 770.6 inside, 638.9 of them the GPU's own) say the host's part keeps"
+            " 0.47x of its capture time outside it; the bf16 run's did not shrink as much. In"
+            " the capture's frame the projection read 229.8 (-5.9 % against 244.2) only because"
+            " the replay also missed the capture's own bf16 step (313.7) by -27 %: two errors"
+            " that cancelled")),
+    ),
     pytest.param(
         "unannotated/kineto/convnet_w0", "unannotated/kineto/convnet_w4", "data-loader",
         marks=pytest.mark.xfail(strict=True, reason=(

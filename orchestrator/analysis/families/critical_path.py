@@ -612,6 +612,13 @@ def project(
     whole = t.size - 1 if t.size > 2 else 0
     periods = whole or max(w0 / 1e6 / base, 1e-9)
     inside = (g.gap_at >= t[0]) & (g.gap_at <= t[-1])
+    ops = (g.start >= t[0]) & (g.start < t[-1])
+    gpu_own = g.excl + g.gpu_wait  # the GPU's own time: its work and its waits on its side
+
+    def gpu_ms(cut: Any, wait_cut: Any) -> float:
+        left = gpu_own - cut - (0 if wait_cut is None else wait_cut)
+        return round(float(left[ops].sum()) / periods / 1e6, 4)
+
     out: list[LeverProjection] = []
     zero_gap = np.zeros(g.gap_at.size, dtype=np.int64)
     zero_op = np.zeros(g.start.size, dtype=np.int64)
@@ -654,6 +661,7 @@ def project(
                 freed = g.async_copy if lever == "copies" and i < 2 else None
                 runs.append((staging, cut.astype(np.int64), True, None, freed))
         ms = []
+        _, cs0, _, waits0, _ = runs[0]
         for rg, cs, anchored, waits, freed in runs:
             t2 = moved(g, replay(g, rg, cs, anchored, waits, freed), cs, t)
             ms.append(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6)
@@ -665,6 +673,10 @@ def project(
                 high_ms=round(max(ms), 4),
                 removed_ms=round(base - ms[0], 4),
                 assumption=ASSUMPTIONS[lever].format(link=g.link or "as measured"),
+                gpu_ms=gpu_ms(cs0, waits0),
             )
         )
-    return StepProjections(base_ms=round(base, 4), basis=basis, whole_steps=whole, levers=out)
+    return StepProjections(
+        base_ms=round(base, 4), basis=basis, whole_steps=whole, levers=out,
+        gpu_ms=gpu_ms(zero_op, None),
+    )  # fmt: skip

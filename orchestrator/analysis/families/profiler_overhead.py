@@ -94,6 +94,7 @@ def measured(
             "outside_step_ms": out * 1e3,
             "outside_mean_ms": statistics.fmean(outside) * 1e3,
             "outside_steps": len(outside),
+            "outside_after": sum(1 for i in range(e + 1, len(times)) if i >= WARMUP),
             "slowdown_pct": 100 * (win / out - 1) if out > 0 else None,
         }
     )

@@ -10,6 +10,10 @@ cannot remove say so (`NONE`): an interval no cause outweighs, Unified-Memory mi
 (they stall kernels from inside, so their time bounds the gain and says nothing of it), a
 straggler (another rank's cause), the GPU-metric rules (no time on them).
 
+The replay stands in the capture's time, whose cost lands on the host; where the workload's
+own steps say how much faster the host ran outside the capture (`host_pace`), the projection is
+taken there, as `try` measures the run with the knob, and says so.
+
 A rule whose checked projections were often wrong (`scores`: the state store's running
 accuracy, passed in) says so beside its projection.
 """
@@ -44,6 +48,11 @@ MIN_WHOLE_STEPS = 2
 DEFAULT_WORKERS = 4  # the data-loader knob's workers from none (advice.KNOBS)
 OFTEN_WRONG_PCT = 10.0  # a rule whose projections miss by more than this, on the median
 OFTEN_WRONG_MIN = 3  # checked projections before a rule is called often wrong
+MIN_OUTSIDE = 3  # the workload's steps outside the capture a pace is read from
+# and the host's part of the step it is read off: a workload's median step moves by about 1 % of
+# itself between stretches of one run (causes_h200: 0.1-1.5 %), so a host part under a tenth of
+# the step would give its pace outside the capture to no better than about a tenth
+MIN_HOST_SHARE = 0.10
 
 
 class Projection(Strict):
@@ -123,22 +132,81 @@ def project(
             " step(s) between boundaries, and a wait at the boundaries needs two to be put"
             " per step (capture more steps)",
         )  # fmt: skip
+    step, why = p.base_ms, None
+    # a CUDA graph's step is the GPU's own: no host pace left to read in another frame
+    pace = host_pace(r) if lever_name != "launch-bound" and lever.gpu_ms is not None else None
+    if pace is not None:
+        k, step, why = pace
+        lever = _at_pace(lever, k, step)
     low, mid, high = lever.low_ms, lever.step_ms, lever.high_ms
     assumption = lever.assumption
     if lever_name == "input":
-        mid, high, assumption = _loader_floor(st, lever, p.base_ms)
+        mid, high, assumption = _loader_floor(st, lever, step)
+    if why is not None:
+        assumption = f"{assumption}; {why}"
     mid = max(mid, 0.0)
     return Projection(
         lever=lever_name,
-        step_ms=p.base_ms,
+        step_ms=step,
         projected_ms=round(mid, 2),
         low_ms=round(max(min(low, mid), 0.0), 2),
         high_ms=round(max(high, mid), 2),
-        speedup=round(p.base_ms / mid, 2) if mid > 0 else None,
+        speedup=round(step / mid, 2) if mid > 0 else None,
         basis=p.basis,
         assumption=assumption,
         record=record,
     )
+
+
+def _at_pace(lever: LeverProjection, k: float, step: float) -> LeverProjection:
+    """`lever` outside the capture: the part of each of its steps beyond the GPU's own time at
+    `k` of its length, from `step`, the run's own step there."""
+    gpu = lever.gpu_ms or 0.0
+
+    def at(x: float) -> float:
+        return gpu + k * (x - gpu) if x > gpu else x
+
+    mid = at(lever.step_ms)
+    return lever.model_copy(
+        update={
+            "step_ms": mid,
+            "low_ms": at(lever.low_ms),
+            "high_ms": at(lever.high_ms),
+            "removed_ms": step - mid,
+        }
+    )
+
+
+def host_pace(r: RankMetrics) -> tuple[float, float, str] | None:
+    """(k, step, why): the share `k` of the host's part of a step (the step less the GPU's own
+    time) that the workload's steps kept outside the capture, their mean step there, and the
+    sentence that says so. A capture's cost lands on the host (a callback on every CUDA call,
+    interposed OS calls, samples), so a projection read off the capture carries it into a step
+    the host bounds; `try` measures the run outside it. Read from the workload's own walls
+    (`profiler_overhead.measured`): its median step inside the window slower than outside it,
+    over at least MIN_OUTSIDE steps outside, some after the window (steps only before it may be
+    warming up), and the host's part of the step inside at least MIN_HOST_SHARE of it (the GPU's
+    own time: `StepProjections.gpu_ms`).
+    None: no such evidence, and the projection stays in the capture's frame."""
+    po, p = r.profiler_overhead, r.projections
+    if po is None or p is None or p.gpu_ms is None or p.basis != "per step":
+        return None
+    win, out = po.window_step_ms, po.outside_step_ms
+    if win is None or out is None or not po.outside_mean_ms:
+        return None
+    if (po.outside_steps or 0) < MIN_OUTSIDE or not po.outside_after or out >= win:
+        return None
+    if win - p.gpu_ms < MIN_HOST_SHARE * win:
+        return None
+    k = min(max((out - p.gpu_ms) / (win - p.gpu_ms), 0.0), 1.0)
+    mean = po.outside_mean_ms
+    why = (
+        f"taken outside the capture, where the run's own steps averaged {mean:.1f} ms: the"
+        f" host's part of each step at the pace it kept there ({k:.2f}x its time in the capture:"
+        f" median step {out:.1f} ms outside, {win:.1f} inside, of which the GPU's own"
+        f" {p.gpu_ms:.1f})"
+    )
+    return k, mean, why
 
 
 def _loader_floor(
