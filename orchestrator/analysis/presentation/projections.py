@@ -49,9 +49,10 @@ DEFAULT_WORKERS = 4  # the data-loader knob's workers from none (advice.KNOBS)
 OFTEN_WRONG_PCT = 10.0  # a rule whose projections miss by more than this, on the median
 OFTEN_WRONG_MIN = 3  # checked projections before a rule is called often wrong
 MIN_OUTSIDE = 3  # the workload's steps outside the capture a pace is read from
-# and the host's part of the step it is read off: a workload's median step moves by about 1 % of
-# itself between stretches of one run (causes_h200: 0.1-1.5 %), so a host part under a tenth of
-# the step would give its pace outside the capture to no better than about a tenth
+# and the host's part of the step it is read off, at least this share of the step: k is a ratio
+# of two slivers of it, and a run's median step outside the capture moves between the stretches
+# before and after the window (causes_h200: 0.1-0.2 % of the step in GPU-bound runs, 1-7 % in
+# most host-bound ones), so under a tenth a move of 1 % would shift k by a tenth or more
 MIN_HOST_SHARE = 0.10
 
 
