@@ -160,6 +160,7 @@ def test_a_graph_projection_stays_in_the_capture_frame() -> None:
         ({"outside_steps": 2}, "too few steps outside"),
         ({"outside_step_ms": 9.0}, "the capture did not slow the steps"),
         ({"window_step_ms": None}, "no walls inside the window"),
+        ({"outside_step_ms": 7.0}, "faster outside than the GPU's own time inside"),
     ],
 )
 def test_no_pace_outside_the_capture_without_the_runs_own_evidence(

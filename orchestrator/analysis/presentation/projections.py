@@ -186,8 +186,8 @@ def host_pace(r: RankMetrics) -> tuple[float, float, str] | None:
     the host bounds; `try` measures the run outside it. Read from the workload's own walls
     (`profiler_overhead.measured`): its median step inside the window slower than outside it,
     over at least MIN_OUTSIDE steps outside, some after the window (steps only before it may be
-    warming up), and the host's part of the step inside at least MIN_HOST_SHARE of it (the GPU's
-    own time: `StepProjections.gpu_ms`).
+    warming up), the host's part of the step inside at least MIN_HOST_SHARE of it (the GPU's
+    own time: `StepProjections.gpu_ms`), and the step outside longer than the GPU's own time.
     None: no such evidence, and the projection stays in the capture's frame."""
     po, p = r.profiler_overhead, r.projections
     if po is None or p is None or p.gpu_ms is None or p.basis != "per step":
@@ -199,6 +199,8 @@ def host_pace(r: RankMetrics) -> tuple[float, float, str] | None:
         return None
     if win - p.gpu_ms < MIN_HOST_SHARE * win:
         return None
+    if out <= p.gpu_ms:  # faster outside than the GPU's own time inside: the capture stretched
+        return None  # the GPU's side too, which a pace of the host's cannot say
     k = min(max((out - p.gpu_ms) / (win - p.gpu_ms), 0.0), 1.0)
     mean = po.outside_mean_ms
     why = (
