@@ -201,7 +201,7 @@ def host_pace(r: RankMetrics) -> tuple[float, float, str] | None:
         return None
     if out <= p.gpu_ms:  # faster outside than the GPU's own time inside: the capture stretched
         return None  # the GPU's side too, which a pace of the host's cannot say
-    k = min(max((out - p.gpu_ms) / (win - p.gpu_ms), 0.0), 1.0)
+    k = (out - p.gpu_ms) / (win - p.gpu_ms)  # in (0, 1): the checks above
     mean = po.outside_mean_ms
     why = (
         f"taken outside the capture, where the run's own steps averaged {mean:.1f} ms: the"
