@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis.readers import nsys_sqlite
+from orchestrator.analysis.readers import capture_health, nsys_sqlite
 from orchestrator.core.errors import RuntimeFailure
 from tests.fixtures.nsys_builder import NsysBuilder
 
@@ -66,6 +66,10 @@ def test_kernels_with_their_launches_and_a_cpu_capture_are_fine(tmp_path: Path) 
         ((2, "1234 CUDA events were dropped: the buffer overflowed"), True),
         ((2, "Not all NVTX events might have been collected."), False),  # every capture
         ((2, "No NVTX events collected. Does the process use NVTX?"), False),
+        # a loss whose breakdown names anything but the host's samples, or nothing
+        ((2, "Some events (12) were lost (including CUDA:\t10, Perf:\t2)."), True),
+        ((2, "Some events (3) were lost. Certain charts may display incorrect data."), True),
+        ((3, "Some events (4) were lost (including OS Runtime: 4)."), True),
     ],
 )
 def test_nsys_diagnostics_that_say_data_was_lost(
@@ -78,3 +82,40 @@ def test_nsys_diagnostics_that_say_data_was_lost(
     else:
         (tl,) = nsys_sqlite.read_timelines(path)
         assert tl.gpu.size == 2
+
+
+# as a 2024.2 capture on a loaded 2-core CI machine wrote it (tab and all)
+PERF_ONLY = (
+    "Some events (\t3) were lost (including Perf:\t3). Certain charts (including CPU utilization)"
+    " on the timeline may display incorrect data. Try to decrease sampling rate and start a new"
+    " profiling session."
+)
+
+
+@pytest.mark.parametrize("severity", [2, 3])
+def test_losing_only_the_hosts_samples_is_read_with_a_note(tmp_path: Path, severity: int) -> None:
+    path = _export(
+        tmp_path / "x.sqlite", kernels=2, launches=0, diagnostics=[(severity, PERF_ONLY)]
+    )
+    (tl,) = nsys_sqlite.read_timelines(path)
+    assert tl.gpu.size == 2
+    (note,) = [n for n in tl.notes if "sampled events" in n]
+    assert "lost 3 of the host's sampled events" in note and "GPU's figures stand" in note
+    assert not any("this capture lost data" in n for n in tl.notes)
+
+
+def test_the_jobs_check_passes_a_loss_of_samples_and_fails_a_loss_of_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    perf = _export(tmp_path / "perf.sqlite", kernels=2, launches=0, diagnostics=[(2, PERF_ONLY)])
+    assert capture_health.main([str(perf)]) == 0
+    assert "lost 3 of the host's sampled events" in capsys.readouterr().err
+    both = _export(
+        tmp_path / "both.sqlite",
+        kernels=2,
+        launches=0,
+        diagnostics=[(2, PERF_ONLY), (2, "Some events (7) were lost (including CUDA: 7).")],
+    )
+    assert capture_health.main([str(both)]) == 1
+    err = capsys.readouterr().err
+    assert "this capture lost data" in err and "including CUDA: 7" in err

@@ -89,7 +89,11 @@ class _Reader:
 
     def _check_capture(self) -> None:
         """Refuse (exit 1) an export that lost data the workload made (`capture_health`), unless
-        GH_RUN_ACCEPT_LOST_DATA=1 asks to read it anyway (then a note)."""
+        GH_RUN_ACCEPT_LOST_DATA=1 asks to read it anyway (then a note). A loss of the host's
+        samples alone is read, with its note."""
+        partial = capture_health.cpu_side_losses(self.ex.db.conn, self.ex.db.schema)
+        if partial is not None:
+            self.ex.notes.append(partial)
         why = capture_health.lost_data(self.ex.db.conn, self.ex.db.schema)
         if why is None:
             return
