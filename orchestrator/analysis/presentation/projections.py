@@ -12,7 +12,9 @@ straggler (another rank's cause), the GPU-metric rules (no time on them).
 
 The replay stands in the capture's time, whose cost lands on the host; where the workload's
 own steps say how much faster the host ran outside the capture (`host_pace`), the projection is
-taken there, as `try` measures the run with the knob, and says so.
+taken there, as `try` measures the run with the knob, and says so. Where they cannot say
+(`pace_withheld`) and the knob leaves the host more of the projected step than the run's own
+step left it, its range reaches down to the GPU's own time and the line says why.
 
 A rule whose checked projections were often wrong (`scores`: the state store's running
 accuracy, passed in) says so beside its projection.
@@ -20,7 +22,7 @@ accuracy, passed in) says so beside its projection.
 
 from __future__ import annotations
 
-from orchestrator.analysis.metrics import LeverProjection, RankMetrics
+from orchestrator.analysis.metrics import LeverProjection, RankMetrics, StepProjections
 from orchestrator.analysis.settings import RunSettings
 from orchestrator.core.base import Strict
 
@@ -54,6 +56,11 @@ MIN_OUTSIDE = 3  # the workload's steps outside the capture a pace is read from
 # before and after the window (causes_h200: 0.1-0.2 % of the step in GPU-bound runs, 1-7 % in
 # most host-bound ones), so under a tenth a move of 1 % would shift k by a tenth or more
 MIN_HOST_SHARE = 0.10
+# levers whose projected step less the GPU's own time is no host's part, so no pace of the
+# host's applies: a CUDA graph's step is the GPU's own; communication that hides behind
+# computation leaves the step its waits for the other ranks (the DDP recordings: 297.7 ms
+# projected, 133.2 the GPU's own, the host's part of the run's step 1.9)
+IN_CAPTURE_FRAME = frozenset({"launch-bound", "comm-overlap"})
 
 
 class Projection(Strict):
@@ -133,18 +140,22 @@ def project(
             " step(s) between boundaries, and a wait at the boundaries needs two to be put"
             " per step (capture more steps)",
         )  # fmt: skip
-    step, why = p.base_ms, None
-    # a CUDA graph's step is the GPU's own: no host pace left to read in another frame
-    pace = host_pace(r) if lever_name != "launch-bound" and lever.gpu_ms is not None else None
-    if pace is not None:
-        k, step, why = pace
-        lever = _at_pace(lever, k, step)
+    step, why, low_end = p.base_ms, None, None
+    if lever_name not in IN_CAPTURE_FRAME and lever.gpu_ms is not None:
+        pace = _pace(r)
+        if isinstance(pace, str):
+            low_end = _host_bound_low(lever, p, pace)
+        else:
+            k, step, why = pace
+            lever = _at_pace(lever, k, step)
     low, mid, high = lever.low_ms, lever.step_ms, lever.high_ms
     assumption = lever.assumption
     if lever_name == "input":
         mid, high, assumption = _loader_floor(st, lever, step)
     if why is not None:
         assumption = f"{assumption}; {why}"
+    if low_end is not None and low_end[0] < min(low, mid):  # else the range already says it
+        low, assumption = low_end[0], f"{assumption}; {low_end[1]}"
     mid = max(mid, 0.0)
     return Projection(
         lever=lever_name,
@@ -188,19 +199,47 @@ def host_pace(r: RankMetrics) -> tuple[float, float, str] | None:
     over at least MIN_OUTSIDE steps outside, some after the window (steps only before it may be
     warming up), the host's part of the step inside at least MIN_HOST_SHARE of it (the GPU's
     own time: `StepProjections.gpu_ms`), and the step outside longer than the GPU's own time.
-    None: no such evidence, and the projection stays in the capture's frame."""
+    None: no such evidence (`pace_withheld` says which), and the projection stays in the
+    capture's frame."""
+    found = _pace(r)
+    return None if isinstance(found, str) else found
+
+
+def pace_withheld(r: RankMetrics) -> str | None:
+    """Why the run's own steps give no pace outside the capture (None: they give one)."""
+    found = _pace(r)
+    return found if isinstance(found, str) else None
+
+
+def _pace(r: RankMetrics) -> tuple[float, float, str] | str:
     po, p = r.profiler_overhead, r.projections
-    if po is None or p is None or p.gpu_ms is None or p.basis != "per step":
-        return None
+    if p is None or p.gpu_ms is None or p.basis != "per step":
+        return "the replay has no step of its own to set against them"
+    if po is None or po.window_step_ms is None or po.outside_step_ms is None:
+        return "the workload recorded no step times both inside and outside the capture"
     win, out = po.window_step_ms, po.outside_step_ms
-    if win is None or out is None or not po.outside_mean_ms:
-        return None
-    if (po.outside_steps or 0) < MIN_OUTSIDE or not po.outside_after or out >= win:
-        return None
+    if (po.outside_steps or 0) < MIN_OUTSIDE or not po.outside_mean_ms:
+        return f"the workload recorded fewer than {MIN_OUTSIDE} steps outside the capture"
+    if not po.outside_after:
+        return (
+            "the workload recorded no step after the capture, and those before it may still"
+            " have been warming up"
+        )
+    if out >= win:
+        return (
+            f"the capture did not slow its steps (median {win:.1f} ms inside, {out:.1f}"
+            " outside), which says nothing of a step the host bounds more"
+        )
     if win - p.gpu_ms < MIN_HOST_SHARE * win:
-        return None
-    if out <= p.gpu_ms:  # faster outside than the GPU's own time inside: the capture stretched
-        return None  # the GPU's side too, which a pace of the host's cannot say
+        return (
+            f"its step is the GPU's ({win - p.gpu_ms:.1f} ms of {win:.1f} beyond the GPU's own"
+            " time, too thin a part to read the host's pace from)"
+        )
+    if out <= p.gpu_ms:
+        return (
+            f"its steps outside ({out:.1f} ms) were shorter than the GPU's own time inside"
+            f" ({p.gpu_ms:.1f}): the capture stretched the GPU's side too"
+        )
     k = (out - p.gpu_ms) / (win - p.gpu_ms)  # in (0, 1): the checks above
     mean = po.outside_mean_ms
     why = (
@@ -210,6 +249,34 @@ def host_pace(r: RankMetrics) -> tuple[float, float, str] | None:
         f" {p.gpu_ms:.1f})"
     )
     return k, mean, why
+
+
+def _host_bound_low(
+    lever: LeverProjection, p: StepProjections, withheld: str
+) -> tuple[float, str] | None:
+    """(low end, clause) of a projection left in the capture's frame whose knob leaves a step
+    the host bounds more than it bound the run's own: its part beyond the GPU's own time at
+    least MIN_HOST_SHARE of the projected step, and that share MIN_HOST_SHARE or more above the
+    run's (`StepProjections.gpu_ms`). A capture's cost lands on the host, and the run's own step
+    carried less of it than the projected one does, so outside the capture the projected step
+    may be shorter, at most down to the GPU's own time, by an amount the run's own steps cannot
+    give (`withheld`). None otherwise: a knob that leaves the step about as host-bound as it was
+    is read in the frame of the run's own step (the host-bound MLP's pinned copies; a knob that
+    buys nothing)."""
+    if lever.gpu_ms is None or p.gpu_ms is None or lever.step_ms <= 0 or p.base_ms <= 0:
+        return None
+    share = (lever.step_ms - lever.gpu_ms) / lever.step_ms
+    before = max(p.base_ms - p.gpu_ms, 0.0) / p.base_ms
+    if share < MIN_HOST_SHARE or share - before < MIN_HOST_SHARE:
+        return None
+    gpu = round(lever.gpu_ms, 2)  # as the range prints it
+    return gpu, (
+        f"the host bounds {lever.step_ms - gpu:.1f} ms of the projected step beyond the GPU's"
+        f" own {gpu:.1f} ({100 * share:.0f} %, against {100 * before:.0f} % of the run's own"
+        " step), at the capture's pace, and a capture's cost lands on the host: outside it the"
+        f" step may be as short as {gpu:.1f} (the range's low end), by how much this run's own"
+        f" steps cannot say: {withheld}"
+    )
 
 
 def _loader_floor(
