@@ -214,7 +214,7 @@ def pace_withheld(r: RankMetrics) -> str | None:
 def _pace(r: RankMetrics) -> tuple[float, float, str] | str:
     po, p = r.profiler_overhead, r.projections
     if p is None or p.gpu_ms is None or p.basis != "per step":
-        return "the replay has no step of its own to set against them"
+        return "the replay has no step of its own to set the run's steps against"
     if po is None or po.window_step_ms is None or po.outside_step_ms is None:
         return "the workload recorded no step times both inside and outside the capture"
     win, out = po.window_step_ms, po.outside_step_ms
