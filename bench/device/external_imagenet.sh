@@ -8,7 +8,8 @@
 # (what gh-run's data-loader knob asks for from none), then 8, in turn, ROUNDS times.
 # OUT/j<N>/ holds round 1's trace and metrics.json for each; OUT/rounds.tar every round's
 # metrics.json; OUT/log.txt what the machine was and each run's log (8 files come back at most).
-# JOBS="0 4 8" by default: the -j values of a round; the environment passes through
+# JOBS="0 4 8" by default: the -j values of a round; ARCH (resnet18) and BATCH (256) the model
+# (any torchvision model the example's `-a` takes) and its batch; the environment passes through
 # (OMP_NUM_THREADS=1 runs the main thread's tensor ops on one thread, as a DataLoader worker's).
 #
 #   bash bench/device/external_imagenet.sh OUT [ROUNDS] [STEPS]
@@ -29,7 +30,7 @@ for r in $(seq 1 "$ROUNDS"); do
     mkdir -p "/tmp/ext/r$r"
     t0=$SECONDS
     "$PYTHON" "$here/kineto_wrap.py" --name "imagenet_j$j" --output "$dir" --steps "$STEPS" -- \
-      "$here/imagenet_main.py" --dummy --gpu 0 -a resnet18 -b 256 -j "$j" --epochs 1 \
+      "$here/imagenet_main.py" --dummy --gpu 0 -a "${ARCH:-resnet18}" -b "${BATCH:-256}" -j "$j" --epochs 1 \
       --print-freq 1000 >"$dir.log" 2>&1
     code=$?
     ((code == 0)) || rc=1

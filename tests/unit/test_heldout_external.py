@@ -129,3 +129,55 @@ def test_the_projection_meets_the_runs_with_four_workers() -> None:
     assert p is not None and p.projected_ms is not None and p.step_ms is not None
     want = _truth_ms(p.step_ms, 4)
     assert abs(p.projected_ms - want) <= 0.10 * want, (p.projected_ms, want)
+
+
+# ---- the same example with a vision transformer (`-a vit_b_16 -b 128`, -j 0 and 4, three
+# rounds of 40 steps: tests/data/heldout_h200/README.md, "external_vit/"), recorded after every
+# rule above: its GPU step (fp32, 336 ms) longer than the main thread's loading of a batch, so 4
+# workers keep up where ResNet-18's could not
+
+VIT = DATA.parent / "external_vit"
+
+
+@functools.cache
+def _vit() -> tuple[Metrics, list[Advice]]:
+    m = analyze_paths([unpacked(VIT / "j0")])
+    return m, advise(m)
+
+
+def _vit_walls(rnd: int, workers: int) -> tuple[ProfilerOverhead, list[float]]:
+    d: dict[str, Any] = json.loads((VIT / "rounds" / f"r{rnd}" / f"j{workers}" /
+                                    "metrics.json").read_text())  # fmt: skip
+    window = profiler_overhead.window_of(d, True)
+    got = profiler_overhead.measured(None, d["step_times_s"], window)
+    assert got is not None and got.outside_mean_ms is not None and window is not None
+    return got, [1e3 * s for s in d["step_times_s"][window[0] : window[1]]]
+
+
+def test_a_vision_transformers_loader_projection_meets_the_runs_with_four_workers() -> None:
+    """fp32 GEMMs first (258 ms a step, no run of the example in bf16 checks it: the example has
+    no flag for autocast), the input wait second, knob 4 workers. Its projection, taken outside
+    the profiler at the pace the run's own steps kept there (459.9 ms median outside, 503.4
+    inside): 473.9 -> 338.7 ms, the workers keeping up (one batch every 33.8 ms). Against the
+    rounds (4 workers took 0.70, 0.72 and 0.81x the runs without, their mean outside the
+    profiler: 352.5 ms at this scale) -3.9 %; against the first round's run with 4 workers as
+    `try` reads it (its traced window, 0.5 % slower than its steps outside) -1.2 %."""
+    m, found = _vit()
+    assert [a.rule for a in found[:2]] == ["fp32-kernels", "data-loader"]
+    a = found[1]
+    assert "num_workers=4" in a.knob
+    p = a.projection
+    assert p is not None and p.projected_ms is not None and p.step_ms is not None
+    po = m.ranks[0].profiler_overhead
+    assert po is not None and p.step_ms == po.outside_mean_ms
+    assert "keep up" in p.sentence() and "outside the capture" in p.sentence()
+    ratios = []
+    for rnd in (1, 2, 3):
+        with_, without = _vit_walls(rnd, 4)[0], _vit_walls(rnd, 0)[0]
+        ratios.append(with_.outside_mean_ms / without.outside_mean_ms)  # type: ignore[operator]
+    rounds = p.step_ms * statistics.fmean(ratios)
+    first, window = _vit_walls(1, 4)
+    assert first.slowdown_pct is not None and abs(first.slowdown_pct) < 10
+    tried = statistics.fmean(window)
+    for want in (rounds, tried):
+        assert abs(p.projected_ms - want) <= 0.10 * want, (p.projected_ms, want)
