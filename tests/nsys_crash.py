@@ -16,6 +16,12 @@ recorded nothing:
   "Failed to probe the process (sync)", with "End of file" in the other task's log
   (integration, test_in_job_analysis).
 
+- 2024.2 (presumably; its logs were gone) in a two-node job in the container: both tasks ended
+  within a second of starting, no report written, the step cancelled by srun, and no text above
+  in any log (integration, test_profiled, a fresh-clone CI rehearsal). `died_at_start` counts
+  that shape, for a test that expects the job to succeed, and `task_logs` keeps the first try's
+  logs as a warning in the test log, so the next one names its text.
+
 What these tests examine is what gh-run does around nsys, so a run that failed with one of
 these texts is made again (an integration test's job once; a unit test's recording, which costs
 seconds, up to twice); any other failure stands, and a crash on the last try fails the test.
@@ -45,6 +51,32 @@ def crashed(text: str) -> bool:
         # the launcher lost the process it had started under the profiler
         or "Failed to probe the process" in text
     )
+
+
+# a job's end as the CLI prints it, under ten seconds in
+_QUICK_END = re.compile(r"FAILED, exit code \d+ after 0:00:0\d")
+NO_REPORT = "the profiled task wrote none"
+
+
+def died_at_start(cli_text: str) -> bool:
+    """Whether a failed `gh-run submit --wait` ended within seconds with no report from any task
+    and its step cancelled: nsys (or the container) dying as it starts, a shape a failure of
+    gh-run's that a test examines does not take. Only for a test that expects success: a second
+    try of a failure of gh-run's fails the same way."""
+    return bool(_QUICK_END.search(cli_text)) and NO_REPORT in cli_text and "CANCELLED" in cli_text
+
+
+def task_logs(cli_text: str, lines: int = 40) -> str:
+    """The first `lines` lines of each task log in the run folder the CLI's text names."""
+    m = re.search(r"run folder: (\S+)", cli_text)
+    if m is None:
+        return "(no run folder named)"
+    out = []
+    for f in sorted(Path(m.group(1)).glob("*_log.*")):
+        if f.is_file():
+            head = f.read_text(errors="replace").splitlines()[:lines]
+            out.append(f"== {f.name}\n" + "\n".join(head))
+    return "\n".join(out) or "(no task log)"
 
 
 def run_crashed(cli_text: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,11 @@ def _submit(cli, prefix: Path, *sets: str, ok: bool = True):  # type: ignore[no-
     res = cli("submit", *args, timeout=360)
     # nsys's own crash: once more (a test that expects the job to fail too: the crash is not
     # the failure it examines)
-    if res.rc != 0 and nsys_crash.run_crashed(res.text):
+    if res.rc != 0 and (
+        nsys_crash.run_crashed(res.text) or (ok and nsys_crash.died_at_start(res.text))
+    ):
+        warnings.warn(f"nsys failed inside itself; once more. First try:\n{res.text}\n"
+                      f"{nsys_crash.task_logs(res.text)}", stacklevel=2)  # fmt: skip
         res = cli("submit", *args, timeout=360)
     if ok:
         assert res.rc == 0, res.text

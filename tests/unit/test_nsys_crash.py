@@ -1,6 +1,7 @@
-"""tests/nsys_crash.py: which failed recordings a test may make again. Only nsys's own crash
-texts count, found in the CLI's text or in the task logs of the run folder it names; gh-run's
-own failures, and a bare "End of file", never do."""
+"""tests/nsys_crash.py: which failed recordings a test may make again. nsys's own crash texts
+count, found in the CLI's text or in the task logs of the run folder it names, and, for a test
+that expects success, a job whose tasks all died as they started with no report; gh-run's own
+failures, and a bare "End of file", never do."""
 
 from __future__ import annotations
 
@@ -47,3 +48,32 @@ def test_gh_runs_own_failures_never_count(tmp_path: Path) -> None:
     assert not nsys_crash.run_crashed(_failed_submit(tmp_path))
     assert not nsys_crash.run_crashed("error: no run folder named here")
     assert not nsys_crash.run_crashed(_failed_submit(tmp_path / "missing"))
+
+
+def _died_at_start(run_dir: Path, ended: str = "0:00:01") -> str:
+    return (
+        "submitted smoke-profiled-1 as slurm job 116 on dev/gh\n"
+        f"  run folder: {run_dir}\n"
+        f"  smoke-profiled-1: FAILED, exit code 15 after {ended}\n"
+        "    slurmstepd-gh1: error: *** STEP 116.0 ON gh1 CANCELLED AT 2026-11-30T18:28:16 ***\n"
+        "    gh-run: post-processing: no report /x/smoke-profiled.0.nsys-rep: the profiled task"
+        " wrote none (see its log); the reports are kept\n"
+    )
+
+
+def test_a_job_whose_tasks_died_as_they_started_counts_and_its_logs_are_kept(
+    tmp_path: Path,
+) -> None:
+    """The shape a fresh-clone CI rehearsal met (both tasks of a two-node job in the container
+    gone within a second, no report, the step cancelled): counted, and its task logs' heads
+    given for the test's warning. A job that ran longer, or wrote a report, or was not
+    cancelled does not count."""
+    (tmp_path / "116_0_log.err").write_text("first line\nsecond line\n")
+    text = _died_at_start(tmp_path)
+    assert nsys_crash.died_at_start(text) and not nsys_crash.run_crashed(text)
+    logs = nsys_crash.task_logs(text, lines=1)
+    assert "== 116_0_log.err\nfirst line" in logs and "second line" not in logs
+    assert not nsys_crash.died_at_start(_died_at_start(tmp_path, ended="0:01:05"))
+    assert not nsys_crash.died_at_start(text.replace("CANCELLED", "ended"))
+    assert not nsys_crash.died_at_start(text.replace("wrote none", "wrote one"))
+    assert nsys_crash.task_logs("no folder") == "(no run folder named)"
