@@ -33,6 +33,7 @@ test_export_versions under 3.14 on a fresh-clone CI run, hence a pause and a thi
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 ATTEMPTS = 3
@@ -77,6 +78,19 @@ def task_logs(cli_text: str, lines: int = 40) -> str:
             head = f.read_text(errors="replace").splitlines()[:lines]
             out.append(f"== {f.name}\n" + "\n".join(head))
     return "\n".join(out) or "(no task log)"
+
+
+def once_more(cli_text: str, expects_success: bool = True) -> bool:
+    """Whether a failed `gh-run submit --wait` is made again (`run_crashed`, or, for a test that
+    expects success, `died_at_start`); if so, the first try's text and task logs go into the
+    test log as a warning."""
+    if not (run_crashed(cli_text) or (expects_success and died_at_start(cli_text))):
+        return False
+    warnings.warn(
+        f"nsys failed inside itself; once more. First try:\n{cli_text}\n{task_logs(cli_text)}",
+        stacklevel=2,
+    )
+    return True
 
 
 def run_crashed(cli_text: str) -> bool:

@@ -55,7 +55,7 @@ def _submit(cli, prefix: Path, *sets: str, cluster: str | None = None):  # type:
     for s in sets:
         args += ["--set", s]
     res = cli("submit", *args, timeout=360)
-    if res.rc != 0 and nsys_crash.run_crashed(res.text):  # nsys's own crash: once more
+    if res.rc != 0 and nsys_crash.once_more(res.text):  # nsys's own crash: once more
         res = cli("submit", *args, timeout=360)
     assert res.rc == 0, res.text
     return res

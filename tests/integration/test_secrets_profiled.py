@@ -79,7 +79,7 @@ def test_no_secret_value_in_any_file_of_a_profiled_job(
     res = cli("submit", *args, env={"GHT_SECRET": SECRET}, timeout=360)
     # nsys's own crash (tests/nsys_crash.py): once more. The crashed run's folder stays in the
     # home, and is read for the value below with the rest
-    if res.rc != 0 and nsys_crash.run_crashed(res.text):
+    if res.rc != 0 and nsys_crash.once_more(res.text):
         res = cli("submit", *args, env={"GHT_SECRET": SECRET}, timeout=360)
     assert res.rc == 0, res.text
     run = Store(gh_home).find_run("last")

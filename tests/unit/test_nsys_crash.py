@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests import nsys_crash
 
 AGENT_FSM = (
@@ -77,3 +79,12 @@ def test_a_job_whose_tasks_died_as_they_started_counts_and_its_logs_are_kept(
     assert not nsys_crash.died_at_start(text.replace("CANCELLED", "ended"))
     assert not nsys_crash.died_at_start(text.replace("wrote none", "wrote one"))
     assert nsys_crash.task_logs("no folder") == "(no run folder named)"
+
+
+def test_once_more_warns_with_the_first_try_and_asks_success(tmp_path: Path) -> None:
+    (tmp_path / "116_0_log.err").write_text("nsys: something new\n")
+    text = _died_at_start(tmp_path)
+    with pytest.warns(UserWarning, match=r"(?s)once more.*116_0_log.err\nnsys: something new"):
+        assert nsys_crash.once_more(text)
+    assert not nsys_crash.once_more(text, expects_success=False)  # a test that wants a failure
+    assert not nsys_crash.once_more(_failed_submit(tmp_path))
