@@ -16,11 +16,13 @@ recorded nothing:
   "Failed to probe the process (sync)", with "End of file" in the other task's log
   (integration, test_in_job_analysis).
 
-- 2024.2 (presumably; its logs were gone) in a two-node job in the container: both tasks ended
-  within a second of starting, no report written, the step cancelled by srun, and no text above
-  in any log (integration, test_profiled, a fresh-clone CI rehearsal). `died_at_start` counts
-  that shape, for a test that expects the job to succeed, and `task_logs` keeps the first try's
-  logs as a warning in the test log, so the next one names its text.
+- a two-node job in the container whose tasks both ended within a second of starting, no
+  report written, the step cancelled by srun, and none of the texts above in what the CLI
+  printed (integration, test_profiled, a fresh-clone CI rehearsal; its logs went with pytest's
+  basetemp). `died_at_start` counts that shape, for a test that expects success, and
+  `once_more` keeps the first try's task logs as a warning in the test log: the next such job
+  (test_the_same_job_under_nsys_2022_4) showed "Local Endpoint is not available" in one task's
+  log.
 
 What these tests examine is what gh-run does around nsys, so a run that failed with one of
 these texts is made again (an integration test's job once; a unit test's recording, which costs
