@@ -69,16 +69,24 @@ def died_at_start(cli_text: str) -> bool:
     return bool(_QUICK_END.search(cli_text)) and NO_REPORT in cli_text and "CANCELLED" in cli_text
 
 
-def task_logs(cli_text: str, lines: int = 40) -> str:
-    """The first `lines` lines of each task log in the run folder the CLI's text names."""
+def _task_log_files(cli_text: str) -> list[Path] | None:
+    """The task logs in the run folder the CLI's text names ("run folder: PATH"); None: it
+    names none."""
     m = re.search(r"run folder: (\S+)", cli_text)
     if m is None:
+        return None
+    return [f for f in sorted(Path(m.group(1)).glob("*_log.*")) if f.is_file()]
+
+
+def task_logs(cli_text: str, lines: int = 40) -> str:
+    """The first `lines` lines of each task log in the run folder the CLI's text names."""
+    logs = _task_log_files(cli_text)
+    if logs is None:
         return "(no run folder named)"
-    out = []
-    for f in sorted(Path(m.group(1)).glob("*_log.*")):
-        if f.is_file():
-            head = f.read_text(errors="replace").splitlines()[:lines]
-            out.append(f"== {f.name}\n" + "\n".join(head))
+    out = [
+        f"== {f.name}\n" + "\n".join(f.read_text(errors="replace").splitlines()[:lines])
+        for f in logs
+    ]
     return "\n".join(out) or "(no task log)"
 
 
@@ -101,8 +109,4 @@ def run_crashed(cli_text: str) -> bool:
     is all the CLI prints."""
     if crashed(cli_text):
         return True
-    m = re.search(r"run folder: (\S+)", cli_text)
-    if m is None:
-        return False
-    logs = sorted(Path(m.group(1)).glob("*_log.*"))
-    return any(crashed(f.read_text(errors="replace")) for f in logs if f.is_file())
+    return any(crashed(f.read_text(errors="replace")) for f in _task_log_files(cli_text) or [])
