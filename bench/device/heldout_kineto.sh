@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Record the held-out PyTorch-profiler workloads (bench/workloads/heldout/gpt_host_batches.py,
-# convnet_precision.py, metric_syncs.py, gpt2_precision.py, convnext_precision.py) on one lent
+# convnet_precision.py, metric_syncs.py, gpt2_precision.py, convnext_precision.py,
+# resnet_pinned.py) on one lent
 # GPU: each writes its trace and its truth
 # (metrics.json) into OUT/<workload>/; OUT/log.txt holds what the machine was (first lines) and
 # each workload's log (a call brings back 8 files at most, and each workload leaves 2-3: name two
 # or three a call).
 # No nsys, no gh-run: torch.profiler is the recorder, as a user's own script would use it.
 #
-#   bash bench/device/heldout_kineto.sh OUT [WORKLOAD...]   # default: all five
+#   bash bench/device/heldout_kineto.sh OUT [WORKLOAD...]   # default: all six
 set -uo pipefail
 # shellcheck source=bench/device/machine.sh
 source "$(dirname "$0")/machine.sh"
@@ -16,9 +17,9 @@ OUT=$(realpath -m "${1:?usage: heldout_kineto.sh OUT [WORKLOAD...]}")
 shift
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-machine_facts "$PYTHON" transformers >"$OUT/log.txt" 2>&1
+machine_facts "$PYTHON" transformers torchvision >"$OUT/log.txt" 2>&1
 rc=0
-for w in "${@:-gpt_host_batches convnet_precision metric_syncs gpt2_precision convnext_precision}"; do
+for w in "${@:-gpt_host_batches convnet_precision metric_syncs gpt2_precision convnext_precision resnet_pinned}"; do
   for one in $w; do
     t0=$SECONDS
     "$PYTHON" "$one.py" --output "$OUT/$one" >"$OUT/$one.log" 2>&1
