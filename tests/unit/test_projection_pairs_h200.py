@@ -48,8 +48,9 @@ PAIRS = [
         " thread's 65.4 ms (128 items of 0.4 ms sleep), deliver one every 16.3 ms once their 8"
         " prefetched batches are used. The pair's run had 6 workers (10.9 ms a batch once"
         " settled) and ended 14 steps in, before its 12 prefetched batches ran out: its 3.5-5.5"
-        " ms steps (4.0 outside the capture, 6.2 inside) are the prefetch, the replay's 5.4 ms"
-        " (the range's low end), not the step a training run settles at")),
+        " ms steps (4.0 outside the capture, 6.2 inside) are the prefetch, the replay's 5.4 ms,"
+        " not the step a training run settles at; the range, down to the GPU's own 1.9 (the run's"
+        " loading, sleeps, hid the capture's cost), holds them")),
     # predicted 9.3 ms against 8.7: the graph shortens the GPU's own ~0.9 µs gaps between queued
     # kernels too; the graph run's steps are the profiler window's (one graph launch a step)
     ("ml_eager", "ml_graphs", "launch-bound"),
@@ -210,16 +211,17 @@ def _lever(name: str, rule: str) -> LeverProjection:
         ("dl_host", "host-compute"),
         ("ml_eager", "launch-bound"),
         ("dl_fp32", "fp32-kernels"),
-        ("img_pageable", "host-device-copies"),
-        ("img_input_w0", "data-loader"),
+        ("img_pageable", "host-compute"),
+        ("img_input_w0", "host-device-copies"),
     ],
 )
 def test_a_pace_a_graph_or_a_step_no_more_host_bound_keeps_its_range(name: str, rule: str) -> None:
     """Taken outside the capture at the run's own pace (dl_host), a CUDA graph's (ml_eager), a
     knob that leaves the host under a tenth more of the step than the run's own step did
-    (dl_fp32: 1 % -> 10 %; img_pageable's pinned copies: 46 % -> 35 %, although its variant's
-    capture slowed it 31 % and its own not at all, which its step does not show; img_input_w0's
-    workers, 97 % -> 65 %): the range is the lever's, in its frame, and no clause is added."""
+    (dl_fp32: 1 % -> 10 %, a run the capture slowed, if barely), a knob that leaves the waits
+    of a run the capture did not slow where they were (img_pageable's host compute, 1.8 of its
+    8.1 ms; img_input_w0's pinned copies, which buy nothing): the range is the lever's, in its
+    frame, and no clause is added."""
     lever = _lever(name, rule)
     pace = host_pace(_metrics(name).ranks[0]) if rule != "launch-bound" else None
     low = lever.low_ms
@@ -228,6 +230,47 @@ def test_a_pace_a_graph_or_a_step_no_more_host_bound_keeps_its_range(name: str, 
     pr = _advice(name, rule).projection
     assert pr is not None and pr.low_ms == pytest.approx(round(low, 2), abs=0.006)
     assert "the range's low end" not in (pr.assumption or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "rule", "variant"),
+    [("img_pageable", "host-device-copies", "img_pinned"), ("img_input_w0", "data-loader", None)],
+)
+def test_a_run_the_capture_did_not_slow_sets_the_knobs_host_part_against_none(
+    name: str, rule: str, variant: str | None
+) -> None:
+    """img_pageable's own steps ran no faster outside the capture (18.2 ms median) than inside
+    (17.6): its host's part, 46 % of the step, was the pageable copies' calls, which a
+    capture's callbacks do not slow. Pinned copies leave the host 35 % of the projected step,
+    launches the capture does slow (the pinned run: 31 %). The run's share is no measure of the
+    capture's cost, so the projected host part is set against none: the range reaches down to
+    the GPU's own time, and the pinned run's 4.4 ms outside the capture, which the typical
+    misses (the xfail above), lies in it. The knob takes away the waits that hid the capture's
+    cost (11.1 ms of the 8.1 beyond the GPU's own time: half or more, `UNCOVERS`). Likewise
+    img_input_w0's workers, which take away its main thread's loading (sleeps the capture did
+    not slow). With the run's steps slower inside the capture than outside, the old comparison
+    holds: 35 % against 46 % adds nothing."""
+    pr = _advice(name, rule).projection
+    lever = _lever(name, rule)
+    assert pr is not None and lever.gpu_ms is not None
+    assert pr.low_ms == round(lever.gpu_ms, 2) < lever.low_ms
+    said = pr.assumption or ""
+    assert "while the run's own steps carried none of the capture's cost" in said
+    assert "the capture did not slow its steps" in said
+    if variant is not None:
+        got = measured_step_ms(_metrics(variant), 0)
+        assert got is not None and pr.high_ms is not None
+        assert pr.low_ms <= got <= pr.high_ms
+    r = _metrics(name).ranks[0]
+    po = r.profiler_overhead
+    assert po is not None and po.window_step_ms is not None
+    slowed = po.model_copy(update={"outside_step_ms": 0.97 * po.window_step_ms})
+    changed = _metrics(name).model_copy(
+        update={"ranks": [r.model_copy(update={"profiler_overhead": slowed})]}
+    )
+    again = next(a for a in advise(changed) if a.rule == rule).projection
+    assert again is not None
+    assert "carried none of the capture's cost" not in (again.assumption or "")
 
 
 def test_hidden_communication_keeps_its_frame_and_its_range() -> None:

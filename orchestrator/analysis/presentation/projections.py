@@ -61,6 +61,9 @@ MIN_HOST_SHARE = 0.10
 # computation leaves the step its waits for the other ranks (the DDP recordings: 297.7 ms
 # projected, 133.2 the GPU's own, the host's part of the run's step 1.9)
 IN_CAPTURE_FRAME = frozenset({"launch-bound", "comm-overlap"})
+# of the host's part of a step the capture did not slow, the share a knob must take away for
+# the host part its projected step keeps to count as exposed work (`_capture_free`)
+UNCOVERS = 0.5
 
 
 class Projection(Strict):
@@ -144,7 +147,7 @@ def project(
     if lever_name not in IN_CAPTURE_FRAME and lever.gpu_ms is not None:
         pace = _pace(r)
         if isinstance(pace, str):
-            low_end = _host_bound_low(lever, p, pace)
+            low_end = _host_bound_low(lever, p, pace, uncharged=_capture_free(r, lever, p))
         else:
             k, step, why = pace
             lever = _at_pace(lever, k, step)
@@ -251,8 +254,26 @@ def _pace(r: RankMetrics) -> tuple[float, float, str] | str:
     return k, mean, why
 
 
+def _capture_free(r: RankMetrics, lever: LeverProjection, p: StepProjections) -> bool:
+    """Whether the run's own step is no measure of the capture's cost that `lever`'s projected
+    step carries: the workload's walls show its steps carried none of it (over MIN_OUTSIDE
+    steps outside the capture, some after it, their median no shorter than the median inside),
+    so the host's part of its step was waiting (in a pageable copy's call, a sleep, a read),
+    which hid the capture's cost on the host's own work; and the knob takes away at least
+    UNCOVERS of that part, so what host part its projected step keeps is that work, exposed.
+    A knob that leaves the waits (one that buys nothing, or a little host work removed) leaves
+    the step as the run's own was."""
+    po = r.profiler_overhead
+    if po is None or po.window_step_ms is None or po.outside_step_ms is None:
+        return False
+    if p.gpu_ms is None or (po.outside_steps or 0) < MIN_OUTSIDE or not po.outside_after:
+        return False
+    host = p.base_ms - p.gpu_ms
+    return po.outside_step_ms >= po.window_step_ms and lever.removed_ms >= UNCOVERS * host
+
+
 def _host_bound_low(
-    lever: LeverProjection, p: StepProjections, withheld: str
+    lever: LeverProjection, p: StepProjections, withheld: str, uncharged: bool = False
 ) -> tuple[float, str] | None:
     """(low end, clause) of a projection left in the capture's frame whose knob leaves a step
     the host bounds more than it bound the run's own: its part beyond the GPU's own time at
@@ -262,18 +283,25 @@ def _host_bound_low(
     may be shorter, at most down to the GPU's own time, by an amount the run's own steps cannot
     give (`withheld`). None otherwise: a knob that leaves the step about as host-bound as it was
     is read in the frame of the run's own step (the host-bound MLP's pinned copies; a knob that
-    buys nothing)."""
+    buys nothing). `uncharged`: the run's own walls showed its steps carried none of the
+    capture's cost (`_capture_free`), so its host's part is no measure of that cost, and the
+    projected step's host part is set against none."""
     if lever.gpu_ms is None or p.gpu_ms is None or lever.step_ms <= 0 or p.base_ms <= 0:
         return None
     share = (lever.step_ms - lever.gpu_ms) / lever.step_ms
-    before = max(p.base_ms - p.gpu_ms, 0.0) / p.base_ms
+    before = 0.0 if uncharged else max(p.base_ms - p.gpu_ms, 0.0) / p.base_ms
     if share < MIN_HOST_SHARE or share - before < MIN_HOST_SHARE:
         return None
     gpu = round(lever.gpu_ms, 2)  # as the range prints it
+    against = (
+        "while the run's own steps carried none of the capture's cost"
+        if uncharged
+        else f"against {100 * before:.0f} % of the run's own step"
+    )
     return gpu, (
         f"the host bounds {lever.step_ms - gpu:.1f} ms of the projected step beyond the GPU's"
-        f" own {gpu:.1f} ({100 * share:.0f} %, against {100 * before:.0f} % of the run's own"
-        " step), at the capture's pace, and a capture's cost lands on the host: outside it the"
+        f" own {gpu:.1f} ({100 * share:.0f} %, {against}),"
+        " at the capture's pace, and a capture's cost lands on the host: outside it the"
         f" step may be as short as {gpu:.1f} (the range's low end), by how much this run's own"
         f" steps cannot say: {withheld}"
     )
