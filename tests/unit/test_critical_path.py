@@ -273,3 +273,22 @@ def test_a_graph_keeps_a_long_launch_free_wait_nothing_explains() -> None:
     assert removed.tolist() == [32 * ms - keeps[0], 30 * ms, ms // 2]
     without = cp._removal(cp.StepGraph(**{**g.__dict__, "graph_keeps": None}), "launch-bound", 0.0)
     assert without.tolist() == [32 * ms, 30 * ms, ms // 2]
+
+
+@pytest.mark.parametrize("rec", ["causes_h200/dl_host", "heldout_h200/kineto/resnet_pinned"])
+def test_no_projected_step_is_shorter_than_the_gpus_own_time_it_leaves(rec: str) -> None:
+    """The projected step is the mean step less what the replay takes off the span's whole
+    steps; where those run longer than the mean (dl_host: its window holds two of its six
+    numpy steps, 24.7 ms a step against the run's 22.2; resnet_pinned's window 54.8 against
+    52.6), that subtraction reached under the GPU's own time for a CUDA graph (dl_host 4.5 ms,
+    its GPU's own 7.1). Every lever's step, low and high end stay at or above the GPU's own
+    time each leaves, and the graph's, the step the span's replay collapses to it, is it."""
+    m = _metrics(DATA / rec)
+    p = m.ranks[0].projections
+    assert p is not None and p.levers
+    for x in p.levers:
+        assert x.gpu_ms is not None
+        assert x.step_ms >= x.gpu_ms - 1e-3, (x.lever, x.step_ms, x.gpu_ms)
+        assert x.low_ms >= 0 and x.low_ms <= x.step_ms <= x.high_ms
+    graph = next(x for x in p.levers if x.lever == "launch-bound")
+    assert graph.gpu_ms is not None and graph.step_ms == pytest.approx(graph.gpu_ms, abs=1e-3)
