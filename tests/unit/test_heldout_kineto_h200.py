@@ -242,3 +242,97 @@ def test_pageable_batches_of_a_held_out_resnet_are_named_and_projected() -> None
     assert abs(pr.projected_ms - want) <= 0.10 * want, (pr.projected_ms, want)
     profiled = _with_variant(m, "resnet_pinned", "P_pinned")
     assert abs(pr.projected_ms - profiled) <= 0.10 * profiled, (pr.projected_ms, profiled)
+
+
+def _graph_miss() -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=(
+        "projected 25.4 -> 2.65 ms as one CUDA graph (2.0 as first recorded, under the eager"
+        " kernels' own time: the floor came after), the graph's own step 3.10 outside the"
+        " profiler (3.45 inside, 5 rounds): -14.5 %. Its graph, a whole training step, needs"
+        " AdamW(capturable=True): 152 more elementwise kernels and 10 more multi-tensor ones a"
+        " step (+0.25 ms), which the eager trace does not hold; the graph's node-to-node gaps"
+        " were the 0.5 µs assumed (median 0.42 µs)"))  # fmt: skip
+
+
+@_graph_miss()
+def test_a_held_out_launch_bound_transformer_as_one_cuda_graph() -> None:
+    """A seventh workload, written after the CUDA-graph projection and recorded once
+    (`transformer_graphs`: a 6-layer Transformer LM of width 256 on 16 x 64 tokens, fp32,
+    eager; its variant the whole step captured once and replayed, PyTorch's recipe). The
+    finding is launch-bound, first, with CUDA graphs as its knob; its projection is set
+    against the graph's own step outside the profiler (which slowed it 11 %), as a graph's
+    step is the GPU's own (the eager loop's 39 % is the profiler's cost per launch, which a
+    graph does not pay)."""
+    _, found = _run("transformer_graphs")
+    a = found[0]
+    assert a.rule == "launch-bound" and "CUDA graphs" in a.knob
+    assert a.projection is not None and a.projection.projected_ms is not None
+    want = _truth("transformer_graphs")["outside_wall_ms"]["G_graph"]
+    assert abs(a.projection.projected_ms - want) <= 0.10 * want, (a.projection.projected_ms, want)
+
+
+def test_the_held_out_transformers_graph_projection_keeps_the_kernels() -> None:
+    """The same recording, what holds: the projection is the eager step's GPU work and its
+    waits (2.65 ms), never under them; before that floor the mean step less what the replay
+    took off the window's (longer) steps read 2.0 ms, under the kernels' own time."""
+    m, found = _run("transformer_graphs")
+    p = m.ranks[0].projections
+    assert p is not None
+    lever = next(x for x in p.levers if x.lever == "launch-bound")
+    a = found[0]
+    assert a.projection is not None and lever.gpu_ms is not None
+    assert a.projection.projected_ms == pytest.approx(lever.gpu_ms, abs=0.01)
+    assert lever.gpu_ms >= 2.5  # the eager step's kernels and their waits
+
+
+def _metric_miss() -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=(
+        "projected 51.6 -> 3.9 ms without the host metrics (13.5 as first recorded, when the"
+        " 16 MB read back of the scores, 9.6 ms a step, stayed: it went with the metrics in the"
+        " variant, and now goes with the host compute it feeds), the loop without them 0.0385x"
+        " outside the profiler (five rounds 0.033-0.041: 1.99 ms at the captured step's scale;"
+        " 1.86 ms its own), the frame `try` reads the pair in (the profiler slowed the variant"
+        " 29 %, its steps a tenth of a millisecond of launches each): +95 %; against its profiled"
+        " windows (0.051x, 2.62 ms) +48 %. What is left is the variant's own step, 2-3 ms,"
+        " which the captured step's host gaps around the metrics' kernels overstate"))  # fmt: skip
+
+
+def test_host_metrics_on_read_back_scores_are_named_and_take_their_reads_with_them() -> None:
+    """An eighth workload, written after the host-compute rule and recorded once
+    (`metric_numpy`: an MLP classifier whose loop copies its 4096 x 1000 softmax scores to the
+    host each step, `.cpu().numpy()`, and computes top-5 accuracy, a confusion matrix and
+    per-class precision and recall in numpy). Host compute comes first (37.7 ms a step of the
+    51.6), with moving that work off the step as its knob; the read back that feeds it (16 MB
+    into pageable memory, 9.6 ms a step on the GPU's side, at a twentieth of the link's pinned
+    rate) goes with it: the lever's GPU time is the step's less that copy."""
+    m, found = _run("metric_numpy")
+    a = found[0]
+    assert a.rule == "host-compute", [(x.rule, x.cost_ms) for x in found[:3]]
+    p = m.ranks[0].projections
+    assert p is not None and p.gpu_ms is not None
+    lever = next(x for x in p.levers if x.lever == "host-compute")
+    assert lever.gpu_ms is not None and p.gpu_ms - lever.gpu_ms > 9.0
+    assert "device-to-host copies that read its data back" in lever.assumption
+
+
+@_metric_miss()
+def test_the_host_metrics_projection_meets_the_loop_without_them() -> None:
+    m, found = _run("metric_numpy")
+    want, frame = _in_try_frame(m, "metric_numpy", "N_no_metrics")
+    assert frame == "outside"
+    pr = found[0].projection
+    assert pr is not None and pr.projected_ms is not None
+    assert abs(pr.projected_ms - want) <= 0.10 * want, (pr.projected_ms, want)
+
+
+def test_copies_at_the_links_rate_are_not_the_host_computes_reads() -> None:
+    """The H100 offload recording (tests/data/traces/offload) moves 22.5 GiB each way between
+    the GPU and pinned memory at 48-54 GB/s, deliberate transfers, with host compute after
+    some of them: the host-compute lever keeps them (its GPU time is the step's)."""
+    folder = Path(__file__).resolve().parents[1] / "data" / "traces" / "offload"
+    packed = any(p.name.endswith(".xz") for p in folder.iterdir())
+    m = analyze_paths([unpacked(folder) if packed else folder])
+    p = m.ranks[0].projections
+    assert p is not None and p.gpu_ms is not None
+    lever = next(x for x in p.levers if x.lever == "host-compute")
+    assert lever.gpu_ms == pytest.approx(p.gpu_ms, abs=1e-3)

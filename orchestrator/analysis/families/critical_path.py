@@ -89,7 +89,8 @@ ASSUMPTIONS = {
     "input": "the main thread's loading leaves the step (DataLoader workers keep up); the GPU"
     " work and the rest of the host's stays",
     "host-compute": "the host work the GPU waited for leaves the step (asynchronous or every N"
-    " steps); half of it stays at worst",
+    " steps), with the device-to-host copies that read its data back right before it; half of"
+    " it stays at worst",
     "launch-bound": "the step replayed as one CUDA graph: every host gap in it (launches,"
     " dispatch, syncs, waits no cause explains) and each short wait on the GPU's side between"
     " two operations of one stream shrink to 0.5 µs (0.2-2 µs: a graph's node-to-node gap); the"
@@ -125,6 +126,10 @@ LATENCY_NS = (1_000, 20_000)  # the launch-to-start latency measured is kept ins
 # it is queued: the host keeps this much of its call, a cudaMemcpyAsync's own cost (causes_h200's
 # img_pinned, a DataLoader's pinned batches copied non_blocking: 5-26 µs a call, 12 the median)
 ASYNC_COPY_CALL_NS = 12_000
+# the device-to-host copies read back, newest first, before a gap of host compute that the
+# host-compute lever takes with that work (`_feeding`): a metric's scores and labels, a batch
+# of predictions; a bound on the walk back, not a count any trace was seen to reach
+MAX_FEEDING = 16
 _NEG = -(2**61)
 
 
@@ -167,6 +172,10 @@ class StepGraph:
     # sync a blocking copy adds right after it), which a non_blocking copy from pinned memory
     # does not: the copies lever's host leaves it at once (`_async_calls`)
     async_copy: Any = None
+    # per op: the exclusive ns of a device-to-host copy that fed host compute the GPU then
+    # waited for (`_feeding`: the run of such copies that ends the GPU's work before a gap host
+    # compute claims); the host-compute lever takes it away with that work (0 elsewhere)
+    feeding: Any = None
 
 
 def build(
@@ -288,6 +297,8 @@ def build(
         window, _ties(ss, se, s, e, launch, known & copied), copy_left, link.sentence(),
         queued_wait, keeps,
         _async_calls(ss, se, s, e, launch, known & copied & (rows.copy[act] == 1)),
+        _feeding(excl, prev[ending], copied & (rows.copy[act] == 2) & (copy_left[0] < 0.5),
+                 removable["host-compute"]),
     )  # fmt: skip
 
 
@@ -345,6 +356,26 @@ def _async_calls(ss: Any, se: Any, s: Any, e: Any, launch: Any, htod: Any) -> An
     trailing = (ss[nxt] - se[k] <= LATENCY_NS[1]) & (np.abs(se[nxt] - e[c]) <= LATENCY_NS[1])
     free[nxt[trailing]] = True
     return free
+
+
+def _feeding(excl: Any, last: Any, read: Any, host_compute: Any) -> Any:
+    """Per op: its exclusive ns where it is a read back (`read`: a device-to-host copy at under
+    half the link's pinned rate, so into pageable memory the driver stages it to) in the run of
+    such reads that ends the GPU's work before a gap host compute claims (`last`: per gap, the
+    op ending the GPU's work before it), else 0. Host work on the GPU's results reads them back
+    first (`.cpu()`, `.numpy()`, `.tolist()`: a fresh pageable tensor); done every N steps or
+    off the step, it takes those reads with it. A copy into pinned memory at the link's rate is
+    a transfer of its own (an offload, a prefetch), and one that other GPU work follows before
+    the gap is not the host's."""
+    out = np.zeros(excl.size, dtype=np.int64)
+    for i in np.flatnonzero(host_compute > 0).tolist():
+        k = int(last[i])
+        for _ in range(MAX_FEEDING):  # the run of reads back, newest first
+            if k < 0 or not read[k]:
+                break
+            out[k] = excl[k]
+            k -= 1
+    return out
 
 
 def _gap_at(s: Any, launch: Any, known: Any, gap_e: Any) -> Any:
@@ -639,7 +670,10 @@ def project(
                 waits = None
                 if lever == "launch-bound" and g.queued_wait is not None:
                     waits = np.maximum(g.queued_wait - int(f), 0)
-                runs.append((_removal(g, lever, f), zero_op, lever != "sync" or f < 1, waits, None))
+                cut = zero_op
+                if lever == "host-compute" and g.feeding is not None:  # its reads back go too
+                    cut = (g.feeding * f).astype(np.int64)
+                runs.append((_removal(g, lever, f), cut, lever != "sync" or f < 1, waits, None))
         else:
             busy = g.gpu_time[lever]
             if not busy.any():
