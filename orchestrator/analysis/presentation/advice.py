@@ -57,7 +57,7 @@ autocast), no "offload fewer layers" without offloading on.
 from __future__ import annotations
 
 from orchestrator.analysis.metrics import IdleCause, Metrics, RankMetrics
-from orchestrator.analysis.presentation import costs
+from orchestrator.analysis.presentation import capture_cost, costs
 from orchestrator.analysis.presentation.projections import Projection
 from orchestrator.analysis.settings import RunSettings, is_low_precision, uses_lora
 from orchestrator.core.base import Strict
@@ -544,19 +544,26 @@ def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
             continue
         rule, cause = IDLE_RULES[c.cause]
         cost = c.ms_per_step
+        evidence = {
+            f"{c.cause}_ms_{basis.replace(' ', '_')}": cost,
+            f"{c.cause}_pct_of_span": 100 * c.total_ns / span,
+        }
+        ranked_by, outside = cost, ""
+        # a capture's cost lands on every launch: ranked by what the launches cost outside it
+        found = capture_cost.launch_cost(r, cost) if c.cause == "launch-bound" else None
+        if found is not None and basis == "per step":
+            ranked_by, outside = found
+            evidence["launch-bound_ms_outside_capture"] = ranked_by
         out.append(
             Advice(
                 rule=rule,
                 rank=r.rank,
                 cause=cause,
                 knob=c.knob,
-                evidence={
-                    f"{c.cause}_ms_{basis.replace(' ', '_')}": cost,
-                    f"{c.cause}_pct_of_span": 100 * c.total_ns / span,
-                },
+                evidence=evidence,
                 message=f"rank {r.rank}: the GPU idles {cost:.1f} ms {basis}{_of_step(r, cost)}"
-                f" for {c.label} ({c.evidence})",
-                cost_ms=cost,
+                f" for {c.label} ({c.evidence}){outside}",
+                cost_ms=ranked_by,
                 cost_basis=basis,
             )
         )
