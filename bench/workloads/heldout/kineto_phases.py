@@ -10,6 +10,10 @@ times in turn, so that a machine whose speed drifts during the run (a host that 
 tokeniser's growing cache) moves every phase alike: each round's ratio of a variant to the
 captured step is kept (`window_ratio_of`, `outside_ratio_of`), and their spread says how well the
 truth is known. Only the first round's traces are exported (the trace analysed is round 1's).
+Round 1's steps of the captured loop are written in order too (`step_times_s`, `profile_steps`
+[S, E): the trace's steps in that indexing), as a script that times its steps writes them, so
+that gh-run reads what the profiler cost the loop (`profiler_overhead`) from a recording as from
+a user's run (recordings before 2026-11-30's second session do not have them).
 """
 
 from __future__ import annotations
@@ -73,8 +77,8 @@ def _wall(step: Step, cuda: bool) -> float:
 
 def _profiled(step: Step, window: int, trace: Path | None, cuda: bool) -> list[float]:
     """`window` steps under torch.profiler (one more before them, the profiler's warm-up), the
-    trace exported to `trace` (None: not exported); each step's wall, the profiler's own step()
-    left out (the last one exports the trace)."""
+    trace exported to `trace` (None: not exported); each step's wall, the profiler's warm-up
+    step's first, the profiler's own step() left out (the last one exports the trace)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     if trace is not None:
@@ -86,11 +90,10 @@ def _profiled(step: Step, window: int, trace: Path | None, cuda: bool) -> list[f
         schedule=schedule(wait=0, warmup=1, active=window, repeat=1),
         on_trace_ready=(lambda p: p.export_chrome_trace(str(trace))) if trace else (lambda p: None),
     ) as prof:
-        for i in range(window + 1):
+        for _ in range(window + 1):
             t = time.perf_counter()
             step()
-            if i:  # the profiler's warm-up step is not in the trace's window
-                walls.append(time.perf_counter() - t)
+            walls.append(time.perf_counter() - t)  # [0]: the warm-up, not in the trace
             prof.step()
     return walls
 
@@ -108,12 +111,13 @@ def _one_round(
     """The captured window, each `also` window, each phase outside: their walls, by key."""
     walls: dict[str, list[float]] = {}
     trace = output / f"{name}_rank0.pt.trace.json.gz" if output else None
-    walls["window"] = _profiled(captured, window, trace, cuda)
+    got = _profiled(captured, window, trace, cuda)
+    walls["profiler_warmup"], walls["window"] = got[:1], got[1:]
     for phase, step in also.items():
         for _ in range(phases[phase][1] if phase in phases else 2):
             step()
         vt = output / phase / f"{name}_rank0.pt.trace.json.gz" if output else None
-        walls[f"window_{phase}"] = _profiled(step, window, vt, cuda)
+        walls[f"window_{phase}"] = _profiled(step, window, vt, cuda)[1:]
     for phase, (step, settle) in phases.items():
         for _ in range(settle):
             step()
@@ -159,8 +163,18 @@ def run(
         return [statistics.fmean(w[key]) / statistics.fmean(w[of]) for w in per]
 
     windows = [k for k in per[0] if k.startswith("window_")]
+    # the captured loop's own steps in order, as a script that times its steps writes them
+    # (gh-run's `profiler_overhead` sets the window's against the rest): the warm-up, the
+    # window, then the loop as captured outside the profiler (the profiler's warm-up step,
+    # under the profiler but not in the trace, is neither, and other phases' steps between
+    # are not this loop's: both left out)
+    first_walls = per[0]
+    sequence = [*warm, *first_walls["window"], *first_walls[first]]
+    begin = len(warm)
     out = {
         "workload": name,
+        "step_times_s": sequence,
+        "profile_steps": [begin, begin + len(first_walls["window"])],
         "config": {**config, "rounds": rounds},
         "truth": {
             "window_wall_mean_ms": mean_ms(per[0]["window"]),
