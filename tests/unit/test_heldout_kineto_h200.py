@@ -336,3 +336,49 @@ def test_copies_at_the_links_rate_are_not_the_host_computes_reads() -> None:
     assert p is not None and p.gpu_ms is not None
     lever = next(x for x in p.levers if x.lever == "host-compute")
     assert lever.gpu_ms == pytest.approx(p.gpu_ms, abs=1e-3)
+
+
+def _outside_frame(name: str, variant: str, step_ms: float) -> float:
+    """The variant's step at the scale of `step_ms`, the captured loop's own step outside the
+    profiler (a projection taken there starts from it): times the rounds' mean ratio of the
+    variant to the captured loop outside the profiler."""
+    return step_ms * statistics.fmean(_truth(name)["outside_ratio_of"][variant])
+
+
+def test_a_second_pageable_resnet_with_its_walls_is_projected_outside_the_capture() -> None:
+    """`resnet_pinned` recorded again (batch 64 at 320 px) after the capture's cost on launches
+    was ranked and with the loop's own walls (`step_times_s`), as a user's timed run gives them:
+    the copies first (11.4 ms a step); the launch waits, 8.0 ms a step in the trace, ranked by
+    4.5 (the capture slowed the loop's steps 3.5 ms); the projection taken outside the capture
+    at the loop's own pace there (49.1 -> 39.2 ms) against the pinned loop's 0.781x of it (five
+    rounds 0.72-0.85): +2.2 % (against round 1's pinned loop alone, 37.1 ms, +5.6 %)."""
+    m, found = _run("resnet_pinned_2")
+    assert found[0].rule == "host-device-copies", [(a.rule, a.cost_ms) for a in found[:3]]
+    lb = next(a for a in found if a.rule == "launch-bound")
+    assert lb.cost_ms is not None and lb.cost_ms < lb.evidence["launch-bound_ms_per_step"]
+    pr = found[0].projection
+    po = m.ranks[0].profiler_overhead
+    assert pr is not None and pr.projected_ms is not None and pr.step_ms is not None
+    assert po is not None and pr.step_ms == po.outside_mean_ms
+    assert "taken outside the capture" in (pr.assumption or "")
+    want = _outside_frame("resnet_pinned_2", "P_pinned", pr.step_ms)
+    assert abs(pr.projected_ms - want) <= 0.10 * want, (pr.projected_ms, want)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "projected 50.3 -> 2.44 ms outside the capture (the loop's own pace there), the loop without"
+    " the metrics 0.042x of the captured one outside the profiler over five rounds (0.045,"
+    " 0.044, 0.041, 0.039, 0.038: the numpy slowed from round to round while the loop without"
+    " it did not): 2.11 ms, +15.6 %; against round 1's loop without the metrics alone (2.31 ms,"
+    " what one `try` reads), +5.6 %"))  # fmt: skip
+def test_host_metrics_recorded_again_with_their_walls_meet_the_loop_without_them() -> None:
+    """`metric_numpy` recorded again (batch 2048, 2,000 classes) with the loop's own walls: host
+    compute first, its projection taken outside the capture (the capture slowed the loop 8 %),
+    where the first recording's, without walls, stayed in the capture's time (+95 %)."""
+    _, found = _run("metric_numpy_2")
+    assert found[0].rule == "host-compute"
+    pr = found[0].projection
+    assert pr is not None and pr.projected_ms is not None and pr.step_ms is not None
+    assert "taken outside the capture" in (pr.assumption or "")
+    want = _outside_frame("metric_numpy_2", "N_no_metrics", pr.step_ms)
+    assert abs(pr.projected_ms - want) <= 0.10 * want, (pr.projected_ms, want)
