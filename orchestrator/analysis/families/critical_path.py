@@ -368,13 +368,14 @@ def _feeding(excl: Any, last: Any, read: Any, host_compute: Any) -> Any:
     a transfer of its own (an offload, a prefetch), and one that other GPU work follows before
     the gap is not the host's."""
     out = np.zeros(excl.size, dtype=np.int64)
-    for i in np.flatnonzero(host_compute > 0).tolist():
-        k = int(last[i])
-        for _ in range(MAX_FEEDING):  # the run of reads back, newest first
-            if k < 0 or not read[k]:
-                break
-            out[k] = excl[k]
-            k -= 1
+    at = np.asarray(last, dtype=np.int64)[host_compute > 0]
+    for _ in range(MAX_FEEDING):  # the runs of reads back, newest first, all gaps at once
+        at = at[at >= 0]
+        at = at[read[at]]
+        if at.size == 0:
+            break
+        out[at] = excl[at]
+        at = at - 1
     return out
 
 
