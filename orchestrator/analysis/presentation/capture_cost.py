@@ -18,19 +18,29 @@ from __future__ import annotations
 
 from orchestrator.analysis.metrics import RankMetrics
 
-MIN_OUTSIDE = 3  # as `projections.MIN_OUTSIDE`: steps outside the capture the walls must hold
+MIN_OUTSIDE = 3  # the workload's steps outside the capture its walls must hold
 
 
-def slowdown_ms(r: RankMetrics) -> tuple[float, float, float] | None:
-    """(slowdown, median inside, median outside) of the run's steps, in ms, where its own walls
-    measured them both, over MIN_OUTSIDE steps outside some of which came after the window
-    (steps only before it may still be warming up), and the capture slowed them; else None."""
+def walls(r: RankMetrics) -> tuple[float, float] | None:
+    """(median step inside the capture, outside it) in ms, where the run's own walls measured
+    both, over MIN_OUTSIDE steps outside some of which came after the window (steps only before
+    it may still be warming up); else None. The evidence this module and the projections'
+    frames (`projections._capture_free`) rest on."""
     po = r.profiler_overhead
     if po is None or po.window_step_ms is None or po.outside_step_ms is None:
         return None
     if (po.outside_steps or 0) < MIN_OUTSIDE or not po.outside_after:
         return None
-    win, out = po.window_step_ms, po.outside_step_ms
+    return po.window_step_ms, po.outside_step_ms
+
+
+def slowdown_ms(r: RankMetrics) -> tuple[float, float, float] | None:
+    """(slowdown, median inside, median outside) of the run's steps, in ms, where their walls
+    say (`walls`) and the capture slowed them; else None."""
+    found = walls(r)
+    if found is None:
+        return None
+    win, out = found
     return (win - out, win, out) if win > out else None
 
 

@@ -23,6 +23,7 @@ accuracy, passed in) says so beside its projection.
 from __future__ import annotations
 
 from orchestrator.analysis.metrics import LeverProjection, RankMetrics, StepProjections
+from orchestrator.analysis.presentation.capture_cost import MIN_OUTSIDE, walls
 from orchestrator.analysis.settings import RunSettings
 from orchestrator.core.base import Strict
 
@@ -50,8 +51,8 @@ MIN_WHOLE_STEPS = 2
 DEFAULT_WORKERS = 4  # the data-loader knob's workers from none (advice.KNOBS)
 OFTEN_WRONG_PCT = 10.0  # a rule whose projections miss by more than this, on the median
 OFTEN_WRONG_MIN = 3  # checked projections before a rule is called often wrong
-MIN_OUTSIDE = 3  # the workload's steps outside the capture a pace is read from
-# and the host's part of the step it is read off, at least this share of the step: k is a ratio
+# the host's part of the step a pace outside the capture is read off (over MIN_OUTSIDE steps
+# there: `capture_cost.walls`), at least this share of the step: k is a ratio
 # of two slivers of it, and a run's median step outside the capture moves between the stretches
 # before and after the window (causes_h200: 0.1-0.2 % of the step in GPU-bound runs, 1-7 % in
 # most host-bound ones), so under a tenth a move of 1 % would shift k by a tenth or more
@@ -263,13 +264,11 @@ def _capture_free(r: RankMetrics, lever: LeverProjection, p: StepProjections) ->
     UNCOVERS of that part, so what host part its projected step keeps is that work, exposed.
     A knob that leaves the waits (one that buys nothing, or a little host work removed) leaves
     the step as the run's own was."""
-    po = r.profiler_overhead
-    if po is None or po.window_step_ms is None or po.outside_step_ms is None:
+    found = walls(r)
+    if found is None or p.gpu_ms is None:
         return False
-    if p.gpu_ms is None or (po.outside_steps or 0) < MIN_OUTSIDE or not po.outside_after:
-        return False
-    host = p.base_ms - p.gpu_ms
-    return po.outside_step_ms >= po.window_step_ms and lever.removed_ms >= UNCOVERS * host
+    win, out = found
+    return out >= win and lever.removed_ms >= UNCOVERS * (p.base_ms - p.gpu_ms)
 
 
 def _host_bound_low(
