@@ -695,15 +695,14 @@ def project(
                 # the knob's copies are non_blocking (typical, best); at worst they block
                 freed = g.async_copy if lever == "copies" and i < 2 else None
                 runs.append((staging, cut.astype(np.int64), True, None, freed))
-        ms = []
-        _, cs0, _, waits0, _ = runs[0]
+        ms, floors = [], []
         for rg, cs, anchored, waits, freed in runs:
             t2 = moved(g, replay(g, rg, cs, anchored, waits, freed), cs, t)
             # never under the GPU's own time the knob leaves: where the window's steps run
             # longer than the mean step, the mean less what the replay takes off them would
             # (a launch-bound step of transformer_graphs: 25.4 -> 2.0 ms, its kernels 2.65)
-            floor = gpu_ms(cs, waits)
-            ms.append(max(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6, floor))
+            floors.append(gpu_ms(cs, waits))
+            ms.append(max(base - scale * (w0 - int(t2[-1] - t2[0])) / periods / 1e6, floors[-1]))
         out.append(
             LeverProjection(
                 lever=lever,
@@ -712,7 +711,7 @@ def project(
                 high_ms=round(max(ms), 4),
                 removed_ms=round(base - ms[0], 4),
                 assumption=ASSUMPTIONS[lever].format(link=g.link or "as measured"),
-                gpu_ms=gpu_ms(cs0, waits0),
+                gpu_ms=floors[0],  # the typical's
             )
         )
     return StepProjections(

@@ -550,8 +550,9 @@ def _idle_rules(r: RankMetrics, n_per: int, basis: str) -> list[Advice]:
         }
         ranked_by, outside = cost, ""
         # a capture's cost lands on every launch: ranked by what the launches cost outside it
-        found = capture_cost.launch_cost(r, cost) if c.cause == "launch-bound" else None
-        if found is not None and basis == "per step":
+        per_step = c.cause == "launch-bound" and basis == "per step"
+        found = capture_cost.launch_cost(r, cost) if per_step else None
+        if found is not None:
             ranked_by, outside = found
             evidence["launch-bound_ms_outside_capture"] = ranked_by
         out.append(
